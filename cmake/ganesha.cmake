@@ -1,0 +1,65 @@
+# Builds NFS-Ganesha 4.3 (ganesha.nfsd, FSAL_VFS, FSAL_PROXY_V4) from Debian's
+# pinned source tarball, and exposes its headers to our FSAL plugin.
+#
+# Why build the daemon instead of loading the plugin into Debian's binary: the
+# FSAL ABI is a set of C structs whose layout depends on Ganesha's config.h
+# (build options). Debian ships no -dev package, so no config.h matching its
+# binary exists; building the daemon and the plugin from one tree with one
+# config.h makes them agree on every structure by construction. It costs about
+# 40 s of build time.
+
+set(NACHE_GANESHA_SHA256
+    d4efd020edf4dfe65abfd0f0f66eb4390613360f99dce4354467ab297e0e1c0f)
+set(NACHE_GANESHA_TARBALL
+    "${CMAKE_SOURCE_DIR}/.deps/nfs-ganesha_4.3.orig.tar.gz"
+    CACHE FILEPATH "Debian's nfs-ganesha 4.3 orig tarball")
+
+if(NOT EXISTS "${NACHE_GANESHA_TARBALL}")
+  message(FATAL_ERROR
+    "NACHE_GANESHA_TARBALL=${NACHE_GANESHA_TARBALL} does not exist; "
+    "run deploy/install-deps.sh first (it fetches Debian's source package)")
+endif()
+file(SHA256 "${NACHE_GANESHA_TARBALL}" _nache_ganesha_sum)
+if(NOT _nache_ganesha_sum STREQUAL NACHE_GANESHA_SHA256)
+  message(FATAL_ERROR
+    "NACHE_GANESHA_TARBALL has SHA-256 ${_nache_ganesha_sum}, "
+    "expected ${NACHE_GANESHA_SHA256}")
+endif()
+
+# Everything the daemon and our FSAL share lands in one staging prefix:
+#   stage/bin/ganesha.nfsd, stage/lib/libganesha_nfsd.so*, stage/lib/ganesha/
+set(NACHE_STAGE "${CMAKE_BINARY_DIR}/stage")
+set(NACHE_GANESHA_SRC "${CMAKE_BINARY_DIR}/ganesha/src/ganesha")
+set(NACHE_GANESHA_BIN "${CMAKE_BINARY_DIR}/ganesha/src/ganesha-build")
+
+include(ExternalProject)
+ExternalProject_Add(ganesha
+  PREFIX "${CMAKE_BINARY_DIR}/ganesha"
+  URL "${NACHE_GANESHA_TARBALL}"
+  URL_HASH SHA256=${NACHE_GANESHA_SHA256}
+  DOWNLOAD_EXTRACT_TIMESTAMP ON
+  SOURCE_SUBDIR src
+  CMAKE_GENERATOR Ninja
+  CMAKE_ARGS
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    -DCMAKE_INSTALL_PREFIX=${NACHE_STAGE}
+    -DCMAKE_INSTALL_RPATH=${NACHE_STAGE}/lib
+    -DUSE_SYSTEM_NTIRPC=ON
+    # libc malloc: our plugin is dlopen'ed with RTLD_DEEPBIND and binds
+    # malloc/free to libc; the daemon must use the same allocator.
+    -DALLOCATOR=libc
+    -DUSE_FSAL_VFS=ON -DUSE_FSAL_PROXY_V4=ON -DUSE_FSAL_MEM=OFF
+    -DUSE_FSAL_PROXY_V3=OFF -DUSE_FSAL_LUSTRE=OFF -DUSE_FSAL_LIZARDFS=OFF
+    -DUSE_FSAL_KVSFS=OFF -DUSE_FSAL_CEPH=OFF -DUSE_FSAL_GPFS=OFF
+    -DUSE_FSAL_XFS=OFF -DUSE_FSAL_GLUSTER=OFF -DUSE_FSAL_NULL=OFF
+    -DUSE_FSAL_RGW=OFF -DUSE_DBUS=OFF -DUSE_9P=OFF -DUSE_RADOS_RECOV=OFF
+    -DRADOS_URLS=OFF -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_MAN_PAGE=OFF
+    -DUSE_LTTNG=OFF -D_MSPAC_SUPPORT=OFF -DUSE_NFSIDMAP=OFF
+  BUILD_BYPRODUCTS "${NACHE_STAGE}/bin/ganesha.nfsd"
+)
+ExternalProject_Get_Property(ganesha SOURCE_DIR BINARY_DIR)
+set(NACHE_GANESHA_INCLUDES
+  "${BINARY_DIR}/include"
+  "${SOURCE_DIR}/src/include"
+  "${SOURCE_DIR}/src/include/os/linux"
+  /usr/include/ntirpc)

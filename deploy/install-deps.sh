@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Installs what nache needs to build, test and run on Debian 12, and fetches
+# Debian's nfs-ganesha 4.3 source (for the FSAL headers and the daemon build).
+# Idempotent, and silent when nothing is missing.
+#
+# usage: deploy/install-deps.sh [--runtime-only]
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+deps_dir="$top/.deps"
+ganesha_tarball="nfs-ganesha_4.3.orig.tar.gz"
+ganesha_sha256=d4efd020edf4dfe65abfd0f0f66eb4390613360f99dce4354467ab297e0e1c0f
+
+runtime_pkgs=(
+  libnfs13 librocksdb7.8 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
+  libntirpc4.3 libtirpc3 liburcu8 libkrb5-3 libacl1 libcap2 libblkid1
+  libuuid1 libsqlite3-0
+)
+build_pkgs=(
+  build-essential cmake ninja-build pkg-config bison flex dpkg-dev
+  libnfs-dev libnfs-utils librocksdb-dev prometheus-cpp-dev libntirpc-dev
+  libtirpc-dev liburcu-dev libkrb5-dev libacl1-dev libcap-dev libblkid-dev
+  uuid-dev libsqlite3-dev libnfsidmap-dev googletest libgtest-dev
+)
+lab_pkgs=(
+  user-mode-linux kmod nfs-kernel-server iproute2 procps psmisc
+  python3 coreutils util-linux
+)
+
+want=("${runtime_pkgs[@]}")
+if [ "${1:-}" != "--runtime-only" ]; then
+  want+=("${build_pkgs[@]}" "${lab_pkgs[@]}")
+fi
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  # nfs-kernel-server is used only inside the lab's user-mode-linux guests;
+  # keep its services from starting on the host (policy-rc.d is honoured by
+  # Debian's maintainer scripts).
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+[ "${1:-}" = "--runtime-only" ] && exit 0
+
+# Debian's nfs-ganesha source, pinned by SHA-256. Only the orig tarball is
+# needed (the .debian.tar.xz is not used).
+have_sum=""
+[ -f "$deps_dir/$ganesha_tarball" ] && have_sum=$(sha256sum "$deps_dir/$ganesha_tarball" | cut -d' ' -f1)
+if [ "$have_sum" != "$ganesha_sha256" ]; then
+  echo "install-deps: fetching Debian's nfs-ganesha 4.3 source"
+  mkdir -p "$deps_dir"
+  if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
+    cat > /etc/apt/sources.list.d/nache-deb-src.sources <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    apt-get update -q >/dev/null
+  fi
+  tmp=$(mktemp -d)
+  # apt-get source fails as a whole when the .debian.tar.xz is missing on the
+  # mirror, but the orig tarball it downloaded first is all we need.
+  (cd "$tmp" && apt-get source --download-only nfs-ganesha=4.3-2 >/dev/null 2>&1 || true)
+  if [ ! -f "$tmp/$ganesha_tarball" ]; then
+    echo "install-deps: could not download $ganesha_tarball from Debian's source archive" >&2
+    rm -rf "$tmp"; exit 1
+  fi
+  got=$(sha256sum "$tmp/$ganesha_tarball" | cut -d' ' -f1)
+  if [ "$got" != "$ganesha_sha256" ]; then
+    echo "install-deps: $ganesha_tarball has SHA-256 $got, expected $ganesha_sha256" >&2
+    rm -rf "$tmp"; exit 1
+  fi
+  mv "$tmp/$ganesha_tarball" "$deps_dir/"
+  rm -rf "$tmp"
+fi
+
+# user-mode-linux's modprobe looks in /lib/modules/<uml version>.
+for d in /usr/lib/uml/modules/*; do
+  [ -d "$d" ] || continue
+  v=$(basename "$d")
+  [ -e "/lib/modules/$v" ] || { mkdir -p /lib/modules && ln -s "$d" "/lib/modules/$v"; }
+done

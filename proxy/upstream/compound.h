@@ -1,0 +1,229 @@
+// The typed NFSv4.0 COMPOUND builder and its decoded reply.
+//
+// This is the only interface the rest of the core uses to talk NFSv4: callers
+// append typed operations to a Compound, hand it to Upstream::Call, and read
+// typed OpResults. Encoding to libnfs' COMPOUND4args and decoding from
+// COMPOUND4res live in compound.cc; nothing outside that file touches libnfs
+// XDR unions.
+//
+// Thread safety: a Compound and a CompoundReply are plain values owned by one
+// thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "upstream/types.h"
+
+struct COMPOUND4args;  // libnfs
+struct COMPOUND4res;   // libnfs
+
+namespace nache {
+namespace upstream {
+
+// NFSv4.0 operation numbers we use (RFC 7530).
+enum class Op : uint32_t {
+  kAccess = 3,
+  kClose = 4,
+  kCommit = 5,
+  kCreate = 6,
+  kDelegReturn = 8,
+  kGetattr = 9,
+  kGetfh = 10,
+  kLink = 11,
+  kLock = 12,
+  kLockt = 13,
+  kLocku = 14,
+  kLookup = 15,
+  kLookupp = 16,
+  kNverify = 17,
+  kOpen = 18,
+  kOpenConfirm = 20,
+  kOpenDowngrade = 21,
+  kPutfh = 22,
+  kPutrootfh = 24,
+  kRead = 25,
+  kReaddir = 26,
+  kReadlink = 27,
+  kRemove = 28,
+  kRename = 29,
+  kRenew = 30,
+  kRestorefh = 31,
+  kSavefh = 32,
+  kSetattr = 34,
+  kSetclientid = 35,
+  kSetclientidConfirm = 36,
+  kVerify = 37,
+  kWrite = 38,
+  kReleaseLockowner = 39,
+};
+
+const char *OpName(Op op);
+
+// Arguments of one OPEN.
+struct OpenArgs {
+  uint32_t seqid = 0;            // open-owner sequence id
+  uint32_t share_access = kShareAccessRead;
+  uint32_t share_deny = kShareDenyNone;
+  uint64_t clientid = 0;         // filled by Upstream::Call if 0
+  std::string owner;             // open-owner name
+  enum class Create { kNoCreate, kUnchecked, kGuarded, kExclusive } create =
+      Create::kNoCreate;
+  Attrs create_attrs;            // kUnchecked/kGuarded
+  Verifier create_verf;          // kExclusive (8 bytes)
+  enum class Claim { kNull, kPrevious, kDelegateCur, kDelegatePrev } claim =
+      Claim::kNull;
+  std::string name;              // kNull (file name in the current dir),
+                                 // kDelegatePrev
+  DelegationType delegate_type = DelegationType::kNone;  // kPrevious
+  StateId delegate_stateid;      // kDelegateCur
+};
+
+// Arguments of one LOCK.
+struct LockArgs {
+  LockType type = LockType::kRead;
+  bool reclaim = false;
+  uint64_t offset = 0;
+  uint64_t length = 0;  // UINT64_MAX = to end of file
+  // A new lock-owner is introduced with its open's stateid and seqid; an
+  // existing one with its lock stateid and lock seqid.
+  bool new_lock_owner = false;
+  uint32_t open_seqid = 0;       // new_lock_owner
+  StateId open_stateid;          // new_lock_owner
+  uint32_t lock_seqid = 0;       // both cases
+  uint64_t clientid = 0;         // new_lock_owner; filled by Call if 0
+  std::string owner;             // new_lock_owner: lock-owner name
+  StateId lock_stateid;          // !new_lock_owner
+};
+
+// One operation's decoded result. Only the fields of that operation's kind are
+// meaningful; the others keep their defaults.
+struct OpResult {
+  Op op = Op::kPutfh;
+  uint32_t status = kNfs4Ok;  // nfsstat4
+
+  Fh fh;                      // GETFH
+  Attrs attrs;                // GETATTR; OPEN/CREATE: attrset not decoded
+  StateId stateid;            // OPEN, OPEN_CONFIRM, OPEN_DOWNGRADE, CLOSE,
+                              // LOCK, LOCKU
+  uint32_t open_rflags = 0;   // OPEN (OPEN4_RESULT_CONFIRM = 2)
+  Delegation delegation;      // OPEN
+  ChangeInfo cinfo;           // OPEN, CREATE, REMOVE, LINK, RENAME (source)
+  ChangeInfo cinfo2;          // RENAME (target)
+  uint32_t count = 0;         // READ (bytes copied), WRITE (bytes written)
+  bool eof = false;           // READ, READDIR
+  StableHow committed = StableHow::kUnstable;  // WRITE
+  Verifier verifier;          // WRITE, COMMIT (write verifier); READDIR
+                              // (cookie verifier); SETCLIENTID (confirm)
+  std::string data;           // READLINK (link text)
+  std::vector<DirEntry> entries;  // READDIR
+  uint32_t access_supported = 0, access = 0;  // ACCESS
+  LockDenied denied;          // LOCK, LOCKT with NFS4ERR_DENIED
+  uint64_t clientid = 0;      // SETCLIENTID
+};
+
+// The decoded reply of one COMPOUND. results holds one entry per operation
+// the server executed (it stops at the first failure).
+struct CompoundReply {
+  uint32_t status = kNfs4Ok;  // status of the whole compound (first failure)
+  std::vector<OpResult> results;
+
+  // The result of the i-th operation of kind op, or nullptr when the server
+  // did not reach it.
+  const OpResult *Find(Op op, int nth = 0) const;
+  // Index of the failing operation, or -1.
+  int FailedIndex() const;
+};
+
+class Compound {
+ public:
+  Compound();
+  ~Compound();
+  Compound(Compound &&) noexcept;
+  Compound &operator=(Compound &&) noexcept;
+  Compound(const Compound &) = delete;
+  Compound &operator=(const Compound &) = delete;
+
+  // A short tag for logs ("lookup", "open", ...).
+  Compound &SetTag(const std::string &tag);
+  const std::string &tag() const;
+
+  Compound &Putfh(const Fh &fh);
+  Compound &Putrootfh();
+  Compound &Lookup(const std::string &name);
+  Compound &Lookupp();
+  Compound &Getfh();
+  Compound &Getattr(uint64_t attr_mask);
+  Compound &Savefh();
+  Compound &Restorefh();
+  Compound &Access(uint32_t access_mask);
+  // READ copies up to count bytes straight into dest (no intermediate copy);
+  // dest must stay valid until the reply has been decoded.
+  Compound &Read(const StateId &stateid, uint64_t offset, uint32_t count,
+                 char *dest);
+  // WRITE sends len bytes from data; data must stay valid until the call
+  // completes (it is not copied). Up to 1 MiB per WRITE.
+  Compound &Write(const StateId &stateid, uint64_t offset, StableHow stable,
+                  const char *data, uint32_t len);
+  Compound &Commit(uint64_t offset, uint32_t count);
+  Compound &Open(const OpenArgs &args);
+  Compound &OpenConfirm(const StateId &stateid, uint32_t seqid);
+  Compound &OpenDowngrade(const StateId &stateid, uint32_t seqid,
+                          uint32_t share_access, uint32_t share_deny);
+  Compound &Close(uint32_t seqid, const StateId &stateid);
+  // CREATE of a non-regular object: kDir, kLnk (link_text), kBlk/kChr
+  // (rdev in attrs.rdev_*), kSock, kFifo.
+  Compound &Create(FileType type, const std::string &name, const Attrs &attrs,
+                   const std::string &link_text = std::string());
+  Compound &Remove(const std::string &name);
+  // RENAME from the saved filehandle's directory to the current one.
+  Compound &Rename(const std::string &old_name, const std::string &new_name);
+  // LINK the saved filehandle into the current directory.
+  Compound &Link(const std::string &new_name);
+  Compound &Readlink();
+  // READDIR returning attr_mask for each entry (plus the entry's filehandle
+  // when want_fh, decoded into DirEntry::fh).
+  Compound &Readdir(uint64_t cookie, const Verifier &cookieverf,
+                    uint32_t dircount, uint32_t maxcount, uint64_t attr_mask,
+                    bool want_fh);
+  Compound &Setattr(const StateId &stateid, const Attrs &attrs);
+  Compound &Lock(const LockArgs &args);
+  Compound &Lockt(LockType type, uint64_t offset, uint64_t length,
+                  uint64_t clientid, const std::string &owner);
+  Compound &Locku(LockType type, uint32_t seqid, const StateId &lock_stateid,
+                  uint64_t offset, uint64_t length);
+  Compound &ReleaseLockowner(uint64_t clientid, const std::string &owner);
+  Compound &Renew(uint64_t clientid);
+  Compound &Setclientid(const Verifier &verifier, const std::string &id,
+                        uint32_t cb_program, const std::string &cb_netid,
+                        const std::string &cb_uaddr, uint32_t cb_ident);
+  Compound &SetclientidConfirm(uint64_t clientid, const Verifier &confirm);
+  Compound &DelegReturn(const StateId &stateid);
+  // VERIFY / NVERIFY of the change attribute (the only use we have).
+  Compound &VerifyChange(uint64_t change);
+  Compound &NverifyChange(uint64_t change);
+
+  size_t size() const;          // number of operations
+  Op op(size_t i) const;
+  // An upper bound of the encoded size in bytes (for the encode buffer).
+  size_t EncodedSizeHint() const;
+  // Whether any operation carries a clientid left 0 for Call to fill in.
+  void FillClientid(uint64_t clientid);
+
+  // Builds libnfs' COMPOUND4args view of this compound. The returned struct
+  // points into this Compound; it stays valid while the Compound lives and is
+  // not modified. For upstream/ and tests only.
+  COMPOUND4args *Args();
+  // Decodes a reply for this compound (READ data goes to the Read dest).
+  // For upstream/ and tests only.
+  bool Decode(const COMPOUND4res *res, CompoundReply *out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace upstream
+}  // namespace nache
