@@ -55,6 +55,9 @@ ExternalProject_Add(ganesha
     -DUSE_FSAL_RGW=OFF -DUSE_DBUS=OFF -DUSE_9P=OFF -DUSE_RADOS_RECOV=OFF
     -DRADOS_URLS=OFF -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_MAN_PAGE=OFF
     -DUSE_LTTNG=OFF -D_MSPAC_SUPPORT=OFF -DUSE_NFSIDMAP=OFF
+    # No rpcbind registration: with it, Ganesha exits when no rpcbind runs
+    # (NFSv3 clients then name the ports: see config/README.md).
+    -DRPCBIND=OFF
   BUILD_BYPRODUCTS "${NACHE_STAGE}/bin/ganesha.nfsd"
 )
 ExternalProject_Get_Property(ganesha SOURCE_DIR BINARY_DIR)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs a built nache on this machine as a systemd service:
+#   /usr/lib/nache/{bin,lib,ganesha}   the daemon, its library, the FSALs
+#   /etc/nache/ganesha.conf            configuration (kept if present)
+#   /var/cache/nache/                  persistent caches (Cache_Dir)
+#   /var/lib/nache/recovery            NFSv4 client recovery records
+#   nache.service                      the unit
+# usage: make build && deploy/install.sh   (then edit the config and
+#        systemctl enable --now nache)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+stage="${NACHE_STAGE:-$top/build/stage}"
+prefix="${NACHE_PREFIX:-/usr/lib/nache}"
+
+[ -x "$stage/bin/ganesha.nfsd" ] || { echo "install: $stage has no ganesha.nfsd; run make build first" >&2; exit 1; }
+[ -f "$stage/lib/ganesha/libfsalnache.so" ] || { echo "install: libfsalnache.so not built" >&2; exit 1; }
+
+bash "$top/deploy/install-deps.sh" --runtime-only
+install -d "$prefix/bin" "$prefix/lib" "$prefix/ganesha"
+install -m 0755 "$stage/bin/ganesha.nfsd" "$prefix/bin/ganesha.nfsd"
+cp -a "$stage"/lib/libganesha_nfsd.so* "$prefix/lib/"
+install -m 0644 "$stage"/lib/ganesha/libfsal*.so "$prefix/ganesha/"
+install -d /etc/nache /var/cache/nache /var/lib/nache/recovery /var/log/nache
+if [ ! -e /etc/nache/ganesha.conf ]; then
+  sed "s|Plugins_Dir = .*;|Plugins_Dir = $prefix/ganesha;|" \
+    "$top/config/nache.conf" > /etc/nache/ganesha.conf
+  echo "install: wrote /etc/nache/ganesha.conf: set Upstream_Server and Upstream_Path"
+fi
+install -d /usr/share/doc/nache
+install -m 0644 "$top/README.md" "$top/config/README.md" /usr/share/doc/nache/ 2>/dev/null || true
+install -m 0644 "$top/deploy/nache.service" /etc/systemd/system/nache.service
+if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  systemctl daemon-reload
+  echo "install: done; start with: systemctl enable --now nache"
+else
+  echo "install: done (no systemd running here; unit installed for later)"
+fi

@@ -1,0 +1,888 @@
+/*
+ * nache_handle.c - object operations of FSAL NACHE.
+ *
+ * Each operation converts Ganesha's arguments, calls the core (nache.h) with
+ * the caller's credentials, and converts the result. Share reservations
+ * among local opens are kept here, under the object's obj_lock, as Ganesha
+ * expects of a FSAL; the upstream open state lives in the core. No lock is
+ * held across a call into the core (which may wait on the WAN).
+ */
+#include "fsal_convert.h"
+#include "FSAL/fsal_commonlib.h"
+#include "nfs_exports.h"
+#include "sal_data.h"
+#include "sal_functions.h"
+
+#include "nache_int.h"
+
+/* --- attributes ---------------------------------------------------------- */
+
+static object_file_type_t nache_to_fsal_type(enum nache_type t)
+{
+	switch (t) {
+	case NACHE_REG: return REGULAR_FILE;
+	case NACHE_DIR: return DIRECTORY;
+	case NACHE_BLK: return BLOCK_FILE;
+	case NACHE_CHR: return CHARACTER_FILE;
+	case NACHE_LNK: return SYMBOLIC_LINK;
+	case NACHE_SOCK: return SOCKET_FILE;
+	case NACHE_FIFO: return FIFO_FILE;
+	default: return NO_FILE_TYPE;
+	}
+}
+
+static enum nache_type fsal_to_nache_type(object_file_type_t t)
+{
+	switch (t) {
+	case REGULAR_FILE: return NACHE_REG;
+	case DIRECTORY: return NACHE_DIR;
+	case BLOCK_FILE: return NACHE_BLK;
+	case CHARACTER_FILE: return NACHE_CHR;
+	case SYMBOLIC_LINK: return NACHE_LNK;
+	case SOCKET_FILE: return NACHE_SOCK;
+	case FIFO_FILE: return NACHE_FIFO;
+	default: return NACHE_NONE;
+	}
+}
+
+static struct timespec to_timespec(struct nache_time t)
+{
+	struct timespec ts = { .tv_sec = t.sec, .tv_nsec = t.nsec };
+
+	return ts;
+}
+
+static struct nache_time from_timespec(struct timespec ts)
+{
+	struct nache_time t = { .sec = ts.tv_sec, .nsec = ts.tv_nsec };
+
+	return t;
+}
+
+void nache_attrs_to_fsal(const struct nache_attrs *in,
+			 struct fsal_attrlist *out)
+{
+	attrmask_t v = 0;
+
+	if (in->mask & NACHE_ATTR_TYPE) {
+		out->type = nache_to_fsal_type(in->type);
+		v |= ATTR_TYPE;
+	}
+	if (in->mask & NACHE_ATTR_SIZE) {
+		out->filesize = in->size;
+		v |= ATTR_SIZE;
+	}
+	if (in->mask & NACHE_ATTR_FSID) {
+		out->fsid.major = in->fsid_major;
+		out->fsid.minor = in->fsid_minor;
+		v |= ATTR_FSID;
+	}
+	if (in->mask & NACHE_ATTR_FILEID) {
+		out->fileid = in->fileid;
+		v |= ATTR_FILEID;
+	}
+	if (in->mask & NACHE_ATTR_MODE) {
+		out->mode = in->mode & 07777;
+		v |= ATTR_MODE;
+	}
+	if (in->mask & NACHE_ATTR_NLINK) {
+		out->numlinks = in->nlink;
+		v |= ATTR_NUMLINKS;
+	}
+	if (in->mask & NACHE_ATTR_OWNER) {
+		out->owner = in->uid;
+		v |= ATTR_OWNER;
+	}
+	if (in->mask & NACHE_ATTR_GROUP) {
+		out->group = in->gid;
+		v |= ATTR_GROUP;
+	}
+	if (in->mask & NACHE_ATTR_RAWDEV) {
+		out->rawdev.major = in->rdev_major;
+		out->rawdev.minor = in->rdev_minor;
+		v |= ATTR_RAWDEV;
+	}
+	if (in->mask & NACHE_ATTR_SPACE_USED) {
+		out->spaceused = in->space_used;
+		v |= ATTR_SPACEUSED;
+	}
+	if (in->mask & NACHE_ATTR_ATIME) {
+		out->atime = to_timespec(in->atime);
+		v |= ATTR_ATIME;
+	}
+	if (in->mask & NACHE_ATTR_MTIME) {
+		out->mtime = to_timespec(in->mtime);
+		v |= ATTR_MTIME;
+	}
+	if (in->mask & NACHE_ATTR_CTIME) {
+		out->ctime = to_timespec(in->ctime);
+		v |= ATTR_CTIME;
+	}
+	if (in->mask & NACHE_ATTR_CHANGE) {
+		out->change = in->change;
+		v |= ATTR_CHANGE;
+	}
+	out->valid_mask = v;
+	out->supported = ATTRS_POSIX;
+}
+
+/* The settable subset of Ganesha's attributes, as the core wants them. */
+static void fsal_to_nache_set(const struct fsal_attrlist *in,
+			      struct nache_attrs *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (FSAL_TEST_MASK(in->valid_mask, ATTR_SIZE)) {
+		out->mask |= NACHE_ATTR_SIZE;
+		out->size = in->filesize;
+	}
+	if (FSAL_TEST_MASK(in->valid_mask, ATTR_MODE)) {
+		out->mask |= NACHE_ATTR_MODE;
+		out->mode = in->mode & 07777;
+	}
+	if (FSAL_TEST_MASK(in->valid_mask, ATTR_OWNER)) {
+		out->mask |= NACHE_ATTR_OWNER;
+		out->uid = in->owner;
+	}
+	if (FSAL_TEST_MASK(in->valid_mask, ATTR_GROUP)) {
+		out->mask |= NACHE_ATTR_GROUP;
+		out->gid = in->group;
+	}
+	if (FSAL_TEST_MASK(in->valid_mask, ATTR_ATIME_SERVER)) {
+		out->mask |= NACHE_ATTR_ATIME;
+		out->atime_server = true;
+	} else if (FSAL_TEST_MASK(in->valid_mask, ATTR_ATIME)) {
+		out->mask |= NACHE_ATTR_ATIME;
+		out->atime = from_timespec(in->atime);
+	}
+	if (FSAL_TEST_MASK(in->valid_mask, ATTR_MTIME_SERVER)) {
+		out->mask |= NACHE_ATTR_MTIME;
+		out->mtime_server = true;
+	} else if (FSAL_TEST_MASK(in->valid_mask, ATTR_MTIME)) {
+		out->mask |= NACHE_ATTR_MTIME;
+		out->mtime = from_timespec(in->mtime);
+	}
+	if (FSAL_TEST_MASK(in->valid_mask, ATTR_RAWDEV)) {
+		out->rdev_major = in->rawdev.major;
+		out->rdev_minor = in->rawdev.minor;
+	}
+}
+
+static struct nache_fsal_obj_handle *handle_of(struct fsal_obj_handle *obj)
+{
+	return container_of(obj, struct nache_fsal_obj_handle, obj_handle);
+}
+
+static nache_key key_of(struct fsal_obj_handle *obj)
+{
+	return handle_of(obj)->wire.key;
+}
+
+struct nache_fsal_obj_handle *nache_alloc_handle(struct nache_fsal_export *exp,
+						 nache_key key,
+						 const struct nache_attrs *a)
+{
+	struct nache_fsal_obj_handle *h = gsh_calloc(1, sizeof(*h));
+
+	fsal_obj_handle_init(&h->obj_handle, &exp->export,
+			     nache_to_fsal_type(a->type));
+	h->obj_handle.fileid = a->fileid;
+	h->obj_handle.fsid.major = a->fsid_major;
+	h->obj_handle.fsid.minor = a->fsid_minor;
+	h->obj_handle.obj_ops = &NacheModule.handle_ops;
+	h->wire.incarnation = exp->incarnation;
+	h->wire.key = key;
+	return h;
+}
+
+/* Fills attrs_out, or marks it failed when the caller tolerates that. */
+static fsal_status_t give_attrs(uint32_t st, const struct nache_attrs *a,
+				struct fsal_attrlist *attrs_out)
+{
+	if (attrs_out == NULL)
+		return nache_status(st);
+	if (st == 0) {
+		nache_attrs_to_fsal(a, attrs_out);
+	} else if (attrs_out->request_mask & ATTR_RDATTR_ERR) {
+		attrs_out->valid_mask = ATTR_RDATTR_ERR;
+	}
+	return nache_status(st);
+}
+
+/* --- object lifetime and identity --------------------------------------- */
+
+static void op_release(struct fsal_obj_handle *obj)
+{
+	struct nache_fsal_obj_handle *h = handle_of(obj);
+
+	if (h->global_fd.open != NULL)
+		nache_close(nache_ctx_export()->core, h->global_fd.open);
+	fsal_obj_handle_fini(obj);
+	gsh_free(h);
+}
+
+static fsal_status_t op_handle_to_wire(const struct fsal_obj_handle *obj,
+					  fsal_digesttype_t output_type,
+					  struct gsh_buffdesc *fh_desc)
+{
+	const struct nache_fsal_obj_handle *h =
+		container_of(obj, const struct nache_fsal_obj_handle,
+			     obj_handle);
+
+	switch (output_type) {
+	case FSAL_DIGEST_NFSV3:
+	case FSAL_DIGEST_NFSV4:
+		if (fh_desc->len < sizeof(h->wire))
+			return fsalstat(ERR_FSAL_TOOSMALL, 0);
+		memcpy(fh_desc->addr, &h->wire, sizeof(h->wire));
+		fh_desc->len = sizeof(h->wire);
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
+	default:
+		return fsalstat(ERR_FSAL_SERVERFAULT, 0);
+	}
+}
+
+static void op_handle_to_key(struct fsal_obj_handle *obj,
+				struct gsh_buffdesc *fh_desc)
+{
+	struct nache_fsal_obj_handle *h = handle_of(obj);
+
+	fh_desc->addr = &h->wire;
+	fh_desc->len = sizeof(h->wire);
+}
+
+/* --- metadata ------------------------------------------------------------ */
+
+static fsal_status_t op_lookup(struct fsal_obj_handle *dir,
+				  const char *path,
+				  struct fsal_obj_handle **handle,
+				  struct fsal_attrlist *attrs_out)
+{
+	struct nache_fsal_export *exp = nache_ctx_export();
+	struct nache_creds cr;
+	struct nache_attrs a;
+	nache_key key;
+	uint32_t st;
+
+	nache_caller_creds(&cr);
+	st = nache_lookup(exp->core, &cr, key_of(dir), path, &key, &a);
+	if (st != 0)
+		return nache_status(st);
+	*handle = &nache_alloc_handle(exp, key, &a)->obj_handle;
+	return give_attrs(0, &a, attrs_out);
+}
+
+struct readdir_ctx {
+	struct nache_fsal_export *exp;  /* the export */
+	fsal_readdir_cb cb;             /* Ganesha's callback */
+	void *dir_state;                /* its opaque state */
+	attrmask_t attrmask;            /* attributes it wants */
+};
+
+static bool readdir_entry(void *arg, const char *name, nache_key key,
+			  const struct nache_attrs *a, uint64_t cookie)
+{
+	struct readdir_ctx *ctx = arg;
+	struct nache_fsal_obj_handle *h = nache_alloc_handle(ctx->exp, key, a);
+	struct fsal_attrlist attrs;
+	enum fsal_dir_result rc;
+
+	fsal_prepare_attrs(&attrs, ctx->attrmask);
+	nache_attrs_to_fsal(a, &attrs);
+	/* The callback takes over the handle. */
+	rc = ctx->cb(name, &h->obj_handle, &attrs, ctx->dir_state, cookie);
+	fsal_release_attrs(&attrs);
+	return rc < DIR_TERMINATE;
+}
+
+static fsal_status_t op_readdir(struct fsal_obj_handle *dir,
+				   fsal_cookie_t *whence, void *dir_state,
+				   fsal_readdir_cb cb, attrmask_t attrmask,
+				   bool *eof)
+{
+	struct readdir_ctx ctx = { nache_ctx_export(), cb, dir_state,
+				   attrmask };
+	struct nache_creds cr;
+
+	nache_caller_creds(&cr);
+	return nache_status(nache_readdir(ctx.exp->core, &cr, key_of(dir),
+					  whence ? *whence : 0, readdir_entry,
+					  &ctx, eof));
+}
+
+static fsal_status_t op_getattrs(struct fsal_obj_handle *obj,
+				    struct fsal_attrlist *attrs_out)
+{
+	struct nache_creds cr;
+	struct nache_attrs a;
+
+	nache_caller_creds(&cr);
+	return give_attrs(nache_getattr(nache_ctx_export()->core, &cr,
+					key_of(obj), &a),
+			  &a, attrs_out);
+}
+
+static fsal_status_t create_object(struct fsal_obj_handle *dir,
+				   const char *name, enum nache_type type,
+				   struct fsal_attrlist *attrs_in,
+				   const char *link_text,
+				   struct fsal_obj_handle **new_obj,
+				   struct fsal_attrlist *attrs_out)
+{
+	struct nache_fsal_export *exp = nache_ctx_export();
+	struct nache_creds cr;
+	struct nache_attrs set, a;
+	nache_key key;
+	uint32_t st;
+
+	nache_caller_creds(&cr);
+	fsal_to_nache_set(attrs_in, &set);
+	set.type = type;
+	st = nache_create(exp->core, &cr, key_of(dir), name, type, &set,
+			  link_text, &key, &a);
+	if (st != 0)
+		return nache_status(st);
+	*new_obj = &nache_alloc_handle(exp, key, &a)->obj_handle;
+	return give_attrs(0, &a, attrs_out);
+}
+
+static fsal_status_t op_mkdir(struct fsal_obj_handle *dir,
+				 const char *name,
+				 struct fsal_attrlist *attrs_in,
+				 struct fsal_obj_handle **new_obj,
+				 struct fsal_attrlist *attrs_out)
+{
+	return create_object(dir, name, NACHE_DIR, attrs_in, NULL, new_obj,
+			     attrs_out);
+}
+
+static fsal_status_t op_mknode(struct fsal_obj_handle *dir,
+				  const char *name,
+				  object_file_type_t nodetype,
+				  struct fsal_attrlist *attrs_in,
+				  struct fsal_obj_handle **new_obj,
+				  struct fsal_attrlist *attrs_out)
+{
+	return create_object(dir, name, fsal_to_nache_type(nodetype),
+			     attrs_in, NULL, new_obj, attrs_out);
+}
+
+static fsal_status_t op_symlink(struct fsal_obj_handle *dir,
+				   const char *name, const char *link_path,
+				   struct fsal_attrlist *attrs_in,
+				   struct fsal_obj_handle **new_obj,
+				   struct fsal_attrlist *attrs_out)
+{
+	return create_object(dir, name, NACHE_LNK, attrs_in, link_path,
+			     new_obj, attrs_out);
+}
+
+static fsal_status_t op_readlink(struct fsal_obj_handle *obj,
+				    struct gsh_buffdesc *link_content,
+				    bool refresh)
+{
+	struct nache_creds cr;
+	char *buf = gsh_malloc(4096);
+	uint32_t st;
+
+	nache_caller_creds(&cr);
+	st = nache_readlink(nache_ctx_export()->core, &cr, key_of(obj), buf,
+			    4096);
+	if (st != 0) {
+		gsh_free(buf);
+		link_content->addr = NULL;
+		link_content->len = 0;
+		return nache_status(st);
+	}
+	link_content->addr = buf;
+	link_content->len = strlen(buf) + 1;
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+static fsal_status_t op_link(struct fsal_obj_handle *obj,
+				struct fsal_obj_handle *destdir,
+				const char *name)
+{
+	struct nache_creds cr;
+
+	nache_caller_creds(&cr);
+	return nache_status(nache_link(nache_ctx_export()->core, &cr,
+				       key_of(obj), key_of(destdir), name));
+}
+
+static fsal_status_t op_rename(struct fsal_obj_handle *obj,
+				  struct fsal_obj_handle *olddir,
+				  const char *old_name,
+				  struct fsal_obj_handle *newdir,
+				  const char *new_name)
+{
+	struct nache_creds cr;
+
+	nache_caller_creds(&cr);
+	return nache_status(nache_rename(nache_ctx_export()->core, &cr,
+					 key_of(olddir), old_name,
+					 key_of(newdir), new_name));
+}
+
+static fsal_status_t op_unlink(struct fsal_obj_handle *dir,
+				  struct fsal_obj_handle *obj,
+				  const char *name)
+{
+	struct nache_creds cr;
+
+	nache_caller_creds(&cr);
+	return nache_status(nache_remove(nache_ctx_export()->core, &cr,
+					 key_of(dir), name));
+}
+
+/* --- opens --------------------------------------------------------------- */
+
+/* Share access/deny of an open, in NFSv4 terms. A write open also reads
+ * upstream: clients read through write opens to fill partial pages. */
+static uint32_t share_access(fsal_openflags_t f)
+{
+	uint32_t a = 0;
+
+	if (f & FSAL_O_READ)
+		a |= NACHE_SHARE_READ;
+	if (f & FSAL_O_WRITE)
+		a |= NACHE_SHARE_READ | NACHE_SHARE_WRITE;
+	return a ? a : NACHE_SHARE_READ;
+}
+
+static uint32_t share_deny(fsal_openflags_t f)
+{
+	uint32_t d = 0;
+
+	if (f & FSAL_O_DENY_READ)
+		d |= NACHE_SHARE_READ;
+	if (f & (FSAL_O_DENY_WRITE | FSAL_O_DENY_WRITE_MAND))
+		d |= NACHE_SHARE_WRITE;
+	return d;
+}
+
+static enum nache_createmode create_mode(enum fsal_create_mode m)
+{
+	switch (m) {
+	case FSAL_NO_CREATE: return NACHE_OPEN_NOCREATE;
+	case FSAL_UNCHECKED: return NACHE_OPEN_UNCHECKED;
+	case FSAL_GUARDED: return NACHE_OPEN_GUARDED;
+	default: return NACHE_OPEN_EXCLUSIVE;
+	}
+}
+
+static struct nache_fd *state_fd(struct state_t *state)
+{
+	return state ? (struct nache_fd *)(state + 1) : NULL;
+}
+
+/* Takes (or gives back) local share reservation counts. */
+static fsal_status_t take_share(struct fsal_obj_handle *obj,
+				fsal_openflags_t old, fsal_openflags_t new,
+				bool check)
+{
+	struct nache_fsal_obj_handle *h = handle_of(obj);
+	fsal_status_t s = fsalstat(ERR_FSAL_NO_ERROR, 0);
+
+	PTHREAD_RWLOCK_wrlock(&obj->obj_lock);
+	if (check)
+		s = check_share_conflict(&h->share, new, false);
+	if (!FSAL_IS_ERROR(s))
+		update_share_counters(&h->share, old, new);
+	PTHREAD_RWLOCK_unlock(&obj->obj_lock);
+	return s;
+}
+
+static fsal_status_t op_open2(struct fsal_obj_handle *obj,
+				 struct state_t *state,
+				 fsal_openflags_t openflags,
+				 enum fsal_create_mode createmode,
+				 const char *name,
+				 struct fsal_attrlist *attrs_in,
+				 fsal_verifier_t verifier,
+				 struct fsal_obj_handle **new_obj,
+				 struct fsal_attrlist *attrs_out,
+				 bool *caller_perm_check)
+{
+	struct nache_fsal_export *exp = nache_ctx_export();
+	struct nache_fd *fd = state_fd(state);
+	struct nache_creds cr;
+	struct nache_attrs set, a;
+	struct nache_open *open = NULL;
+	struct nache_fsal_obj_handle *nh;
+	bool truncate = (openflags & FSAL_O_TRUNC) != 0;
+	bool created = false;
+	nache_key key;
+	fsal_status_t s;
+	uint32_t st;
+
+	nache_caller_creds(&cr);
+	openflags &= ~FSAL_O_TRUNC;
+
+	if (name == NULL) {
+		/* Open by handle. */
+		if (fd == NULL) {
+			/* Stateless (NFSv3): I/O uses the anonymous stateid,
+			 * no upstream open is needed. */
+			handle_of(obj)->global_fd.fsal_fd.openflags =
+				openflags;
+			if (truncate) {
+				memset(&set, 0, sizeof(set));
+				set.mask = NACHE_ATTR_SIZE;
+				st = nache_setattr(exp->core, &cr, key_of(obj),
+						   NULL, &set, &a);
+			} else {
+				st = nache_getattr(exp->core, &cr,
+						   key_of(obj), &a);
+			}
+			return give_attrs(st, &a, attrs_out);
+		}
+		s = take_share(obj, FSAL_O_CLOSED, openflags, true);
+		if (FSAL_IS_ERROR(s))
+			return s;
+		st = nache_open(exp->core, &cr, key_of(obj), NULL,
+				share_access(openflags), share_deny(openflags),
+				NACHE_OPEN_NOCREATE, NULL, NULL, truncate,
+				&open, NULL, &a, &created);
+		if (st != 0) {
+			take_share(obj, openflags, FSAL_O_CLOSED, false);
+			return nache_status(st);
+		}
+		fd->open = open;
+		fd->fsal_fd.openflags = openflags;
+		return give_attrs(0, &a, attrs_out);
+	}
+
+	/* Open (and maybe create) by name in directory obj. */
+	memset(&set, 0, sizeof(set));
+	if (attrs_in != NULL)
+		fsal_to_nache_set(attrs_in, &set);
+	st = nache_open(exp->core, &cr, key_of(obj), name,
+			share_access(openflags), share_deny(openflags),
+			create_mode(createmode), &set, (const uint8_t *)verifier,
+			truncate, &open, &key, &a, &created);
+	if (st != 0)
+		return nache_status(st);
+	/* The creator may write a file whose new mode forbids it. */
+	*caller_perm_check = !created;
+	nh = nache_alloc_handle(exp, key, &a);
+	*new_obj = &nh->obj_handle;
+	if (fd == NULL) {
+		/* Stateless create (NFSv3 CREATE): nothing stays open. */
+		nache_close(exp->core, open);
+		nh->global_fd.fsal_fd.openflags = openflags;
+	} else {
+		take_share(&nh->obj_handle, FSAL_O_CLOSED, openflags, false);
+		fd->open = open;
+		fd->fsal_fd.openflags = openflags;
+	}
+	return give_attrs(0, &a, attrs_out);
+}
+
+static bool op_check_verifier(struct fsal_obj_handle *obj,
+				 fsal_verifier_t verifier)
+{
+	/* Exclusive creates go upstream GUARDED; no verifier is stored, so a
+	 * retransmission Ganesha's DRC missed gets EEXIST. */
+	return false;
+}
+
+static fsal_status_t op_reopen2(struct fsal_obj_handle *obj,
+				   struct state_t *state,
+				   fsal_openflags_t openflags)
+{
+	struct nache_fd *fd = state_fd(state);
+	fsal_openflags_t old = fd->fsal_fd.openflags;
+	struct nache_creds cr;
+	fsal_status_t s;
+	uint32_t st;
+
+	openflags &= ~FSAL_O_TRUNC;
+	/* Check the new modes against everyone but this open. */
+	PTHREAD_RWLOCK_wrlock(&obj->obj_lock);
+	update_share_counters(&handle_of(obj)->share, old, FSAL_O_CLOSED);
+	s = check_share_conflict(&handle_of(obj)->share, openflags, false);
+	update_share_counters(&handle_of(obj)->share, FSAL_O_CLOSED,
+			      FSAL_IS_ERROR(s) ? old : openflags);
+	PTHREAD_RWLOCK_unlock(&obj->obj_lock);
+	if (FSAL_IS_ERROR(s))
+		return s;
+
+	nache_caller_creds(&cr);
+	st = fd->open == NULL
+		? 0
+		: nache_reopen(nache_ctx_export()->core, &cr, fd->open,
+			       share_access(openflags), share_deny(openflags));
+	if (st != 0) {
+		take_share(obj, openflags, old, false);
+		return nache_status(st);
+	}
+	fd->fsal_fd.openflags = openflags;
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+static fsal_status_t op_close2(struct fsal_obj_handle *obj,
+				  struct state_t *state)
+{
+	struct nache_fd *fd = state_fd(state);
+	uint32_t st = 0;
+
+	if (state->state_type == STATE_TYPE_SHARE ||
+	    state->state_type == STATE_TYPE_NLM_SHARE ||
+	    state->state_type == STATE_TYPE_9P_FID)
+		take_share(obj, fd->fsal_fd.openflags, FSAL_O_CLOSED, false);
+	if (fd->open != NULL) {
+		st = nache_close(nache_ctx_export()->core, fd->open);
+		fd->open = NULL;
+	}
+	fd->fsal_fd.openflags = FSAL_O_CLOSED;
+	return nache_status(st);
+}
+
+static fsal_status_t op_close(struct fsal_obj_handle *obj)
+{
+	struct nache_fsal_obj_handle *h = handle_of(obj);
+	fsal_status_t s = fsalstat(ERR_FSAL_NO_ERROR, 0);
+
+	PTHREAD_RWLOCK_wrlock(&obj->obj_lock);
+	if (h->global_fd.fsal_fd.openflags == FSAL_O_CLOSED)
+		s = fsalstat(ERR_FSAL_NOT_OPENED, 0);
+	h->global_fd.fsal_fd.openflags = FSAL_O_CLOSED;
+	PTHREAD_RWLOCK_unlock(&obj->obj_lock);
+	return s;
+}
+
+/* --- data ---------------------------------------------------------------- */
+
+/* The global fd needs no upstream open: stateless I/O uses the anonymous
+ * stateid. These only track its flags for Ganesha's fsal_find_fd. */
+static fsal_status_t global_open(struct fsal_obj_handle *obj,
+				 fsal_openflags_t openflags,
+				 struct fsal_fd *fd)
+{
+	fd->openflags = openflags;
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+static fsal_status_t global_close(struct fsal_obj_handle *obj,
+				  struct fsal_fd *fd)
+{
+	fd->openflags = FSAL_O_CLOSED;
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+/* The core's open behind a state used for I/O: the open itself, or the open
+ * a lock state hangs off (found by Ganesha's fsal_find_fd). NULL means
+ * stateless I/O (anonymous stateid). */
+static struct nache_open *io_open(struct fsal_obj_handle *obj,
+				  struct state_t *state, bool bypass,
+				  fsal_openflags_t openflags)
+{
+	struct nache_fsal_obj_handle *h = handle_of(obj);
+	struct fsal_fd *out = NULL;
+	bool has_lock = false, closefd = false, reusing = false;
+	fsal_status_t s;
+
+	if (state == NULL)
+		return NULL;
+	if (state->state_type == STATE_TYPE_SHARE ||
+	    state->state_type == STATE_TYPE_NLM_SHARE)
+		return state_fd(state)->open;
+	if (state->state_type != STATE_TYPE_LOCK &&
+	    state->state_type != STATE_TYPE_NLM_LOCK)
+		return NULL;
+	s = fsal_find_fd(&out, obj, &h->global_fd.fsal_fd, &h->share, bypass,
+			 state, openflags, global_open, global_close,
+			 &has_lock, &closefd, false, &reusing);
+	if (has_lock)
+		PTHREAD_RWLOCK_unlock(&obj->obj_lock);
+	if (FSAL_IS_ERROR(s) || out == NULL || out == &h->global_fd.fsal_fd)
+		return NULL;
+	return ((struct nache_fd *)out)->open;
+}
+
+static void op_read2(struct fsal_obj_handle *obj, bool bypass,
+			fsal_async_cb done_cb, struct fsal_io_arg *arg,
+			void *caller_arg)
+{
+	struct nache_fsal_export *exp = nache_ctx_export();
+	struct nache_creds cr;
+	struct nache_open *open;
+	uint64_t offset = arg->offset;
+	uint32_t st = 0;
+	bool eof = false;
+	int i;
+
+	if (arg->info != NULL) {  /* READ_PLUS */
+		done_cb(obj, fsalstat(ERR_FSAL_NOTSUPP, 0), arg, caller_arg);
+		return;
+	}
+	nache_caller_creds(&cr);
+	open = io_open(obj, arg->state, bypass, FSAL_O_READ);
+	arg->io_amount = 0;
+	for (i = 0; i < arg->iov_count && !eof; i++) {
+		size_t n = 0;
+
+		st = nache_read(exp->core, &cr, key_of(obj), open, offset,
+				arg->iov[i].iov_len, arg->iov[i].iov_base, &n,
+				&eof);
+		if (st != 0)
+			break;
+		arg->io_amount += n;
+		offset += n;
+		if (n < arg->iov[i].iov_len)
+			break;
+	}
+	arg->end_of_file = eof;
+	done_cb(obj, nache_status(st), arg, caller_arg);
+}
+
+static void op_write2(struct fsal_obj_handle *obj, bool bypass,
+			 fsal_async_cb done_cb, struct fsal_io_arg *arg,
+			 void *caller_arg)
+{
+	struct nache_fsal_export *exp = nache_ctx_export();
+	struct nache_creds cr;
+	struct nache_open *open;
+	uint64_t offset = arg->offset;
+	int stable = arg->fsal_stable ? 2 : 0;
+	int committed = 2;
+	uint32_t st = 0;
+	int i;
+
+	nache_caller_creds(&cr);
+	open = io_open(obj, arg->state, bypass, FSAL_O_WRITE);
+	arg->io_amount = 0;
+	for (i = 0; i < arg->iov_count; i++) {
+		size_t n = 0;
+		int c = 0;
+
+		st = nache_write(exp->core, &cr, key_of(obj), open, offset,
+				 arg->iov[i].iov_len, arg->iov[i].iov_base,
+				 stable, &n, &c);
+		if (st != 0)
+			break;
+		arg->io_amount += n;
+		offset += n;
+		if (c < committed)
+			committed = c;
+	}
+	arg->fsal_stable = committed != 0;
+	done_cb(obj, nache_status(st), arg, caller_arg);
+}
+
+static fsal_status_t op_commit2(struct fsal_obj_handle *obj, off_t offset,
+				   size_t len)
+{
+	struct nache_creds cr;
+
+	nache_caller_creds(&cr);
+	return nache_status(nache_commit(nache_ctx_export()->core, &cr,
+					 key_of(obj), offset, len));
+}
+
+static fsal_status_t op_setattr2(struct fsal_obj_handle *obj, bool bypass,
+				    struct state_t *state,
+				    struct fsal_attrlist *attrib_set)
+{
+	struct nache_creds cr;
+	struct nache_attrs set, a;
+	struct nache_open *open;
+	uint32_t st;
+
+	if (FSAL_TEST_MASK(attrib_set->valid_mask, ATTR_SIZE) &&
+	    obj->type != REGULAR_FILE)
+		return fsalstat(ERR_FSAL_INVAL, 0);
+	fsal_to_nache_set(attrib_set, &set);
+	if (set.mask == 0)
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
+	nache_caller_creds(&cr);
+	open = io_open(obj, state, bypass, FSAL_O_WRITE);
+	st = nache_setattr(nache_ctx_export()->core, &cr, key_of(obj), open,
+			   &set, &a);
+	return nache_status(st);
+}
+
+/* --- locks --------------------------------------------------------------- */
+
+static fsal_status_t op_lock_op2(struct fsal_obj_handle *obj,
+				    struct state_t *state, void *owner,
+				    fsal_lock_op_t lock_op,
+				    fsal_lock_param_t *req,
+				    fsal_lock_param_t *conflicting)
+{
+	struct nache_creds cr;
+	struct nache_lock_conflict c = { 0 };
+	struct nache_open *open;
+	enum nache_lock_op op;
+	uint32_t st;
+
+	switch (lock_op) {
+	case FSAL_OP_LOCKT: op = NACHE_LOCK_TEST; break;
+	case FSAL_OP_LOCK:
+	case FSAL_OP_LOCKB: op = NACHE_LOCK; break;
+	case FSAL_OP_UNLOCK: op = NACHE_UNLOCK; break;
+	case FSAL_OP_CANCEL:
+		/* Nothing blocks upstream (no LOCKB), so nothing to cancel. */
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
+	default:
+		return fsalstat(ERR_FSAL_NOTSUPP, 0);
+	}
+	if (req->lock_sle_type != FSAL_POSIX_LOCK)
+		return fsalstat(ERR_FSAL_NOTSUPP, 0);
+
+	nache_caller_creds(&cr);
+	open = io_open(obj, state, false, FSAL_O_ANY);
+	/* The owner's address names it uniquely while it holds locks. */
+	st = nache_lock(nache_ctx_export()->core, &cr, key_of(obj), open,
+			&owner, sizeof(owner), op,
+			req->lock_type == FSAL_LOCK_W, req->lock_start,
+			req->lock_length, req->lock_reclaim, &c);
+
+	if (conflicting != NULL) {
+		conflicting->lock_type = FSAL_NO_LOCK;
+		conflicting->lock_start = 0;
+		conflicting->lock_length = 0;
+	}
+	if (st == 10010 /* NFS4ERR_DENIED */) {
+		if (conflicting != NULL) {
+			conflicting->lock_type = c.write ? FSAL_LOCK_W
+							 : FSAL_LOCK_R;
+			conflicting->lock_start = c.offset;
+			conflicting->lock_length = c.length;
+		}
+		/* LOCKT reports the conflict with success; a refused LOCK is
+		 * ERR_FSAL_DELAY, which Ganesha's SAL reads as a conflict. */
+		return op == NACHE_LOCK_TEST ? fsalstat(ERR_FSAL_NO_ERROR, 0)
+					     : fsalstat(ERR_FSAL_DELAY, 0);
+	}
+	return nache_status(st);
+}
+
+void nache_handle_ops_init(struct fsal_obj_ops *ops)
+{
+	fsal_default_obj_ops_init(ops);
+
+	ops->release = op_release;
+	ops->handle_to_wire = op_handle_to_wire;
+	ops->handle_to_key = op_handle_to_key;
+	ops->lookup = op_lookup;
+	ops->readdir = op_readdir;
+	ops->getattrs = op_getattrs;
+	ops->setattr2 = op_setattr2;
+	ops->mkdir = op_mkdir;
+	ops->mknode = op_mknode;
+	ops->symlink = op_symlink;
+	ops->readlink = op_readlink;
+	ops->link = op_link;
+	ops->rename = op_rename;
+	ops->unlink = op_unlink;
+	ops->open2 = op_open2;
+	ops->check_verifier = op_check_verifier;
+	ops->reopen2 = op_reopen2;
+	ops->close2 = op_close2;
+	ops->close = op_close;
+	ops->read2 = op_read2;
+	ops->write2 = op_write2;
+	ops->commit2 = op_commit2;
+	ops->lock_op2 = op_lock_op2;
+}

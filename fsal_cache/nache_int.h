@@ -1,0 +1,98 @@
+/*
+ * nache_int.h - private structures of FSAL NACHE (the Ganesha glue).
+ *
+ * The FSAL owns Ganesha-side objects only: export and object handles, the
+ * share reservations among local clients, and the translation of FSAL calls
+ * into the core's C API (proxy/include/nache/nache.h). It holds no upstream
+ * state of its own.
+ */
+#ifndef NACHE_INT_H
+#define NACHE_INT_H
+
+#include "fsal.h"
+#include "fsal_api.h"
+#include "fsal_types.h"
+
+#include "nache/nache.h"
+
+/* The module: one per daemon. */
+struct nache_fsal_module {
+	struct fsal_module fsal;          /* Ganesha's module, embedded */
+	struct fsal_obj_ops handle_ops;   /* object ops vector (immutable) */
+};
+
+extern struct nache_fsal_module NacheModule;
+
+/* Values of the export's FSAL { Name = NACHE; ... } block, as parsed. */
+struct nache_export_params {
+	char *upstream_server;     /* Upstream_Server */
+	uint32_t upstream_port;    /* Upstream_Port */
+	char *upstream_path;       /* Upstream_Path */
+	uint32_t connections;      /* Connections */
+	char *callback_address;    /* Callback_Address */
+	uint32_t callback_port;    /* Callback_Port */
+	char *cache_dir;           /* Cache_Dir */
+	uint32_t call_timeout_ms;  /* Upstream_Timeout (ms) */
+	uint32_t max_io_size;      /* Max_IO_Size */
+	uint32_t startup_wait_ms;  /* Startup_Wait (ms) for the upstream */
+};
+
+/* The wire handle: which store and which object. Also the host handle and
+ * the MDCACHE key (the same bytes, as the up-call API wants). */
+struct nache_wire {
+	uint64_t incarnation;  /* the store's id: stale after a store change */
+	uint64_t key;          /* the object's key in the handle map */
+} __attribute__((packed));
+
+struct nache_fsal_export {
+	struct fsal_export export;         /* Ganesha's export, embedded */
+	struct nache_export_params params; /* parsed config (immutable) */
+	struct nache_core *core;           /* the core (owned) */
+	nache_key root_key;                /* the export root's key */
+	uint64_t incarnation;              /* the store's id (immutable) */
+};
+
+/* Our part of an open: follows Ganesha's state_t in the same allocation
+ * (see nache_alloc_state), or lives in the object as its global fd. */
+struct nache_fd {
+	struct fsal_fd fsal_fd;   /* openflags; MUST be first */
+	struct nache_open *open;  /* the core's open, NULL when closed */
+};
+
+struct nache_fsal_obj_handle {
+	struct fsal_obj_handle obj_handle; /* Ganesha's handle, embedded */
+	struct nache_wire wire;            /* wire/host handle (immutable) */
+	/* Share reservations of local opens; guarded by obj_handle.obj_lock */
+	struct fsal_share share;
+	/* Stateless (NFSv3) opens; guarded by obj_handle.obj_lock */
+	struct nache_fd global_fd;
+};
+
+/* nache_errors.c */
+fsal_status_t nache_status(uint32_t nfs4_status);
+uint32_t nache_nfs4_status(fsal_errors_t err);
+
+/* nache_export.c */
+void nache_export_ops_init(struct export_ops *ops);
+void nache_caller_creds(struct nache_creds *out);
+
+/* nache_handle.c */
+void nache_handle_ops_init(struct fsal_obj_ops *ops);
+struct nache_fsal_obj_handle *nache_alloc_handle(struct nache_fsal_export *exp,
+						 nache_key key,
+						 const struct nache_attrs *a);
+void nache_attrs_to_fsal(const struct nache_attrs *in,
+			 struct fsal_attrlist *out);
+
+static inline struct nache_fsal_export *nache_export_of(
+	struct fsal_export *exp)
+{
+	return container_of(exp, struct nache_fsal_export, export);
+}
+
+static inline struct nache_fsal_export *nache_ctx_export(void)
+{
+	return nache_export_of(op_ctx->fsal_export);
+}
+
+#endif /* NACHE_INT_H */

@@ -1,0 +1,241 @@
+/*
+ * nache_main.c - module registration, configuration of the export's
+ * FSAL { Name = NACHE; ... } block, and export creation.
+ *
+ * A bad or missing parameter refuses to start the daemon with a message that
+ * names the parameter: a proxy silently serving nothing is worse than one
+ * that does not start.
+ */
+#include <stdarg.h>
+
+#include "config_parsing.h"
+#include "fsal_convert.h"
+#include "FSAL/fsal_init.h"
+#include "FSAL/fsal_commonlib.h"
+#include "nfs_exports.h"
+#include "export_mgr.h"
+
+#include "nache_int.h"
+
+static const char nache_name[] = "NACHE";
+
+struct nache_fsal_module NacheModule = {
+	.fsal = {
+		.fs_info = {
+			.maxfilesize = INT64_MAX,
+			.maxlink = 1024,
+			.maxnamelen = 255,
+			.maxpathlen = 4096,
+			.no_trunc = true,
+			.chown_restricted = true,
+			.case_insensitive = false,
+			.case_preserving = true,
+			.link_support = true,
+			.symlink_support = true,
+			/* Locks go upstream through lock_op2. */
+			.lock_support = true,
+			.lock_support_async_block = false,
+			.named_attr = false,
+			.unique_handles = true,
+			.acl_support = 0,
+			.cansettime = true,
+			.homogenous = true,
+			.supported_attrs = ATTRS_POSIX,
+			.maxread = 1024 * 1024,
+			.maxwrite = 1024 * 1024,
+			.umask = 0,
+			.auth_exportpath_xdev = false,
+			.link_supports_permission_checks = true,
+			.readdir_plus = true,
+			.expire_time_parent = -1,
+		}
+	}
+};
+
+/* The core's levels are Ganesha's NIV_* order without NIV_NULL
+ * (proxy/util/log.h): core level L is NIV level L + 1. */
+static void nache_log_to_ganesha(int level, const char *component,
+				 const char *message)
+{
+	log_levels_t niv = level + 1 < NIV_FULL_DEBUG
+				   ? (log_levels_t)(level + 1)
+				   : NIV_FULL_DEBUG;
+
+	if (niv <= NIV_FATAL)
+		niv = NIV_CRIT; /* the core never decides to kill the daemon */
+	DisplayLogComponentLevel(COMPONENT_FSAL, __FILE__, __LINE__,
+				 (char *)__func__, niv, "%s: %s", component,
+				 message);
+}
+
+/* The export's FSAL block. Ganesha checks types and ranges and names the
+ * parameter on error; nache_config_validate checks the rest. */
+static struct config_item nache_export_items[] = {
+	CONF_ITEM_NOOP("name"),
+	CONF_ITEM_STR("Upstream_Server", 1, 255, NULL, nache_export_params,
+		      upstream_server),
+	CONF_ITEM_UI32("Upstream_Port", 1, 65535, 2049, nache_export_params,
+		       upstream_port),
+	CONF_ITEM_STR("Upstream_Path", 1, 1024, "/", nache_export_params,
+		      upstream_path),
+	CONF_ITEM_UI32("Connections", 1, 64, 2, nache_export_params,
+		       connections),
+	CONF_ITEM_STR("Callback_Address", 0, 64, NULL, nache_export_params,
+		      callback_address),
+	CONF_ITEM_UI32("Callback_Port", 0, 65535, 0, nache_export_params,
+		       callback_port),
+	CONF_ITEM_STR("Cache_Dir", 1, 4096, NULL, nache_export_params,
+		      cache_dir),
+	CONF_ITEM_UI32("Upstream_Timeout", 100, 600000, 30000,
+		       nache_export_params, call_timeout_ms),
+	CONF_ITEM_UI32("Max_IO_Size", 4096, 1048576, 1048576,
+		       nache_export_params, max_io_size),
+	CONF_ITEM_UI32("Startup_Wait", 0, 600000, 10000, nache_export_params,
+		       startup_wait_ms),
+	CONFIG_EOL
+};
+
+static struct config_block nache_export_block = {
+	.dbus_interface_name = "org.ganesha.nfsd.config.fsal.nache-export%d",
+	.blk_desc.name = "FSAL",
+	.blk_desc.type = CONFIG_BLOCK,
+	.blk_desc.u.blk.init = noop_conf_init,
+	.blk_desc.u.blk.params = nache_export_items,
+	.blk_desc.u.blk.commit = noop_conf_commit
+};
+
+static void nache_free_params(struct nache_export_params *p)
+{
+	gsh_free(p->upstream_server);
+	gsh_free(p->upstream_path);
+	gsh_free(p->callback_address);
+	gsh_free(p->cache_dir);
+}
+
+static fsal_status_t nache_init_config(struct fsal_module *fsal_hdl,
+				       config_file_t config_struct,
+				       struct config_error_type *err_type)
+{
+	nache_set_log_sink(nache_log_to_ganesha);
+	/* Let through what Ganesha would print for COMPONENT_FSAL. */
+	nache_set_log_level(component_log_level[COMPONENT_FSAL] - 1);
+	display_fsinfo(fsal_hdl);
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+/* Refuses to start: Ganesha's LogFatal exits the daemon. */
+static void nache_refuse(const char *fmt, ...) __attribute__((noreturn));
+static void nache_refuse(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	LogFatal(COMPONENT_CONFIG, "NACHE: bad configuration: %s", msg);
+	abort(); /* not reached */
+}
+
+static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
+					 void *parse_node,
+					 struct config_error_type *err_type,
+					 const struct fsal_up_vector *up_ops)
+{
+	struct nache_fsal_export *exp;
+	struct nache_config cfg;
+	struct nache_creds root = { 0 };
+	struct nache_attrs attrs;
+	char err[512];
+	uint32_t st;
+	int rc;
+
+	exp = gsh_calloc(1, sizeof(*exp));
+	fsal_export_init(&exp->export);
+	nache_export_ops_init(&exp->export.exp_ops);
+
+	rc = load_config_from_node(parse_node, &nache_export_block,
+				   &exp->params, true, err_type);
+	if (rc != 0)
+		nache_refuse("errors in the FSAL block of export %d (see the "
+			     "config errors above)",
+			     op_ctx->ctx_export->export_id);
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.upstream_server = exp->params.upstream_server;
+	cfg.upstream_port = exp->params.upstream_port;
+	cfg.upstream_path = exp->params.upstream_path;
+	cfg.connections = exp->params.connections;
+	cfg.callback_address = exp->params.callback_address;
+	cfg.callback_port = exp->params.callback_port;
+	cfg.cache_dir = exp->params.cache_dir;
+	cfg.call_timeout_ms = exp->params.call_timeout_ms;
+	cfg.max_io_size = exp->params.max_io_size;
+	cfg.export_id = op_ctx->ctx_export->export_id;
+	if (!nache_config_validate(&cfg, err, sizeof(err)))
+		nache_refuse("export %d: %s", cfg.export_id, err);
+
+	st = nache_core_open(&cfg, &exp->core, err, sizeof(err));
+	if (st != 0)
+		nache_refuse("export %d: %s", cfg.export_id, err);
+	exp->incarnation = nache_core_incarnation(exp->core);
+
+	rc = fsal_attach_export(fsal_hdl, &exp->export.exports);
+	if (rc != 0) {
+		LogMajor(COMPONENT_FSAL, "NACHE: could not attach export");
+		nache_core_close(exp->core);
+		nache_free_params(&exp->params);
+		free_export_ops(&exp->export);
+		gsh_free(exp);
+		return posix2fsal_status(rc);
+	}
+	exp->export.fsal = fsal_hdl;
+	exp->export.up_ops = up_ops;
+	op_ctx->fsal_export = &exp->export;
+
+	/* The root is resolved when Ganesha first asks (lookup_path), so an
+	 * upstream that is down at start delays clients instead of failing
+	 * the daemon. Give it a moment to come up so the first mount works. */
+	if (!nache_core_wait_ready(exp->core, exp->params.startup_wait_ms)) {
+		LogWarn(COMPONENT_FSAL,
+			"NACHE: upstream %s:%u not reachable yet; clients get "
+			"NFS4ERR_DELAY until it is",
+			cfg.upstream_server, cfg.upstream_port);
+	} else if (nache_root(exp->core, &root, &exp->root_key, &attrs) != 0) {
+		LogWarn(COMPONENT_FSAL,
+			"NACHE: upstream path %s not resolvable yet on %s",
+			cfg.upstream_path, cfg.upstream_server);
+	}
+	LogEvent(COMPONENT_FSAL,
+		 "NACHE: export %d -> %s:%u%s, cache %s, %u connection(s)",
+		 cfg.export_id, cfg.upstream_server, cfg.upstream_port,
+		 cfg.upstream_path, cfg.cache_dir, cfg.connections);
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+void nache_release_export_params(struct nache_fsal_export *exp)
+{
+	nache_core_close(exp->core);
+	exp->core = NULL;
+	nache_free_params(&exp->params);
+}
+
+MODULE_INIT void nache_init(void)
+{
+	struct fsal_module *myself = &NacheModule.fsal;
+
+	if (register_fsal(myself, nache_name, FSAL_MAJOR_VERSION,
+			  FSAL_MINOR_VERSION, FSAL_ID_NO_PNFS) != 0) {
+		LogCrit(COMPONENT_FSAL, "NACHE module failed to register");
+		return;
+	}
+	myself->m_ops.create_export = nache_create_export;
+	myself->m_ops.init_config = nache_init_config;
+	nache_handle_ops_init(&NacheModule.handle_ops);
+}
+
+MODULE_FINI void nache_fini(void)
+{
+	if (unregister_fsal(&NacheModule.fsal) != 0)
+		LogCrit(COMPONENT_FSAL, "NACHE module failed to unregister");
+}

@@ -1,0 +1,124 @@
+#!/bin/bash
+# PID 1 of every nache lab UML guest (client, router, knfsd server).
+#
+# Owns: the guest's mounts, network and role setup, then the command agent.
+# The guest's root is the HOST's root over hostfs, mounted read-only
+# (kernel argument "ro"); everything the guest writes goes to tmpfs, except
+# the lab directory, which is remounted read-write from the host on purpose.
+# It must never write host files outside $LAB_DIR.
+#
+# The kernel passes "lab_env=FILE" from the command line as an environment
+# variable; FILE (written by lab.sh) sets LAB_GUEST_* variables:
+#   LAB_DIR, LAB_SRC_DIR, LAB_GUEST_NAME, LAB_GUEST_ROLE (client|router|knfsd)
+#   LAB_GUEST_IFS      "eth0=ADDR/LEN eth1=ADDR/LEN"
+#   LAB_GUEST_ROUTES   "PREFIX via GW;..." (default route: "default via GW")
+#   LAB_GUEST_AGENT    "ADDR PORT"
+#   role extras: LAB_GUEST_NETEM (router), LAB_KNFSD_* (knfsd)
+
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PYTHONDONTWRITEBYTECODE=1
+
+log() { echo "guest_init[$LAB_GUEST_NAME]: $*"; }
+
+# Never return: PID 1 exiting panics the guest.  Keep reaping orphans.
+idle_forever() {
+	while :; do
+		wait
+		sleep 5
+	done
+}
+
+fail() {
+	log "FATAL: $*"
+	idle_forever
+}
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+grep -q ' /dev ' /proc/mounts || mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+
+[ -n "$lab_env" ] && [ -r "$lab_env" ] || fail "no lab_env file ($lab_env)"
+# shellcheck disable=SC1090
+. "$lab_env"
+
+# Writable scratch space.  /tmp may hide the lab dir, so remount it below.
+for dir in /tmp /run /var/tmp /var/lib/nfs /mnt /media /srv; do
+	mount -t tmpfs -o mode=1777 tmpfs "$dir" || fail "tmpfs on $dir"
+done
+chmod 755 /run /var/lib/nfs /mnt /media /srv
+mkdir -p "$LAB_DIR" /run/lock
+mount -t hostfs -o "$LAB_DIR" none "$LAB_DIR" || fail "hostfs $LAB_DIR"
+
+hostname "lab-$LAB_GUEST_NAME"
+
+# Network.
+ip link set lo up
+for spec in $LAB_GUEST_IFS; do
+	ifname=${spec%%=*}
+	ip addr add "${spec#*=}" dev "$ifname" || fail "addr $spec"
+	ip link set "$ifname" up || fail "up $ifname"
+done
+IFS=';' read -r -a routes <<<"$LAB_GUEST_ROUTES"
+for route in "${routes[@]}"; do
+	[ -n "$route" ] || continue
+	# shellcheck disable=SC2086
+	ip route add $route || fail "route $route"
+done
+
+case "$LAB_GUEST_ROLE" in
+client)
+	# Distinct NFSv4 client identities even if two guests share a name
+	# pattern: the server must see every guest as its own client.
+	modprobe sunrpc
+	modprobe nfs nfs4_unique_id="nl-$LAB_GUEST_NAME-$RANDOM$RANDOM"
+	modprobe nfsv4
+	modprobe nfsv3
+	;;
+router)
+	sysctl -qw net.ipv4.ip_forward=1
+	for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 >"$f"; done
+	modprobe sch_netem || fail "modprobe sch_netem"
+	for ifname in eth0 eth1; do
+		if [ -n "$LAB_GUEST_NETEM" ]; then
+			# shellcheck disable=SC2086
+			tc qdisc replace dev "$ifname" root netem $LAB_GUEST_NETEM ||
+				fail "netem on $ifname"
+		fi
+	done
+	;;
+knfsd)
+	mkdir -p "$LAB_KNFSD_EXPORT_DIR"
+	mount -t ext4 /dev/ubda "$LAB_KNFSD_EXPORT_DIR" || fail "mount ubda"
+	rmdir "$LAB_KNFSD_EXPORT_DIR/lost+found" 2>/dev/null
+	modprobe nfsd || fail "modprobe nfsd"
+	mount -t nfsd nfsd /proc/fs/nfsd || fail "mount nfsd fs"
+	mkdir -p /var/lib/nfs/v4recovery /run/rpc_pipefs /run/rpcbind
+	: >/var/lib/nfs/etab
+	: >/var/lib/nfs/rmtab
+	# Short grace and lease: a fresh lab server has nothing to reclaim.
+	echo "$LAB_KNFSD_GRACE" >/proc/fs/nfsd/nfsv4gracetime
+	echo "$LAB_KNFSD_LEASE" >/proc/fs/nfsd/nfsv4leasetime
+	# nfsdcld tracks clients in the lab dir, so it survives a restart of
+	# this guest: the first boot has no clients to reclaim and knfsd skips
+	# its grace period; a restart runs a real one (LAB_KNFSD_GRACE s).
+	mkdir -p "$LAB_KNFSD_CLD_DIR"
+	mount -t rpc_pipefs sunrpc /run/rpc_pipefs &&
+		nfsdcld -s "$LAB_KNFSD_CLD_DIR" ||
+		log "nfsdcld failed (grace period will run)"
+	rpcbind -w || log "rpcbind failed (continuing)"
+	exportfs -o rw,fsid=0,no_root_squash,insecure,no_subtree_check,sync \
+		"*:$LAB_KNFSD_EXPORT_DIR" || fail "exportfs"
+	rpc.mountd --port 20048 || fail "rpc.mountd"
+	rpc.nfsd --port 2049 "$LAB_KNFSD_THREADS" || fail "rpc.nfsd"
+	date +%s.%N >"$LAB_DIR/run/knfsd.started"
+	;;
+esac
+
+read -r agent_addr agent_port <<<"$LAB_GUEST_AGENT"
+/usr/bin/python3 -B "$LAB_SRC_DIR/guest_agent.py" "$agent_addr" "$agent_port" \
+	>"$LAB_DIR/logs/$LAB_GUEST_NAME.agent.log" 2>&1 &
+log "ready: agent on $agent_addr:$agent_port"
+idle_forever

@@ -1,0 +1,911 @@
+# shellcheck shell=bash
+# lab/lab.sh — the nache test lab: namespaces, a tc-shaped WAN, servers,
+# the proxy under test and real Linux NFS clients (user-mode-linux guests).
+#
+# Owns: everything a test starts (network namespaces nl-<id>-*, UML guests,
+# ganesha.nfsd instances, host helper processes) and its work dir $LAB_DIR.
+# Sourced by integration tests, the demo and the benchmark runner; see
+# lab/README.md for the topology and a usage example.
+#
+# Rules this file keeps:
+#  - every process it starts runs inside one of the lab's namespaces, in its
+#    own session (pgid == pid), with its pid recorded under $LAB_DIR/run;
+#    teardown kills by process group, then sweeps each namespace.
+#  - nothing outside $LAB_DIR, /run/nache-lab/<id> and the namespaces is
+#    created; guests see the host root read-only.
+#  - waits poll a condition with a bound; there are no fixed sleeps.
+#  - functions return non-zero on failure and print why on stderr; they are
+#    safe under "set -euo pipefail".
+#
+# Call lab_init from the test's top-level shell (not from a subshell): it
+# installs the EXIT/INT/TERM traps that tear the lab down.
+
+LAB_SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LAB_REPO_DIR=$(dirname "$LAB_SRC_DIR")
+: "${LAB_STAGE_DIR:=$LAB_REPO_DIR/build/stage}"
+: "${LAB_UML:=/usr/bin/linux.uml}"
+: "${LAB_PYTHON:=/usr/bin/python3}"
+: "${LAB_CMD_TIMEOUT:=300}"       # per guest command, seconds (124 on expiry)
+: "${LAB_BOOT_TIMEOUT:=90}"       # UML guest boot until its agent answers
+: "${LAB_START_TIMEOUT:=60}"      # ganesha start until it serves
+: "${LAB_STOP_TIMEOUT:=30}"       # ganesha SIGTERM until SIGKILL
+: "${LAB_CLIENT_MEM:=512M}"
+: "${LAB_KNFSD_MEM:=256M}"
+: "${LAB_KNFSD_SIZE:=512M}"       # ext4 image exported by knfsd
+: "${LAB_KNFSD_LEASE:=30}"
+: "${LAB_KNFSD_GRACE:=10}"
+: "${LAB_KNFSD_THREADS:=8}"
+: "${LAB_WAN_NETEM:=delay 40ms rate 50mbit limit 10000}"
+LAB_AGENT_PORT=7777
+LAB_REGISTRY=/run/nache-lab      # <id> -> "LAB_DIR owner-pid owner-start"
+
+# Addresses.  They exist only inside the lab's namespaces.
+LAB_NACHE_ADDR=10.251.1.1        # nache's LAN address (bridge in nl-<id>-lan)
+LAB_PROXYV4_ADDR=10.251.1.2      # stock PROXY_V4 instance, same namespace
+LAB_NACHE_WAN_ADDR=10.251.2.1    # nache namespace, WAN side
+LAB_ROUTER_LAN_ADDR=10.251.2.2   # router guest eth0
+LAB_ROUTER_REMOTE_ADDR=10.251.3.2 # router guest eth1
+LAB_REMOTE_WAN_ADDR=10.251.3.1   # remote namespace, WAN side
+LAB_REMOTE_ADDR=10.251.4.1       # Ganesha VFS remote (bridge in nl-<id>-rem)
+LAB_KNFSD_ADDR=10.251.4.2        # knfsd guest
+_LAB_BYPASS_LAN_ADDR=10.251.5.1  # direct veth used by the "lan" profile
+_LAB_BYPASS_REMOTE_ADDR=10.251.5.2
+export LAB_NACHE_ADDR LAB_PROXYV4_ADDR LAB_NACHE_WAN_ADDR LAB_REMOTE_ADDR \
+	LAB_KNFSD_ADDR LAB_ROUTER_LAN_ADDR LAB_ROUTER_REMOTE_ADDR \
+	LAB_REMOTE_WAN_ADDR
+
+_LAB_TOOL=("$LAB_PYTHON" -B "$LAB_SRC_DIR/labtool.py")
+declare -gA _LAB_GUEST_NS=()     # guest name -> namespace that reaches its agent
+declare -gA _LAB_GUEST_ADDR=()   # guest name -> agent address
+
+# ------------------------------------------------------------------ helpers
+
+# _lab_log MSG... — timestamped progress line on stderr.
+_lab_log() {
+	local now=${EPOCHREALTIME/./}
+	local t0=${_LAB_T0:-$now}
+	printf '[lab %6.1fs] %s\n' "$(((now - t0) / 100000))e-1" "$*" >&2
+}
+
+# _lab_err MSG... — error line on stderr; always returns 1.
+_lab_err() {
+	echo "lab: ERROR: $*" >&2
+	return 1
+}
+
+# _lab_need_init — fail unless lab_init ran.
+_lab_need_init() {
+	[ -n "${LAB_ID:-}" ] && [ -d "${LAB_DIR:-}" ] ||
+		_lab_err "lab_init has not been called"
+}
+
+# _lab_now_us — monotonic-enough wall clock in microseconds.
+_lab_now_us() { echo "${EPOCHREALTIME/./}"; }
+
+# _lab_proc_start PID — kernel start time of PID (guards against pid reuse).
+_lab_proc_start() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	# shellcheck disable=SC2086
+	set -- $stat
+	echo "${20}"
+}
+
+# _lab_ns CMD... — run CMD in namespace $1.
+_lab_ns() {
+	local ns=$1
+	shift
+	ip netns exec "$ns" "$@"
+}
+
+# _lab_spawn NAME NS CWD LOG CMD... — start CMD in namespace NS as a new
+# session leader, output appended to LOG.  Sets _LAB_SPAWNED_PID and records
+# it in $LAB_DIR/run/NAME.pid.
+_lab_spawn() {
+	local name=$1 ns=$2 cwd=$3 log=$4
+	shift 4
+	local pidfile=$LAB_DIR/run/$name.pid
+	rm -f "$pidfile"
+	# The wrapper writes its own pid, then execs (ip netns exec execs too),
+	# so the recorded pid is the daemon itself and leads its process group.
+	setsid bash -c 'cd "$1" || exit 1; echo $$ >"$0.tmp"; mv "$0.tmp" "$0"
+		shift; exec "$@"' "$pidfile" "$cwd" ip netns exec "$ns" "$@" \
+		</dev/null >>"$log" 2>&1 &
+	# Tracked by pid file, not as a job: no "Killed" notices at teardown.
+	disown $!
+	local deadline=$(($(_lab_now_us) + 10000000))
+	while [ ! -s "$pidfile" ]; do
+		[ "$(_lab_now_us)" -lt "$deadline" ] ||
+			_lab_err "spawn $name: no pid file" || return 1
+		sleep 0.02
+	done
+	_LAB_SPAWNED_PID=$(cat "$pidfile")
+}
+
+# _lab_pid_of NAME — recorded pid of a spawned process (empty if none).
+_lab_pid_of() {
+	cat "$LAB_DIR/run/$1.pid" 2>/dev/null || true
+}
+
+# _lab_alive PID — true while PID runs (zombies count as dead).
+_lab_alive() {
+	local state
+	[ -n "$1" ] || return 1
+	state=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	state=${state##*) }
+	[ "${state%% *}" != Z ]
+}
+
+# _lab_kill_spawned NAME [SIGNAL] — signal a spawned process group.
+_lab_kill_spawned() {
+	local pid
+	pid=$(_lab_pid_of "$1")
+	[ -n "$pid" ] || return 0
+	kill -"${2:-KILL}" -- "-$pid" 2>/dev/null
+	kill -"${2:-KILL}" "$pid" 2>/dev/null
+	return 0
+}
+
+# _lab_wait_dead TIMEOUT_S PID... — wait until all PIDs are gone.
+_lab_wait_dead() {
+	local timeout=$1
+	shift
+	local deadline=$(($(_lab_now_us) + timeout * 1000000)) pid busy
+	while :; do
+		busy=
+		for pid in "$@"; do
+			_lab_alive "$pid" && busy=1
+		done
+		[ -n "$busy" ] || return 0
+		[ "$(_lab_now_us)" -lt "$deadline" ] || return 1
+		sleep 0.05
+	done
+}
+
+# ------------------------------------------------------------------ lifecycle
+
+# lab_init — create a lab: id, work dir $LAB_DIR, registry entry, traps.
+# Exports LAB_ID, LAB_DIR, LAB_NS_LAN (= LAB_NS_NACHE), LAB_NS_ROUTER,
+# LAB_NS_REMOTE.  Teardown runs on EXIT, INT and TERM.
+lab_init() {
+	[ "$(id -u)" = 0 ] || _lab_err "the lab needs root" || return 1
+	[ -z "${LAB_ID:-}" ] || _lab_err "lab_init: already initialised" ||
+		return 1
+	local tool
+	for tool in "$LAB_UML" "$LAB_PYTHON" ip setsid mkfs.ext4; do
+		command -v "$tool" >/dev/null ||
+			_lab_err "missing tool: $tool" || return 1
+	done
+	_LAB_T0=$(_lab_now_us)
+	LAB_ID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+	LAB_DIR=$(mktemp -d "${TMPDIR:-/tmp}/nl-$LAB_ID.XXXX") || return 1
+	chmod 755 "$LAB_DIR"
+	mkdir -p "$LAB_DIR"/{logs,run,guests,uml}
+	LAB_NS_LAN=nl-$LAB_ID-lan
+	LAB_NS_NACHE=$LAB_NS_LAN
+	LAB_NS_ROUTER=nl-$LAB_ID-rtr
+	LAB_NS_REMOTE=nl-$LAB_ID-rem
+	export LAB_ID LAB_DIR LAB_NS_LAN LAB_NS_NACHE LAB_NS_ROUTER LAB_NS_REMOTE
+	mkdir -p "$LAB_REGISTRY"
+	echo "$LAB_DIR $$ $(_lab_proc_start $$)" >"$LAB_REGISTRY/$LAB_ID"
+	_LAB_TORN_DOWN=
+	trap '_lab_on_exit' EXIT
+	trap '_lab_on_signal INT 130' INT
+	trap '_lab_on_signal TERM 143' TERM
+	_lab_log "lab $LAB_ID in $LAB_DIR"
+}
+
+_lab_on_exit() {
+	local rc=$?
+	lab_teardown
+	exit "$rc"
+}
+
+_lab_on_signal() {
+	echo "lab: caught SIG$1, tearing down" >&2
+	lab_teardown
+	trap - EXIT
+	exit "$2"
+}
+
+# lab_teardown — kill everything the lab started, delete its namespaces and
+# its work dir (kept, with a KEEP marker, when LAB_KEEP=1).  Idempotent; runs
+# from the traps, may also be called directly.
+lab_teardown() {
+	local -
+	set +e +u +o pipefail
+	[ -n "${LAB_ID:-}" ] || return 0
+	[ -z "$_LAB_TORN_DOWN" ] || return 0
+	_LAB_TORN_DOWN=1
+	trap - INT TERM
+	_lab_log "teardown of lab $LAB_ID"
+	# Background jobs of the test shell (concurrent lab_client_run ...).
+	local job
+	for job in $(jobs -p); do
+		kill -TERM "$job" 2>/dev/null
+	done
+	_lab_kill_lab "$LAB_ID" "$LAB_DIR"
+	rm -f "$LAB_REGISTRY/$LAB_ID"
+	if [ "${LAB_KEEP:-0}" = 1 ]; then
+		touch "$LAB_DIR/KEEP"
+		# Guest memory and disk images are large and useless afterwards.
+		rm -f "$LAB_DIR"/knfsd/*.img
+		echo "lab: kept $LAB_DIR (logs in $LAB_DIR/logs)" >&2
+	else
+		rm -rf "$LAB_DIR"
+	fi
+	_lab_log "teardown done"
+}
+
+# _lab_kill_lab ID DIR — kill every process of lab ID and delete its
+# namespaces.  Used by teardown and by lab_cleanup_stale.
+_lab_kill_lab() {
+	local id=$1 dir=$2 round pid pids ns namespaces pidfile
+	namespaces=$(ip netns list 2>/dev/null | awk '{print $1}' |
+		grep "^nl-$id-")
+	for round in 1 2 3 4 5 6 7 8 9 10; do
+		pids=
+		for pidfile in "$dir"/run/*.pid; do
+			[ -s "$pidfile" ] || continue
+			pid=$(cat "$pidfile")
+			_lab_alive "$pid" || continue
+			kill -KILL -- "-$pid" 2>/dev/null
+			kill -KILL "$pid" 2>/dev/null
+			pids+=" $pid"
+		done
+		for ns in $namespaces; do
+			for pid in $(ip netns pids "$ns" 2>/dev/null); do
+				kill -KILL "$pid" 2>/dev/null
+				pids+=" $pid"
+			done
+		done
+		# Anything else naming the lab dir (a guest whose namespace went).
+		for pid in $(pgrep -f -- "$dir/" 2>/dev/null); do
+			[ "$pid" != $$ ] && [ "$pid" != "$BASHPID" ] || continue
+			kill -KILL "$pid" 2>/dev/null
+			pids+=" $pid"
+		done
+		[ -n "$pids" ] || break
+		# shellcheck disable=SC2086
+		_lab_wait_dead 2 $pids
+	done
+	for ns in $namespaces; do
+		ip netns delete "$ns" 2>/dev/null ||
+			echo "lab: could not delete namespace $ns" >&2
+	done
+}
+
+# lab_cleanup_stale — remove leftovers of crashed or killed earlier runs:
+# namespaces named nl-*, their processes, registry entries and work dirs
+# whose owner shell is gone.  Labs whose owner still runs are left alone.
+lab_cleanup_stale() {
+	local -
+	set +e +u +o pipefail
+	local entry id dir owner start ns
+	declare -A live=()
+	mkdir -p "$LAB_REGISTRY"
+	for entry in "$LAB_REGISTRY"/*; do
+		[ -f "$entry" ] || continue
+		id=${entry##*/}
+		read -r dir owner start <"$entry"
+		if [ -n "$owner" ] && [ "$(_lab_proc_start "$owner")" = "$start" ]; then
+			live[$id]=1
+			continue
+		fi
+		echo "lab: cleaning stale lab $id ($dir)" >&2
+		_lab_kill_lab "$id" "${dir:-/nonexistent}"
+		if [ -n "$dir" ] && [ -d "$dir" ] && [ ! -e "$dir/KEEP" ]; then
+			case $dir in */nl-"$id".*) rm -rf "$dir" ;; esac
+		fi
+		rm -f "$entry"
+	done
+	# Namespaces without a registry entry (registry lost, e.g. reboot of
+	# /run is impossible, but a manual rm is not).
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^nl-'); do
+		id=${ns#nl-}
+		id=${id%%-*}
+		[ -z "${live[$id]:-}" ] || continue
+		echo "lab: deleting stale namespace $ns" >&2
+		_lab_kill_lab "$id" "/nonexistent-nl-$id"
+	done
+	return 0
+}
+
+# lab_wait_until TIMEOUT_S CMD... — run CMD every LAB_WAIT_INTERVAL (0.1 s)
+# until it succeeds; returns 1 after TIMEOUT_S seconds.
+lab_wait_until() {
+	local timeout=$1
+	shift
+	local deadline=$(($(_lab_now_us) + ${timeout%.*} * 1000000))
+	until "$@"; do
+		[ "$(_lab_now_us)" -lt "$deadline" ] || return 1
+		sleep "${LAB_WAIT_INTERVAL:-0.1}"
+	done
+}
+
+# ------------------------------------------------------------------ network
+
+# lab_net_up PROFILE — build namespaces, bridges, the router guest and routes,
+# then apply PROFILE (wan | lan | lanrouter).  See README for the picture.
+lab_net_up() {
+	_lab_need_init || return 1
+	local profile=${1:-wan} ns
+	for ns in "$LAB_NS_LAN" "$LAB_NS_ROUTER" "$LAB_NS_REMOTE"; do
+		ip netns add "$ns" || return 1
+		ip -n "$ns" link set lo up
+		_lab_ns "$ns" sysctl -qw net.ipv4.ip_forward=1 \
+			net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+	done
+	local lan=(ip -n "$LAB_NS_LAN") rtr=(ip -n "$LAB_NS_ROUTER")
+	local rem=(ip -n "$LAB_NS_REMOTE")
+	# LAN bridge: nache's addresses; client taps attach here.
+	"${lan[@]}" link add br0 type bridge stp_state 0 forward_delay 0
+	"${lan[@]}" addr add "$LAB_NACHE_ADDR/24" dev br0
+	"${lan[@]}" addr add "$LAB_PROXYV4_ADDR/24" dev br0
+	"${lan[@]}" link set br0 up
+	# Remote bridge: Ganesha VFS address; the knfsd guest's tap attaches.
+	"${rem[@]}" link add br0 type bridge stp_state 0 forward_delay 0
+	"${rem[@]}" addr add "$LAB_REMOTE_ADDR/24" dev br0
+	"${rem[@]}" link set br0 up
+	# Router namespace: one bridge per side joins a guest tap and a veth.
+	local side peer_ns addr
+	for side in a b; do
+		if [ $side = a ]; then
+			peer_ns=$LAB_NS_LAN addr=$LAB_NACHE_WAN_ADDR
+		else
+			peer_ns=$LAB_NS_REMOTE addr=$LAB_REMOTE_WAN_ADDR
+		fi
+		"${rtr[@]}" link add br$side type bridge stp_state 0 forward_delay 0
+		"${rtr[@]}" tuntap add dev tap$side mode tap
+		"${rtr[@]}" link set tap$side master br$side up
+		"${rtr[@]}" link add w$side type veth peer name wan0 netns "$peer_ns"
+		"${rtr[@]}" link set w$side master br$side up
+		"${rtr[@]}" link set br$side up
+		ip -n "$peer_ns" addr add "$addr/24" dev wan0
+		ip -n "$peer_ns" link set wan0 up
+	done
+	# Direct veth between nache and remote, used by the "lan" profile.
+	"${lan[@]}" link add byp0 type veth peer name byp0 netns "$LAB_NS_REMOTE"
+	"${lan[@]}" addr add "$_LAB_BYPASS_LAN_ADDR/30" dev byp0
+	"${rem[@]}" addr add "$_LAB_BYPASS_REMOTE_ADDR/30" dev byp0
+	"${lan[@]}" link set byp0 up
+	"${rem[@]}" link set byp0 up
+	# Ganesha refuses to start NFSv3 unless rpcbind accepts its
+	# registrations, so each server namespace gets a private rpcbind.
+	_lab_rpcbind_start lan "$LAB_NS_LAN" || return 1
+	_lab_rpcbind_start rem "$LAB_NS_REMOTE" || return 1
+	# The router guest.  Its agent is reached from the nache namespace.
+	_lab_guest_start rtr router "$LAB_NS_ROUTER" "$LAB_NS_LAN" 160M \
+		"$LAB_ROUTER_LAN_ADDR" \
+		"eth0=$LAB_ROUTER_LAN_ADDR/24 eth1=$LAB_ROUTER_REMOTE_ADDR/24" \
+		"10.251.1.0/24 via $LAB_NACHE_WAN_ADDR;10.251.4.0/24 via $LAB_REMOTE_WAN_ADDR" \
+		"eth0=tuntap,tapa,02:4c:00:02:00:02 eth1=tuntap,tapb,02:4c:00:03:00:02" \
+		"" || return 1
+	lab_set_profile "$profile"
+}
+
+# _lab_rpcbind_start TAG NS — rpcbind in namespace NS with a private /run
+# (its socket and state never touch the host's /run).  Ganesha, finding no
+# /run/rpcbind.sock, registers over 127.0.0.1:111 of the namespace.
+_lab_rpcbind_start() {
+	local tag=$1 ns=$2 rc=0
+	_lab_spawn "rpcbind-$tag" "$ns" "$LAB_DIR" "$LAB_DIR/logs/rpcbind-$tag.log" \
+		unshare -m --propagation private bash -c \
+		'mount -t tmpfs -o mode=755 tmpfs /run &&
+		mkdir -p /run/rpcbind && chown _rpc /run/rpcbind 2>/dev/null
+		exec rpcbind -f' || return 1
+	_lab_ns "$ns" "${_LAB_TOOL[@]}" wait-rpc 127.0.0.1 --port 111 \
+		--prog 100000 --vers 2 --pid "$_LAB_SPAWNED_PID" --timeout 20 &
+	wait $! || rc=$?
+	[ $rc = 0 ] || _lab_err "rpcbind in $ns not answering" || return 1
+}
+
+# lab_set_profile PROFILE — switch WAN shaping at run time:
+#   wan        via the router, netem "$LAB_WAN_NETEM" on both router
+#              interfaces (default 40 ms each way = 80 ms RTT, 50 Mbit/s)
+#   lanrouter  via the router, no shaping (measures the UML router itself)
+#   lan        direct veth nache<->remote, bypassing the router (fastest)
+# Exports LAB_PROFILE.
+lab_set_profile() {
+	_lab_need_init || return 1
+	local profile=$1 netem path
+	case $profile in
+	wan) netem=$LAB_WAN_NETEM path=router ;;
+	lanrouter) netem= path=router ;;
+	lan) netem= path=bypass ;;
+	*) _lab_err "unknown profile '$profile' (wan|lan|lanrouter)"; return 1 ;;
+	esac
+	lab_set_netem "$netem" || return 1
+	local lan_gw=$LAB_ROUTER_LAN_ADDR rem_gw=$LAB_ROUTER_REMOTE_ADDR
+	if [ $path = bypass ]; then
+		lan_gw=$_LAB_BYPASS_REMOTE_ADDR rem_gw=$_LAB_BYPASS_LAN_ADDR
+	fi
+	# Source address pinned: nache's upstream connections always come from
+	# LAB_NACHE_WAN_ADDR, whichever path is active.
+	ip -n "$LAB_NS_LAN" route replace 10.251.3.0/24 \
+		via "$LAB_ROUTER_LAN_ADDR" src "$LAB_NACHE_WAN_ADDR" || return 1
+	ip -n "$LAB_NS_LAN" route replace 10.251.4.0/24 via "$lan_gw" \
+		src "$LAB_NACHE_WAN_ADDR" || return 1
+	ip -n "$LAB_NS_REMOTE" route replace 10.251.2.0/24 \
+		via "$LAB_ROUTER_REMOTE_ADDR" || return 1
+	local dst
+	for dst in 10.251.1.0/24 "$LAB_NACHE_WAN_ADDR/32"; do
+		ip -n "$LAB_NS_REMOTE" route replace "$dst" via "$rem_gw" || return 1
+	done
+	LAB_PROFILE=$profile
+	export LAB_PROFILE
+	_lab_log "profile $profile (path $path${netem:+, netem $netem})"
+}
+
+# lab_set_netem "NETEM ARGS" — set (or with "" remove) netem on both router
+# interfaces, e.g. lab_set_netem "delay 50ms rate 20mbit".  Does not change
+# the path; use it after lab_set_profile wan|lanrouter for custom shaping.
+lab_set_netem() {
+	local netem=$1 cmd
+	if [ -n "$netem" ]; then
+		cmd="tc qdisc replace dev eth0 root netem $netem &&
+			tc qdisc replace dev eth1 root netem $netem"
+	else
+		cmd="tc qdisc del dev eth0 root 2>/dev/null;
+			tc qdisc del dev eth1 root 2>/dev/null; true"
+	fi
+	lab_router_run "$cmd"
+}
+
+# lab_rtt [NS] [ADDR] [COUNT] — ICMP RTT from namespace NS (default nache's)
+# to ADDR (default LAB_REMOTE_ADDR); prints the median in ms.
+lab_rtt() {
+	local ns=${1:-$LAB_NS_LAN} addr=${2:-$LAB_REMOTE_ADDR} count=${3:-10} out
+	out=$(_lab_ns "$ns" "${_LAB_TOOL[@]}" ping -c "$count" -i 0.05 "$addr") ||
+		{ echo "$out" >&2; return 1; }
+	out=$(grep '^rtt' <<<"$out") || return 1
+	out=${out#*= }
+	out=${out%% ms*}
+	echo "${out##*/}"
+}
+
+# lab_throughput [SECONDS] — TCP goodput from the nache namespace to the
+# remote namespace (the WAN path nache's upstream uses); prints Mbit/s.
+lab_throughput() {
+	local seconds=${1:-3} port=$((20000 + RANDOM % 20000)) out sink
+	_lab_ns "$LAB_NS_REMOTE" "${_LAB_TOOL[@]}" tput-sink "$LAB_REMOTE_ADDR" \
+		--port "$port" --timeout $((seconds + 60)) &
+	sink=$!
+	out=$(_lab_ns "$LAB_NS_LAN" "${_LAB_TOOL[@]}" tput-send \
+		"$LAB_REMOTE_ADDR" --port "$port" --seconds "$seconds") ||
+		{ kill "$sink" 2>/dev/null; echo "$out" >&2; return 1; }
+	wait "$sink"
+	out=${out#throughput }
+	echo "${out%% *}"
+}
+
+# ------------------------------------------------------------------ guests
+
+# _lab_guest_boot NAME ROLE RUN_NS REACH_NS MEM AGENT_ADDR IFS ROUTES
+#                 UML_ARGS EXTRA_ENV
+# Start a UML guest in RUN_NS; its agent will listen on AGENT_ADDR, reachable
+# from REACH_NS.  IFS/ROUTES as in guest_init.sh; UML_ARGS adds kernel
+# arguments (NICs, disks); EXTRA_ENV adds lines to the guest's env file.
+# Does not wait: see _lab_guest_wait.
+_lab_guest_boot() {
+	local name=$1 role=$2 run_ns=$3 reach_ns=$4 mem=$5 agent=$6 ifs=$7
+	local routes=$8 uml_args=$9 extra_env=${10}
+	local envfile=$LAB_DIR/guests/$name.env
+	local console=$LAB_DIR/logs/$name.console old
+	old=$(_lab_pid_of "guest-$name")
+	if [ -n "$old" ] && _lab_alive "$old"; then
+		_lab_err "guest $name already running"
+		return 1
+	fi
+	cat >"$envfile" <<-EOF
+		LAB_DIR='$LAB_DIR'
+		LAB_SRC_DIR='$LAB_SRC_DIR'
+		LAB_GUEST_NAME='$name'
+		LAB_GUEST_ROLE='$role'
+		LAB_GUEST_IFS='$ifs'
+		LAB_GUEST_ROUTES='$routes'
+		LAB_GUEST_AGENT='$agent $LAB_AGENT_PORT'
+		$extra_env
+	EOF
+	rm -rf "$LAB_DIR/uml/$name"
+	[ ! -s "$console" ] || { cat "$console" >>"$console.old" && : >"$console"; }
+	_lab_now_us >"$LAB_DIR/guests/$name.boot_start"
+	# shellcheck disable=SC2086
+	_lab_spawn "guest-$name" "$run_ns" "$LAB_DIR" "$console" \
+		env TMPDIR=/dev/shm "$LAB_UML" "mem=$mem" \
+		root=/dev/root rootfstype=hostfs rootflags=/ ro \
+		"init=$LAB_SRC_DIR/guest_init.sh" "lab_env=$envfile" \
+		"umid=$name" "uml_dir=$LAB_DIR/uml/" \
+		con=null con0=null,fd:1 $uml_args || return 1
+	_LAB_GUEST_NS[$name]=$reach_ns
+	_LAB_GUEST_ADDR[$name]=$agent
+	echo "$reach_ns $agent" >"$LAB_DIR/guests/$name.agent"
+}
+
+# _lab_guest_wait NAME... — wait (in parallel, bounded by LAB_BOOT_TIMEOUT)
+# until each booting guest's agent answers.  A guest that dies or times out
+# is killed and its console tail printed; returns 1 if any failed.
+_lab_guest_wait() {
+	local name ns addr pid failed= t0 ms
+	declare -A waiters=()
+	for name in "$@"; do
+		read -r ns addr <"$LAB_DIR/guests/$name.agent"
+		pid=$(_lab_pid_of "guest-$name")
+		_lab_ns "$ns" "${_LAB_TOOL[@]}" wait-agent "$addr" \
+			--port "$LAB_AGENT_PORT" --pid "$pid" \
+			--timeout "$LAB_BOOT_TIMEOUT" &
+		waiters[$name]=$!
+	done
+	for name in "$@"; do
+		local rc=0 console=$LAB_DIR/logs/$name.console
+		wait "${waiters[$name]}" || rc=$?
+		if [ $rc != 0 ]; then
+			[ $rc = 2 ] && echo "lab: guest $name died while booting" >&2
+			[ $rc = 1 ] &&
+				echo "lab: guest $name not ready in ${LAB_BOOT_TIMEOUT}s" >&2
+			echo "--- tail of $console" >&2
+			tail -n 30 "$console" >&2
+			_lab_kill_spawned "guest-$name"
+			failed=1
+			continue
+		fi
+		t0=$(cat "$LAB_DIR/guests/$name.boot_start")
+		ms=$((($(_lab_now_us) - t0) / 1000))
+		echo "$ms" >"$LAB_DIR/guests/$name.boot_ms"
+		_lab_log "guest $name up in ${ms} ms"
+	done
+	[ -z "$failed" ]
+}
+
+# _lab_guest_start ARGS... — _lab_guest_boot ARGS, then wait for it.
+_lab_guest_start() {
+	_lab_guest_boot "$@" && _lab_guest_wait "$1"
+}
+
+# _lab_guest_stop NAME — kill a guest (it holds no state worth a clean halt).
+_lab_guest_stop() {
+	local pid
+	pid=$(_lab_pid_of "guest-$1")
+	[ -n "$pid" ] || return 0
+	_lab_kill_spawned "guest-$1"
+	_lab_wait_dead 10 "$pid" || _lab_err "guest $1 (pid $pid) did not die"
+	rm -f "$LAB_DIR/run/guest-$1.pid"
+}
+
+# lab_guest_run NAME CMD — run CMD (bash -c) as root in guest NAME (c1, c2,
+# rtr, knfsd).  Prints its stdout/stderr, returns its exit status; 124 when
+# LAB_CMD_TIMEOUT expired (the command is killed), 255 when the channel
+# failed.  Runs in the background and waits, so signals reach the traps
+# promptly and many calls may run concurrently.
+lab_guest_run() {
+	_lab_guest_exec "$1" "" "" "$2"
+}
+
+# _lab_guest_exec NAME UID GID CMD — common path of the run functions.
+_lab_guest_exec() {
+	local name=$1 uid=$2 gid=$3 cmd=$4 ns addr rc=0
+	ns=${_LAB_GUEST_NS[$name]:-}
+	addr=${_LAB_GUEST_ADDR[$name]:-}
+	if [ -z "$ns" ] && [ -r "${LAB_DIR:-}/guests/$name.agent" ]; then
+		read -r ns addr <"$LAB_DIR/guests/$name.agent"
+	fi
+	[ -n "$ns" ] || _lab_err "no guest named '$name'" || return 255
+	local extra=()
+	[ -z "$uid" ] || extra=(--uid "$uid" --gid "$gid")
+	_lab_ns "$ns" "${_LAB_TOOL[@]}" run "$addr" "$cmd" \
+		--port "$LAB_AGENT_PORT" --timeout "$LAB_CMD_TIMEOUT" "${extra[@]}" &
+	wait $! || rc=$?
+	return $rc
+}
+
+# lab_client_start N [MEM] — boot LAN client N (1..99), address
+# 10.251.1.(10+N), default route via nache's namespace, guest name "cN",
+# memory MEM (default LAB_CLIENT_MEM).  Returns when its agent answers.
+lab_client_start() {
+	_lab_client_boot "$1" "${2:-$LAB_CLIENT_MEM}" && _lab_guest_wait "c$1"
+}
+
+# lab_clients_start N... — boot several clients in parallel (memory
+# LAB_CLIENT_MEM each) and wait for all of them.
+lab_clients_start() {
+	local n names=()
+	for n in "$@"; do
+		_lab_client_boot "$n" "$LAB_CLIENT_MEM" || return 1
+		names+=("c$n")
+	done
+	_lab_guest_wait "${names[@]}"
+}
+
+# _lab_client_boot N MEM — create client N's tap and start its guest.
+_lab_client_boot() {
+	_lab_need_init || return 1
+	local n=$1 mem=$2
+	[[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 99 ] ||
+		_lab_err "client number must be 1..99" || return 1
+	local addr tap=tapc$n mac
+	addr=$(lab_client_addr "$n")
+	mac=$(printf '02:4c:00:01:00:%02x' "$n")
+	if ! ip -n "$LAB_NS_LAN" link show "$tap" >/dev/null 2>&1; then
+		ip -n "$LAB_NS_LAN" tuntap add dev "$tap" mode tap || return 1
+		ip -n "$LAB_NS_LAN" link set "$tap" master br0 up || return 1
+	fi
+	_lab_guest_boot "c$n" client "$LAB_NS_LAN" "$LAB_NS_LAN" "$mem" \
+		"$addr" "eth0=$addr/24" "default via $LAB_NACHE_ADDR" \
+		"eth0=tuntap,$tap,$mac" ""
+}
+
+# lab_client_addr N — LAN address of client N.
+lab_client_addr() { echo "10.251.1.$((10 + $1))"; }
+
+# lab_client_stop N — power client N off (kill; mounts die with it).
+lab_client_stop() { _lab_guest_stop "c$1"; }
+
+# lab_client_run N CMD — run CMD as root in client N (see lab_guest_run).
+lab_client_run() { _lab_guest_exec "c$1" "" "" "$2"; }
+
+# lab_client_run_as N UID GID CMD — run CMD in client N as UID:GID, no
+# supplementary groups (setpriv), HOME=/tmp.
+lab_client_run_as() { _lab_guest_exec "c$1" "$2" "$3" "$4"; }
+
+# lab_router_run CMD — run CMD as root in the router guest.
+lab_router_run() { _lab_guest_exec rtr "" "" "$1"; }
+
+# lab_client_mount N SERVER_ADDR EXPORT MNT [OPTS] — mount SERVER:EXPORT on
+# MNT (created; /mnt is a tmpfs in guests) in client N.  OPTS default
+# "vers=4.1".  For vers=3 the options port=2049, mountport=20048,
+# mountproto=tcp and nolock are added unless given (no rpcbind in the lab).
+lab_client_mount() {
+	local n=$1 server=$2 export=$3 mnt=$4 opts=${5:-vers=4.1} o
+	if [[ ,$opts, =~ ,(nfs)?vers=3, ]]; then
+		for o in port=2049 mountport=20048 mountproto=tcp nolock; do
+			[[ ,$opts, == *",${o%%=*}"[=,]* ]] || opts+=",$o"
+		done
+	fi
+	lab_client_run "$n" "mkdir -p '$mnt' &&
+		mount -t nfs -o '$opts' '$server:$export' '$mnt'"
+}
+
+# lab_client_umount N MNT — unmount (lazy fallback after 20 s).
+lab_client_umount() {
+	lab_client_run "$1" "timeout 20 umount '$2' || umount -l '$2'"
+}
+
+# ------------------------------------------------------------------ ganesha
+
+# _lab_ganesha_start NAME NS ADDR EXPORT_BLOCK — start a staged ganesha.nfsd
+# instance NAME (config, log, pid file and recovery dir in $LAB_DIR/NAME)
+# bound to ADDR.  Returns once it answers an NFS NULL call and logged
+# "NFS SERVER INITIALIZED"; if it exits first, prints its log tail, fails.
+_lab_ganesha_start() {
+	local name=$1 ns=$2 addr=$3 export_block=$4
+	local dir=$LAB_DIR/$name log=$LAB_DIR/logs/$name.log
+	local old
+	old=$(_lab_pid_of "ganesha-$name")
+	if [ -n "$old" ] && _lab_alive "$old"; then
+		_lab_err "ganesha $name already running (pid $old)"
+		return 1
+	fi
+	mkdir -p "$dir/recovery"
+	cat >"$dir/ganesha.conf" <<-EOF
+		# generated by lab/lab.sh for instance $name
+		NFS_CORE_PARAM {
+			Plugins_Dir = "$LAB_STAGE_DIR/lib/ganesha";
+			Protocols = 3, 4;
+			NFS_Port = 2049;
+			MNT_Port = 20048;
+			Bind_addr = $addr;
+			Enable_NLM = false;
+			Enable_RQUOTA = false;
+			# NFSv3 clients mount the pseudo path too (/export).
+			Mount_Path_Pseudo = true;
+		}
+		NFS_KRB5 { Active_krb5 = false; }
+		NFSv4 {
+			RecoveryBackend = fs;
+			RecoveryRoot = "$dir/recovery";
+			Graceless = true;
+			Allow_Numeric_Owners = true;
+			Only_Numeric_Owners = true;
+		}
+		$export_block
+	EOF
+	# One log per run: earlier runs move to NAME.log.old (appended).
+	if [ -s "$log" ]; then
+		cat "$log" >>"$log.old"
+		: >"$log"
+	fi
+	_lab_spawn "ganesha-$name" "$ns" "$dir" "$LAB_DIR/logs/$name.stdout" \
+		"$LAB_STAGE_DIR/bin/ganesha.nfsd" -F -f "$dir/ganesha.conf" \
+		-L "$log" -p "$dir/ganesha.pid" -N NIV_EVENT || return 1
+	local pid=$_LAB_SPAWNED_PID rc=0 t0
+	t0=$(_lab_now_us)
+	_lab_ns "$ns" "${_LAB_TOOL[@]}" wait-rpc "$addr" --pid "$pid" \
+		--timeout "$LAB_START_TIMEOUT" --log "$log" \
+		--log-contains "NFS SERVER INITIALIZED" &
+	wait $! || rc=$?
+	if [ $rc != 0 ]; then
+		if [ $rc = 2 ]; then
+			echo "lab: ganesha $name exited during start" >&2
+		else
+			echo "lab: ganesha $name not serving after ${LAB_START_TIMEOUT}s" >&2
+		fi
+		echo "--- tail of $log" >&2
+		tail -n 40 "$log" >&2
+		tail -n 10 "$LAB_DIR/logs/$name.stdout" >&2 2>/dev/null
+		_lab_kill_spawned "ganesha-$name"
+		return 1
+	fi
+	_lab_log "ganesha $name serving on $addr (pid $pid, $((($(_lab_now_us) - t0) / 1000)) ms)"
+}
+
+# _lab_ganesha_stop NAME [SIGNAL] — SIGTERM (or SIGNAL) and wait; SIGKILL
+# after LAB_STOP_TIMEOUT.
+_lab_ganesha_stop() {
+	local name=$1 sig=${2:-TERM} pid
+	pid=$(_lab_pid_of "ganesha-$name")
+	[ -n "$pid" ] && _lab_alive "$pid" || return 0
+	kill -"$sig" "$pid" 2>/dev/null
+	if ! _lab_wait_dead "$LAB_STOP_TIMEOUT" "$pid"; then
+		echo "lab: ganesha $name ignored SIG$sig, killing" >&2
+		_lab_kill_spawned "ganesha-$name"
+		_lab_wait_dead 10 "$pid"
+	fi
+	# Threads of a killed ganesha may linger a moment in its group.
+	_lab_kill_spawned "ganesha-$name"
+	rm -f "$LAB_DIR/run/ganesha-$name.pid"
+}
+
+# lab_remote_vfs_start — Ganesha FSAL_VFS in the remote namespace on
+# LAB_REMOTE_ADDR, exporting LAB_REMOTE_EXPORT_DIR (host path, root-owned
+# 0755) as /export, NFSv3 and NFSv4.
+lab_remote_vfs_start() {
+	_lab_need_init || return 1
+	LAB_REMOTE_EXPORT_DIR=$LAB_DIR/remote/export
+	export LAB_REMOTE_EXPORT_DIR
+	mkdir -p "$LAB_REMOTE_EXPORT_DIR"
+	_lab_ganesha_start remote "$LAB_NS_REMOTE" "$LAB_REMOTE_ADDR" "
+EXPORT {
+	Export_Id = 1;
+	Path = \"$LAB_REMOTE_EXPORT_DIR\";
+	Pseudo = /export;
+	Access_Type = RW;
+	Squash = No_Root_Squash;
+	SecType = sys;
+	Protocols = 3, 4;
+	Transports = TCP;
+	FSAL { Name = VFS; }
+}"
+}
+
+# lab_remote_vfs_stop — stop the VFS remote (SIGTERM).
+lab_remote_vfs_stop() { _lab_ganesha_stop remote; }
+
+# lab_remote_vfs_restart — stop and start the VFS remote (same export dir).
+lab_remote_vfs_restart() { lab_remote_vfs_stop && lab_remote_vfs_start; }
+
+# lab_remote_log — path of the VFS remote's log.
+lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
+
+# lab_nache_start [EXTRA_FSAL_LINES] — start nache (FSAL NACHE) on
+# LAB_NACHE_ADDR.  Upstream: LAB_NACHE_UPSTREAM (default LAB_REMOTE_ADDR),
+# LAB_NACHE_UPSTREAM_PATH (default /export; "/" for knfsd).  EXTRA lines go
+# verbatim into the FSAL block.  Cache in $LAB_DIR/nache/cache, kept across
+# restarts.  Fails with the log tail if the daemon exits during start.
+lab_nache_start() {
+	_lab_need_init || return 1
+	_LAB_NACHE_EXTRA=${1:-}
+	mkdir -p "$LAB_DIR/nache/cache"
+	_lab_ganesha_start nache "$LAB_NS_LAN" "$LAB_NACHE_ADDR" "
+EXPORT {
+	Export_Id = 1;
+	Path = /;
+	Pseudo = /export;
+	Access_Type = RW;
+	Squash = No_Root_Squash;
+	SecType = sys;
+	Protocols = 3, 4;
+	Transports = TCP;
+	FSAL {
+		Name = NACHE;
+		Upstream_Server = ${LAB_NACHE_UPSTREAM:-$LAB_REMOTE_ADDR};
+		Upstream_Port = 2049;
+		Upstream_Path = \"${LAB_NACHE_UPSTREAM_PATH:-/export}\";
+		Connections = 2;
+		Cache_Dir = \"$LAB_DIR/nache/cache\";
+		$_LAB_NACHE_EXTRA
+	}
+}"
+}
+
+# lab_nache_stop — SIGTERM nache and wait for it to exit.
+lab_nache_stop() { _lab_ganesha_stop nache TERM; }
+
+# lab_nache_kill — SIGKILL nache (crash simulation); cache dir is kept.
+lab_nache_kill() { _lab_ganesha_stop nache KILL; }
+
+# lab_nache_restart [EXTRA_FSAL_LINES] — stop, then start with EXTRA (or the
+# previous start's EXTRA when none is given).
+lab_nache_restart() {
+	local extra=${1-${_LAB_NACHE_EXTRA:-}}
+	lab_nache_stop && lab_nache_start "$extra"
+}
+
+# lab_nache_log — path of nache's current log.
+lab_nache_log() { echo "$LAB_DIR/logs/nache.log"; }
+
+# lab_nache_pid — pid of the running nache (empty if none).
+lab_nache_pid() { _lab_pid_of ganesha-nache; }
+
+# lab_proxyv4_start — stock FSAL PROXY_V4 on LAB_PROXYV4_ADDR (nache's
+# namespace), upstream LAB_PROXYV4_UPSTREAM (default LAB_REMOTE_ADDR) path
+# LAB_PROXYV4_UPSTREAM_PATH (default /export); NFSv4.1 upstream.
+lab_proxyv4_start() {
+	_lab_need_init || return 1
+	_lab_ganesha_start proxyv4 "$LAB_NS_LAN" "$LAB_PROXYV4_ADDR" "
+EXPORT {
+	Export_Id = 1;
+	Path = \"${LAB_PROXYV4_UPSTREAM_PATH:-/export}\";
+	Pseudo = /export;
+	Access_Type = RW;
+	Squash = No_Root_Squash;
+	SecType = sys;
+	Protocols = 3, 4;
+	Transports = TCP;
+	FSAL {
+		Name = PROXY_V4;
+		Srv_Addr = ${LAB_PROXYV4_UPSTREAM:-$LAB_REMOTE_ADDR};
+		NFS_Port = 2049;
+	}
+}"
+}
+
+# lab_proxyv4_stop — SIGTERM the PROXY_V4 instance.
+lab_proxyv4_stop() { _lab_ganesha_stop proxyv4 TERM; }
+
+# lab_proxyv4_log — path of the PROXY_V4 instance's log.
+lab_proxyv4_log() { echo "$LAB_DIR/logs/proxyv4.log"; }
+
+# ------------------------------------------------------------------ knfsd
+
+# lab_remote_knfsd_start — boot the knfsd guest in the remote namespace on
+# LAB_KNFSD_ADDR, exporting a fresh ext4 image (LAB_KNFSD_SIZE) as the NFSv4
+# root (fsid=0): clients mount LAB_KNFSD_ADDR:/ (v4) or
+# LAB_KNFSD_ADDR:$LAB_KNFSD_EXPORT_DIR (v3).  Lease LAB_KNFSD_LEASE s.
+# Returns once NFS answers; the NFSv4 grace period may still run: call
+# lab_knfsd_wait_grace — wait until knfsd's NFSv4 grace period has ended
+# (immediate on a first boot: nfsdcld has no clients to reclaim).
+lab_knfsd_wait_grace() {
+	lab_wait_until $((LAB_KNFSD_GRACE + 30)) _lab_knfsd_grace_over ||
+		_lab_err "knfsd grace period did not end"
+}
+
+_lab_knfsd_grace_over() {
+	[ "$(lab_knfsd_run 'cat /proc/fs/nfsd/v4_end_grace')" = Y ]
+}
+
+# lab_knfsd_end_grace — end knfsd's grace period now (reclaims then fail).
+lab_knfsd_end_grace() { lab_knfsd_run 'echo Y >/proc/fs/nfsd/v4_end_grace'; }
+
+# lab_remote_knfsd_stop — kill the knfsd guest (a server crash: the image
+# and nfsdcld's client records are kept, so a restart runs a grace period).
+lab_remote_knfsd_stop() { _lab_guest_stop knfsd; }
+
+# lab_remote_knfsd_restart — crash and reboot the knfsd server.
+lab_remote_knfsd_restart() { lab_remote_knfsd_stop && lab_remote_knfsd_start; }
+
+# lab_knfsd_run CMD — run CMD as root in the knfsd guest (export mounted at
+# $LAB_KNFSD_EXPORT_DIR there).
+lab_knfsd_run() { _lab_guest_exec knfsd "" "" "$1"; }
+
+# lab_knfsd_stats — print knfsd's /proc/net/rpc/nfsd (per-op counters).
+lab_knfsd_stats() { lab_knfsd_run 'cat /proc/net/rpc/nfsd'; }
+
+# lab_knfsd_states — print, per NFSv4 client of knfsd, a "# client DIR"
+# line, its info file and its states file (opens, locks, delegations such
+# as "type: deleg, access: r").
+lab_knfsd_states() {
+	lab_knfsd_run 'for d in /proc/fs/nfsd/clients/*/; do
+		[ -e "$d/states" ] || continue
+		echo "# client $d"; cat "$d/info"; cat "$d/states"; done'
+}

@@ -1,0 +1,14 @@
+// Conversions between the C API's plain structs (nache.h) and the core's
+// upstream types. The attribute mask bits are the same numbers on both sides.
+#pragma once
+
+#include "nache/nache.h"
+#include "upstream/types.h"
+
+namespace nache {
+
+void AttrsToC(const upstream::Attrs &in, nache_attrs *out);
+upstream::Attrs AttrsFromC(const nache_attrs &in);
+upstream::Creds CredsFromC(const nache_creds *in);
+
+}  // namespace nache

@@ -1,0 +1,150 @@
+// The core of one export: owns the store, the handle map, the upstream
+// client and the upstream open table, and implements every operation of the
+// C API (nache.h) as the minimum of upstream COMPOUNDs.
+//
+// In this version every operation is forwarded (pass-through); the cache
+// will sit in front of the same methods. Round trips per operation are
+// listed in DESIGN.md's round-trip budget.
+//
+// Thread safety: all methods are thread-safe and may block on the upstream.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/opens.h"
+#include "handles/handle_map.h"
+#include "nache/nache.h"
+#include "store/store.h"
+#include "upstream/compound.h"
+#include "upstream/upstream.h"
+
+// A local open, as handed to the FSAL (opaque there).
+struct nache_open {
+  std::shared_ptr<nache::FileOpen> file;  // pinned in the OpenTable
+  uint32_t access = 0;                    // this open's share access
+  uint32_t deny = 0;                      // this open's share deny
+};
+
+namespace nache {
+
+// nache_open names both the struct and a C function; C++ needs the
+// elaborated name.
+using NacheOpen = struct ::nache_open;
+
+struct CoreConfig {
+  std::string upstream_server;
+  uint32_t upstream_port = 2049;
+  std::string upstream_path = "/";
+  uint32_t connections = 2;
+  std::string callback_address;
+  uint32_t callback_port = 0;
+  std::string cache_dir;
+  uint32_t call_timeout_ms = 30000;
+  uint32_t max_io_size = 1 << 20;
+  uint32_t export_id = 0;
+};
+
+class Core {
+ public:
+  ~Core();
+  static std::unique_ptr<Core> Open(const CoreConfig &cfg, std::string *err);
+
+  uint64_t incarnation() const { return store_->incarnation(); }
+  bool WaitReady(int timeout_ms) { return up_->WaitReady(timeout_ms); }
+  bool KeyKnown(Key key) const;
+
+  using Creds = upstream::Creds;
+  using Attrs = upstream::Attrs;
+
+  uint32_t Root(const Creds &cr, Key *key, Attrs *attrs);
+  uint32_t Lookup(const Creds &cr, Key dir, const std::string &name, Key *key,
+                  Attrs *attrs);
+  uint32_t LookupParent(const Creds &cr, Key dir, Key *key, Attrs *attrs);
+  uint32_t Getattr(const Creds &cr, Key key, Attrs *attrs);
+  uint32_t Setattr(const Creds &cr, Key key, NacheOpen *open,
+                   const Attrs &set, Attrs *out);
+  uint32_t Access(const Creds &cr, Key key, uint32_t want, uint32_t *allowed);
+  uint32_t Readdir(const Creds &cr, Key dir, uint64_t cookie,
+                   nache_dirent_cb cb, void *ctx, bool *eof);
+  uint32_t Create(const Creds &cr, Key dir, const std::string &name,
+                  upstream::FileType type, const Attrs &attrs,
+                  const std::string &link_text, Key *key, Attrs *out);
+  uint32_t Readlink(const Creds &cr, Key key, std::string *text);
+  uint32_t Link(const Creds &cr, Key key, Key dir, const std::string &name);
+  uint32_t Rename(const Creds &cr, Key olddir, const std::string &oldname,
+                  Key newdir, const std::string &newname);
+  uint32_t Remove(const Creds &cr, Key dir, const std::string &name);
+  uint32_t Statfs(const Creds &cr, Key key, Attrs *out);
+
+  struct OpenRequest {
+    Key key = kNoKey;      // the file (by handle) or the directory (by name)
+    const char *name = nullptr;  // by name when not null
+    uint32_t access = 0, deny = 0;
+    nache_createmode mode = NACHE_OPEN_NOCREATE;
+    Attrs create_attrs;
+    bool truncate = false;
+  };
+  uint32_t OpenFile(const Creds &cr, const OpenRequest &req, NacheOpen **out,
+                    Key *key, Attrs *attrs, bool *created);
+  uint32_t Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
+                  uint32_t deny);
+  uint32_t CloseFile(NacheOpen *open);
+  uint32_t Read(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
+                size_t len, char *buf, size_t *nread, bool *eof);
+  uint32_t Write(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
+                 size_t len, const char *buf, int stable, size_t *nwritten,
+                 int *committed);
+  uint32_t Commit(const Creds &cr, Key key, uint64_t offset, uint64_t len);
+  void WriteVerifier(uint8_t out[8]);
+  uint32_t Lock(const Creds &cr, Key key, NacheOpen *open,
+                const std::string &owner, nache_lock_op op, bool write,
+                uint64_t offset, uint64_t length, bool reclaim,
+                nache_lock_conflict *conflict);
+
+ private:
+  Core() = default;
+
+  // Sends c and returns the compound's NFS status; transport failures
+  // become NFS4ERR_DELAY (the client retries).
+  uint32_t Run(upstream::Compound &c, const Creds &cr,
+               upstream::CompoundReply *rep);
+  // The remote filehandle of key, or NFS4ERR_STALE.
+  uint32_t FhOf(Key key, upstream::Fh *fh);
+  upstream::Verifier CookieVerf(Key dir);
+  void SetCookieVerf(Key dir, const upstream::Verifier &v);
+  void NoteWriteVerifier(const upstream::Verifier &v);
+
+  // Open helpers; owner->mu held.
+  void ResetIfStale(FileOpen *f);
+  uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
+                                uint32_t access, uint32_t deny,
+                                Attrs *attrs);
+  uint32_t UpstreamCloseLocked(const Creds &cr, FileOpen *f);
+  uint32_t UpstreamDowngrade(const Creds &cr, FileOpen *f, uint32_t access,
+                             uint32_t deny);
+  uint32_t UpstreamUnlockAll(const Creds &cr, FileOpen *f,
+                             const upstream::Fh &fh);
+  // The stateid for I/O with open (anonymous when none).
+  upstream::StateId IoStateid(NacheOpen *open);
+
+  CoreConfig cfg_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<HandleMap> handles_;
+  std::unique_ptr<upstream::Upstream> up_;
+  std::unique_ptr<OpenTable> opens_;
+  std::atomic<Key> root_key_{kNoKey};
+
+  std::mutex misc_mu_;  // guards cookie_verfs_, write_verf_, lock_serial_
+  std::unordered_map<Key, upstream::Verifier> cookie_verfs_;
+  upstream::Verifier write_verf_;
+  uint64_t lock_serial_ = 0;
+  std::string owner_prefix_;  // unique per proxy start (immutable)
+  std::mutex state_mu_;       // guards FileOpen::stateid reads for I/O
+};
+
+}  // namespace nache

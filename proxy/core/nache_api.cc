@@ -1,0 +1,297 @@
+// The C API of the core (nache.h): thin wrappers that convert arguments and
+// call Core. No logic lives here.
+#include <arpa/inet.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "core/convert.h"
+#include "core/core.h"
+#include "nache/nache.h"
+#include "util/log.h"
+
+using nache::AttrsFromC;
+using nache::AttrsToC;
+using nache::Core;
+using nache::CredsFromC;
+
+struct nache_core {
+  std::unique_ptr<Core> core;
+};
+
+namespace {
+
+bool Fail(char *err, size_t errlen, const char *param, const char *why) {
+  if (err && errlen) snprintf(err, errlen, "%s: %s", param, why);
+  return false;
+}
+
+}  // namespace
+
+extern "C" {
+
+bool nache_config_validate(const struct nache_config *cfg, char *err,
+                           size_t errlen) {
+  if (cfg->upstream_server == nullptr || cfg->upstream_server[0] == '\0')
+    return Fail(err, errlen, "Upstream_Server", "missing (required)");
+  if (strlen(cfg->upstream_server) > 255 ||
+      strpbrk(cfg->upstream_server, " \t/") != nullptr)
+    return Fail(err, errlen, "Upstream_Server",
+                "not a host name or address");
+  if (cfg->upstream_port < 1 || cfg->upstream_port > 65535)
+    return Fail(err, errlen, "Upstream_Port", "must be 1..65535");
+  if (cfg->upstream_path == nullptr || cfg->upstream_path[0] != '/')
+    return Fail(err, errlen, "Upstream_Path",
+                "must be an absolute path on the remote (e.g. /export)");
+  if (cfg->connections < 1 || cfg->connections > 64)
+    return Fail(err, errlen, "Connections", "must be 1..64");
+  if (cfg->callback_address != nullptr && cfg->callback_address[0] != '\0') {
+    struct in_addr a;
+    if (inet_pton(AF_INET, cfg->callback_address, &a) != 1)
+      return Fail(err, errlen, "Callback_Address",
+                  "must be an IPv4 address the remote server can reach");
+    if (cfg->callback_port < 1 || cfg->callback_port > 65535)
+      return Fail(err, errlen, "Callback_Port",
+                  "must be 1..65535 when Callback_Address is set");
+  }
+  if (cfg->cache_dir == nullptr || cfg->cache_dir[0] != '/')
+    return Fail(err, errlen, "Cache_Dir", "missing or not an absolute path");
+  if (cfg->call_timeout_ms < 100 || cfg->call_timeout_ms > 600000)
+    return Fail(err, errlen, "Upstream_Timeout",
+                "must be 100..600000 milliseconds");
+  if (cfg->max_io_size < 4096 || cfg->max_io_size > (1u << 20) ||
+      cfg->max_io_size % 4096 != 0)
+    return Fail(err, errlen, "Max_IO_Size",
+                "must be a multiple of 4096 between 4096 and 1048576");
+  return true;
+}
+
+uint32_t nache_core_open(const struct nache_config *cfg,
+                         struct nache_core **out, char *err, size_t errlen) {
+  if (!nache_config_validate(cfg, err, errlen))
+    return nache::upstream::kNfs4ErrInval;
+  nache::CoreConfig c;
+  c.upstream_server = cfg->upstream_server;
+  c.upstream_port = cfg->upstream_port;
+  c.upstream_path = cfg->upstream_path;
+  c.connections = cfg->connections;
+  if (cfg->callback_address) c.callback_address = cfg->callback_address;
+  c.callback_port = cfg->callback_port;
+  c.cache_dir = cfg->cache_dir;
+  c.call_timeout_ms = cfg->call_timeout_ms;
+  c.max_io_size = cfg->max_io_size;
+  c.export_id = cfg->export_id;
+  std::string why;
+  std::unique_ptr<Core> core = Core::Open(c, &why);
+  if (!core) {
+    if (err && errlen) snprintf(err, errlen, "Cache_Dir: %s", why.c_str());
+    return nache::upstream::kNfs4ErrIo;
+  }
+  *out = new nache_core{std::move(core)};
+  return 0;
+}
+
+void nache_core_close(struct nache_core *core) { delete core; }
+
+void nache_set_log_sink(nache_log_sink sink) { nache_log_set_sink(sink); }
+
+void nache_set_log_level(int level) { nache_log_set_level(level); }
+
+uint64_t nache_core_incarnation(const struct nache_core *core) {
+  return core->core->incarnation();
+}
+
+bool nache_core_wait_ready(struct nache_core *core, int timeout_ms) {
+  return core->core->WaitReady(timeout_ms);
+}
+
+bool nache_key_known(struct nache_core *core, nache_key key) {
+  return core->core->KeyKnown(key);
+}
+
+uint32_t nache_root(struct nache_core *core, const struct nache_creds *cr,
+                    nache_key *key, struct nache_attrs *attrs) {
+  nache::upstream::Attrs a;
+  uint32_t st = core->core->Root(CredsFromC(cr), key, &a);
+  if (st == 0 && attrs) AttrsToC(a, attrs);
+  return st;
+}
+
+uint32_t nache_lookup(struct nache_core *core, const struct nache_creds *cr,
+                      nache_key dir, const char *name, nache_key *key,
+                      struct nache_attrs *attrs) {
+  nache::upstream::Attrs a;
+  uint32_t st = core->core->Lookup(CredsFromC(cr), dir, name, key, &a);
+  if (st == 0 && attrs) AttrsToC(a, attrs);
+  return st;
+}
+
+uint32_t nache_lookup_parent(struct nache_core *core,
+                             const struct nache_creds *cr, nache_key dir,
+                             nache_key *key, struct nache_attrs *attrs) {
+  nache::upstream::Attrs a;
+  uint32_t st = core->core->LookupParent(CredsFromC(cr), dir, key, &a);
+  if (st == 0 && attrs) AttrsToC(a, attrs);
+  return st;
+}
+
+uint32_t nache_getattr(struct nache_core *core, const struct nache_creds *cr,
+                       nache_key key, struct nache_attrs *attrs) {
+  nache::upstream::Attrs a;
+  uint32_t st = core->core->Getattr(CredsFromC(cr), key, &a);
+  if (st == 0 && attrs) AttrsToC(a, attrs);
+  return st;
+}
+
+uint32_t nache_setattr(struct nache_core *core, const struct nache_creds *cr,
+                       nache_key key, struct nache_open *open,
+                       const struct nache_attrs *set,
+                       struct nache_attrs *attrs_out) {
+  nache::upstream::Attrs a;
+  uint32_t st =
+      core->core->Setattr(CredsFromC(cr), key, open, AttrsFromC(*set), &a);
+  if (st == 0 && attrs_out) AttrsToC(a, attrs_out);
+  return st;
+}
+
+uint32_t nache_access(struct nache_core *core, const struct nache_creds *cr,
+                      nache_key key, uint32_t want, uint32_t *allowed) {
+  return core->core->Access(CredsFromC(cr), key, want, allowed);
+}
+
+uint32_t nache_readdir(struct nache_core *core, const struct nache_creds *cr,
+                       nache_key dir, uint64_t cookie, nache_dirent_cb cb,
+                       void *ctx, bool *eof) {
+  return core->core->Readdir(CredsFromC(cr), dir, cookie, cb, ctx, eof);
+}
+
+uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
+                      nache_key dir, const char *name, enum nache_type type,
+                      const struct nache_attrs *attrs_in,
+                      const char *link_text, nache_key *key,
+                      struct nache_attrs *attrs_out) {
+  nache::upstream::Attrs out;
+  nache::upstream::Attrs in;
+  if (attrs_in) in = AttrsFromC(*attrs_in);
+  uint32_t st = core->core->Create(CredsFromC(cr), dir, name,
+                                   nache::upstream::FileType(type), in,
+                                   link_text ? link_text : "", key, &out);
+  if (st == 0 && attrs_out) AttrsToC(out, attrs_out);
+  return st;
+}
+
+uint32_t nache_readlink(struct nache_core *core, const struct nache_creds *cr,
+                        nache_key key, char *buf, size_t len) {
+  std::string text;
+  uint32_t st = core->core->Readlink(CredsFromC(cr), key, &text);
+  if (st) return st;
+  if (text.size() + 1 > len) return nache::upstream::kNfs4ErrNametoolong;
+  memcpy(buf, text.c_str(), text.size() + 1);
+  return 0;
+}
+
+uint32_t nache_link(struct nache_core *core, const struct nache_creds *cr,
+                    nache_key key, nache_key dir, const char *name) {
+  return core->core->Link(CredsFromC(cr), key, dir, name);
+}
+
+uint32_t nache_rename(struct nache_core *core, const struct nache_creds *cr,
+                      nache_key olddir, const char *oldname, nache_key newdir,
+                      const char *newname) {
+  return core->core->Rename(CredsFromC(cr), olddir, oldname, newdir, newname);
+}
+
+uint32_t nache_remove(struct nache_core *core, const struct nache_creds *cr,
+                      nache_key dir, const char *name) {
+  return core->core->Remove(CredsFromC(cr), dir, name);
+}
+
+uint32_t nache_statfs(struct nache_core *core, const struct nache_creds *cr,
+                      nache_key key, struct nache_statfs *out) {
+  nache::upstream::Attrs a;
+  uint32_t st = core->core->Statfs(CredsFromC(cr), key, &a);
+  if (st) return st;
+  out->space_total = a.space_total;
+  out->space_free = a.space_free;
+  out->space_avail = a.space_avail;
+  out->files_total = a.files_total;
+  out->files_free = a.files_free;
+  out->files_avail = a.files_avail;
+  return 0;
+}
+
+uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
+                    nache_key key, const char *name, uint32_t access,
+                    uint32_t deny, enum nache_createmode mode,
+                    const struct nache_attrs *create_attrs,
+                    const uint8_t *verifier, bool truncate,
+                    struct nache_open **open, nache_key *new_key,
+                    struct nache_attrs *attrs_out, bool *created) {
+  Core::OpenRequest r;
+  r.key = key;
+  r.name = name;
+  r.access = access;
+  r.deny = deny;
+  r.mode = mode;
+  if (create_attrs) r.create_attrs = AttrsFromC(*create_attrs);
+  r.truncate = truncate;
+  (void)verifier;  // exclusive creates go upstream GUARDED (see core.cc)
+  nache::upstream::Attrs a;
+  nache_key k = key;
+  bool made = false;
+  uint32_t st =
+      core->core->OpenFile(CredsFromC(cr), r, open, &k, &a, &made);
+  if (st) return st;
+  if (new_key) *new_key = k;
+  if (attrs_out) AttrsToC(a, attrs_out);
+  if (created) *created = made;
+  return 0;
+}
+
+uint32_t nache_reopen(struct nache_core *core, const struct nache_creds *cr,
+                      struct nache_open *open, uint32_t access,
+                      uint32_t deny) {
+  return core->core->Reopen(CredsFromC(cr), open, access, deny);
+}
+
+uint32_t nache_close(struct nache_core *core, struct nache_open *open) {
+  return core->core->CloseFile(open);
+}
+
+uint32_t nache_read(struct nache_core *core, const struct nache_creds *cr,
+                    nache_key key, struct nache_open *open, uint64_t offset,
+                    size_t len, void *buf, size_t *nread, bool *eof) {
+  return core->core->Read(CredsFromC(cr), key, open, offset, len,
+                          static_cast<char *>(buf), nread, eof);
+}
+
+uint32_t nache_write(struct nache_core *core, const struct nache_creds *cr,
+                     nache_key key, struct nache_open *open, uint64_t offset,
+                     size_t len, const void *buf, int stable,
+                     size_t *nwritten, int *committed) {
+  return core->core->Write(CredsFromC(cr), key, open, offset, len,
+                           static_cast<const char *>(buf), stable, nwritten,
+                           committed);
+}
+
+uint32_t nache_commit(struct nache_core *core, const struct nache_creds *cr,
+                      nache_key key, uint64_t offset, uint64_t len) {
+  return core->core->Commit(CredsFromC(cr), key, offset, len);
+}
+
+void nache_write_verifier(struct nache_core *core, uint8_t verf[8]) {
+  core->core->WriteVerifier(verf);
+}
+
+uint32_t nache_lock(struct nache_core *core, const struct nache_creds *cr,
+                    nache_key key, struct nache_open *open, const void *owner,
+                    size_t owner_len, enum nache_lock_op op, bool write,
+                    uint64_t offset, uint64_t length, bool reclaim,
+                    struct nache_lock_conflict *conflict) {
+  return core->core->Lock(
+      CredsFromC(cr), key, open,
+      std::string(static_cast<const char *>(owner), owner_len), op, write,
+      offset, length, reclaim, conflict);
+}
+
+}  // extern "C"

@@ -1,0 +1,108 @@
+// Upstream open and lock state: one upstream OPEN per file for all local
+// opens of it, whose share access and deny are the union of the local ones;
+// OPEN_DOWNGRADE when the union shrinks, CLOSE after the last local close.
+//
+// NFSv4.0 sequences every OPEN/CLOSE/OPEN_DOWNGRADE/LOCK of an open-owner by
+// a seqid, so at most one such request per owner may be in flight. We keep a
+// pool of open-owners; each file sticks to the owner it was first opened
+// with (its stateid belongs to that owner), and an owner's mutex serialises
+// its seqid-bearing requests. Lock-owners are per (local owner, file), so a
+// lock seqid never spans files.
+//
+// Thread safety: OpenTable's maps are guarded by mu_; a FileOpen's fields by
+// its owner's mutex (OwnerSlot::mu), which is held across the upstream call.
+// No lock of Ganesha's is held by callers here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "handles/handle_map.h"
+#include "upstream/types.h"
+
+namespace nache {
+
+struct OwnerSlot {
+  std::mutex mu;          // serialises seqid-bearing requests of this owner
+  std::string name;       // open-owner name sent upstream (guarded by mu)
+  uint32_t seqid = 0;     // next seqid to send (guarded by mu)
+  uint64_t epoch = ~0ull; // upstream epoch the owner was used in (mu)
+};
+
+struct LockOwnerState {
+  std::string name;            // lock-owner name sent upstream
+  upstream::StateId stateid;   // lock stateid once the server gave one
+  uint32_t seqid = 0;          // next lock seqid
+  bool established = false;    // the server knows this lock-owner
+};
+
+// The upstream open of one file. Guarded by owner->mu.
+struct FileOpen {
+  Key key = kNoKey;
+  OwnerSlot *owner = nullptr;  // fixed at creation
+  bool open = false;           // an upstream open stateid is held
+  upstream::StateId stateid;   // the open stateid (when open)
+  uint64_t epoch = 0;          // upstream epoch of stateid
+  uint32_t up_access = 0;      // share access the upstream open has
+  uint32_t up_deny = 0;        // share deny the upstream open has
+  // Local opens by bit: counts of local opens asking for read/write access
+  // and denying read/write.
+  uint32_t n_access_read = 0, n_access_write = 0;
+  uint32_t n_deny_read = 0, n_deny_write = 0;
+  uint32_t n_local = 0;        // local opens in all
+  int pins = 0;                // users between Get and Unpin (OpenTable::mu_)
+  // Lock-owners on this file, by local owner bytes.
+  std::map<std::string, LockOwnerState> lock_owners;
+
+  uint32_t WantAccess() const {
+    return (n_access_read ? upstream::kShareAccessRead : 0) |
+           (n_access_write ? upstream::kShareAccessWrite : 0);
+  }
+  uint32_t WantDeny() const {
+    return (n_deny_read ? upstream::kShareDenyRead : 0) |
+           (n_deny_write ? upstream::kShareDenyWrite : 0);
+  }
+  void Count(uint32_t access, uint32_t deny, int delta) {
+    n_access_read += (access & upstream::kShareAccessRead) ? delta : 0;
+    n_access_write += (access & upstream::kShareAccessWrite) ? delta : 0;
+    n_deny_read += (deny & upstream::kShareDenyRead) ? delta : 0;
+    n_deny_write += (deny & upstream::kShareDenyWrite) ? delta : 0;
+    n_local += delta;
+  }
+};
+
+class OpenTable {
+ public:
+  // owners: size of the open-owner pool; prefix makes names unique per
+  // proxy incarnation.
+  OpenTable(int owners, const std::string &prefix);
+
+  // The FileOpen of key, created if absent (its owner chosen by key), and
+  // pinned: it stays in the table until the matching Unpin. A local open
+  // keeps its pin for its whole life.
+  std::shared_ptr<FileOpen> Get(Key key);
+  // Unpins; the entry is dropped when nobody pins it and no upstream open
+  // is held.
+  void Unpin(const std::shared_ptr<FileOpen> &f);
+  // The owner a by-name open of (dir, name) uses before its key is known.
+  OwnerSlot *OwnerFor(Key dir, const std::string &name);
+  OwnerSlot *OwnerForKey(Key key);
+
+  // Advances an owner's seqid after a reply with this status, as RFC 7530
+  // 9.1.7 prescribes (most errors still consume the seqid).
+  static void AdvanceSeqid(uint32_t *seqid, uint32_t status);
+
+  size_t size() const;
+
+ private:
+  std::unique_ptr<OwnerSlot[]> owners_;  // immutable array, slots own locks
+  int n_owners_;
+  mutable std::mutex mu_;                // guards files_
+  std::unordered_map<Key, std::shared_ptr<FileOpen>> files_;
+};
+
+}  // namespace nache

@@ -1,0 +1,288 @@
+/*
+ * nache.h - the C API of nache's core, the only interface between the
+ * Ganesha FSAL glue (fsal_cache/, C) and the core (proxy/, C++17).
+ *
+ * The core owns everything that does not need Ganesha's headers: the mapping
+ * of local handle keys to remote filehandles (persistent), the upstream
+ * NFSv4.0 client, and the upstream open/lock state. The FSAL owns Ganesha
+ * objects, share reservations among local clients, and status translation.
+ *
+ * Conventions:
+ * - Every function returns an NFSv4 status (nfsstat4 numbering, 0 = NFS4_OK)
+ *   as a uint32_t. Transport failures (upstream unreachable, timeout) come
+ *   back as NFS4ERR_DELAY (10008) so clients retry; the FSAL maps statuses to
+ *   fsal_status_t in one place (fsal_cache/nache_errors.c).
+ * - Objects are named by a nache_key: a 64-bit local id, unique within one
+ *   cache directory, stable across restarts. Wire handles carry it together
+ *   with the store's 64-bit incarnation id (see nache_core_incarnation).
+ * - Calls block the calling thread until the upstream answers; they take no
+ *   lock the caller could be waiting on. All functions are thread-safe.
+ */
+#ifndef NACHE_NACHE_H
+#define NACHE_NACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint64_t nache_key;
+struct nache_core;   /* one per export: upstream client + handle map */
+struct nache_open;   /* one local open (a Ganesha state or the global fd) */
+
+/* Configuration of one export, from its FSAL { Name = NACHE; ... } block. */
+struct nache_config {
+	const char *upstream_server;   /* host name or address (required) */
+	uint32_t upstream_port;        /* default 2049 */
+	const char *upstream_path;     /* path on the remote, e.g. "/export" */
+	uint32_t connections;          /* upstream TCP connections, 1..64 */
+	const char *callback_address;  /* advertised callback addr, or NULL */
+	uint32_t callback_port;        /* callback port (0: none yet) */
+	const char *cache_dir;         /* directory of the persistent store */
+	uint32_t call_timeout_ms;      /* upstream call timeout */
+	uint32_t max_io_size;          /* READ/WRITE size upstream (bytes) */
+	uint32_t export_id;            /* Ganesha export id (for the client id) */
+};
+
+/* Validates a configuration. On error writes "Parameter: reason" into err
+ * and returns false. Pure: touches neither network nor disk. */
+bool nache_config_validate(const struct nache_config *cfg, char *err,
+			   size_t errlen);
+
+/* Credentials of the local caller, forwarded upstream as AUTH_SYS. */
+struct nache_creds {
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t ngroups;
+	const uint32_t *groups;
+};
+
+enum nache_type {
+	NACHE_NONE = 0,
+	NACHE_REG = 1,
+	NACHE_DIR = 2,
+	NACHE_BLK = 3,
+	NACHE_CHR = 4,
+	NACHE_LNK = 5,
+	NACHE_SOCK = 6,
+	NACHE_FIFO = 7,
+};
+
+/* Attribute mask bits of struct nache_attrs (same values as the core's
+ * upstream::AttrBit). */
+#define NACHE_ATTR_TYPE (1ull << 0)
+#define NACHE_ATTR_CHANGE (1ull << 1)
+#define NACHE_ATTR_SIZE (1ull << 2)
+#define NACHE_ATTR_FSID (1ull << 3)
+#define NACHE_ATTR_FILEID (1ull << 4)
+#define NACHE_ATTR_MODE (1ull << 5)
+#define NACHE_ATTR_NLINK (1ull << 6)
+#define NACHE_ATTR_OWNER (1ull << 7)
+#define NACHE_ATTR_GROUP (1ull << 8)
+#define NACHE_ATTR_RAWDEV (1ull << 9)
+#define NACHE_ATTR_SPACE_USED (1ull << 10)
+#define NACHE_ATTR_ATIME (1ull << 11)
+#define NACHE_ATTR_MTIME (1ull << 12)
+#define NACHE_ATTR_CTIME (1ull << 13)
+
+struct nache_time {
+	int64_t sec;
+	uint32_t nsec;
+};
+
+struct nache_attrs {
+	uint64_t mask;            /* NACHE_ATTR_* bits valid / to set */
+	enum nache_type type;
+	uint64_t change;
+	uint64_t size;
+	uint64_t fsid_major, fsid_minor;
+	uint64_t fileid;
+	uint32_t mode;            /* permission bits (07777) */
+	uint32_t nlink;
+	uint32_t uid, gid;
+	uint32_t rdev_major, rdev_minor;
+	uint64_t space_used;
+	struct nache_time atime, mtime, ctime;
+	bool atime_server;        /* setattr: set atime to the server's now */
+	bool mtime_server;        /* setattr: set mtime to the server's now */
+};
+
+struct nache_statfs {
+	uint64_t space_total, space_free, space_avail;
+	uint64_t files_total, files_free, files_avail;
+};
+
+/* Opens the core of one export: the persistent store in cfg->cache_dir and
+ * the upstream client (which connects in the background). Fails only on a
+ * local problem (store cannot be created); an unreachable upstream is not an
+ * error here. */
+uint32_t nache_core_open(const struct nache_config *cfg,
+			 struct nache_core **out, char *err, size_t errlen);
+void nache_core_close(struct nache_core *core);
+
+/* Random id of this store, part of every wire handle: a handle from another
+ * (or a wiped) store is rejected as stale instead of naming the wrong file. */
+uint64_t nache_core_incarnation(const struct nache_core *core);
+
+/* Waits up to timeout_ms for the upstream to be ready; true when ready. */
+bool nache_core_wait_ready(struct nache_core *core, int timeout_ms);
+
+/* The export root (upstream_path), looked up on the remote. */
+uint32_t nache_root(struct nache_core *core, const struct nache_creds *cr,
+		    nache_key *key, struct nache_attrs *attrs);
+
+/* Whether key is known to the handle map (for wire_to_host/create_handle). */
+bool nache_key_known(struct nache_core *core, nache_key key);
+
+uint32_t nache_lookup(struct nache_core *core, const struct nache_creds *cr,
+		      nache_key dir, const char *name, nache_key *key,
+		      struct nache_attrs *attrs);
+/* The parent of a directory (LOOKUPP). */
+uint32_t nache_lookup_parent(struct nache_core *core,
+			     const struct nache_creds *cr, nache_key dir,
+			     nache_key *key, struct nache_attrs *attrs);
+
+uint32_t nache_getattr(struct nache_core *core, const struct nache_creds *cr,
+		       nache_key key, struct nache_attrs *attrs);
+
+/* SETATTR; a size change uses the open's stateid when open is not NULL. The
+ * object's attributes after the change are returned in attrs_out. */
+uint32_t nache_setattr(struct nache_core *core, const struct nache_creds *cr,
+		       nache_key key, struct nache_open *open,
+		       const struct nache_attrs *set,
+		       struct nache_attrs *attrs_out);
+
+/* ACCESS: the bits of want (NFS4 ACCESS4_* values) that the remote allows. */
+uint32_t nache_access(struct nache_core *core, const struct nache_creds *cr,
+		      nache_key key, uint32_t want, uint32_t *allowed);
+
+/* One directory entry, handed to the readdir callback. Return false from the
+ * callback to stop (the entry was not consumed). */
+typedef bool (*nache_dirent_cb)(void *ctx, const char *name, nache_key key,
+				const struct nache_attrs *attrs,
+				uint64_t cookie);
+
+/* Lists dir from cookie (0 = start). Cookies are the remote's; the cookie
+ * verifier is kept by the core per directory. */
+uint32_t nache_readdir(struct nache_core *core, const struct nache_creds *cr,
+		       nache_key dir, uint64_t cookie, nache_dirent_cb cb,
+		       void *ctx, bool *eof);
+
+/* CREATE of a non-regular object (directory, symlink, device, fifo, socket).
+ * attrs_in: mode/owner/group to set (mask), rawdev for devices. */
+uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
+		      nache_key dir, const char *name, enum nache_type type,
+		      const struct nache_attrs *attrs_in,
+		      const char *link_text, nache_key *key,
+		      struct nache_attrs *attrs_out);
+
+/* READLINK: copies up to len-1 bytes and a NUL into buf. */
+uint32_t nache_readlink(struct nache_core *core, const struct nache_creds *cr,
+			nache_key key, char *buf, size_t len);
+
+uint32_t nache_link(struct nache_core *core, const struct nache_creds *cr,
+		    nache_key key, nache_key dir, const char *name);
+uint32_t nache_rename(struct nache_core *core, const struct nache_creds *cr,
+		      nache_key olddir, const char *oldname, nache_key newdir,
+		      const char *newname);
+uint32_t nache_remove(struct nache_core *core, const struct nache_creds *cr,
+		      nache_key dir, const char *name);
+
+uint32_t nache_statfs(struct nache_core *core, const struct nache_creds *cr,
+		      nache_key key, struct nache_statfs *out);
+
+/* Access and deny bits of an open (NFS4 OPEN4_SHARE_*). */
+#define NACHE_SHARE_READ 1u
+#define NACHE_SHARE_WRITE 2u
+
+enum nache_createmode {
+	NACHE_OPEN_NOCREATE = 0,
+	NACHE_OPEN_UNCHECKED = 1, /* create or open existing */
+	NACHE_OPEN_GUARDED = 2,   /* create; NFS4ERR_EXIST if it exists */
+	NACHE_OPEN_EXCLUSIVE = 3, /* create with verifier (8 bytes) */
+};
+
+/* Opens (and creates) a regular file upstream for a local open.
+ * - by handle: name == NULL, key = the file;
+ * - by name:   key = the directory, name = the file; *new_key receives the
+ *   file's key.
+ * access/deny: NACHE_SHARE_* bits. truncate: set size 0 after opening.
+ * The core collapses opens: one upstream open per file, whose access is the
+ * union of all local opens; it is closed when the last local open closes.
+ * *created tells whether the file was created by this call. */
+uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
+		    nache_key key, const char *name, uint32_t access,
+		    uint32_t deny, enum nache_createmode mode,
+		    const struct nache_attrs *create_attrs,
+		    const uint8_t *verifier, bool truncate,
+		    struct nache_open **open, nache_key *new_key,
+		    struct nache_attrs *attrs_out, bool *created);
+
+/* Changes the access/deny of a local open (reopen2). */
+uint32_t nache_reopen(struct nache_core *core, const struct nache_creds *cr,
+		      struct nache_open *open, uint32_t access, uint32_t deny);
+
+/* Ends a local open; the upstream open closes when it was the last. */
+uint32_t nache_close(struct nache_core *core, struct nache_open *open);
+
+/* READ into buf: *nread bytes, *eof at end of file. open may be NULL
+ * (stateless NFSv3 I/O: the anonymous stateid is used). */
+uint32_t nache_read(struct nache_core *core, const struct nache_creds *cr,
+		    nache_key key, struct nache_open *open, uint64_t offset,
+		    size_t len, void *buf, size_t *nread, bool *eof);
+
+/* WRITE from buf; stable: 0 unstable, 1 data sync, 2 file sync.
+ * *committed: the stability the server gave. */
+uint32_t nache_write(struct nache_core *core, const struct nache_creds *cr,
+		     nache_key key, struct nache_open *open, uint64_t offset,
+		     size_t len, const void *buf, int stable, size_t *nwritten,
+		     int *committed);
+
+uint32_t nache_commit(struct nache_core *core, const struct nache_creds *cr,
+		      nache_key key, uint64_t offset, uint64_t len);
+
+/* The write verifier of the last WRITE/COMMIT reply (8 bytes). */
+void nache_write_verifier(struct nache_core *core, uint8_t verf[8]);
+
+enum nache_lock_op {
+	NACHE_LOCK_TEST = 0,
+	NACHE_LOCK = 1,
+	NACHE_UNLOCK = 2,
+};
+
+struct nache_lock_conflict {
+	uint64_t offset, length;
+	bool write;
+};
+
+/* Byte-range lock on behalf of a local lock owner. owner/owner_len name the
+ * local owner uniquely (the FSAL builds it from Ganesha's owner); open is the
+ * local open the lock hangs off. Returns NFS4ERR_DENIED with *conflict
+ * filled when another owner (local or remote) holds a conflicting lock.
+ * length 0 means to the end of the file. */
+uint32_t nache_lock(struct nache_core *core, const struct nache_creds *cr,
+		    nache_key key, struct nache_open *open,
+		    const void *owner, size_t owner_len, enum nache_lock_op op,
+		    bool write, uint64_t offset, uint64_t length, bool reclaim,
+		    struct nache_lock_conflict *conflict);
+
+/* Human-readable name of an NFSv4 status, for logs. */
+const char *nache_status_name(uint32_t status);
+
+/* Logging: the core logs through this sink (default: stderr). The FSAL
+ * points it at Ganesha's log. level: 0 fatal, 1 major, 2 crit, 3 warn,
+ * 4 event, 5 info, 6 debug, 7 full debug (Ganesha's NIV_* order). */
+typedef void (*nache_log_sink)(int level, const char *component,
+			       const char *message);
+void nache_set_log_sink(nache_log_sink sink);
+/* Drops messages above level (default 4, event). */
+void nache_set_log_level(int level);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NACHE_NACHE_H */

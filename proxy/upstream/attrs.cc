@@ -1,0 +1,477 @@
+// fattr4 encoding and decoding of Attrs (see attrs.h).
+#include "upstream/attrs.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace nache {
+namespace upstream {
+namespace {
+
+// fattr4 bit numbers (RFC 7530 section 5.8).
+enum Fattr4 : uint32_t {
+  kF4SupportedAttrs = 0,
+  kF4Type = 1,
+  kF4FhExpireType = 2,
+  kF4Change = 3,
+  kF4Size = 4,
+  kF4LinkSupport = 5,
+  kF4SymlinkSupport = 6,
+  kF4NamedAttr = 7,
+  kF4Fsid = 8,
+  kF4UniqueHandles = 9,
+  kF4LeaseTime = 10,
+  kF4RdattrError = 11,
+  kF4Acl = 12,
+  kF4Aclsupport = 13,
+  kF4Archive = 14,
+  kF4Cansettime = 15,
+  kF4CaseInsensitive = 16,
+  kF4CasePreserving = 17,
+  kF4ChownRestricted = 18,
+  kF4Filehandle = 19,
+  kF4Fileid = 20,
+  kF4FilesAvail = 21,
+  kF4FilesFree = 22,
+  kF4FilesTotal = 23,
+  kF4FsLocations = 24,
+  kF4Hidden = 25,
+  kF4Homogeneous = 26,
+  kF4Maxfilesize = 27,
+  kF4Maxlink = 28,
+  kF4Maxname = 29,
+  kF4Maxread = 30,
+  kF4Maxwrite = 31,
+  kF4Mimetype = 32,
+  kF4Mode = 33,
+  kF4NoTrunc = 34,
+  kF4Numlinks = 35,
+  kF4Owner = 36,
+  kF4OwnerGroup = 37,
+  kF4QuotaAvailHard = 38,
+  kF4QuotaAvailSoft = 39,
+  kF4QuotaUsed = 40,
+  kF4Rawdev = 41,
+  kF4SpaceAvail = 42,
+  kF4SpaceFree = 43,
+  kF4SpaceTotal = 44,
+  kF4SpaceUsed = 45,
+  kF4System = 46,
+  kF4TimeAccess = 47,
+  kF4TimeAccessSet = 48,
+  kF4TimeBackup = 49,
+  kF4TimeCreate = 50,
+  kF4TimeDelta = 51,
+  kF4TimeMetadata = 52,
+  kF4TimeModify = 53,
+  kF4TimeModifySet = 54,
+  kF4MountedOnFileid = 55,
+  kF4Count = 56,
+};
+
+// Our readable attributes and the fattr4 bit each is fetched with.
+struct AttrMapping {
+  uint64_t bit;     // AttrBit
+  uint32_t fattr4;  // fattr4 bit number
+};
+constexpr AttrMapping kGetMappings[] = {
+    {kAttrType, kF4Type},
+    {kAttrChange, kF4Change},
+    {kAttrSize, kF4Size},
+    {kAttrFsid, kF4Fsid},
+    {kAttrFileid, kF4Fileid},
+    {kAttrMode, kF4Mode},
+    {kAttrNlink, kF4Numlinks},
+    {kAttrOwner, kF4Owner},
+    {kAttrOwnerGroup, kF4OwnerGroup},
+    {kAttrRawdev, kF4Rawdev},
+    {kAttrSpaceUsed, kF4SpaceUsed},
+    {kAttrAtime, kF4TimeAccess},
+    {kAttrMtime, kF4TimeModify},
+    {kAttrCtime, kF4TimeMetadata},
+    {kAttrLeaseTime, kF4LeaseTime},
+    {kAttrMaxRead, kF4Maxread},
+    {kAttrMaxWrite, kF4Maxwrite},
+    {kAttrFilesAvail, kF4FilesAvail},
+    {kAttrFilesFree, kF4FilesFree},
+    {kAttrFilesTotal, kF4FilesTotal},
+    {kAttrSpaceAvail, kF4SpaceAvail},
+    {kAttrSpaceFree, kF4SpaceFree},
+    {kAttrSpaceTotal, kF4SpaceTotal},
+    {kAttrMountedOnFileid, kF4MountedOnFileid},
+    {kAttrRdattrError, kF4RdattrError},
+    {kAttrSupported, kF4SupportedAttrs},
+    {kAttrMaxName, kF4Maxname},
+    {kAttrMaxLink, kF4Maxlink},
+    {kAttrMaxFileSize, kF4Maxfilesize},
+};
+
+void SetBit(std::vector<uint32_t> *bitmap, uint32_t n) {
+  if (bitmap->size() <= n / 32) bitmap->resize(n / 32 + 1, 0);
+  (*bitmap)[n / 32] |= 1u << (n % 32);
+}
+
+// Big-endian XDR appender for attrlist bytes.
+class XdrWriter {
+ public:
+  explicit XdrWriter(std::string *out) : out_(out) {}
+  void U32(uint32_t v) {
+    char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    out_->append(b, 4);
+  }
+  void U64(uint64_t v) {
+    U32(uint32_t(v >> 32));
+    U32(uint32_t(v));
+  }
+  void Opaque(const std::string &s) {
+    U32(uint32_t(s.size()));
+    out_->append(s);
+    out_->append((4 - s.size() % 4) % 4, '\0');
+  }
+  void Time(const nache::upstream::Time &t) {
+    U64(uint64_t(t.sec));
+    U32(t.nsec);
+  }
+
+ private:
+  std::string *out_;  // not owned
+};
+
+// Bounds-checked big-endian XDR reader over attrlist bytes. Every accessor
+// returns false once the input is exhausted, so a truncated attrlist fails
+// cleanly instead of reading past the buffer.
+class XdrReader {
+ public:
+  XdrReader(const char *data, size_t len)
+      : p_(reinterpret_cast<const uint8_t *>(data)), left_(len) {}
+  bool U32(uint32_t *v) {
+    if (left_ < 4) return false;
+    *v = uint32_t(p_[0]) << 24 | uint32_t(p_[1]) << 16 |
+         uint32_t(p_[2]) << 8 | uint32_t(p_[3]);
+    p_ += 4;
+    left_ -= 4;
+    return true;
+  }
+  bool U64(uint64_t *v) {
+    uint32_t hi, lo;
+    if (!U32(&hi) || !U32(&lo)) return false;
+    *v = uint64_t(hi) << 32 | lo;
+    return true;
+  }
+  bool Time(nache::upstream::Time *t) {
+    uint64_t sec;
+    if (!U64(&sec) || !U32(&t->nsec)) return false;
+    t->sec = int64_t(sec);
+    return true;
+  }
+  bool Opaque(std::string *s, uint32_t max) {
+    uint32_t n;
+    if (!U32(&n) || n > max) return false;
+    size_t padded = (size_t(n) + 3) & ~size_t(3);
+    if (left_ < padded) return false;
+    if (s != nullptr) s->assign(reinterpret_cast<const char *>(p_), n);
+    p_ += padded;
+    left_ -= padded;
+    return true;
+  }
+  bool Skip(size_t n) {
+    if (left_ < n) return false;
+    p_ += n;
+    left_ -= n;
+    return true;
+  }
+  size_t left() const { return left_; }
+
+ private:
+  const uint8_t *p_;  // next unread byte
+  size_t left_;       // bytes remaining
+};
+
+// Upper bounds against a hostile or broken server: they keep one malformed
+// attribute from allocating without limit.
+constexpr uint32_t kMaxOwnerLen = 1024;
+constexpr uint32_t kMaxArrayLen = 1 << 16;
+constexpr uint32_t kMaxOpaqueLen = 1 << 20;
+
+bool SkipPathname(XdrReader *r) {
+  uint32_t n;
+  if (!r->U32(&n) || n > kMaxArrayLen) return false;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!r->Opaque(nullptr, kMaxOpaqueLen)) return false;
+  }
+  return true;
+}
+
+bool SkipFsLocations(XdrReader *r) {
+  if (!SkipPathname(r)) return false;  // fs_root
+  uint32_t nloc;
+  if (!r->U32(&nloc) || nloc > kMaxArrayLen) return false;
+  for (uint32_t i = 0; i < nloc; i++) {
+    if (!SkipPathname(r)) return false;  // server<> has the same shape
+    if (!SkipPathname(r)) return false;  // rootpath
+  }
+  return true;
+}
+
+bool SkipAcl(XdrReader *r) {
+  uint32_t n;
+  if (!r->U32(&n) || n > kMaxArrayLen) return false;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!r->Skip(12) || !r->Opaque(nullptr, kMaxOpaqueLen)) return false;
+  }
+  return true;
+}
+
+// Decodes one attribute. Attributes we have no field for are parsed and
+// dropped: the server may return more than we asked for.
+bool DecodeOne(uint32_t bit, XdrReader *r, Attrs *a, Fh *fh) {
+  uint32_t u32;
+  std::string s;
+  switch (bit) {
+    case kF4SupportedAttrs: {
+      uint32_t n;
+      if (!r->U32(&n) || n > 8) return false;
+      uint32_t words[8];
+      for (uint32_t i = 0; i < n; i++) {
+        if (!r->U32(&words[i])) return false;
+      }
+      a->supported = BitmapToAttrMask(words, n);
+      a->mask |= kAttrSupported;
+      return true;
+    }
+    case kF4Type:
+      if (!r->U32(&u32)) return false;
+      a->type = (u32 >= 1 && u32 <= 7) ? FileType(u32) : FileType::kNone;
+      a->mask |= kAttrType;
+      return true;
+    case kF4Change:
+      a->mask |= kAttrChange;
+      return r->U64(&a->change);
+    case kF4Size:
+      a->mask |= kAttrSize;
+      return r->U64(&a->size);
+    case kF4Fsid:
+      a->mask |= kAttrFsid;
+      return r->U64(&a->fsid_major) && r->U64(&a->fsid_minor);
+    case kF4LeaseTime:
+      a->mask |= kAttrLeaseTime;
+      return r->U32(&a->lease_time);
+    case kF4RdattrError:
+      a->mask |= kAttrRdattrError;
+      return r->U32(&a->rdattr_error);
+    case kF4Acl:
+      return SkipAcl(r);
+    case kF4Filehandle:
+      if (!r->Opaque(&s, kMaxFhSize)) return false;
+      if (fh != nullptr) *fh = s;
+      return true;
+    case kF4Fileid:
+      a->mask |= kAttrFileid;
+      return r->U64(&a->fileid);
+    case kF4FilesAvail:
+      a->mask |= kAttrFilesAvail;
+      return r->U64(&a->files_avail);
+    case kF4FilesFree:
+      a->mask |= kAttrFilesFree;
+      return r->U64(&a->files_free);
+    case kF4FilesTotal:
+      a->mask |= kAttrFilesTotal;
+      return r->U64(&a->files_total);
+    case kF4FsLocations:
+      return SkipFsLocations(r);
+    case kF4Maxfilesize:
+      a->mask |= kAttrMaxFileSize;
+      return r->U64(&a->maxfilesize);
+    case kF4Maxlink:
+      a->mask |= kAttrMaxLink;
+      return r->U32(&a->maxlink);
+    case kF4Maxname:
+      a->mask |= kAttrMaxName;
+      return r->U32(&a->maxname);
+    case kF4Maxread:
+      a->mask |= kAttrMaxRead;
+      return r->U64(&a->maxread);
+    case kF4Maxwrite:
+      a->mask |= kAttrMaxWrite;
+      return r->U64(&a->maxwrite);
+    case kF4Mimetype:
+      return r->Opaque(nullptr, kMaxOpaqueLen);
+    case kF4Mode:
+      if (!r->U32(&u32)) return false;
+      a->mode = u32 & 07777;
+      a->mask |= kAttrMode;
+      return true;
+    case kF4Numlinks:
+      a->mask |= kAttrNlink;
+      return r->U32(&a->nlink);
+    case kF4Owner:
+      if (!r->Opaque(&s, kMaxOwnerLen)) return false;
+      a->uid = ParseNumericOwner(s);
+      a->mask |= kAttrOwner;
+      return true;
+    case kF4OwnerGroup:
+      if (!r->Opaque(&s, kMaxOwnerLen)) return false;
+      a->gid = ParseNumericOwner(s);
+      a->mask |= kAttrOwnerGroup;
+      return true;
+    case kF4Rawdev:
+      a->mask |= kAttrRawdev;
+      return r->U32(&a->rdev_major) && r->U32(&a->rdev_minor);
+    case kF4SpaceAvail:
+      a->mask |= kAttrSpaceAvail;
+      return r->U64(&a->space_avail);
+    case kF4SpaceFree:
+      a->mask |= kAttrSpaceFree;
+      return r->U64(&a->space_free);
+    case kF4SpaceTotal:
+      a->mask |= kAttrSpaceTotal;
+      return r->U64(&a->space_total);
+    case kF4SpaceUsed:
+      a->mask |= kAttrSpaceUsed;
+      return r->U64(&a->space_used);
+    case kF4TimeAccess:
+      a->mask |= kAttrAtime;
+      return r->Time(&a->atime);
+    case kF4TimeMetadata:
+      a->mask |= kAttrCtime;
+      return r->Time(&a->ctime);
+    case kF4TimeModify:
+      a->mask |= kAttrMtime;
+      return r->Time(&a->mtime);
+    case kF4MountedOnFileid:
+      a->mask |= kAttrMountedOnFileid;
+      return r->U64(&a->mounted_on_fileid);
+    // Fixed-size attributes we do not keep.
+    case kF4FhExpireType:
+    case kF4LinkSupport:
+    case kF4SymlinkSupport:
+    case kF4NamedAttr:
+    case kF4UniqueHandles:
+    case kF4Aclsupport:
+    case kF4Archive:
+    case kF4Cansettime:
+    case kF4CaseInsensitive:
+    case kF4CasePreserving:
+    case kF4ChownRestricted:
+    case kF4Hidden:
+    case kF4Homogeneous:
+    case kF4NoTrunc:
+    case kF4System:
+      return r->Skip(4);
+    case kF4QuotaAvailHard:
+    case kF4QuotaAvailSoft:
+    case kF4QuotaUsed:
+      return r->Skip(8);
+    case kF4TimeBackup:
+    case kF4TimeCreate:
+    case kF4TimeDelta:
+      return r->Skip(12);
+    case kF4TimeAccessSet:  // write-only, but parse it if a server echoes it
+    case kF4TimeModifySet:
+      if (!r->U32(&u32)) return false;
+      return u32 == 1 ? r->Skip(12) : true;
+    default:
+      return false;  // an attribute whose encoding we do not know
+  }
+}
+
+}  // namespace
+
+std::vector<uint32_t> AttrRequestBitmap(uint64_t mask, bool want_fh) {
+  std::vector<uint32_t> bitmap;
+  for (const AttrMapping &m : kGetMappings) {
+    if (mask & m.bit) SetBit(&bitmap, m.fattr4);
+  }
+  if (want_fh) SetBit(&bitmap, kF4Filehandle);
+  return bitmap;
+}
+
+void EncodeSettableAttrs(const Attrs &attrs, std::vector<uint32_t> *bitmap,
+                         std::string *attrlist) {
+  bitmap->clear();
+  attrlist->clear();
+  XdrWriter w(attrlist);
+  // Values must follow ascending fattr4 bit order.
+  if (attrs.mask & kAttrSize) {
+    SetBit(bitmap, kF4Size);
+    w.U64(attrs.size);
+  }
+  if (attrs.mask & kAttrMode) {
+    SetBit(bitmap, kF4Mode);
+    w.U32(attrs.mode & 07777);
+  }
+  if (attrs.mask & kAttrOwner) {
+    SetBit(bitmap, kF4Owner);
+    w.Opaque(FormatNumericOwner(attrs.uid));
+  }
+  if (attrs.mask & kAttrOwnerGroup) {
+    SetBit(bitmap, kF4OwnerGroup);
+    w.Opaque(FormatNumericOwner(attrs.gid));
+  }
+  if (attrs.mask & kAttrAtime) {
+    SetBit(bitmap, kF4TimeAccessSet);
+    if (attrs.atime_server) {
+      w.U32(0);  // SET_TO_SERVER_TIME4
+    } else {
+      w.U32(1);  // SET_TO_CLIENT_TIME4
+      w.Time(attrs.atime);
+    }
+  }
+  if (attrs.mask & kAttrMtime) {
+    SetBit(bitmap, kF4TimeModifySet);
+    if (attrs.mtime_server) {
+      w.U32(0);
+    } else {
+      w.U32(1);
+      w.Time(attrs.mtime);
+    }
+  }
+}
+
+void EncodeChangeAttr(uint64_t change, std::vector<uint32_t> *bitmap,
+                      std::string *attrlist) {
+  bitmap->clear();
+  attrlist->clear();
+  SetBit(bitmap, kF4Change);
+  XdrWriter(attrlist).U64(change);
+}
+
+bool DecodeAttrs(const uint32_t *bitmap, size_t nwords, const char *data,
+                 size_t len, Attrs *out, Fh *fh) {
+  *out = Attrs();
+  XdrReader r(data, len);
+  for (size_t w = 0; w < nwords; w++) {
+    for (uint32_t b = 0; b < 32; b++) {
+      if ((bitmap[w] & (1u << b)) == 0) continue;
+      uint32_t bit = uint32_t(w) * 32 + b;
+      if (bit >= kF4Count || !DecodeOne(bit, &r, out, fh)) return false;
+    }
+  }
+  // Trailing bytes mean the bitmap and the values disagree.
+  return r.left() == 0;
+}
+
+uint64_t BitmapToAttrMask(const uint32_t *bitmap, size_t nwords) {
+  uint64_t mask = 0;
+  for (const AttrMapping &m : kGetMappings) {
+    size_t w = m.fattr4 / 32;
+    if (w < nwords && (bitmap[w] & (1u << (m.fattr4 % 32)))) mask |= m.bit;
+  }
+  return mask;
+}
+
+uint32_t ParseNumericOwner(const std::string &owner) {
+  std::string digits = owner.substr(0, owner.find('@'));
+  if (digits.empty() || digits.size() > 10) return kNobodyId;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return kNobodyId;
+  }
+  uint64_t v = std::strtoull(digits.c_str(), nullptr, 10);
+  return v > 0xffffffffull ? kNobodyId : uint32_t(v);
+}
+
+std::string FormatNumericOwner(uint32_t id) { return std::to_string(id); }
+
+}  // namespace upstream
+}  // namespace nache

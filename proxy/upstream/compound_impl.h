@@ -1,0 +1,44 @@
+// Internal to upstream/: the storage behind a Compound, shared by the builder
+// (compound.cc) and the decoder (compound_decode.cc). Include nowhere else.
+//
+// A Compound owns every byte its libnfs COMPOUND4args points to: names,
+// filehandles, owners, attr bitmaps and attrlists live in deques (whose
+// elements never move once added), so the nfs_argop4 array may grow without
+// invalidating earlier pointers. WRITE data is the one exception: it points
+// to the caller's buffer, as compound.h documents.
+#pragma once
+
+#include <nfsc/libnfs.h>
+#include <nfsc/libnfs-raw.h>
+#include <nfsc/libnfs-raw-nfs4.h>
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "upstream/compound.h"
+
+namespace nache {
+namespace upstream {
+
+// What the decoder needs to know about one operation beyond its arguments.
+struct OpMeta {
+  Op op = Op::kPutfh;          // the operation
+  char *read_dest = nullptr;   // READ: where the data goes (caller's buffer)
+  uint32_t read_count = 0;     // READ: bytes requested (bound on the reply)
+  bool want_fh = false;        // READDIR: filehandle requested per entry
+  bool auto_clientid = false;  // the clientid is filled in by FillClientid
+};
+
+struct Compound::Impl {
+  std::string tag;                             // COMPOUND tag (for logs)
+  std::vector<nfs_argop4> args;                // one per operation
+  std::vector<OpMeta> meta;                    // parallel to args
+  std::deque<std::string> bytes;               // owned variable-length data
+  std::deque<std::vector<uint32_t>> bitmaps;   // owned attr bitmaps
+  COMPOUND4args compound;                      // the view Args() returns
+  size_t size_hint = 0;                        // running EncodedSizeHint
+};
+
+}  // namespace upstream
+}  // namespace nache

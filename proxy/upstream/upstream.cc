@@ -1,0 +1,507 @@
+// The Upstream implementation: dispatch over the connection pool, the NFSv4
+// client id (SETCLIENTID / SETCLIENTID_CONFIRM), lease renewal and client id
+// recovery. The per-connection event loops live in connection.cc.
+//
+// Threads: each Connection runs its loop thread; one state thread here
+// establishes the client id, renews the lease every lease/3 and re-establishes
+// the id when a reply says it is stale. Calls made before a client id exists
+// (at start-up and during recovery) are held here, not sent, until it does or
+// their call timeout passes.
+#include "upstream/upstream.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "upstream/connection.h"
+#include "util/log.h"
+
+namespace nache {
+namespace upstream {
+namespace {
+
+const char *const kComponent = "NACHE_UPSTREAM";
+constexpr uint32_t kDefaultLeaseSeconds = 90;
+constexpr int kMinRetryMs = 100;
+constexpr int kMaxRetryMs = 5000;
+
+Verifier RandomVerifier() {
+  std::random_device rd;
+  Verifier v(8, '\0');
+  for (char &c : v) c = char(rd() & 0xff);
+  return v;
+}
+
+std::string Hex(const std::string &bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+bool IsClientidLost(uint32_t status) {
+  return status == kNfs4ErrStaleClientid || status == kNfs4ErrExpired;
+}
+
+class UpstreamImpl final : public Upstream, public ConnectionListener {
+ public:
+  explicit UpstreamImpl(const UpstreamOptions &opts);
+  ~UpstreamImpl() override { Shutdown(); }
+
+  void Start();
+
+  bool WaitReady(int timeout_ms) override;
+  CallStatus Call(Compound &c, const Creds &creds,
+                  CompoundReply *reply) override;
+  void CallAsync(Compound c, const Creds &creds, Callback cb) override;
+  uint64_t clientid() const override { return clientid_.load(); }
+  uint64_t epoch() const override {
+    uint64_t g = generation_.load();
+    return g > 0 ? g - 1 : 0;
+  }
+  UpstreamState state() const override;
+  uint32_t lease_time() const override { return lease_time_.load(); }
+  void Shutdown() override;
+
+  void OnConnectionUp(int index) override;
+  void OnConnectionDown(int index) override;
+
+ private:
+  std::unique_ptr<PendingCall> NewCall(Compound *c,
+                                       std::unique_ptr<Compound> owned,
+                                       const Creds &creds, Callback cb);
+  // Sends a user call now, or holds it while there is no client id.
+  void Dispatch(std::unique_ptr<PendingCall> call);
+  // Sends with the current client id, bypassing the hold.
+  void Send(std::unique_ptr<PendingCall> call, bool watch_clientid);
+  Connection *PickConnection();
+  // A blocking call with root credentials that bypasses the hold (the state
+  // thread's own SETCLIENTID, RENEW, ...).
+  CallStatus CallInternal(Compound &c, CompoundReply *reply);
+  void TriggerRecovery(uint64_t generation);
+
+  void StateLoop();
+  // Waits on cv_ until pred() or deadline, expiring held calls meanwhile.
+  // Returns pred(). lk holds mu_.
+  template <typename Pred>
+  bool WaitLocked(std::unique_lock<std::mutex> &lk, Clock::time_point deadline,
+                  Pred pred);
+  bool EstablishClientId();
+  void FetchLeaseTime();
+  // Returns false when the client id is gone and must be re-established.
+  bool RenewLease();
+
+  const UpstreamOptions opts_;       // as given to Create
+  const Verifier verifier_;          // SETCLIENTID verifier, new every start
+  std::string id_string_;            // the id sent (state thread only)
+  std::vector<std::unique_ptr<Connection>> conns_;  // fixed after Start
+  std::thread state_thread_;         // StateLoop
+
+  mutable std::mutex mu_;            // guards the fields below it
+  std::condition_variable cv_;       // any change of them
+  bool stopping_ = false;            // Shutdown started
+  bool client_ready_ = false;        // a confirmed client id is in use
+  bool recovery_requested_ = false;  // a reply said the id is stale
+  std::deque<std::unique_ptr<PendingCall>> held_;  // waiting for a client id
+
+  std::atomic<uint64_t> clientid_{0};    // current confirmed client id
+  std::atomic<uint64_t> generation_{0};  // client ids established so far
+  std::atomic<uint32_t> lease_time_{0};  // seconds, from the server
+  std::atomic<int> connected_count_{0};  // connections up now
+  std::atomic<bool> ever_ready_{false};  // a client id was established once
+  std::once_flag shutdown_once_;         // Shutdown runs once
+};
+
+UpstreamImpl::UpstreamImpl(const UpstreamOptions &opts)
+    : opts_(opts), verifier_(RandomVerifier()), id_string_(opts.client_id) {
+  int n = std::max(1, opts_.connections);
+  for (int i = 0; i < n; i++) {
+    conns_.push_back(std::make_unique<Connection>(i, opts_, this));
+  }
+}
+
+void UpstreamImpl::Start() {
+  for (auto &c : conns_) c->Start();
+  state_thread_ = std::thread([this] { StateLoop(); });
+}
+
+bool UpstreamImpl::WaitReady(int timeout_ms) {
+  std::unique_lock<std::mutex> lk(mu_);
+  return cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [this] {
+    return stopping_ || (client_ready_ && connected_count_.load() > 0);
+  }) && !stopping_;
+}
+
+UpstreamState UpstreamImpl::state() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (connected_count_.load() == 0) {
+    return ever_ready_.load() ? UpstreamState::kDown
+                              : UpstreamState::kConnecting;
+  }
+  return client_ready_ ? UpstreamState::kReady : UpstreamState::kConnecting;
+}
+
+std::unique_ptr<PendingCall> UpstreamImpl::NewCall(
+    Compound *c, std::unique_ptr<Compound> owned, const Creds &creds,
+    Callback cb) {
+  auto call = std::make_unique<PendingCall>();
+  call->compound = c;
+  call->owned = std::move(owned);
+  call->creds = creds;
+  call->done = std::move(cb);
+  call->deadline =
+      Clock::now() + std::chrono::milliseconds(opts_.call_timeout_ms);
+  return call;
+}
+
+CallStatus UpstreamImpl::Call(Compound &c, const Creds &creds,
+                              CompoundReply *reply) {
+  // Shared with the completion, which may still be unwinding on the loop
+  // thread after this function has returned.
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    CallStatus status = CallStatus::kOk;
+  };
+  auto w = std::make_shared<Waiter>();
+  Dispatch(NewCall(&c, nullptr, creds,
+                   [w, reply](CallStatus s, CompoundReply &&r) {
+                     std::lock_guard<std::mutex> lk(w->mu);
+                     *reply = std::move(r);
+                     w->status = s;
+                     w->done = true;
+                     w->cv.notify_all();
+                   }));
+  // Unbounded on purpose: the loop always completes a call (reply, timeout,
+  // disconnect or shutdown), and returning earlier would leave the loop
+  // writing READ data into a buffer the caller may have freed.
+  std::unique_lock<std::mutex> lk(w->mu);
+  w->cv.wait(lk, [&] { return w->done; });
+  return w->status;
+}
+
+void UpstreamImpl::CallAsync(Compound c, const Creds &creds, Callback cb) {
+  auto owned = std::make_unique<Compound>(std::move(c));
+  Compound *raw = owned.get();
+  Dispatch(NewCall(raw, std::move(owned), creds, std::move(cb)));
+}
+
+void UpstreamImpl::Dispatch(std::unique_ptr<PendingCall> call) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!stopping_ && !client_ready_) {
+      held_.push_back(std::move(call));
+      cv_.notify_all();  // the state thread tracks held deadlines
+      return;
+    }
+  }
+  Send(std::move(call), true);
+}
+
+void UpstreamImpl::Send(std::unique_ptr<PendingCall> call,
+                        bool watch_clientid) {
+  call->compound->FillClientid(clientid_.load());
+  if (watch_clientid) {
+    uint64_t generation = generation_.load();
+    Callback inner = std::move(call->done);
+    call->done = [this, generation, inner](CallStatus s, CompoundReply &&r) {
+      if (s == CallStatus::kOk && IsClientidLost(r.status)) {
+        TriggerRecovery(generation);
+      }
+      inner(s, std::move(r));
+    };
+  }
+  Connection *conn = PickConnection();
+  if (conn == nullptr) {
+    // Still completed on a loop thread, as CallAsync promises.
+    conn = conns_[0].get();
+    call->has_preset = true;
+    call->preset = CallStatus::kDisconnected;
+  }
+  conn->Submit(std::move(call));
+}
+
+Connection *UpstreamImpl::PickConnection() {
+  Connection *best = nullptr;
+  for (auto &c : conns_) {
+    if (c->connected() && (best == nullptr || c->load() < best->load())) {
+      best = c.get();
+    }
+  }
+  return best;
+}
+
+CallStatus UpstreamImpl::CallInternal(Compound &c, CompoundReply *reply) {
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    CallStatus status = CallStatus::kOk;
+  };
+  auto w = std::make_shared<Waiter>();
+  Send(NewCall(&c, nullptr, Creds(),
+               [w, reply](CallStatus s, CompoundReply &&r) {
+                 std::lock_guard<std::mutex> lk(w->mu);
+                 *reply = std::move(r);
+                 w->status = s;
+                 w->done = true;
+                 w->cv.notify_all();
+               }),
+       false);
+  std::unique_lock<std::mutex> lk(w->mu);
+  w->cv.wait(lk, [&] { return w->done; });
+  return w->status;
+}
+
+void UpstreamImpl::TriggerRecovery(uint64_t generation) {
+  std::lock_guard<std::mutex> lk(mu_);
+  // Only the first report against the current id counts: replies to calls
+  // sent with an older id, or arriving while recovery runs, are the same
+  // event.
+  if (generation != generation_.load() || !client_ready_ ||
+      recovery_requested_) {
+    return;
+  }
+  nache_log(kLogEvent, kComponent,
+            "client id %016llx is stale or expired; re-establishing",
+            (unsigned long long)clientid_.load());
+  recovery_requested_ = true;
+  cv_.notify_all();
+}
+
+void UpstreamImpl::OnConnectionUp(int index) {
+  connected_count_.fetch_add(1);
+  std::lock_guard<std::mutex> lk(mu_);
+  cv_.notify_all();
+}
+
+void UpstreamImpl::OnConnectionDown(int index) {
+  connected_count_.fetch_sub(1);
+  std::lock_guard<std::mutex> lk(mu_);
+  cv_.notify_all();
+}
+
+template <typename Pred>
+bool UpstreamImpl::WaitLocked(std::unique_lock<std::mutex> &lk,
+                              Clock::time_point deadline, Pred pred) {
+  for (;;) {
+    if (pred()) return true;
+    Clock::time_point now = Clock::now();
+    // Held calls past their deadline fail kTimeout, completed on a loop
+    // thread like every other call (see Send's preset).
+    std::vector<std::unique_ptr<PendingCall>> expired;
+    Clock::time_point next = deadline;
+    for (auto it = held_.begin(); it != held_.end();) {
+      if ((*it)->deadline <= now) {
+        expired.push_back(std::move(*it));
+        it = held_.erase(it);
+      } else {
+        next = std::min(next, (*it)->deadline);
+        ++it;
+      }
+    }
+    if (!expired.empty()) {
+      lk.unlock();
+      for (auto &call : expired) {
+        call->has_preset = true;
+        call->preset = CallStatus::kTimeout;
+        conns_[0]->Submit(std::move(call));
+      }
+      lk.lock();
+      continue;
+    }
+    if (now >= deadline) return pred();
+    cv_.wait_until(lk, next);
+  }
+}
+
+void UpstreamImpl::StateLoop() {
+  int retry_ms = kMinRetryMs;
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    // Wait for a connection to establish the client id over.
+    WaitLocked(lk, Clock::now() + std::chrono::hours(1),
+               [this] { return stopping_ || connected_count_.load() > 0; });
+    if (stopping_) return;
+    lk.unlock();
+    bool ok = EstablishClientId();
+    if (ok) FetchLeaseTime();
+    lk.lock();
+    if (stopping_) return;
+    if (!ok) {
+      WaitLocked(lk, Clock::now() + std::chrono::milliseconds(retry_ms),
+                 [this] { return stopping_; });
+      retry_ms = std::min(retry_ms * 2, kMaxRetryMs);
+      continue;
+    }
+    retry_ms = kMinRetryMs;
+    client_ready_ = true;
+    ever_ready_ = true;
+    recovery_requested_ = false;
+    std::deque<std::unique_ptr<PendingCall>> held;
+    held.swap(held_);
+    cv_.notify_all();
+    lk.unlock();
+    for (auto &call : held) Send(std::move(call), true);
+    lk.lock();
+
+    // Renew every lease/3 until the id is lost or we stop.
+    for (;;) {
+      uint32_t lease = std::max<uint32_t>(lease_time_.load(), 3);
+      Clock::time_point next_renew =
+          Clock::now() + std::chrono::milliseconds(lease * 1000 / 3);
+      WaitLocked(lk, next_renew,
+                 [this] { return stopping_ || recovery_requested_; });
+      if (stopping_) return;
+      if (recovery_requested_) break;
+      lk.unlock();
+      bool alive = RenewLease();
+      lk.lock();
+      if (!alive) break;
+    }
+    client_ready_ = false;
+    recovery_requested_ = false;
+  }
+}
+
+bool UpstreamImpl::EstablishClientId() {
+  // Without a callback address we still have to give one: an unroutable
+  // one means the server never recalls, i.e. never grants delegations.
+  std::string uaddr =
+      opts_.callback_uaddr.empty() ? "0.0.0.0.0.0" : opts_.callback_uaddr;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    Compound sc;
+    sc.SetTag("setclientid")
+        .Setclientid(verifier_, id_string_, opts_.callback_program,
+                     opts_.callback_netid, uaddr, opts_.callback_ident);
+    CompoundReply reply;
+    CallStatus st = CallInternal(sc, &reply);
+    if (st != CallStatus::kOk) {
+      nache_log(kLogWarn, kComponent, "SETCLIENTID: %s", CallStatusName(st));
+      return false;
+    }
+    const OpResult *res = reply.Find(Op::kSetclientid);
+    if (reply.status == kNfs4ErrClidInuse && attempt == 0) {
+      // Another client (a different principal or address) holds our id:
+      // most likely a second proxy configured with the same client_id.
+      // Carry on under a unique id rather than fail; our previous
+      // incarnation's state then just expires on the server.
+      std::string fallback = opts_.client_id + "/" + Hex(verifier_);
+      nache_log(kLogMajor, kComponent,
+                "SETCLIENTID: client id '%s' is in use by %s; using '%s' "
+                "(check that each proxy has its own client_id)",
+                id_string_.c_str(), res != nullptr ? res->data.c_str() : "?",
+                fallback.c_str());
+      id_string_ = fallback;
+      continue;
+    }
+    if (reply.status != kNfs4Ok || res == nullptr) {
+      nache_log(kLogMajor, kComponent, "SETCLIENTID failed: nfs status %u",
+                reply.status);
+      return false;
+    }
+    Compound confirm;
+    confirm.SetTag("setclientid_confirm")
+        .SetclientidConfirm(res->clientid, res->verifier);
+    CompoundReply creply;
+    st = CallInternal(confirm, &creply);
+    if (st != CallStatus::kOk || creply.status != kNfs4Ok) {
+      nache_log(kLogMajor, kComponent,
+                "SETCLIENTID_CONFIRM failed: %s, nfs status %u",
+                CallStatusName(st), creply.status);
+      return false;
+    }
+    clientid_.store(res->clientid);
+    uint64_t generation = generation_.fetch_add(1) + 1;
+    nache_log(kLogEvent, kComponent,
+              "client id %016llx confirmed with %s:%d (epoch %llu)",
+              (unsigned long long)res->clientid, opts_.server.c_str(),
+              opts_.port, (unsigned long long)(generation - 1));
+    return true;
+  }
+  return false;
+}
+
+void UpstreamImpl::FetchLeaseTime() {
+  Compound c;
+  c.SetTag("lease_time").Putrootfh().Getattr(kAttrLeaseTime);
+  CompoundReply reply;
+  CallStatus st = CallInternal(c, &reply);
+  const OpResult *res = reply.Find(Op::kGetattr);
+  if (st == CallStatus::kOk && reply.status == kNfs4Ok && res != nullptr &&
+      (res->attrs.mask & kAttrLeaseTime) && res->attrs.lease_time > 0) {
+    lease_time_.store(res->attrs.lease_time);
+    return;
+  }
+  if (lease_time_.load() == 0) lease_time_.store(kDefaultLeaseSeconds);
+  nache_log(kLogWarn, kComponent,
+            "cannot read the lease time (%s, nfs status %u); assuming %u s",
+            CallStatusName(st), reply.status, lease_time_.load());
+}
+
+bool UpstreamImpl::RenewLease() {
+  Compound c;
+  c.SetTag("renew").Renew(clientid_.load());
+  CompoundReply reply;
+  CallStatus st = CallInternal(c, &reply);
+  if (st != CallStatus::kOk) {
+    // Transport trouble: the connection reconnects by itself, and the next
+    // renewal (or any call) tells whether the id survived.
+    nache_log(kLogInfo, kComponent, "RENEW: %s", CallStatusName(st));
+    return true;
+  }
+  if (IsClientidLost(reply.status)) {
+    nache_log(kLogEvent, kComponent,
+              "RENEW: client id %016llx lost (nfs status %u); "
+              "re-establishing",
+              (unsigned long long)clientid_.load(), reply.status);
+    return false;
+  }
+  if (reply.status == kNfs4ErrCbPathDown) {
+    // The lease is renewed; only the callback path is down.
+    nache_log(kLogInfo, kComponent, "RENEW: callback path down");
+  } else if (reply.status != kNfs4Ok) {
+    nache_log(kLogWarn, kComponent, "RENEW: nfs status %u", reply.status);
+  }
+  return true;
+}
+
+void UpstreamImpl::Shutdown() {
+  std::call_once(shutdown_once_, [this] {
+    std::deque<std::unique_ptr<PendingCall>> held;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stopping_ = true;
+      held.swap(held_);
+      cv_.notify_all();
+    }
+    // The loops are about to stop, so these complete here.
+    for (auto &call : held) {
+      Callback done = std::move(call->done);
+      if (done) done(CallStatus::kShutdown, CompoundReply());
+    }
+    for (auto &c : conns_) c->Stop();
+    if (state_thread_.joinable()) state_thread_.join();
+    nache_log(kLogInfo, kComponent, "upstream %s:%d shut down",
+              opts_.server.c_str(), opts_.port);
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<Upstream> Upstream::Create(const UpstreamOptions &opts) {
+  auto up = std::make_unique<UpstreamImpl>(opts);
+  up->Start();
+  return up;
+}
+
+}  // namespace upstream
+}  // namespace nache
