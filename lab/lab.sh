@@ -872,7 +872,40 @@ lab_proxyv4_log() { echo "$LAB_DIR/logs/proxyv4.log"; }
 # LAB_KNFSD_ADDR, exporting a fresh ext4 image (LAB_KNFSD_SIZE) as the NFSv4
 # root (fsid=0): clients mount LAB_KNFSD_ADDR:/ (v4) or
 # LAB_KNFSD_ADDR:$LAB_KNFSD_EXPORT_DIR (v3).  Lease LAB_KNFSD_LEASE s.
-# Returns once NFS answers; the NFSv4 grace period may still run: call
+# Returns once NFS answers.  A first boot skips the NFSv4 grace period; after
+# lab_remote_knfsd_restart it runs: lab_knfsd_wait_grace waits it out.
+lab_remote_knfsd_start() {
+	_lab_need_init || return 1
+	LAB_KNFSD_EXPORT_DIR=/srv/knfsd
+	LAB_KNFSD_IMAGE=$LAB_DIR/knfsd/export.img
+	export LAB_KNFSD_EXPORT_DIR LAB_KNFSD_IMAGE
+	mkdir -p "$LAB_DIR/knfsd"
+	if [ ! -e "$LAB_KNFSD_IMAGE" ]; then
+		truncate -s "$LAB_KNFSD_SIZE" "$LAB_KNFSD_IMAGE"
+		mkfs.ext4 -q -F -m 0 -E root_owner=0:0 "$LAB_KNFSD_IMAGE" ||
+			return 1
+	fi
+	if ! ip -n "$LAB_NS_REMOTE" link show tapk >/dev/null 2>&1; then
+		ip -n "$LAB_NS_REMOTE" tuntap add dev tapk mode tap || return 1
+		ip -n "$LAB_NS_REMOTE" link set tapk master br0 up || return 1
+	fi
+	_lab_guest_start knfsd knfsd "$LAB_NS_REMOTE" "$LAB_NS_REMOTE" \
+		"$LAB_KNFSD_MEM" "$LAB_KNFSD_ADDR" "eth0=$LAB_KNFSD_ADDR/24" \
+		"default via $LAB_REMOTE_ADDR" \
+		"ubd0=$LAB_KNFSD_IMAGE eth0=tuntap,tapk,02:4c:00:04:00:02" \
+		"LAB_KNFSD_EXPORT_DIR='$LAB_KNFSD_EXPORT_DIR'
+		LAB_KNFSD_LEASE='$LAB_KNFSD_LEASE'
+		LAB_KNFSD_GRACE='$LAB_KNFSD_GRACE'
+		LAB_KNFSD_THREADS='$LAB_KNFSD_THREADS'
+		LAB_KNFSD_CLD_DIR='$LAB_DIR/knfsd/nfsdcld'" || return 1
+	local rc=0
+	_lab_ns "$LAB_NS_REMOTE" "${_LAB_TOOL[@]}" wait-rpc "$LAB_KNFSD_ADDR" \
+		--timeout "$LAB_START_TIMEOUT" &
+	wait $! || rc=$?
+	[ $rc = 0 ] || _lab_err "knfsd does not answer NFS NULL" || return 1
+	_lab_log "knfsd serving on $LAB_KNFSD_ADDR ($(lab_knfsd_run 'cat /proc/fs/nfsd/versions'))"
+}
+
 # lab_knfsd_wait_grace — wait until knfsd's NFSv4 grace period has ended
 # (immediate on a first boot: nfsdcld has no clients to reclaim).
 lab_knfsd_wait_grace() {

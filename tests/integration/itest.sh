@@ -1,0 +1,80 @@
+# shellcheck shell=bash
+# tests/integration/itest.sh — helpers shared by the integration tests.
+#
+# A test sources this file, brings the lab up with itest_up, runs named
+# checks with `check NAME CMD...` (each one a behaviour it proves), and ends
+# with itest_finish, which prints one line per check and the closing
+# "N passed, N failed" line, and exits non-zero on any failure. The lab is
+# torn down by lab.sh's traps, also on failure or interruption.
+
+ITEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${NACHE_SOURCE_DIR:=$(cd "$ITEST_DIR/../.." && pwd)}"
+: "${NACHE_BUILD_DIR:=$NACHE_SOURCE_DIR/build}"
+export LAB_STAGE_DIR="$NACHE_BUILD_DIR/stage"
+# shellcheck source=../../lab/lab.sh
+source "$NACHE_SOURCE_DIR/lab/lab.sh"
+
+ITEST_NAME=$(basename "$0" .sh)
+_itest_pass=0
+_itest_fail=0
+_itest_results=()
+
+# check NAME CMD... — runs CMD; records NAME as passed when it exits 0.
+check() {
+	local name=$1 rc=0
+	shift
+	echo "=== $ITEST_NAME: $name" >&2
+	"$@" || rc=$?
+	if [ $rc = 0 ]; then
+		_itest_pass=$((_itest_pass + 1))
+		_itest_results+=("PASS $name")
+	else
+		_itest_fail=$((_itest_fail + 1))
+		_itest_results+=("FAIL $name (exit $rc)")
+		echo "--- $ITEST_NAME: $name FAILED (exit $rc)" >&2
+	fi
+}
+
+# itest_finish — prints the results and exits (non-zero if anything failed
+# or nothing ran).
+itest_finish() {
+	local r
+	echo >&2
+	for r in "${_itest_results[@]}"; do echo "$ITEST_NAME: $r"; done
+	echo "$ITEST_NAME: $_itest_pass passed, $_itest_fail failed"
+	if [ $_itest_fail != 0 ] && [ -n "${LAB_DIR:-}" ]; then
+		echo "--- tail of nache log" >&2
+		tail -n 60 "$(lab_nache_log)" >&2 2>/dev/null || true
+	fi
+	[ $_itest_fail = 0 ] && [ $_itest_pass -gt 0 ]
+	exit $?
+}
+
+# itest_up PROFILE NCLIENTS — the lab with the VFS remote, nache in front of
+# it, and NCLIENTS booted clients.
+itest_up() {
+	local profile=$1 n=$2
+	lab_init
+	lab_net_up "$profile"
+	lab_remote_vfs_start
+	lab_nache_start
+	if [ "$n" -gt 0 ]; then lab_clients_start "$n"; fi
+}
+
+# on N CMD — runs CMD in client N as root; its output goes to stdout.
+on() { lab_client_run "$1" "$2"; }
+
+# expect_eq WHAT GOT WANT — fails with a message unless GOT == WANT.
+expect_eq() {
+	if [ "$2" != "$3" ]; then
+		echo "expected $1 = '$3', got '$2'" >&2
+		return 1
+	fi
+}
+
+# mount_nache N MNT OPTS — client N mounts nache's /export on MNT.
+mount_nache() { lab_client_mount "$1" "$LAB_NACHE_ADDR" /export "$2" "$3"; }
+
+# mount_direct N MNT OPTS — client N mounts the remote directly (across the
+# WAN, for baselines and coherence checks).
+mount_direct() { lab_client_mount "$1" "$LAB_REMOTE_ADDR" /export "$2" "$3"; }

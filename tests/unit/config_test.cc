@@ -1,0 +1,92 @@
+// Config validation: good values pass; each bad value names its parameter.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "nache/nache.h"
+
+namespace {
+
+nache_config Good() {
+  nache_config c = {};
+  c.upstream_server = "10.1.2.3";
+  c.upstream_port = 2049;
+  c.upstream_path = "/export";
+  c.connections = 2;
+  c.cache_dir = "/var/cache/nache/x";
+  c.call_timeout_ms = 30000;
+  c.max_io_size = 1 << 20;
+  return c;
+}
+
+std::string Error(const nache_config &c) {
+  char err[256] = "";
+  EXPECT_FALSE(nache_config_validate(&c, err, sizeof(err)));
+  return err;
+}
+
+TEST(ConfigTest, GoodConfigIsAccepted) {
+  nache_config c = Good();
+  char err[256] = "";
+  EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
+  c.callback_address = "192.0.2.7";
+  c.callback_port = 4045;
+  c.upstream_server = "nfs.example.com";
+  c.connections = 64;
+  c.max_io_size = 4096;
+  EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
+}
+
+TEST(ConfigTest, EachBadValueNamesItsParameter) {
+  nache_config c = Good();
+  c.upstream_server = nullptr;
+  EXPECT_EQ(Error(c).rfind("Upstream_Server:", 0), 0u);
+  c = Good();
+  c.upstream_server = "has space";
+  EXPECT_EQ(Error(c).rfind("Upstream_Server:", 0), 0u);
+  c = Good();
+  c.upstream_port = 0;
+  EXPECT_EQ(Error(c).rfind("Upstream_Port:", 0), 0u);
+  c = Good();
+  c.upstream_port = 70000;
+  EXPECT_EQ(Error(c).rfind("Upstream_Port:", 0), 0u);
+  c = Good();
+  c.upstream_path = "export";
+  EXPECT_EQ(Error(c).rfind("Upstream_Path:", 0), 0u);
+  c = Good();
+  c.connections = 0;
+  EXPECT_EQ(Error(c).rfind("Connections:", 0), 0u);
+  c = Good();
+  c.connections = 65;
+  EXPECT_EQ(Error(c).rfind("Connections:", 0), 0u);
+  c = Good();
+  c.callback_address = "not-an-ip";
+  EXPECT_EQ(Error(c).rfind("Callback_Address:", 0), 0u);
+  c = Good();
+  c.callback_address = "192.0.2.7";
+  c.callback_port = 0;
+  EXPECT_EQ(Error(c).rfind("Callback_Port:", 0), 0u);
+  c = Good();
+  c.cache_dir = "relative/dir";
+  EXPECT_EQ(Error(c).rfind("Cache_Dir:", 0), 0u);
+  c = Good();
+  c.cache_dir = nullptr;
+  EXPECT_EQ(Error(c).rfind("Cache_Dir:", 0), 0u);
+  c = Good();
+  c.call_timeout_ms = 10;
+  EXPECT_EQ(Error(c).rfind("Upstream_Timeout:", 0), 0u);
+  c = Good();
+  c.max_io_size = 5000;
+  EXPECT_EQ(Error(c).rfind("Max_IO_Size:", 0), 0u);
+  c = Good();
+  c.max_io_size = 2 << 20;
+  EXPECT_EQ(Error(c).rfind("Max_IO_Size:", 0), 0u);
+}
+
+TEST(ConfigTest, StatusNamesAreReadable) {
+  EXPECT_STREQ(nache_status_name(0), "NFS4_OK");
+  EXPECT_STREQ(nache_status_name(10008), "NFS4ERR_DELAY");
+  EXPECT_STREQ(nache_status_name(4242), "NFS4ERR_4242");
+}
+
+}  // namespace

@@ -1,0 +1,76 @@
+// Open table: owners are sticky per file, entries live while pinned or
+// open, and seqids advance exactly as RFC 7530 9.1.7 prescribes.
+#include "core/opens.h"
+
+#include <gtest/gtest.h>
+
+namespace nache {
+namespace {
+
+TEST(OpenTableTest, OneEntryPerFileWithStickyOwner) {
+  OpenTable t(8, "p");
+  auto a = t.Get(5);
+  auto b = t.Get(5);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(a->owner, t.OwnerForKey(5));
+  EXPECT_NE(t.OwnerForKey(5), t.OwnerForKey(6));
+  EXPECT_EQ(t.size(), 1u);
+  t.Unpin(a);
+  EXPECT_EQ(t.size(), 1u);  // still pinned by b
+  t.Unpin(b);
+  EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(OpenTableTest, EntryWithUpstreamOpenOutlivesPins) {
+  OpenTable t(8, "p");
+  auto a = t.Get(7);
+  a->open = true;
+  t.Unpin(a);
+  EXPECT_EQ(t.size(), 1u);
+  auto again = t.Get(7);
+  EXPECT_EQ(again.get(), a.get());
+  again->open = false;
+  t.Unpin(again);
+  EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(OpenTableTest, AccessAndDenyAreUnionsOfLocalOpens) {
+  FileOpen f;
+  f.Count(upstream::kShareAccessRead, upstream::kShareDenyNone, +1);
+  EXPECT_EQ(f.WantAccess(), upstream::kShareAccessRead);
+  f.Count(upstream::kShareAccessBoth, upstream::kShareDenyWrite, +1);
+  EXPECT_EQ(f.WantAccess(), upstream::kShareAccessBoth);
+  EXPECT_EQ(f.WantDeny(), upstream::kShareDenyWrite);
+  EXPECT_EQ(f.n_local, 2u);
+  f.Count(upstream::kShareAccessBoth, upstream::kShareDenyWrite, -1);
+  EXPECT_EQ(f.WantAccess(), upstream::kShareAccessRead);  // shrinks back
+  EXPECT_EQ(f.WantDeny(), upstream::kShareDenyNone);
+  EXPECT_EQ(f.n_local, 1u);
+}
+
+TEST(OpenTableTest, SeqidAdvancesExceptOnTheListedErrors) {
+  uint32_t s = 4;
+  OpenTable::AdvanceSeqid(&s, upstream::kNfs4Ok);
+  EXPECT_EQ(s, 5u);
+  OpenTable::AdvanceSeqid(&s, upstream::kNfs4ErrDenied);  // still consumed
+  EXPECT_EQ(s, 6u);
+  OpenTable::AdvanceSeqid(&s, upstream::kNfs4ErrAccess);
+  EXPECT_EQ(s, 7u);
+  for (uint32_t e :
+       {upstream::kNfs4ErrStaleClientid, upstream::kNfs4ErrStaleStateid,
+        upstream::kNfs4ErrBadStateid, upstream::kNfs4ErrBadSeqid,
+        upstream::kNfs4ErrBadxdr, upstream::kNfs4ErrResource,
+        upstream::kNfs4ErrNofilehandle, upstream::kNfs4ErrMoved}) {
+    OpenTable::AdvanceSeqid(&s, e);
+    EXPECT_EQ(s, 7u) << e;
+  }
+}
+
+TEST(OpenTableTest, OwnerNamesAreDistinct) {
+  OpenTable t(4, "nache-1-abc");
+  EXPECT_NE(t.OwnerForKey(0)->name, t.OwnerForKey(1)->name);
+  EXPECT_EQ(t.OwnerForKey(0)->name.rfind("nache-1-abc", 0), 0u);
+}
+
+}  // namespace
+}  // namespace nache
