@@ -850,10 +850,9 @@ static fsal_status_t op_lock_op2(struct fsal_obj_handle *obj,
 			conflicting->lock_start = c.offset;
 			conflicting->lock_length = c.length;
 		}
-		/* LOCKT reports the conflict with success; a refused LOCK is
-		 * ERR_FSAL_DELAY, which Ganesha's SAL reads as a conflict. */
-		return op == NACHE_LOCK_TEST ? fsalstat(ERR_FSAL_NO_ERROR, 0)
-					     : fsalstat(ERR_FSAL_DELAY, 0);
+		/* Ganesha's SAL reads ERR_FSAL_DELAY from lock_op2 as "lock
+		 * conflict" (state_error_convert), for LOCK and LOCKT alike. */
+		return fsalstat(ERR_FSAL_DELAY, 0);
 	}
 	return nache_status(st);
 }

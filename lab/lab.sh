@@ -372,7 +372,7 @@ lab_net_up() {
 	"${lan[@]}" link set byp0 up
 	"${rem[@]}" link set byp0 up
 	# Ganesha refuses to start NFSv3 unless rpcbind accepts its
-	# registrations, so each server namespace gets a private rpcbind.
+	# registrations, so each Ganesha namespace gets a loopback stub.
 	_lab_rpcbind_start lan "$LAB_NS_LAN" || return 1
 	_lab_rpcbind_start rem "$LAB_NS_REMOTE" || return 1
 	# The router guest.  Its agent is reached from the nache namespace.
@@ -385,20 +385,19 @@ lab_net_up() {
 	lab_set_profile "$profile"
 }
 
-# _lab_rpcbind_start TAG NS — rpcbind in namespace NS with a private /run
-# (its socket and state never touch the host's /run).  Ganesha, finding no
-# /run/rpcbind.sock, registers over 127.0.0.1:111 of the namespace.
+# _lab_rpcbind_start TAG NS — a stub rpcbind on 127.0.0.1:111 of namespace
+# NS (labtool.py rpcbind-stub).  Ganesha refuses to start NFSv3 unless its
+# rpcbind registrations succeed; the stub accepts them.  It is invisible to
+# clients (loopback only), so their mount.nfs never gets "program not
+# registered" answers and uses the explicit ports of lab_client_mount.
 _lab_rpcbind_start() {
 	local tag=$1 ns=$2 rc=0
 	_lab_spawn "rpcbind-$tag" "$ns" "$LAB_DIR" "$LAB_DIR/logs/rpcbind-$tag.log" \
-		unshare -m --propagation private bash -c \
-		'mount -t tmpfs -o mode=755 tmpfs /run &&
-		mkdir -p /run/rpcbind && chown _rpc /run/rpcbind 2>/dev/null
-		exec rpcbind -f' || return 1
+		"${_LAB_TOOL[@]}" rpcbind-stub || return 1
 	_lab_ns "$ns" "${_LAB_TOOL[@]}" wait-rpc 127.0.0.1 --port 111 \
 		--prog 100000 --vers 2 --pid "$_LAB_SPAWNED_PID" --timeout 20 &
 	wait $! || rc=$?
-	[ $rc = 0 ] || _lab_err "rpcbind in $ns not answering" || return 1
+	[ $rc = 0 ] || _lab_err "rpcbind stub in $ns not answering" || return 1
 }
 
 # lab_set_profile PROFILE — switch WAN shaping at run time:
@@ -774,6 +773,9 @@ EXPORT {
 	SecType = sys;
 	Protocols = 3, 4;
 	Transports = TCP;
+	# Changes made in the exported directory on the host (tests do that)
+	# show at once, as on a real server.
+	Attr_Expiration_Time = 0;
 	FSAL { Name = VFS; }
 }"
 }
@@ -806,6 +808,8 @@ EXPORT {
 	SecType = sys;
 	Protocols = 3, 4;
 	Transports = TCP;
+	# Pass-through: Ganesha's attribute cache must not hide remote changes.
+	Attr_Expiration_Time = ${LAB_NACHE_ATTR_EXPIRATION:-0};
 	FSAL {
 		Name = NACHE;
 		Upstream_Server = ${LAB_NACHE_UPSTREAM:-$LAB_REMOTE_ADDR};

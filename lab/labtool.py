@@ -299,6 +299,70 @@ def cmd_tput_send(args):
     return 0 if got == sent else 1
 
 
+# ---------------------------------------------------------------- rpcbind stub
+
+def rpcbind_reply(call):
+    """Reply to one rpcbind/portmap call, or None for garbage.
+
+    Only Ganesha talks to this stub (it listens on loopback): SET and UNSET
+    succeed, look-ups find nothing.  Clients in the lab mount NFSv3 with
+    explicit ports, so nobody needs real answers.
+    """
+    if len(call) < 24:
+        return None
+    xid, mtype, rpcvers, prog, vers, proc = struct.unpack("!6I", call[:24])
+    if mtype != 0:
+        return None
+    head = struct.pack("!IIIII", xid, 1, 0, 0, 0)  # REPLY, ACCEPTED, null verf
+    if rpcvers != 2 or prog != 100000:
+        return head + struct.pack("!I", 1)  # PROG_UNAVAIL
+    if proc == 0:
+        return head + struct.pack("!I", 0)
+    if proc in (1, 2):  # SET, UNSET (all versions): bool TRUE
+        return head + struct.pack("!II", 0, 1)
+    if proc == 3:  # v2 GETPORT -> port 0; v3/v4 GETADDR -> ""
+        return head + struct.pack("!II", 0, 0)
+    return head + struct.pack("!I", 3)  # PROC_UNAVAIL
+
+
+def cmd_rpcbind_stub(args):
+    """Serve rpcbind_reply over TCP and UDP on args.bind:111 until killed."""
+    import threading
+
+    def serve_udp():
+        usock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        usock.bind((args.bind, args.port))
+        while True:
+            data, peer = usock.recvfrom(65536)
+            reply = rpcbind_reply(data)
+            if reply:
+                usock.sendto(reply, peer)
+
+    def serve_tcp_conn(conn):
+        with conn:
+            while True:
+                mark = recv_exact(conn, 4)
+                if len(mark) < 4:
+                    return
+                size = struct.unpack("!I", mark)[0] & 0x7fffffff
+                reply = rpcbind_reply(recv_exact(conn, size))
+                if reply is None:
+                    return
+                conn.sendall(struct.pack("!I", 0x80000000 | len(reply)) +
+                             reply)
+
+    tsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tsock.bind((args.bind, args.port))
+    tsock.listen(16)
+    threading.Thread(target=serve_udp, daemon=True).start()
+    print(f"rpcbind stub on {args.bind}:{args.port}", flush=True)
+    while True:
+        conn, _ = tsock.accept()
+        threading.Thread(target=serve_tcp_conn, args=(conn,),
+                         daemon=True).start()
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -353,6 +417,11 @@ def main():
     p.add_argument("--port", type=int, default=5201)
     p.add_argument("--seconds", type=float, default=3)
     p.set_defaults(func=cmd_tput_send)
+
+    p = sub.add_parser("rpcbind-stub", help="loopback rpcbind for Ganesha")
+    p.add_argument("--bind", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=111)
+    p.set_defaults(func=cmd_rpcbind_stub)
 
     args = parser.parse_args()
     return args.func(args)

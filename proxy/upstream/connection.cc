@@ -44,6 +44,12 @@ bool SameCreds(const Creds &a, const Creds &b) {
   return a.uid == b.uid && a.gid == b.gid && a.groups == b.groups;
 }
 
+// libnfs' last error text; it may have none.
+std::string RpcError(struct rpc_context *rpc) {
+  const char *e = rpc != nullptr ? rpc_get_error(rpc) : nullptr;
+  return e != nullptr ? e : "no error text";
+}
+
 int64_t MsUntil(Clock::time_point now, Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t - now)
       .count();
@@ -163,7 +169,7 @@ void Connection::StartConnect() {
   // address, as configured in practice, this does not block.
   if (rpc_connect_async(rpc_, opts_.server.c_str(), opts_.port,
                         &Connection::ConnectCb, this) != 0) {
-    Disconnect(std::string("connect failed: ") + rpc_get_error(rpc_),
+    Disconnect("connect failed: " + RpcError(rpc_),
                CallStatus::kDisconnected);
   }
 }
@@ -264,7 +270,7 @@ void Connection::ServiceSocket(int revents) {
     return;
   }
   if (rc < 0 || rpc_get_fd(rpc_) < 0) {
-    Disconnect(std::string("connection lost: ") + rpc_get_error(rpc_),
+    Disconnect("connection lost: " + RpcError(rpc_),
                CallStatus::kDisconnected);
     return;
   }

@@ -58,7 +58,7 @@ itest_up() {
 	lab_net_up "$profile"
 	lab_remote_vfs_start
 	lab_nache_start
-	if [ "$n" -gt 0 ]; then lab_clients_start "$n"; fi
+	if [ "$n" -gt 0 ]; then lab_clients_start $(seq 1 "$n"); fi
 }
 
 # on N CMD — runs CMD in client N as root; its output goes to stdout.
