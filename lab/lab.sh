@@ -163,6 +163,22 @@ _lab_wait_dead() {
 	done
 }
 
+# _lab_wait_gone TIMEOUT_S PID... — like _lab_wait_dead, zombies included.
+_lab_wait_gone() {
+	local timeout=$1
+	shift
+	local deadline=$(($(_lab_now_us) + timeout * 1000000)) pid busy
+	while :; do
+		busy=
+		for pid in "$@"; do
+			[ ! -e "/proc/$pid" ] || busy=1
+		done
+		[ -n "$busy" ] || return 0
+		[ "$(_lab_now_us)" -lt "$deadline" ] || return 1
+		sleep 0.05
+	done
+}
+
 # ------------------------------------------------------------------ lifecycle
 
 # lab_init — create a lab: id, work dir $LAB_DIR, registry entry, traps.
@@ -241,7 +257,7 @@ lab_teardown() {
 # _lab_kill_lab ID DIR — kill every process of lab ID and delete its
 # namespaces.  Used by teardown and by lab_cleanup_stale.
 _lab_kill_lab() {
-	local id=$1 dir=$2 round pid pids ns namespaces pidfile
+	local id=$1 dir=$2 round pid pids all= ns namespaces pidfile
 	namespaces=$(ip netns list 2>/dev/null | awk '{print $1}' |
 		grep "^nl-$id-")
 	for round in 1 2 3 4 5 6 7 8 9 10; do
@@ -267,9 +283,14 @@ _lab_kill_lab() {
 			pids+=" $pid"
 		done
 		[ -n "$pids" ] || break
+		all+=$pids
 		# shellcheck disable=SC2086
 		_lab_wait_dead 2 $pids
 	done
+	# Killed guests leave zombies until their parents reap them; wait (a
+	# little) so a check right after teardown sees no process at all.
+	# shellcheck disable=SC2086
+	_lab_wait_gone 5 $all
 	for ns in $namespaces; do
 		ip netns delete "$ns" 2>/dev/null ||
 			echo "lab: could not delete namespace $ns" >&2
@@ -652,12 +673,16 @@ lab_router_run() { _lab_guest_exec rtr "" "" "$1"; }
 
 # lab_client_mount N SERVER_ADDR EXPORT MNT [OPTS] — mount SERVER:EXPORT on
 # MNT (created; /mnt is a tmpfs in guests) in client N.  OPTS default
-# "vers=4.1".  For vers=3 the options port=2049, mountport=20048,
-# mountproto=tcp and nolock are added unless given (no rpcbind in the lab).
+# "vers=4.1".  For vers=3 the options proto=tcp, port=2049, mountvers=3,
+# mountproto=tcp, mountport=20048 and nolock are added unless given: the lab
+# has no rpcbind that clients can reach.
 lab_client_mount() {
 	local n=$1 server=$2 export=$3 mnt=$4 opts=${5:-vers=4.1} o
 	if [[ ,$opts, =~ ,(nfs)?vers=3, ]]; then
-		for o in port=2049 mountport=20048 mountproto=tcp nolock; do
+		# mount.nfs skips its rpcbind probes only when version, protocol
+		# and port are all given, for both NFS and MOUNT.
+		for o in proto=tcp port=2049 mountvers=3 mountproto=tcp \
+			mountport=20048 nolock; do
 			[[ ,$opts, == *",${o%%=*}"[=,]* ]] || opts+=",$o"
 		done
 	fi
@@ -703,7 +728,11 @@ _lab_ganesha_start() {
 		NFSv4 {
 			RecoveryBackend = fs;
 			RecoveryRoot = "$dir/recovery";
-			Graceless = true;
+			# LAB_GRACE=1 (restart tests): clients reclaim their
+			# state in a short grace period after a restart.
+			Graceless = $([ "${LAB_GRACE:-0}" = 1 ] && echo false || echo true);
+			Lease_Lifetime = ${LAB_LEASE_LIFETIME:-60};
+			Grace_Period = ${LAB_GRACE_PERIOD:-90};
 			Allow_Numeric_Owners = true;
 			Only_Numeric_Owners = true;
 		}
@@ -738,14 +767,14 @@ _lab_ganesha_start() {
 	_lab_log "ganesha $name serving on $addr (pid $pid, $((($(_lab_now_us) - t0) / 1000)) ms)"
 }
 
-# _lab_ganesha_stop NAME [SIGNAL] — SIGTERM (or SIGNAL) and wait; SIGKILL
-# after LAB_STOP_TIMEOUT.
+# _lab_ganesha_stop NAME [SIGNAL [TIMEOUT_S]] — SIGTERM (or SIGNAL) and
+# wait; SIGKILL after TIMEOUT_S (default LAB_STOP_TIMEOUT).
 _lab_ganesha_stop() {
-	local name=$1 sig=${2:-TERM} pid
+	local name=$1 sig=${2:-TERM} timeout=${3:-$LAB_STOP_TIMEOUT} pid
 	pid=$(_lab_pid_of "ganesha-$name")
 	[ -n "$pid" ] && _lab_alive "$pid" || return 0
 	kill -"$sig" "$pid" 2>/dev/null
-	if ! _lab_wait_dead "$LAB_STOP_TIMEOUT" "$pid"; then
+	if ! _lab_wait_dead "$timeout" "$pid"; then
 		echo "lab: ganesha $name ignored SIG$sig, killing" >&2
 		_lab_kill_spawned "ganesha-$name"
 		_lab_wait_dead 10 "$pid"
@@ -864,8 +893,9 @@ EXPORT {
 }"
 }
 
-# lab_proxyv4_stop — SIGTERM the PROXY_V4 instance.
-lab_proxyv4_stop() { _lab_ganesha_stop proxyv4 TERM; }
+# lab_proxyv4_stop — SIGTERM the PROXY_V4 instance; SIGKILL after 5 s
+# (Ganesha 4.3's PROXY_V4 hangs in "Removing all exports" on shutdown).
+lab_proxyv4_stop() { _lab_ganesha_stop proxyv4 TERM 5; }
 
 # lab_proxyv4_log — path of the PROXY_V4 instance's log.
 lab_proxyv4_log() { echo "$LAB_DIR/logs/proxyv4.log"; }

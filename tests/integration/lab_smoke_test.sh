@@ -3,7 +3,11 @@
 # servers, the PROXY_V4 stand-in in the proxy position, two real NFS clients
 # (UML), NFSv3/4.0/4.1 mounts, profile switching, and complete cleanup.
 #
-# Usage (root): tests/integration/lab_smoke_test.sh
+# Usage (root):
+#   tests/integration/lab_smoke_test.sh              the smoke test
+#   tests/integration/lab_smoke_test.sh --interrupt  runs the smoke test,
+#       sends it SIGINT once its clients boot, and checks that nothing of
+#       that lab survives
 #   LAB_KEEP=1 keeps $LAB_DIR and its logs after the run.
 set -euo pipefail
 
@@ -16,6 +20,50 @@ fail() {
 	echo "FAIL: $*" >&2
 	exit 1
 }
+
+# leftovers ID DIR — print whatever of lab ID still exists (empty: clean).
+leftovers() {
+	local id=$1 dir=$2
+	ip netns list | awk '{print $1}' | grep "^nl-$id-" | sed 's/^/netns /'
+	pgrep -af -- "$dir" | grep -v -e pgrep -e lab_smoke_test | sed 's/^/process /'
+	[ ! -e "$dir" ] || echo "dir $dir"
+	[ ! -e "$LAB_REGISTRY/$id" ] || echo "registry $LAB_REGISTRY/$id"
+}
+
+# interrupt_test — SIGINT a running smoke test mid-way, check cleanup.
+interrupt_test() {
+	local out=/tmp/lab_smoke_interrupt.$$ pid id dir left
+	# Job control on: without it, background jobs start with SIGINT ignored
+	# and a shell cannot trap a signal ignored at entry.
+	set -m
+	LAB_KEEP=0 "$0" >"$out" 2>&1 &
+	pid=$!
+	set +m
+	lab_wait_until 120 grep -q '=== .* clients' "$out" ||
+		{ cat "$out"; kill -KILL -- -"$pid"; fail "smoke test never reached the clients step"; }
+	# Mid-boot of the two clients: the most processes are in flight.
+	sleep 1
+	id=$(sed -n 's/.*\] lab \([0-9a-f]*\) in .*/\1/p' "$out" | head -n 1)
+	dir=$(sed -n 's/.*\] lab [0-9a-f]* in \(.*\)$/\1/p' "$out" | head -n 1)
+	[ -n "$id" ] && [ -n "$dir" ] || fail "no lab id in output"
+	echo "sending SIGINT to smoke test $pid (lab $id)"
+	kill -INT "$pid"
+	local rc=0
+	lab_wait_until 60 eval '! kill -0 '"$pid"' 2>/dev/null' ||
+		fail "smoke test did not exit within 60 s of SIGINT"
+	wait "$pid" || rc=$?
+	tail -n 4 "$out"
+	rm -f "$out"
+	[ "$rc" = 130 ] || fail "exit status $rc after SIGINT, want 130"
+	left=$(leftovers "$id" "$dir")
+	[ -z "$left" ] || fail "left behind after SIGINT: $left"
+	echo "PASS (interrupted run left nothing behind)"
+}
+
+if [ "${1:-}" = --interrupt ]; then
+	interrupt_test
+	exit 0
+fi
 # float_between VALUE LOW HIGH — LOW <= VALUE <= HIGH for decimal values.
 float_between() {
 	awk -v v="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(v >= lo && v <= hi) }'
@@ -100,4 +148,13 @@ echo "lan rtt ${rtt} ms"
 float_between "$rtt" 0 20 || fail "lan RTT $rtt ms not below 20"
 lab_client_run 1 "cat /mnt/direct/smoke.bin >/dev/null && ls /mnt/knfsd"
 
-echo PASS
+step "teardown leaves nothing behind"
+id=$LAB_ID dir=$LAB_DIR
+keep=${LAB_KEEP:-0}
+lab_teardown
+if [ "$keep" != 1 ]; then
+	left=$(leftovers "$id" "$dir")
+	[ -z "$left" ] || fail "left behind: $left"
+fi
+
+echo "PASS (${SECONDS}s)"
