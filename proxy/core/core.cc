@@ -63,6 +63,11 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   snprintf(prefix, sizeof(prefix), "nache-%u-%08x", cfg.export_id, rd());
   c->owner_prefix_ = prefix;
   c->opens_.reset(new OpenTable(kOpenOwners, c->owner_prefix_));
+  // The root's key exists before the remote is reachable, so the export
+  // can be served (with retryable errors) while the upstream is down.
+  c->root_key_ = c->handles_->NamedKey(
+      "root:" + cfg.upstream_server + ":" + std::to_string(cfg.upstream_port) +
+      ":" + cfg.upstream_path);
 
   upstream::UpstreamOptions uo;
   uo.server = cfg.upstream_server;
@@ -117,13 +122,21 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
 uint32_t Core::FhOf(Key key, Fh *fh) {
   HandleRecord r;
   if (!handles_->Get(key, &r)) return upstream::kNfs4ErrStale;
+  if (r.fh.empty()) {
+    if (key != root_key_) return upstream::kNfs4ErrStale;
+    return ResolveRoot(fh);
+  }
   *fh = r.fh;
   return upstream::kNfs4Ok;
 }
 
-// --- metadata ---------------------------------------------------------
-
-uint32_t Core::Root(const Creds &cr, Key *key, Attrs *attrs) {
+uint32_t Core::ResolveRoot(Fh *fh) {
+  std::lock_guard<std::mutex> g(root_mu_);
+  HandleRecord r;
+  if (handles_->Get(root_key_, &r) && !r.fh.empty()) {
+    *fh = r.fh;  // another thread resolved it meanwhile
+    return upstream::kNfs4Ok;
+  }
   Compound c;
   c.SetTag("root").Putrootfh();
   const std::string &p = cfg_.upstream_path;
@@ -134,14 +147,37 @@ uint32_t Core::Root(const Creds &cr, Key *key, Attrs *attrs) {
     if (j > i) c.Lookup(p.substr(i, j - i));
     i = j + 1;
   }
-  c.Getfh().Getattr(upstream::kAttrsObject);
+  c.Getfh();
   CompoundReply rep;
-  uint32_t st = Run(c, cr, &rep);
-  if (st != upstream::kNfs4Ok) return st;
-  Key k = handles_->Intern(rep.Find(Op::kGetfh)->fh, kNoKey, "");
-  root_key_ = k;
-  *key = k;
-  if (attrs) *attrs = rep.Find(Op::kGetattr)->attrs;
+  uint32_t st = Run(c, Creds(), &rep);
+  if (st) return st;
+  *fh = rep.Find(Op::kGetfh)->fh;
+  handles_->SetFh(root_key_, *fh);
+  NACHE_LOG(kLogEvent, "NACHE_HANDLES", "export root %s resolved",
+            cfg_.upstream_path.c_str());
+  return upstream::kNfs4Ok;
+}
+
+// --- metadata ---------------------------------------------------------
+
+uint32_t Core::Root(const Creds &cr, Key *key, Attrs *attrs) {
+  *key = root_key_;
+  Attrs a;
+  uint32_t st = Getattr(cr, root_key_, &a);
+  if (st == upstream::kNfs4ErrDelay) {
+    // The remote is unreachable: describe the root as a plain directory
+    // so the export exists; every use of it waits for the remote (clients
+    // get NFS4ERR_DELAY and retry).
+    a = Attrs();
+    a.mask = upstream::kAttrType | upstream::kAttrMode |
+             upstream::kAttrNlink | upstream::kAttrFileid;
+    a.type = upstream::FileType::kDir;
+    a.mode = 0755;
+    a.nlink = 2;
+    a.fileid = root_key_;
+    st = upstream::kNfs4Ok;
+  }
+  if (st == upstream::kNfs4Ok && attrs) *attrs = a;
   return st;
 }
 

@@ -113,8 +113,11 @@ class Core {
   // become NFS4ERR_DELAY (the client retries).
   uint32_t Run(upstream::Compound &c, const Creds &cr,
                upstream::CompoundReply *rep);
-  // The remote filehandle of key, or NFS4ERR_STALE.
+  // The remote filehandle of key, or NFS4ERR_STALE. Resolves the export
+  // root on first use.
   uint32_t FhOf(Key key, upstream::Fh *fh);
+  // Looks the export's path up on the remote and records its handle.
+  uint32_t ResolveRoot(upstream::Fh *fh);
   upstream::Verifier CookieVerf(Key dir);
   void SetCookieVerf(Key dir, const upstream::Verifier &v);
   void NoteWriteVerifier(const upstream::Verifier &v);
@@ -137,7 +140,8 @@ class Core {
   std::unique_ptr<HandleMap> handles_;
   std::unique_ptr<upstream::Upstream> up_;
   std::unique_ptr<OpenTable> opens_;
-  std::atomic<Key> root_key_{kNoKey};
+  Key root_key_ = kNoKey;  // the export root's key (immutable after Open)
+  std::mutex root_mu_;     // serialises ResolveRoot
 
   std::mutex misc_mu_;  // guards cookie_verfs_, write_verf_, lock_serial_
   std::unordered_map<Key, upstream::Verifier> cookie_verfs_;

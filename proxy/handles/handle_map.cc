@@ -107,6 +107,42 @@ Key HandleMap::Intern(const upstream::Fh &fh, Key parent,
   return k;
 }
 
+Key HandleMap::NamedKey(const std::string &slot) {
+  std::lock_guard<std::mutex> g(alloc_mu_);
+  std::string v;
+  Key k;
+  if (store_->GetMeta("slot:" + slot, &v) && v.size() == 8) {
+    memcpy(&k, v.data(), 8);
+    return k;
+  }
+  k = AllocateKey();
+  rocksdb::WriteBatch b;
+  b.Put(store_->family(Store::kHandles), KeyBytes(k),
+        EncodeRecord(HandleRecord{}));
+  b.Put(store_->family(Store::kMeta), "slot:" + slot,
+        std::string(reinterpret_cast<const char *>(&k), 8));
+  rocksdb::WriteOptions w;
+  w.sync = true;  // clients will hold this key
+  rocksdb::Status st = store_->db()->Write(w, &b);
+  if (!st.ok())
+    NACHE_LOG(kLogMajor, "NACHE_HANDLES", "cannot persist slot %s: %s",
+              slot.c_str(), st.ToString().c_str());
+  return k;
+}
+
+void HandleMap::SetFh(Key key, const upstream::Fh &fh) {
+  HandleRecord r;
+  if (!Get(key, &r)) return;
+  rocksdb::WriteBatch b;
+  if (!r.fh.empty() && r.fh != fh)
+    b.Delete(store_->family(Store::kFhIndex), r.fh);
+  r.fh = fh;
+  b.Put(store_->family(Store::kHandles), KeyBytes(key), EncodeRecord(r));
+  b.Put(store_->family(Store::kFhIndex), fh,
+        std::string(reinterpret_cast<const char *>(&key), 8));
+  store_->db()->Write(rocksdb::WriteOptions(), &b);
+}
+
 bool HandleMap::Get(Key key, HandleRecord *out) const {
   std::string v;
   if (!store_->db()

@@ -51,6 +51,13 @@ class HandleMap {
   // Key for fh if known, else kNoKey.
   Key Find(const upstream::Fh &fh) const;
 
+  // The key of a named, persistent slot (e.g. an export's root), created
+  // with an empty filehandle if new: the object gets its stable key before
+  // its remote handle is known.
+  Key NamedKey(const std::string &slot);
+  // Records the remote filehandle of key (resolving a NamedKey).
+  void SetFh(Key key, const upstream::Fh &fh);
+
   // Encoding of records, exposed for tests.
   static std::string EncodeRecord(const HandleRecord &r);
   static bool DecodeRecord(const std::string &s, HandleRecord *r);

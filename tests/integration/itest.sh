@@ -78,3 +78,12 @@ mount_nache() { lab_client_mount "$1" "$LAB_NACHE_ADDR" /export "$2" "$3"; }
 # mount_direct N MNT OPTS — client N mounts the remote directly (across the
 # WAN, for baselines and coherence checks).
 mount_direct() { lab_client_mount "$1" "$LAB_REMOTE_ADDR" /export "$2" "$3"; }
+
+# step DESC CMD... — runs CMD; on failure says which step failed.
+step() {
+	local desc=$1 rc=0
+	shift
+	"$@" || rc=$?
+	[ $rc = 0 ] || echo "step failed (exit $rc): $desc" >&2
+	return $rc
+}
