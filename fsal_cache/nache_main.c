@@ -68,27 +68,28 @@ static void nache_log_to_ganesha(int level, const char *component,
 				 message);
 }
 
-/* The export's FSAL block. Ganesha checks types and ranges and names the
- * parameter on error; nache_config_validate checks the rest. */
+/* The export's FSAL block. Ganesha checks the types; ranges are left wide
+ * so that nache_config_validate judges the values and names the parameter
+ * in its message (Ganesha's range errors give only a line number). */
 static struct config_item nache_export_items[] = {
 	CONF_ITEM_NOOP("name"),
-	CONF_ITEM_STR("Upstream_Server", 1, 255, NULL, nache_export_params,
+	CONF_ITEM_STR("Upstream_Server", 0, 1024, NULL, nache_export_params,
 		      upstream_server),
-	CONF_ITEM_UI32("Upstream_Port", 1, 65535, 2049, nache_export_params,
-		       upstream_port),
-	CONF_ITEM_STR("Upstream_Path", 1, 1024, "/", nache_export_params,
+	CONF_ITEM_UI32("Upstream_Port", 0, UINT32_MAX, 2049,
+		       nache_export_params, upstream_port),
+	CONF_ITEM_STR("Upstream_Path", 0, 4096, "/", nache_export_params,
 		      upstream_path),
-	CONF_ITEM_UI32("Connections", 1, 64, 2, nache_export_params,
+	CONF_ITEM_UI32("Connections", 0, UINT32_MAX, 2, nache_export_params,
 		       connections),
-	CONF_ITEM_STR("Callback_Address", 0, 64, NULL, nache_export_params,
+	CONF_ITEM_STR("Callback_Address", 0, 1024, NULL, nache_export_params,
 		      callback_address),
-	CONF_ITEM_UI32("Callback_Port", 0, 65535, 0, nache_export_params,
+	CONF_ITEM_UI32("Callback_Port", 0, UINT32_MAX, 0, nache_export_params,
 		       callback_port),
-	CONF_ITEM_STR("Cache_Dir", 1, 4096, NULL, nache_export_params,
+	CONF_ITEM_STR("Cache_Dir", 0, 4096, NULL, nache_export_params,
 		      cache_dir),
-	CONF_ITEM_UI32("Upstream_Timeout", 100, 600000, 30000,
+	CONF_ITEM_UI32("Upstream_Timeout", 0, UINT32_MAX, 30000,
 		       nache_export_params, call_timeout_ms),
-	CONF_ITEM_UI32("Max_IO_Size", 4096, 1048576, 1048576,
+	CONF_ITEM_UI32("Max_IO_Size", 0, UINT32_MAX, 1048576,
 		       nache_export_params, max_io_size),
 	CONF_ITEM_UI32("Startup_Wait", 0, 600000, 10000, nache_export_params,
 		       startup_wait_ms),
@@ -137,6 +138,34 @@ static void nache_refuse(const char *fmt, ...)
 	abort(); /* not reached */
 }
 
+/* The config parser's messages written since offset `from`, on one line. */
+static void nache_config_diag(struct config_error_type *err_type,
+			      size_t from, char *out, size_t outlen)
+{
+	size_t i, n = 0;
+
+	out[0] = '\0';
+	if (err_type->fp == NULL)
+		return;
+	fflush(err_type->fp);
+	for (i = from; err_type->diag_buf != NULL &&
+		       i < err_type->diag_buf_size && n + 3 < outlen; i++) {
+		char c = err_type->diag_buf[i];
+
+		if (c == '\n') {
+			if (i + 1 < err_type->diag_buf_size) {
+				out[n++] = ';';
+				out[n++] = ' ';
+			}
+		} else {
+			out[n++] = c;
+		}
+	}
+	out[n] = '\0';
+	if (n == 0)
+		snprintf(out, outlen, "invalid parameters");
+}
+
 static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 					 void *parse_node,
 					 struct config_error_type *err_type,
@@ -147,19 +176,34 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	struct nache_creds root = { 0 };
 	struct nache_attrs attrs;
 	char err[512];
-	uint32_t st;
+	uint32_t st, errors_before;
+	size_t diag_before = 0;
 	int rc;
 
 	exp = gsh_calloc(1, sizeof(*exp));
 	fsal_export_init(&exp->export);
 	nache_export_ops_init(&exp->export.exp_ops);
 
+	errors_before = err_type->errors;
+	if (err_type->fp != NULL) {
+		fflush(err_type->fp);
+		diag_before = err_type->diag_buf_size;
+	}
 	rc = load_config_from_node(parse_node, &nache_export_block,
 				   &exp->params, true, err_type);
-	if (rc != 0)
-		nache_refuse("errors in the FSAL block of export %d (see the "
-			     "config errors above)",
-			     op_ctx->ctx_export->export_id);
+	if (err_type->fp != NULL)
+		fflush(err_type->fp);
+	/* Unknown parameters are only noted by the parser (err_type->bogus);
+	 * for nache they are a typo that must not pass silently. */
+	if (rc != 0 || err_type->errors != errors_before ||
+	    (err_type->fp != NULL && err_type->diag_buf_size > diag_before)) {
+		/* Ganesha reports config errors only after all exports are
+		 * read; we stop before that, so say here what was wrong
+		 * (unknown parameters, values out of range, ...). */
+		nache_config_diag(err_type, diag_before, err, sizeof(err));
+		nache_refuse("export %d: FSAL block: %s",
+			     op_ctx->ctx_export->export_id, err);
+	}
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.upstream_server = exp->params.upstream_server;
