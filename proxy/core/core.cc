@@ -52,6 +52,8 @@ Core::~Core() {
 std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   std::unique_ptr<Core> c(new Core());
   c->cfg_ = cfg;
+  c->max_read_ = cfg.max_io_size;
+  c->max_write_ = cfg.max_io_size;
   c->store_ = Store::Open(cfg.cache_dir, err);
   if (!c->store_) return nullptr;
   c->handles_.reset(new HandleMap(c->store_.get()));
@@ -147,14 +149,26 @@ uint32_t Core::ResolveRoot(Fh *fh) {
     if (j > i) c.Lookup(p.substr(i, j - i));
     i = j + 1;
   }
-  c.Getfh();
+  c.Getfh().Getattr(upstream::kAttrMaxRead | upstream::kAttrMaxWrite);
   CompoundReply rep;
   uint32_t st = Run(c, Creds(), &rep);
   if (st) return st;
   *fh = rep.Find(Op::kGetfh)->fh;
   handles_->SetFh(root_key_, *fh);
-  NACHE_LOG(kLogEvent, "NACHE_HANDLES", "export root %s resolved",
-            cfg_.upstream_path.c_str());
+  // A READ or WRITE above the server's limit is refused (knfsd may even
+  // drop the connection), so never send one.
+  const Attrs &a = rep.Find(Op::kGetattr)->attrs;
+  uint32_t rd = cfg_.max_io_size, wr = cfg_.max_io_size;
+  if ((a.mask & upstream::kAttrMaxRead) && a.maxread >= 4096 && a.maxread < rd)
+    rd = uint32_t(a.maxread);
+  if ((a.mask & upstream::kAttrMaxWrite) && a.maxwrite >= 4096 &&
+      a.maxwrite < wr)
+    wr = uint32_t(a.maxwrite);
+  max_read_ = rd;
+  max_write_ = wr;
+  NACHE_LOG(kLogEvent, "NACHE_HANDLES",
+            "export root %s resolved; I/O sizes read %u write %u",
+            cfg_.upstream_path.c_str(), rd, wr);
   return upstream::kNfs4Ok;
 }
 
@@ -786,7 +800,7 @@ uint32_t Core::Read(const Creds &cr, Key key, NacheOpen *open,
   *eof = false;
   StateId sid = IoStateid(open);
   while (*nread < len && !*eof) {
-    uint32_t chunk = uint32_t(std::min<size_t>(len - *nread, cfg_.max_io_size));
+    uint32_t chunk = uint32_t(std::min<size_t>(len - *nread, max_read_));
     Compound c;
     c.SetTag("read").Putfh(fh).Read(sid, offset + *nread, chunk,
                                      buf + *nread);
@@ -828,7 +842,7 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
   StateId sid = IoStateid(open);
   while (*nwritten < len) {
     uint32_t chunk =
-        uint32_t(std::min<size_t>(len - *nwritten, cfg_.max_io_size));
+        uint32_t(std::min<size_t>(len - *nwritten, max_write_));
     Compound c;
     c.SetTag("write").Putfh(fh).Write(sid, offset + *nwritten,
                                        upstream::StableHow(stable),

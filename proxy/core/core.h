@@ -141,6 +141,10 @@ class Core {
   std::unique_ptr<upstream::Upstream> up_;
   std::unique_ptr<OpenTable> opens_;
   Key root_key_ = kNoKey;  // the export root's key (immutable after Open)
+  // READ/WRITE sizes: Max_IO_Size clamped to the server's maxread/maxwrite
+  // (learnt when the root is resolved).
+  std::atomic<uint32_t> max_read_{1 << 20};
+  std::atomic<uint32_t> max_write_{1 << 20};
   std::mutex root_mu_;     // serialises ResolveRoot
 
   std::mutex misc_mu_;  // guards cookie_verfs_, write_verf_, lock_serial_
