@@ -24,7 +24,7 @@ build_pkgs=(
 )
 lab_pkgs=(
   user-mode-linux kmod nfs-kernel-server iproute2 procps psmisc
-  python3 coreutils util-linux
+  python3 coreutils util-linux bc bsdextrautils e2fsprogs
 )
 
 want=("${runtime_pkgs[@]}")
