@@ -235,14 +235,19 @@ uint32_t Core::LookupParent(const Creds &cr, Key dir, Key *key,
 }
 
 uint32_t Core::Getattr(const Creds &cr, Key key, Attrs *attrs) {
+  return FetchAttrs(cr, key, upstream::kAttrsObject, "getattr", attrs);
+}
+
+uint32_t Core::FetchAttrs(const Creds &cr, Key key, uint64_t mask,
+                          const char *tag, Attrs *out) {
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
   Compound c;
-  c.SetTag("getattr").Putfh(fh).Getattr(upstream::kAttrsObject);
+  c.SetTag(tag).Putfh(fh).Getattr(mask);
   CompoundReply rep;
   st = Run(c, cr, &rep);
-  if (st == upstream::kNfs4Ok && attrs) *attrs = rep.Find(Op::kGetattr)->attrs;
+  if (st == upstream::kNfs4Ok && out) *out = rep.Find(Op::kGetattr)->attrs;
   return st;
 }
 
@@ -416,15 +421,7 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
 }
 
 uint32_t Core::Statfs(const Creds &cr, Key key, Attrs *out) {
-  Fh fh;
-  uint32_t st = FhOf(key, &fh);
-  if (st) return st;
-  Compound c;
-  c.SetTag("statfs").Putfh(fh).Getattr(upstream::kAttrsStatfs);
-  CompoundReply rep;
-  st = Run(c, cr, &rep);
-  if (st == upstream::kNfs4Ok) *out = rep.Find(Op::kGetattr)->attrs;
-  return st;
+  return FetchAttrs(cr, key, upstream::kAttrsStatfs, "statfs", out);
 }
 
 // --- opens --------------------------------------------------------------

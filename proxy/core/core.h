@@ -116,6 +116,9 @@ class Core {
   // The remote filehandle of key, or NFS4ERR_STALE. Resolves the export
   // root on first use.
   uint32_t FhOf(Key key, upstream::Fh *fh);
+  // PUTFH + GETATTR(mask) of key.
+  uint32_t FetchAttrs(const Creds &cr, Key key, uint64_t mask,
+                      const char *tag, Attrs *out);
   // Looks the export's path up on the remote and records its handle.
   uint32_t ResolveRoot(upstream::Fh *fh);
   upstream::Verifier CookieVerf(Key dir);
