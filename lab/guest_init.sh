@@ -51,6 +51,13 @@ done
 chmod 755 /run /var/lib/nfs /mnt /media /srv
 mkdir -p "$LAB_DIR" /run/lock
 mount -t hostfs -o "$LAB_DIR" none "$LAB_DIR" || fail "hostfs $LAB_DIR"
+# The source tree (this script, the agent, test tools) may live under one of
+# those directories too (a CI clone in /tmp): show it again, read-only.
+repo_dir=$(dirname "$LAB_SRC_DIR")
+if [ ! -e "$LAB_SRC_DIR/guest_agent.py" ]; then
+	mkdir -p "$repo_dir"
+	mount -t hostfs -o "ro,$repo_dir" none "$repo_dir" || fail "hostfs $repo_dir"
+fi
 
 hostname "lab-$LAB_GUEST_NAME"
 

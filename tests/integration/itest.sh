@@ -54,11 +54,8 @@ itest_finish() {
 # it, and NCLIENTS booted clients.
 itest_up() {
 	local profile=$1 n=$2
-	lab_init
-	lab_net_up "$profile"
-	lab_remote_vfs_start
-	lab_nache_start
-	if [ "$n" -gt 0 ]; then lab_clients_start $(seq 1 "$n"); fi
+	lab_init && lab_net_up "$profile" && lab_remote_vfs_start && lab_nache_start || return 1
+	if [ "$n" -gt 0 ]; then lab_clients_start $(seq 1 "$n") || return 1; fi
 }
 
 # on N CMD — runs CMD in client N as root; its output goes to stdout.
