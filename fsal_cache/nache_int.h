@@ -37,6 +37,13 @@ struct nache_export_params {
 	uint32_t startup_wait_ms;  /* Startup_Wait (ms) for the upstream */
 };
 
+/* Values of the top-level NACHE { } block (daemon-wide), as parsed. */
+struct nache_global_params {
+	bool metrics;             /* Metrics: serve Prometheus metrics */
+	char *metrics_address;    /* Metrics_Address (IPv4) */
+	uint32_t metrics_port;    /* Metrics_Port */
+};
+
 /* The wire handle: which store and which object. Also the host handle and
  * the MDCACHE key (the same bytes, as the up-call API wants). */
 struct nache_wire {

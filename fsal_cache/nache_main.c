@@ -1,6 +1,7 @@
 /*
- * nache_main.c - module registration, configuration of the export's
- * FSAL { Name = NACHE; ... } block, and export creation.
+ * nache_main.c - module registration, configuration (the daemon-wide
+ * top-level NACHE { } block and each export's FSAL { Name = NACHE; ... }
+ * block), and export creation.
  *
  * A bad or missing parameter refuses to start the daemon with a message that
  * names the parameter: a proxy silently serving nothing is worse than one
@@ -113,17 +114,6 @@ static void nache_free_params(struct nache_export_params *p)
 	gsh_free(p->cache_dir);
 }
 
-static fsal_status_t nache_init_config(struct fsal_module *fsal_hdl,
-				       config_file_t config_struct,
-				       struct config_error_type *err_type)
-{
-	nache_set_log_sink(nache_log_to_ganesha);
-	/* Let through what Ganesha would print for COMPONENT_FSAL. */
-	nache_set_log_level(component_log_level[COMPONENT_FSAL] - 1);
-	display_fsinfo(fsal_hdl);
-	return fsalstat(ERR_FSAL_NO_ERROR, 0);
-}
-
 /* Refuses to start: Ganesha's LogFatal exits the daemon. */
 static void nache_refuse(const char *fmt, ...) __attribute__((noreturn));
 static void nache_refuse(const char *fmt, ...)
@@ -166,6 +156,101 @@ static void nache_config_diag(struct config_error_type *err_type,
 		snprintf(out, outlen, "invalid parameters");
 }
 
+/* Where the parser's error count and message buffer stand before a block,
+ * so that what the block adds can be told apart. */
+struct nache_config_mark {
+	uint32_t errors;  /* err_type->errors before the block */
+	size_t diag;      /* bytes in err_type's message buffer before */
+};
+
+static struct nache_config_mark nache_config_mark(
+	struct config_error_type *err_type)
+{
+	struct nache_config_mark m = { err_type->errors, 0 };
+
+	if (err_type->fp != NULL) {
+		fflush(err_type->fp);
+		m.diag = err_type->diag_buf_size;
+	}
+	return m;
+}
+
+/* Whether parsing one block (load_config_* returned rc) went wrong since
+ * mark; if so, the parser's messages are written to err. Unknown parameters
+ * are only noted by the parser (a message, err_type->bogus); for nache they
+ * are a typo that must not pass silently. Ganesha reports config errors only
+ * after all exports are read; we stop before that, so the caller says here
+ * what was wrong (unknown parameters, values out of range, ...). */
+static bool nache_config_failed(struct config_error_type *err_type, int rc,
+				struct nache_config_mark mark, char *err,
+				size_t errlen)
+{
+	if (err_type->fp != NULL)
+		fflush(err_type->fp);
+	if (rc >= 0 && err_type->errors == mark.errors &&
+	    (err_type->fp == NULL || err_type->diag_buf_size <= mark.diag))
+		return false;
+	nache_config_diag(err_type, mark.diag, err, errlen);
+	return true;
+}
+
+/* The top-level NACHE { } block: daemon-wide settings. Optional; absent
+ * parameters take their defaults. Written once by nache_init_config on
+ * Ganesha's main thread, read-only afterwards. */
+static struct nache_global_params nache_global;
+
+static struct config_item nache_global_items[] = {
+	CONF_ITEM_BOOL("Metrics", true, nache_global_params, metrics),
+	CONF_ITEM_STR("Metrics_Address", 0, 1024, "0.0.0.0",
+		      nache_global_params, metrics_address),
+	/* Range judged by nache_metrics_validate, which names the parameter. */
+	CONF_ITEM_UI32("Metrics_Port", 0, UINT32_MAX, 9464,
+		       nache_global_params, metrics_port),
+	CONFIG_EOL
+};
+
+static struct config_block nache_global_block = {
+	.dbus_interface_name = "org.ganesha.nfsd.config.fsal.nache",
+	.blk_desc.name = "NACHE",
+	.blk_desc.type = CONFIG_BLOCK,
+	.blk_desc.u.blk.init = noop_conf_init,
+	.blk_desc.u.blk.params = nache_global_items,
+	.blk_desc.u.blk.commit = noop_conf_commit
+};
+
+/* Runs once per daemon, when the first export names FSAL NACHE (before any
+ * nache export is created). */
+static fsal_status_t nache_init_config(struct fsal_module *fsal_hdl,
+				       config_file_t config_struct,
+				       struct config_error_type *err_type)
+{
+	struct nache_config_mark mark;
+	char err[512];
+	int rc;
+
+	nache_set_log_sink(nache_log_to_ganesha);
+	/* Let through what Ganesha would print for COMPONENT_FSAL. */
+	nache_set_log_level(component_log_level[COMPONENT_FSAL] - 1);
+
+	mark = nache_config_mark(err_type);
+	rc = load_config_from_parse(config_struct, &nache_global_block,
+				    &nache_global, true, err_type);
+	if (nache_config_failed(err_type, rc, mark, err, sizeof(err)))
+		nache_refuse("NACHE block: %s", err);
+	if (!nache_metrics_validate(nache_global.metrics_address,
+				    nache_global.metrics_port, err,
+				    sizeof(err)))
+		nache_refuse("NACHE block: %s", err);
+	/* A metrics port we cannot bind is refused like a bad value: the
+	 * operator asked for metrics and would silently get none. */
+	if (nache_global.metrics &&
+	    !nache_metrics_start(nache_global.metrics_address,
+				 nache_global.metrics_port, err, sizeof(err)))
+		nache_refuse("NACHE block: %s", err);
+	display_fsinfo(fsal_hdl);
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
 static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 					 void *parse_node,
 					 struct config_error_type *err_type,
@@ -176,34 +261,22 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	struct nache_creds root = { 0 };
 	struct nache_attrs attrs;
 	char err[512];
-	uint32_t st, errors_before;
-	size_t diag_before = 0;
+	struct nache_config_mark mark;
+	uint32_t st;
 	int rc;
 
 	exp = gsh_calloc(1, sizeof(*exp));
 	fsal_export_init(&exp->export);
 	nache_export_ops_init(&exp->export.exp_ops);
 
-	errors_before = err_type->errors;
-	if (err_type->fp != NULL) {
-		fflush(err_type->fp);
-		diag_before = err_type->diag_buf_size;
-	}
+	mark = nache_config_mark(err_type);
 	rc = load_config_from_node(parse_node, &nache_export_block,
 				   &exp->params, true, err_type);
-	if (err_type->fp != NULL)
-		fflush(err_type->fp);
-	/* Unknown parameters are only noted by the parser (err_type->bogus);
-	 * for nache they are a typo that must not pass silently. */
-	if (rc != 0 || err_type->errors != errors_before ||
-	    (err_type->fp != NULL && err_type->diag_buf_size > diag_before)) {
-		/* Ganesha reports config errors only after all exports are
-		 * read; we stop before that, so say here what was wrong
-		 * (unknown parameters, values out of range, ...). */
-		nache_config_diag(err_type, diag_before, err, sizeof(err));
+	/* load_config_from_node returns 0 on success. */
+	if (nache_config_failed(err_type, rc != 0 ? -1 : 0, mark, err,
+				sizeof(err)))
 		nache_refuse("export %d: FSAL block: %s",
 			     op_ctx->ctx_export->export_id, err);
-	}
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.upstream_server = exp->params.upstream_server;
@@ -280,6 +353,11 @@ MODULE_INIT void nache_init(void)
 
 MODULE_FINI void nache_fini(void)
 {
+	/* Ganesha dlcloses the plugin at shutdown: the HTTP threads must not
+	 * outlive the code they run. */
+	nache_metrics_stop();
+	gsh_free(nache_global.metrics_address);
+	nache_global.metrics_address = NULL;
 	if (unregister_fsal(&NacheModule.fsal) != 0)
 		LogCrit(COMPONENT_FSAL, "NACHE module failed to unregister");
 }

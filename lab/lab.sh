@@ -822,12 +822,15 @@ lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
 # LAB_NACHE_ADDR.  Upstream: LAB_NACHE_UPSTREAM (default LAB_REMOTE_ADDR),
 # LAB_NACHE_UPSTREAM_PATH (default /export; "/" for knfsd).  EXTRA lines go
 # verbatim into the FSAL block.  Cache in $LAB_DIR/nache/cache, kept across
-# restarts.  Fails with the log tail if the daemon exits during start.
+# restarts.  LAB_NACHE_GLOBAL (default empty): config text put verbatim at
+# the top level of nache's ganesha.conf, e.g. 'NACHE { Metrics = false; }'.
+# Fails with the log tail if the daemon exits during start.
 lab_nache_start() {
 	_lab_need_init || return 1
 	_LAB_NACHE_EXTRA=${1:-}
 	mkdir -p "$LAB_DIR/nache/cache"
 	_lab_ganesha_start nache "$LAB_NS_LAN" "$LAB_NACHE_ADDR" "
+${LAB_NACHE_GLOBAL:-}
 EXPORT {
 	Export_Id = 1;
 	Path = /;

@@ -46,6 +46,8 @@ uint32_t OpStatus(const CompoundReply &rep, Op op) {
 }  // namespace
 
 Core::~Core() {
+  // First, so that no scrape samples a half-destroyed core.
+  if (metrics_) metrics_->ClearSampler(sampler_token_);
   if (up_) up_->Shutdown();
 }
 
@@ -96,6 +98,18 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     *err = "cannot start the upstream client";
     return nullptr;
   }
+  metrics::Metrics *m =
+      cfg.metrics ? cfg.metrics : &metrics::Metrics::Global();
+  c->metrics_ = m->ForExport(cfg.export_id);
+  Core *core = c.get();
+  c->sampler_token_ = c->metrics_->SetSampler([core] {
+    metrics::ExportGauges g;
+    g.connected = core->up_->state() == upstream::UpstreamState::kReady;
+    g.clientid_epoch = core->up_->epoch();
+    g.open_files = core->opens_->size();
+    g.callback_path_up = false;  // no callback service before delegations
+    return g;
+  });
   return c;
 }
 
@@ -105,7 +119,9 @@ bool Core::KeyKnown(Key key) const {
 }
 
 uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
+  auto t0 = std::chrono::steady_clock::now();
   upstream::CallStatus s = up_->Call(c, cr, rep);
+  metrics_->ObserveCompound(c, s, *rep, std::chrono::steady_clock::now() - t0);
   if (s != upstream::CallStatus::kOk) {
     NACHE_LOG(kLogInfo, "NACHE_UPSTREAM", "%s: upstream %s, client retries",
               c.tag().c_str(), upstream::CallStatusName(s));

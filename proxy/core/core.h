@@ -18,6 +18,7 @@
 
 #include "core/opens.h"
 #include "handles/handle_map.h"
+#include "metrics/metrics.h"
 #include "nache/nache.h"
 #include "store/store.h"
 #include "upstream/compound.h"
@@ -47,6 +48,8 @@ struct CoreConfig {
   uint32_t call_timeout_ms = 30000;
   uint32_t max_io_size = 1 << 20;
   uint32_t export_id = 0;
+  // Registry the export reports to; null: the process-wide one.
+  metrics::Metrics *metrics = nullptr;
 };
 
 class Core {
@@ -57,6 +60,8 @@ class Core {
   uint64_t incarnation() const { return store_->incarnation(); }
   bool WaitReady(int timeout_ms) { return up_->WaitReady(timeout_ms); }
   bool KeyKnown(Key key) const;
+  // This export's series (for the C API wrappers' local op counts).
+  metrics::ExportMetrics *metrics() const { return metrics_; }
 
   using Creds = upstream::Creds;
   using Attrs = upstream::Attrs;
@@ -110,7 +115,8 @@ class Core {
   Core() = default;
 
   // Sends c and returns the compound's NFS status; transport failures
-  // become NFS4ERR_DELAY (the client retries).
+  // become NFS4ERR_DELAY (the client retries). Every COMPOUND the core
+  // sends passes here, so this is where upstream metrics are counted.
   uint32_t Run(upstream::Compound &c, const Creds &cr,
                upstream::CompoundReply *rep);
   // The remote filehandle of key, or NFS4ERR_STALE. Resolves the export
@@ -143,6 +149,8 @@ class Core {
   std::unique_ptr<HandleMap> handles_;
   std::unique_ptr<upstream::Upstream> up_;
   std::unique_ptr<OpenTable> opens_;
+  metrics::ExportMetrics *metrics_ = nullptr;  // owned by the registry
+  uint64_t sampler_token_ = 0;  // our gauge sampler in metrics_ (immutable)
   Key root_key_ = kNoKey;  // the export root's key (immutable after Open)
   // READ/WRITE sizes: Max_IO_Size clamped to the server's maxread/maxwrite
   // (learnt when the root is resolved).

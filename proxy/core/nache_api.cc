@@ -1,7 +1,11 @@
 // The C API of the core (nache.h): thin wrappers that convert arguments and
 // call Core. No logic lives here.
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -14,6 +18,7 @@ using nache::AttrsFromC;
 using nache::AttrsToC;
 using nache::Core;
 using nache::CredsFromC;
+using nache::metrics::LocalOp;
 
 struct nache_core {
   std::unique_ptr<Core> core;
@@ -24,6 +29,30 @@ namespace {
 bool Fail(char *err, size_t errlen, const char *param, const char *why) {
   if (err && errlen) snprintf(err, errlen, "%s: %s", param, why);
   return false;
+}
+
+// Which parameter a failed listen on address:port is about: an address
+// that is not on this host is Metrics_Address's fault; anything else (in
+// use, privileged) the port's. civetweb's own message does not say.
+const char *ListenFaultParam(const char *address, uint32_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "Metrics_Port";
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, address, &a.sin_addr);
+  int rc = bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a));
+  int saved = errno;
+  close(fd);
+  return rc != 0 && saved == EADDRNOTAVAIL ? "Metrics_Address"
+                                           : "Metrics_Port";
+}
+
+// One C API call, in nache_local_ops_total (an atomic add).
+void CountLocal(struct nache_core *core, LocalOp op) {
+  core->core->metrics()->CountLocal(op);
 }
 
 }  // namespace
@@ -93,6 +122,32 @@ uint32_t nache_core_open(const struct nache_config *cfg,
 
 void nache_core_close(struct nache_core *core) { delete core; }
 
+bool nache_metrics_validate(const char *address, uint32_t port, char *err,
+                            size_t errlen) {
+  struct in_addr a;
+  if (address == nullptr || inet_pton(AF_INET, address, &a) != 1)
+    return Fail(err, errlen, "Metrics_Address",
+                "must be an IPv4 address of this host (0.0.0.0: all)");
+  if (port < 1 || port > 65535)
+    return Fail(err, errlen, "Metrics_Port", "must be 1..65535");
+  return true;
+}
+
+bool nache_metrics_start(const char *address, uint32_t port, char *err,
+                         size_t errlen) {
+  if (!nache_metrics_validate(address, port, err, errlen)) return false;
+  std::string why;
+  if (!nache::metrics::Metrics::Global().StartExposer(address, port, &why))
+    return Fail(err, errlen, ListenFaultParam(address, port), why.c_str());
+  NACHE_LOG(kLogEvent, "NACHE_METRICS",
+            "serving metrics on http://%s:%u/metrics", address, port);
+  return true;
+}
+
+void nache_metrics_stop(void) {
+  nache::metrics::Metrics::Global().StopExposer();
+}
+
 void nache_set_log_sink(nache_log_sink sink) { nache_log_set_sink(sink); }
 
 void nache_set_log_level(int level) { nache_log_set_level(level); }
@@ -111,6 +166,7 @@ bool nache_key_known(struct nache_core *core, nache_key key) {
 
 uint32_t nache_root(struct nache_core *core, const struct nache_creds *cr,
                     nache_key *key, struct nache_attrs *attrs) {
+  CountLocal(core, LocalOp::kRoot);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Root(CredsFromC(cr), key, &a);
   if (st == 0 && attrs) AttrsToC(a, attrs);
@@ -120,6 +176,7 @@ uint32_t nache_root(struct nache_core *core, const struct nache_creds *cr,
 uint32_t nache_lookup(struct nache_core *core, const struct nache_creds *cr,
                       nache_key dir, const char *name, nache_key *key,
                       struct nache_attrs *attrs) {
+  CountLocal(core, LocalOp::kLookup);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Lookup(CredsFromC(cr), dir, name, key, &a);
   if (st == 0 && attrs) AttrsToC(a, attrs);
@@ -129,6 +186,7 @@ uint32_t nache_lookup(struct nache_core *core, const struct nache_creds *cr,
 uint32_t nache_lookup_parent(struct nache_core *core,
                              const struct nache_creds *cr, nache_key dir,
                              nache_key *key, struct nache_attrs *attrs) {
+  CountLocal(core, LocalOp::kLookupParent);
   nache::upstream::Attrs a;
   uint32_t st = core->core->LookupParent(CredsFromC(cr), dir, key, &a);
   if (st == 0 && attrs) AttrsToC(a, attrs);
@@ -137,6 +195,7 @@ uint32_t nache_lookup_parent(struct nache_core *core,
 
 uint32_t nache_getattr(struct nache_core *core, const struct nache_creds *cr,
                        nache_key key, struct nache_attrs *attrs) {
+  CountLocal(core, LocalOp::kGetattr);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Getattr(CredsFromC(cr), key, &a);
   if (st == 0 && attrs) AttrsToC(a, attrs);
@@ -147,6 +206,7 @@ uint32_t nache_setattr(struct nache_core *core, const struct nache_creds *cr,
                        nache_key key, struct nache_open *open,
                        const struct nache_attrs *set,
                        struct nache_attrs *attrs_out) {
+  CountLocal(core, LocalOp::kSetattr);
   nache::upstream::Attrs a;
   uint32_t st =
       core->core->Setattr(CredsFromC(cr), key, open, AttrsFromC(*set), &a);
@@ -156,12 +216,14 @@ uint32_t nache_setattr(struct nache_core *core, const struct nache_creds *cr,
 
 uint32_t nache_access(struct nache_core *core, const struct nache_creds *cr,
                       nache_key key, uint32_t want, uint32_t *allowed) {
+  CountLocal(core, LocalOp::kAccess);
   return core->core->Access(CredsFromC(cr), key, want, allowed);
 }
 
 uint32_t nache_readdir(struct nache_core *core, const struct nache_creds *cr,
                        nache_key dir, uint64_t cookie, nache_dirent_cb cb,
                        void *ctx, bool *eof) {
+  CountLocal(core, LocalOp::kReaddir);
   return core->core->Readdir(CredsFromC(cr), dir, cookie, cb, ctx, eof);
 }
 
@@ -170,6 +232,7 @@ uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
                       const struct nache_attrs *attrs_in,
                       const char *link_text, nache_key *key,
                       struct nache_attrs *attrs_out) {
+  CountLocal(core, LocalOp::kCreate);
   nache::upstream::Attrs out;
   nache::upstream::Attrs in;
   if (attrs_in) in = AttrsFromC(*attrs_in);
@@ -182,6 +245,7 @@ uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
 
 uint32_t nache_readlink(struct nache_core *core, const struct nache_creds *cr,
                         nache_key key, char *buf, size_t len) {
+  CountLocal(core, LocalOp::kReadlink);
   std::string text;
   uint32_t st = core->core->Readlink(CredsFromC(cr), key, &text);
   if (st) return st;
@@ -192,22 +256,26 @@ uint32_t nache_readlink(struct nache_core *core, const struct nache_creds *cr,
 
 uint32_t nache_link(struct nache_core *core, const struct nache_creds *cr,
                     nache_key key, nache_key dir, const char *name) {
+  CountLocal(core, LocalOp::kLink);
   return core->core->Link(CredsFromC(cr), key, dir, name);
 }
 
 uint32_t nache_rename(struct nache_core *core, const struct nache_creds *cr,
                       nache_key olddir, const char *oldname, nache_key newdir,
                       const char *newname) {
+  CountLocal(core, LocalOp::kRename);
   return core->core->Rename(CredsFromC(cr), olddir, oldname, newdir, newname);
 }
 
 uint32_t nache_remove(struct nache_core *core, const struct nache_creds *cr,
                       nache_key dir, const char *name) {
+  CountLocal(core, LocalOp::kRemove);
   return core->core->Remove(CredsFromC(cr), dir, name);
 }
 
 uint32_t nache_statfs(struct nache_core *core, const struct nache_creds *cr,
                       nache_key key, struct nache_statfs *out) {
+  CountLocal(core, LocalOp::kStatfs);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Statfs(CredsFromC(cr), key, &a);
   if (st) return st;
@@ -227,6 +295,7 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
                     const uint8_t *verifier, bool truncate,
                     struct nache_open **open, nache_key *new_key,
                     struct nache_attrs *attrs_out, bool *created) {
+  CountLocal(core, LocalOp::kOpen);
   Core::OpenRequest r;
   r.key = key;
   r.name = name;
@@ -251,16 +320,19 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
 uint32_t nache_reopen(struct nache_core *core, const struct nache_creds *cr,
                       struct nache_open *open, uint32_t access,
                       uint32_t deny) {
+  CountLocal(core, LocalOp::kReopen);
   return core->core->Reopen(CredsFromC(cr), open, access, deny);
 }
 
 uint32_t nache_close(struct nache_core *core, struct nache_open *open) {
+  CountLocal(core, LocalOp::kClose);
   return core->core->CloseFile(open);
 }
 
 uint32_t nache_read(struct nache_core *core, const struct nache_creds *cr,
                     nache_key key, struct nache_open *open, uint64_t offset,
                     size_t len, void *buf, size_t *nread, bool *eof) {
+  CountLocal(core, LocalOp::kRead);
   return core->core->Read(CredsFromC(cr), key, open, offset, len,
                           static_cast<char *>(buf), nread, eof);
 }
@@ -269,6 +341,7 @@ uint32_t nache_write(struct nache_core *core, const struct nache_creds *cr,
                      nache_key key, struct nache_open *open, uint64_t offset,
                      size_t len, const void *buf, int stable,
                      size_t *nwritten, int *committed) {
+  CountLocal(core, LocalOp::kWrite);
   return core->core->Write(CredsFromC(cr), key, open, offset, len,
                            static_cast<const char *>(buf), stable, nwritten,
                            committed);
@@ -276,6 +349,7 @@ uint32_t nache_write(struct nache_core *core, const struct nache_creds *cr,
 
 uint32_t nache_commit(struct nache_core *core, const struct nache_creds *cr,
                       nache_key key, uint64_t offset, uint64_t len) {
+  CountLocal(core, LocalOp::kCommit);
   return core->core->Commit(CredsFromC(cr), key, offset, len);
 }
 
@@ -288,6 +362,7 @@ uint32_t nache_lock(struct nache_core *core, const struct nache_creds *cr,
                     size_t owner_len, enum nache_lock_op op, bool write,
                     uint64_t offset, uint64_t length, bool reclaim,
                     struct nache_lock_conflict *conflict) {
+  CountLocal(core, LocalOp::kLock);
   return core->core->Lock(
       CredsFromC(cr), key, open,
       std::string(static_cast<const char *>(owner), owner_len), op, write,

@@ -123,6 +123,23 @@ uint32_t nache_core_open(const struct nache_config *cfg,
 			 struct nache_core **out, char *err, size_t errlen);
 void nache_core_close(struct nache_core *core);
 
+/* Metrics (Prometheus), process-wide: every export's core counts into one
+ * registry from nache_core_open on; nache_metrics_start serves it at
+ * http://address:port/metrics. Configured by the top-level NACHE { } block
+ * (Metrics, Metrics_Address, Metrics_Port), once per daemon. */
+
+/* Validates the metrics parameters; on error writes "Parameter: reason"
+ * into err and returns false. Pure. */
+bool nache_metrics_validate(const char *address, uint32_t port, char *err,
+			    size_t errlen);
+/* Validates, then starts serving. False with "Parameter: reason" in err
+ * when a value is bad or the address/port cannot be bound (in use). */
+bool nache_metrics_start(const char *address, uint32_t port, char *err,
+			 size_t errlen);
+/* Stops serving (joins the HTTP threads); no-op when not started. Must run
+ * before the plugin is unloaded. */
+void nache_metrics_stop(void);
+
 /* Random id of this store, part of every wire handle: a handle from another
  * (or a wiped) store is rejected as stale instead of naming the wrong file. */
 uint64_t nache_core_incarnation(const struct nache_core *core);

@@ -1,0 +1,325 @@
+// The registry, the per-export series and the exposer. See metrics.h.
+#include "metrics/metrics.h"
+
+#include <arpa/inet.h>
+#include <prometheus/exposer.h>
+
+#include <exception>
+
+#include "nache/nache.h"
+
+namespace nache {
+namespace metrics {
+
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+
+// Round trips from a LAN server (~0.1-0.3 ms) to an 80 ms WAN and a
+// struggling remote (seconds): both ends must land in distinct buckets.
+const prometheus::Histogram::BucketBoundaries &RttBuckets() {
+  static const prometheus::Histogram::BucketBoundaries b = {
+      0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
+      0.05,   0.075,  0.1,    0.15,  0.2,   0.5,   1.0,  2.0};
+  return b;
+}
+
+constexpr size_t kOtherNfsSlot = 200;
+constexpr size_t kFirstTransportSlot = 201;
+
+}  // namespace
+
+const char *LocalOpName(LocalOp op) {
+  switch (op) {
+    case LocalOp::kRoot: return "root";
+    case LocalOp::kLookup: return "lookup";
+    case LocalOp::kLookupParent: return "lookup_parent";
+    case LocalOp::kGetattr: return "getattr";
+    case LocalOp::kSetattr: return "setattr";
+    case LocalOp::kAccess: return "access";
+    case LocalOp::kReaddir: return "readdir";
+    case LocalOp::kCreate: return "create";
+    case LocalOp::kReadlink: return "readlink";
+    case LocalOp::kLink: return "link";
+    case LocalOp::kRename: return "rename";
+    case LocalOp::kRemove: return "remove";
+    case LocalOp::kStatfs: return "statfs";
+    case LocalOp::kOpen: return "open";
+    case LocalOp::kReopen: return "reopen";
+    case LocalOp::kClose: return "close";
+    case LocalOp::kRead: return "read";
+    case LocalOp::kWrite: return "write";
+    case LocalOp::kCommit: return "commit";
+    case LocalOp::kLock: return "lock";
+    case LocalOp::kCount: break;
+  }
+  return "unknown";
+}
+
+size_t StatusSlot(uint32_t st) {
+  if (st < 100) return st;  // 0 is NFS4_OK
+  if (st >= 10000 && st < 10100) return 100 + (st - 10000);
+  return kOtherNfsSlot;
+}
+
+size_t TransportSlot(upstream::CallStatus s) {
+  size_t i = size_t(s);
+  // kOk is not a transport failure; never asked for, but stay in bounds.
+  return i == 0 ? kFirstTransportSlot : kFirstTransportSlot + i - 1;
+}
+
+std::string StatusLabel(size_t slot) {
+  if (slot == 0) return "ok";
+  if (slot < 100) return nache_status_name(uint32_t(slot));
+  if (slot < kOtherNfsSlot) return nache_status_name(uint32_t(slot) + 9900);
+  if (slot == kOtherNfsSlot) return "NFS4ERR_OTHER";
+  std::string s = "transport_";
+  s += upstream::CallStatusName(
+      upstream::CallStatus(slot - kFirstTransportSlot + 1));
+  for (char &ch : s) {
+    if (ch == '-') ch = '_';  // "encode-error": keep label values uniform
+  }
+  return s;
+}
+
+// --- ExportMetrics ---------------------------------------------------------
+
+Counter *ExportMetrics::UpstreamOpSeries(size_t op_slot, size_t status_slot) {
+  std::atomic<Counter *> &slot =
+      upstream_ops_[op_slot * kStatusSlots + status_slot];
+  Counter *c = slot.load(std::memory_order_acquire);
+  if (c == nullptr) {
+    c = &upstream_ops_family_->Add(
+        {{"export", export_label_},
+         {"op", upstream::OpName(upstream::Op(op_slot))},
+         {"status", StatusLabel(status_slot)}});
+    slot.store(c, std::memory_order_release);
+  }
+  return c;
+}
+
+Counter *ExportMetrics::CompoundSeries(size_t status_slot) {
+  std::atomic<Counter *> &slot = compounds_[status_slot];
+  Counter *c = slot.load(std::memory_order_acquire);
+  if (c == nullptr) {
+    c = &compounds_family_->Add(
+        {{"export", export_label_}, {"status", StatusLabel(status_slot)}});
+    slot.store(c, std::memory_order_release);
+  }
+  return c;
+}
+
+void ExportMetrics::ObserveCompound(const upstream::Compound &c,
+                                    upstream::CallStatus s,
+                                    const upstream::CompoundReply &rep,
+                                    std::chrono::steady_clock::duration rtt) {
+  if (s != upstream::CallStatus::kOk) {
+    size_t op = c.size() ? size_t(c.op(0)) : 0;
+    size_t status = TransportSlot(s);
+    UpstreamOpSeries(op < kOpSlots ? op : 0, status)->Increment();
+    CompoundSeries(status)->Increment();
+    return;
+  }
+  rtt_->Observe(std::chrono::duration<double>(rtt).count());
+  for (const upstream::OpResult &r : rep.results) {
+    size_t op = size_t(r.op);
+    UpstreamOpSeries(op < kOpSlots ? op : 0, StatusSlot(r.status))
+        ->Increment();
+    if (r.status == upstream::kNfs4Ok) {
+      if (r.op == upstream::Op::kRead) read_bytes_->Increment(r.count);
+      if (r.op == upstream::Op::kWrite) write_bytes_->Increment(r.count);
+    }
+  }
+  CompoundSeries(StatusSlot(rep.status))->Increment();
+}
+
+uint64_t ExportMetrics::SetSampler(std::function<ExportGauges()> sampler) {
+  std::lock_guard<std::mutex> g(sampler_mu_);
+  sampler_ = std::move(sampler);
+  return ++sampler_token_;
+}
+
+void ExportMetrics::ClearSampler(uint64_t token) {
+  std::lock_guard<std::mutex> g(sampler_mu_);
+  if (token != sampler_token_) return;
+  sampler_ = nullptr;
+  connected_->Set(0);
+  open_files_->Set(0);
+  callback_up_->Set(0);
+}
+
+void ExportMetrics::Sample() {
+  std::lock_guard<std::mutex> g(sampler_mu_);
+  if (!sampler_) return;
+  ExportGauges v = sampler_();
+  connected_->Set(v.connected ? 1 : 0);
+  epoch_->Set(double(v.clientid_epoch));
+  open_files_->Set(double(v.open_files));
+  callback_up_->Set(v.callback_path_up ? 1 : 0);
+}
+
+// --- Metrics ---------------------------------------------------------------
+
+// What the exposer scrapes: gauges sampled, then the registry.
+class Metrics::Scrape : public prometheus::Collectable {
+ public:
+  explicit Scrape(Metrics *m) : m_(m) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    return m_->Collect();
+  }
+
+ private:
+  Metrics *m_;  // outlives the exposer that calls us
+};
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  prometheus::Registry &r = *registry_;
+  local_ops_ = &prometheus::BuildCounter()
+                    .Name("nache_local_ops_total")
+                    .Help("Operations the FSAL asked of the core (C API "
+                          "calls), by operation")
+                    .Register(r);
+  upstream_ops_ = &prometheus::BuildCounter()
+                       .Name("nache_upstream_ops_total")
+                       .Help("NFSv4 operations the upstream server executed "
+                             "inside our COMPOUNDs, by operation and status "
+                             "(ok, NFS4ERR_*); transport_* counts the first "
+                             "operation of a COMPOUND that got no reply")
+                       .Register(r);
+  compounds_ = &prometheus::BuildCounter()
+                    .Name("nache_upstream_compounds_total")
+                    .Help("COMPOUNDs sent upstream by the core, by status "
+                          "(ok, the failing NFS4ERR_*, or transport_*)")
+                    .Register(r);
+  rtt_ = &prometheus::BuildHistogram()
+              .Name("nache_upstream_rtt_seconds")
+              .Help("Round-trip time of upstream COMPOUNDs that got a reply")
+              .Register(r);
+  bytes_ = &prometheus::BuildCounter()
+                .Name("nache_upstream_bytes_total")
+                .Help("File data moved upstream: READ data received "
+                      "(direction=read), WRITE data the server accepted "
+                      "(direction=write)")
+                .Register(r);
+  connected_ = &prometheus::BuildGauge()
+                    .Name("nache_upstream_connected")
+                    .Help("1 when the upstream client is connected with a "
+                          "confirmed client id, else 0")
+                    .Register(r);
+  epoch_ = &prometheus::BuildGauge()
+                .Name("nache_upstream_clientid_epoch")
+                .Help("Times the NFSv4 client id was re-established after "
+                      "the first (each one loses upstream open/lock state)")
+                .Register(r);
+  open_files_ = &prometheus::BuildGauge()
+                     .Name("nache_upstream_open_files")
+                     .Help("Files in the upstream open table (open locally "
+                           "or holding an upstream open)")
+                     .Register(r);
+  callback_up_ = &prometheus::BuildGauge()
+                      .Name("nache_callback_path_up")
+                      .Help("1 when the remote can reach our NFSv4 callback "
+                            "service; always 0 until delegations exist")
+                      .Register(r);
+}
+
+Metrics::~Metrics() { StopExposer(); }
+
+Metrics &Metrics::Global() {
+  static Metrics *global = new Metrics();
+  return *global;
+}
+
+ExportMetrics *Metrics::ForExport(uint32_t export_id) {
+  std::lock_guard<std::mutex> g(mu_);
+  std::unique_ptr<ExportMetrics> &e = exports_[export_id];
+  if (e) return e.get();
+  e.reset(new ExportMetrics());
+  e->export_label_ = std::to_string(export_id);
+  const prometheus::Labels ex = {{"export", e->export_label_}};
+  e->upstream_ops_family_ = upstream_ops_;
+  e->compounds_family_ = compounds_;
+  for (size_t i = 0; i < size_t(LocalOp::kCount); i++)
+    e->local_[i] = &local_ops_->Add(
+        {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
+  e->upstream_ops_.reset(
+      new std::atomic<Counter *>[kOpSlots * kStatusSlots]());
+  // The "ok" series of every operation we send exist from the start, so
+  // rate() sees them before their first use.
+  for (size_t op = 0; op < kOpSlots; op++) {
+    if (std::string(upstream::OpName(upstream::Op(op))) != "UNKNOWN")
+      e->UpstreamOpSeries(op, 0);
+  }
+  e->CompoundSeries(0);
+  e->rtt_ = &rtt_->Add(ex, RttBuckets());
+  e->read_bytes_ =
+      &bytes_->Add({{"export", e->export_label_}, {"direction", "read"}});
+  e->write_bytes_ =
+      &bytes_->Add({{"export", e->export_label_}, {"direction", "write"}});
+  e->connected_ = &connected_->Add(ex);
+  e->epoch_ = &epoch_->Add(ex);
+  e->open_files_ = &open_files_->Add(ex);
+  e->callback_up_ = &callback_up_->Add(ex);
+  return e.get();
+}
+
+std::vector<prometheus::MetricFamily> Metrics::Collect() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto &e : exports_) e.second->Sample();
+  }
+  return registry_->Collect();
+}
+
+bool Metrics::StartExposer(const std::string &address, uint32_t port,
+                           std::string *err) {
+  struct in_addr a;
+  if (inet_pton(AF_INET, address.c_str(), &a) != 1) {
+    *err = "not an IPv4 address: " + address;
+    return false;
+  }
+  if (port > 65535) {
+    *err = "port out of range: " + std::to_string(port);
+    return false;
+  }
+  std::lock_guard<std::mutex> g(exposer_mu_);
+  if (exposer_) {
+    *err = "metrics are already served";
+    return false;
+  }
+  std::string where = address + ":" + std::to_string(port);
+  try {
+    // Two threads: a slow scraper does not block a second one.
+    exposer_.reset(new prometheus::Exposer(where, 2));
+  } catch (const std::exception &e) {
+    // civetweb's message is generic ("...binding to port"); say where.
+    *err = "cannot listen on " + where + " (in use, or address not local): " +
+           e.what();
+    return false;
+  }
+  scrape_ = std::make_shared<Scrape>(this);
+  exposer_->RegisterCollectable(scrape_);
+  return true;
+}
+
+void Metrics::StopExposer() {
+  std::unique_ptr<prometheus::Exposer> old;
+  {
+    std::lock_guard<std::mutex> g(exposer_mu_);
+    old = std::move(exposer_);
+    scrape_.reset();
+  }
+  old.reset();  // joins civetweb's threads, outside exposer_mu_
+}
+
+int Metrics::exposer_port() {
+  std::lock_guard<std::mutex> g(exposer_mu_);
+  if (!exposer_) return 0;
+  std::vector<int> ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports[0];
+}
+
+}  // namespace metrics
+}  // namespace nache

@@ -1,0 +1,213 @@
+// Prometheus metrics of the proxy: the one process-wide registry every
+// export's core writes into, the series of each export (labelled
+// export="<id>"), the gauges sampled at scrape time, and the HTTP exposer
+// that serves the registry at /metrics.
+//
+// Owns metric names, label sets and bucket layouts; knows nothing of
+// Ganesha. Callers (core.cc, nache_api.cc) report events; they never build
+// label strings themselves.
+//
+// Hot path: every per-operation update is one atomic add on a series that
+// was resolved ahead of time. "ok" series are created when the export
+// registers; an error status's series is created on its first occurrence and
+// cached in a lock-free slot (prometheus-cpp's Family::Add is idempotent, so
+// two threads racing on the first occurrence get the same series). No string
+// formatting and no lock shared between exports per operation; the RTT
+// histogram takes its own short mutex inside prometheus-cpp.
+//
+// Thread safety: everything here is thread-safe.
+#pragma once
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "upstream/compound.h"
+#include "upstream/types.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace nache {
+namespace metrics {
+
+// The C API operations the FSAL calls (nache.h), label op="<name>".
+enum class LocalOp : uint8_t {
+  kRoot,
+  kLookup,
+  kLookupParent,
+  kGetattr,
+  kSetattr,
+  kAccess,
+  kReaddir,
+  kCreate,
+  kReadlink,
+  kLink,
+  kRename,
+  kRemove,
+  kStatfs,
+  kOpen,
+  kReopen,
+  kClose,
+  kRead,
+  kWrite,
+  kCommit,
+  kLock,
+  kCount,  // number of local operations (not an operation)
+};
+
+const char *LocalOpName(LocalOp op);
+
+// State of one export read at scrape time (cheaper than tracking every
+// change, and always current).
+struct ExportGauges {
+  bool connected = false;        // upstream state is ready
+  uint64_t clientid_epoch = 0;   // times the client id was re-established
+  uint64_t open_files = 0;       // files in the upstream open table
+  bool callback_path_up = false; // the remote can reach our callback service
+};
+
+// Slots of the status label: "ok", NFS4ERR_* by number, transport failures.
+// The set is bounded so that slots can be an array (see StatusSlot).
+constexpr size_t kStatusSlots = 206;
+// NFSv4.0 operation numbers are below 40 (RFC 7530); larger ones share
+// slot 0, whose label is OpName's "UNKNOWN".
+constexpr size_t kOpSlots = 40;
+
+// The series of one export. Created by Metrics::ForExport; lives as long as
+// its Metrics.
+class ExportMetrics {
+ public:
+  ExportMetrics(const ExportMetrics &) = delete;
+  ExportMetrics &operator=(const ExportMetrics &) = delete;
+
+  // One C API call of the FSAL.
+  void CountLocal(LocalOp op) { local_[size_t(op)]->Increment(); }
+
+  // One upstream COMPOUND as Core::Run saw it: counts the compound, each
+  // operation the server executed (rep.results, with its status), the bytes
+  // of READ/WRITE results, and the round trip. On a transport failure (no
+  // reply) counts the compound's first operation under
+  // status="transport_<call status>" and observes no round trip.
+  void ObserveCompound(const upstream::Compound &c, upstream::CallStatus s,
+                       const upstream::CompoundReply &rep,
+                       std::chrono::steady_clock::duration rtt);
+
+  // Installs the function that reads this export's gauges at scrape time
+  // (called on the exposer's thread; must not block on the upstream).
+  // Returns a token for ClearSampler.
+  uint64_t SetSampler(std::function<ExportGauges()> sampler);
+  // Removes the sampler installed with token and zeroes the gauges; no call
+  // of it runs after return. A no-op when another sampler replaced it (a
+  // new core of the same export id opened before the old one closed).
+  void ClearSampler(uint64_t token);
+
+ private:
+  friend class Metrics;
+  ExportMetrics() = default;
+  // Reads the sampler into the gauges (scrape time).
+  void Sample();
+  prometheus::Counter *UpstreamOpSeries(size_t op_slot, size_t status_slot);
+  prometheus::Counter *CompoundSeries(size_t status_slot);
+
+  std::string export_label_;  // the export id as a label value (immutable)
+  // Families of the owning Metrics (immutable; live as long as it).
+  prometheus::Family<prometheus::Counter> *upstream_ops_family_ = nullptr;
+  prometheus::Family<prometheus::Counter> *compounds_family_ = nullptr;
+  // nache_local_ops_total per LocalOp (immutable after creation).
+  std::array<prometheus::Counter *, size_t(LocalOp::kCount)> local_{};
+  // nache_upstream_ops_total by [op][status]; null until first use.
+  std::unique_ptr<std::atomic<prometheus::Counter *>[]> upstream_ops_;
+  // nache_upstream_compounds_total by status; null until first use.
+  std::array<std::atomic<prometheus::Counter *>, kStatusSlots> compounds_{};
+  prometheus::Histogram *rtt_ = nullptr;         // nache_upstream_rtt_seconds
+  prometheus::Counter *read_bytes_ = nullptr;    // direction="read"
+  prometheus::Counter *write_bytes_ = nullptr;   // direction="write"
+  prometheus::Gauge *connected_ = nullptr;       // nache_upstream_connected
+  prometheus::Gauge *epoch_ = nullptr;           // ..._clientid_epoch
+  prometheus::Gauge *open_files_ = nullptr;      // ..._open_files
+  prometheus::Gauge *callback_up_ = nullptr;     // nache_callback_path_up
+  std::mutex sampler_mu_;                        // guards the two below
+  std::function<ExportGauges()> sampler_;        // empty: export closed
+  uint64_t sampler_token_ = 0;                   // token of sampler_
+};
+
+// A registry of nache's series and, once started, its HTTP exposer.
+// Global() is the process-wide one (several exports share it); tests make
+// their own.
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics &) = delete;
+  Metrics &operator=(const Metrics &) = delete;
+
+  // The process-wide instance; never destroyed (cores of exports may still
+  // report while the process exits).
+  static Metrics &Global();
+
+  // The series of export export_id, created on first call; the same object
+  // for later calls with the same id.
+  ExportMetrics *ForExport(uint32_t export_id);
+
+  // Samples every export's gauges, then returns all series (what a scrape
+  // serves).
+  std::vector<prometheus::MetricFamily> Collect();
+
+  // Serves Collect() at http://address:port/metrics. address: an IPv4
+  // address; port 0 picks a free port (tests). False with *err set when the
+  // address cannot be bound. A second start while running fails.
+  bool StartExposer(const std::string &address, uint32_t port,
+                    std::string *err);
+  // Stops serving (joins the HTTP threads). No-op when not started.
+  void StopExposer();
+  // The port being served, or 0.
+  int exposer_port();
+
+ private:
+  class Scrape;  // the Collectable the exposer calls
+
+  std::shared_ptr<prometheus::Registry> registry_;  // all series
+  // Families (owned by registry_; immutable after construction).
+  prometheus::Family<prometheus::Counter> *local_ops_ = nullptr;
+  prometheus::Family<prometheus::Counter> *upstream_ops_ = nullptr;
+  prometheus::Family<prometheus::Counter> *compounds_ = nullptr;
+  prometheus::Family<prometheus::Histogram> *rtt_ = nullptr;
+  prometheus::Family<prometheus::Counter> *bytes_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *connected_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *epoch_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *open_files_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *callback_up_ = nullptr;
+
+  std::mutex mu_;  // guards exports_ (not held per operation)
+  std::map<uint32_t, std::unique_ptr<ExportMetrics>> exports_;
+
+  std::mutex exposer_mu_;  // guards exposer_, scrape_
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<Scrape> scrape_;
+};
+
+// Index of status in the status label's slots: 0 "ok", NFS4ERR_* by
+// number, one slot for other NFS statuses, then the transport failures.
+size_t StatusSlot(uint32_t nfs_status);
+size_t TransportSlot(upstream::CallStatus s);
+// The label value of a slot ("ok", "NFS4ERR_NOENT", "transport_timeout").
+std::string StatusLabel(size_t slot);
+
+}  // namespace metrics
+}  // namespace nache

@@ -1,0 +1,313 @@
+// Metrics: each event moves exactly its series (read back through
+// Collect(), as a scrape sees them), labels are the documented ones, and
+// the exposer serves /metrics and refuses a port in use.
+#include "metrics/metrics.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "nache/nache.h"
+
+namespace nache {
+namespace metrics {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using std::chrono::milliseconds;
+using upstream::CallStatus;
+using upstream::Compound;
+using upstream::CompoundReply;
+using upstream::Op;
+using upstream::OpResult;
+
+using LabelMap = std::map<std::string, std::string>;
+
+// The series of family name whose labels are exactly want, or null.
+const ClientMetric *Find(const std::vector<MetricFamily> &fams,
+                         const std::string &name, const LabelMap &want) {
+  for (const MetricFamily &f : fams) {
+    if (f.name != name) continue;
+    for (const ClientMetric &m : f.metric) {
+      LabelMap have;
+      for (const auto &l : m.label) have[l.name] = l.value;
+      if (have == want) return &m;
+    }
+  }
+  return nullptr;
+}
+
+// A counter's value; -1 when the series does not exist.
+double CounterValue(Metrics &m, const std::string &name, const LabelMap &l) {
+  std::vector<MetricFamily> fams = m.Collect();
+  const ClientMetric *c = Find(fams, name, l);
+  return c ? c->counter.value : -1;
+}
+
+double GaugeValue(Metrics &m, const std::string &name, const LabelMap &l) {
+  std::vector<MetricFamily> fams = m.Collect();
+  const ClientMetric *c = Find(fams, name, l);
+  return c ? c->gauge.value : -1;
+}
+
+OpResult Result(Op op, uint32_t status, uint32_t count = 0) {
+  OpResult r;
+  r.op = op;
+  r.status = status;
+  r.count = count;
+  return r;
+}
+
+TEST(MetricsTest, LocalOpsCountedPerOperationAndExport) {
+  Metrics m;
+  ExportMetrics *e = m.ForExport(7);
+  EXPECT_EQ(e, m.ForExport(7));  // one set of series per export id
+  e->CountLocal(LocalOp::kOpen);
+  e->CountLocal(LocalOp::kOpen);
+  e->CountLocal(LocalOp::kLookupParent);
+  m.ForExport(8)->CountLocal(LocalOp::kOpen);
+  EXPECT_EQ(CounterValue(m, "nache_local_ops_total",
+                         {{"export", "7"}, {"op", "open"}}),
+            2);
+  EXPECT_EQ(CounterValue(m, "nache_local_ops_total",
+                         {{"export", "7"}, {"op", "lookup_parent"}}),
+            1);
+  EXPECT_EQ(CounterValue(m, "nache_local_ops_total",
+                         {{"export", "8"}, {"op", "open"}}),
+            1);
+  // Every operation's series exists before its first use.
+  EXPECT_EQ(CounterValue(m, "nache_local_ops_total",
+                         {{"export", "7"}, {"op", "commit"}}),
+            0);
+}
+
+TEST(MetricsTest, UpstreamOpsCountedByStatusWithBytesAndRtt) {
+  Metrics m;
+  ExportMetrics *e = m.ForExport(1);
+  char buf[4096] = {};
+
+  Compound w;
+  w.SetTag("write").Putfh("fh").Write(upstream::StateId(), 0,
+                                      upstream::StableHow::kUnstable, buf,
+                                      sizeof(buf));
+  CompoundReply wr;
+  wr.results = {Result(Op::kPutfh, 0), Result(Op::kWrite, 0, 4096)};
+  e->ObserveCompound(w, CallStatus::kOk, wr, milliseconds(1));
+
+  Compound r;
+  r.SetTag("read").Putfh("fh").Read(upstream::StateId(), 0, 100, buf);
+  CompoundReply rr;
+  rr.results = {Result(Op::kPutfh, 0), Result(Op::kRead, 0, 100)};
+  e->ObserveCompound(r, CallStatus::kOk, rr, milliseconds(2));
+
+  // The server stops at the failing LOOKUP; GETFH never ran.
+  Compound l;
+  l.SetTag("lookup").Putfh("fh").Lookup("x").Getfh();
+  CompoundReply lr;
+  lr.status = upstream::kNfs4ErrNoent;
+  lr.results = {Result(Op::kPutfh, 0),
+                Result(Op::kLookup, upstream::kNfs4ErrNoent)};
+  e->ObserveCompound(l, CallStatus::kOk, lr, milliseconds(80));
+
+  const std::string ops = "nache_upstream_ops_total";
+  EXPECT_EQ(CounterValue(m, ops, {{"export", "1"}, {"op", "PUTFH"},
+                                  {"status", "ok"}}),
+            3);
+  EXPECT_EQ(CounterValue(m, ops, {{"export", "1"}, {"op", "WRITE"},
+                                  {"status", "ok"}}),
+            1);
+  EXPECT_EQ(CounterValue(m, ops, {{"export", "1"}, {"op", "READ"},
+                                  {"status", "ok"}}),
+            1);
+  EXPECT_EQ(CounterValue(m, ops, {{"export", "1"}, {"op", "LOOKUP"},
+                                  {"status", "NFS4ERR_NOENT"}}),
+            1);
+  EXPECT_EQ(CounterValue(m, ops, {{"export", "1"}, {"op", "GETFH"},
+                                  {"status", "ok"}}),
+            0);
+  EXPECT_EQ(CounterValue(m, "nache_upstream_compounds_total",
+                         {{"export", "1"}, {"status", "ok"}}),
+            2);
+  EXPECT_EQ(CounterValue(m, "nache_upstream_compounds_total",
+                         {{"export", "1"}, {"status", "NFS4ERR_NOENT"}}),
+            1);
+  EXPECT_EQ(CounterValue(m, "nache_upstream_bytes_total",
+                         {{"export", "1"}, {"direction", "write"}}),
+            4096);
+  EXPECT_EQ(CounterValue(m, "nache_upstream_bytes_total",
+                         {{"export", "1"}, {"direction", "read"}}),
+            100);
+
+  std::vector<MetricFamily> fams = m.Collect();
+  const ClientMetric *h =
+      Find(fams, "nache_upstream_rtt_seconds", {{"export", "1"}});
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->histogram.sample_count, 3u);
+  EXPECT_NEAR(h->histogram.sample_sum, 0.083, 1e-9);
+  // 1 ms and 2 ms below the 80 ms WAN round trip's bucket.
+  std::map<double, uint64_t> cumulative;
+  for (const auto &b : h->histogram.bucket)
+    cumulative[b.upper_bound] = b.cumulative_count;
+  EXPECT_EQ(cumulative[0.001], 1u);
+  EXPECT_EQ(cumulative[0.002], 2u);
+  EXPECT_EQ(cumulative[0.075], 2u);  // the 80 ms WAN trip is above ...
+  EXPECT_EQ(cumulative[0.1], 3u);    // ... and below these bounds
+}
+
+TEST(MetricsTest, TransportFailureCountsFirstOpAndNoRtt) {
+  Metrics m;
+  ExportMetrics *e = m.ForExport(2);
+  Compound c;
+  c.SetTag("getattr").Putfh("fh").Getattr(1);
+  CompoundReply rep;
+  e->ObserveCompound(c, CallStatus::kTimeout, rep, milliseconds(30000));
+  e->ObserveCompound(c, CallStatus::kEncodeError, rep, milliseconds(0));
+  EXPECT_EQ(CounterValue(m, "nache_upstream_ops_total",
+                         {{"export", "2"}, {"op", "PUTFH"},
+                          {"status", "transport_timeout"}}),
+            1);
+  EXPECT_EQ(CounterValue(m, "nache_upstream_ops_total",
+                         {{"export", "2"}, {"op", "PUTFH"},
+                          {"status", "transport_encode_error"}}),
+            1);
+  EXPECT_EQ(CounterValue(m, "nache_upstream_ops_total",
+                         {{"export", "2"}, {"op", "GETATTR"},
+                          {"status", "ok"}}),
+            0);
+  EXPECT_EQ(CounterValue(m, "nache_upstream_compounds_total",
+                         {{"export", "2"}, {"status", "transport_timeout"}}),
+            1);
+  std::vector<MetricFamily> fams = m.Collect();
+  const ClientMetric *h =
+      Find(fams, "nache_upstream_rtt_seconds", {{"export", "2"}});
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->histogram.sample_count, 0u);
+}
+
+TEST(MetricsTest, StatusLabelsAreBoundedAndNamed) {
+  EXPECT_EQ(StatusLabel(StatusSlot(0)), "ok");
+  EXPECT_EQ(StatusLabel(StatusSlot(70)), "NFS4ERR_STALE");
+  EXPECT_EQ(StatusLabel(StatusSlot(10008)), "NFS4ERR_DELAY");
+  EXPECT_EQ(StatusLabel(StatusSlot(10048)), "NFS4ERR_CB_PATH_DOWN");
+  EXPECT_EQ(StatusLabel(StatusSlot(123456)), "NFS4ERR_OTHER");
+  EXPECT_EQ(StatusLabel(TransportSlot(CallStatus::kDisconnected)),
+            "transport_disconnected");
+  EXPECT_EQ(StatusLabel(TransportSlot(CallStatus::kShutdown)),
+            "transport_shutdown");
+  for (uint32_t st : {0u, 99u, 10000u, 10099u, 10100u, 4000000000u})
+    EXPECT_LT(StatusSlot(st), kStatusSlots) << st;
+  EXPECT_LT(TransportSlot(CallStatus::kShutdown), kStatusSlots);
+  EXPECT_GT(TransportSlot(CallStatus::kDisconnected), StatusSlot(123456));
+}
+
+TEST(MetricsTest, OldCoreClosingKeepsTheNewCoresSampler) {
+  Metrics m;
+  ExportMetrics *e = m.ForExport(5);
+  ExportGauges up;
+  up.connected = true;
+  uint64_t old_token = e->SetSampler([] { return ExportGauges(); });
+  e->SetSampler([&up] { return up; });  // a new core of export 5
+  e->ClearSampler(old_token);           // the old core closes afterwards
+  EXPECT_EQ(GaugeValue(m, "nache_upstream_connected", {{"export", "5"}}), 1);
+}
+
+TEST(MetricsTest, GaugesAreSampledAtScrapeTime) {
+  Metrics m;
+  ExportMetrics *e = m.ForExport(3);
+  ExportGauges now;
+  now.connected = true;
+  now.clientid_epoch = 2;
+  now.open_files = 5;
+  uint64_t token = e->SetSampler([&now] { return now; });
+  const LabelMap ex = {{"export", "3"}};
+  EXPECT_EQ(GaugeValue(m, "nache_upstream_connected", ex), 1);
+  EXPECT_EQ(GaugeValue(m, "nache_upstream_clientid_epoch", ex), 2);
+  EXPECT_EQ(GaugeValue(m, "nache_upstream_open_files", ex), 5);
+  EXPECT_EQ(GaugeValue(m, "nache_callback_path_up", ex), 0);
+  now.connected = false;
+  now.open_files = 1;
+  EXPECT_EQ(GaugeValue(m, "nache_upstream_connected", ex), 0);
+  EXPECT_EQ(GaugeValue(m, "nache_upstream_open_files", ex), 1);
+  now.connected = true;
+  e->ClearSampler(token);  // the export closed: nothing connected or open
+  EXPECT_EQ(GaugeValue(m, "nache_upstream_connected", ex), 0);
+  EXPECT_EQ(GaugeValue(m, "nache_upstream_open_files", ex), 0);
+}
+
+// GET path from 127.0.0.1:port; the whole response, or "" on error.
+std::string HttpGet(int port, const std::string &path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0) {
+    std::string req = "GET " + path +
+                      " HTTP/1.0\r\nHost: localhost\r\n"
+                      "Connection: close\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == ssize_t(req.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, size_t(n));
+    }
+  }
+  close(fd);
+  return out;
+}
+
+TEST(MetricsTest, ExposerServesMetricsAndRefusesAPortInUse) {
+  Metrics m;
+  m.ForExport(4)->CountLocal(LocalOp::kRead);
+  std::string err;
+  ASSERT_TRUE(m.StartExposer("127.0.0.1", 0, &err)) << err;
+  int port = m.exposer_port();
+  ASSERT_GT(port, 0);
+  std::string body = HttpGet(port, "/metrics");
+  EXPECT_NE(body.find("nache_local_ops_total{export=\"4\",op=\"read\"} 1"),
+            std::string::npos)
+      << body.substr(0, 2000);
+  EXPECT_NE(body.find("# HELP nache_upstream_rtt_seconds"), std::string::npos);
+
+  Metrics other;
+  EXPECT_FALSE(other.StartExposer("127.0.0.1", uint32_t(port), &err));
+  EXPECT_NE(err.find("cannot listen on 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(other.StartExposer("not-an-address", 9464, &err));
+  EXPECT_FALSE(m.StartExposer("127.0.0.1", 0, &err));  // already serving
+
+  m.StopExposer();
+  EXPECT_EQ(m.exposer_port(), 0);
+  EXPECT_EQ(HttpGet(port, "/metrics"), "");
+}
+
+TEST(MetricsTest, CApiValidationNamesTheParameter) {
+  char err[256] = "";
+  EXPECT_TRUE(nache_metrics_validate("0.0.0.0", 9464, err, sizeof(err)));
+  EXPECT_FALSE(nache_metrics_validate("0.0.0.0", 70000, err, sizeof(err)));
+  EXPECT_EQ(std::string(err).rfind("Metrics_Port:", 0), 0u) << err;
+  EXPECT_FALSE(nache_metrics_validate("0.0.0.0", 0, err, sizeof(err)));
+  EXPECT_EQ(std::string(err).rfind("Metrics_Port:", 0), 0u) << err;
+  EXPECT_FALSE(nache_metrics_validate("nache-box", 9464, err, sizeof(err)));
+  EXPECT_EQ(std::string(err).rfind("Metrics_Address:", 0), 0u) << err;
+}
+
+TEST(MetricsTest, CApiStartBlamesAnAddressNotOnThisHost) {
+  char err[512] = "";
+  // 192.0.2.1 (TEST-NET-1) is on no interface here: the address is wrong,
+  // not the port.
+  EXPECT_FALSE(nache_metrics_start("192.0.2.1", 9464, err, sizeof(err)));
+  EXPECT_EQ(std::string(err).rfind("Metrics_Address:", 0), 0u) << err;
+}
+
+}  // namespace
+}  // namespace metrics
+}  // namespace nache
