@@ -492,6 +492,24 @@ static fsal_status_t take_share(struct fsal_obj_handle *obj,
 	return s;
 }
 
+/* Close-to-open, made cheap: MDCACHE above us trusts attributes for the
+ * export's Attr_Expiration_Time, but an open must see the remote's current
+ * attributes (a client may have changed the file outside the office). For an
+ * open by handle MDCACHE drops the attributes our OPEN returned, so mark its
+ * copy untrusted: the GETATTR in the client's OPEN compound then comes from
+ * the remote, and other GETATTRs within the window stay local.
+ * The up-call only clears flags on the cache entry and takes no lock our
+ * caller holds, so it is safe from this worker thread. */
+static void revalidate_on_open(struct nache_fsal_export *exp,
+			       struct fsal_obj_handle *obj)
+{
+	struct gsh_buffdesc key;
+
+	op_handle_to_key(obj, &key);
+	exp->export.up_ops->invalidate(exp->export.up_ops, &key,
+				       FSAL_UP_INVALIDATE_ATTRS);
+}
+
 static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 				 struct state_t *state,
 				 fsal_openflags_t openflags,
@@ -534,6 +552,8 @@ static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 				st = nache_getattr(exp->core, &cr,
 						   key_of(obj), &a);
 			}
+			if (st == 0)
+				revalidate_on_open(exp, obj);
 			return give_attrs(st, &a, attrs_out);
 		}
 		s = take_share(obj, FSAL_O_CLOSED, openflags, true);
@@ -549,6 +569,7 @@ static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 		}
 		fd->open = open;
 		fd->fsal_fd.openflags = openflags;
+		revalidate_on_open(exp, obj);
 		return give_attrs(0, &a, attrs_out);
 	}
 

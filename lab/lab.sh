@@ -840,8 +840,8 @@ EXPORT {
 	SecType = sys;
 	Protocols = 3, 4;
 	Transports = TCP;
-	# Pass-through: Ganesha's attribute cache must not hide remote changes.
-	Attr_Expiration_Time = ${LAB_NACHE_ATTR_EXPIRATION:-0};
+	# As shipped in config/nache.conf; opens revalidate regardless.
+	Attr_Expiration_Time = ${LAB_NACHE_ATTR_EXPIRATION:-3};
 	FSAL {
 		Name = NACHE;
 		Upstream_Server = ${LAB_NACHE_UPSTREAM:-$LAB_REMOTE_ADDR};

@@ -671,7 +671,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
         have_attrs = true;
       }
     }
-    std::shared_ptr<FileOpen> f = opens_->Get(key);
+    std::shared_ptr<FileOpen> f = opens_->GetOrAdopt(key, owner);
     if (f->owner == owner) {
       ResetIfStale(f.get());
       {

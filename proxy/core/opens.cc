@@ -22,12 +22,17 @@ OwnerSlot *OpenTable::OwnerFor(Key dir, const std::string &name) {
 }
 
 std::shared_ptr<FileOpen> OpenTable::Get(Key key) {
+  return GetOrAdopt(key, nullptr);
+}
+
+std::shared_ptr<FileOpen> OpenTable::GetOrAdopt(Key key, OwnerSlot *owner) {
   std::lock_guard<std::mutex> g(mu_);
   auto &slot = files_[key];
   if (!slot) {
+    // New: nobody else can hold it yet, so its owner may be chosen freely.
     slot = std::make_shared<FileOpen>();
     slot->key = key;
-    slot->owner = OwnerForKey(key);
+    slot->owner = owner != nullptr ? owner : OwnerForKey(key);
   }
   slot->pins++;
   return slot;

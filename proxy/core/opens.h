@@ -85,6 +85,9 @@ class OpenTable {
   // pinned: it stays in the table until the matching Unpin. A local open
   // keeps its pin for its whole life.
   std::shared_ptr<FileOpen> Get(Key key);
+  // Get, but a file new to the table takes `owner` (the owner a by-name
+  // OPEN just used), so its first upstream open needs no second OPEN.
+  std::shared_ptr<FileOpen> GetOrAdopt(Key key, OwnerSlot *owner);
   // Unpins; the entry is dropped when nobody pins it and no upstream open
   // is held.
   void Unpin(const std::shared_ptr<FileOpen> &f);

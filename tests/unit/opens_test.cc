@@ -21,6 +21,18 @@ TEST(OpenTableTest, OneEntryPerFileWithStickyOwner) {
   EXPECT_EQ(t.size(), 0u);
 }
 
+TEST(OpenTableTest, NewFileAdoptsTheByNameOwnerExistingDoesNot) {
+  OpenTable t(8, "p");
+  OwnerSlot *other = t.OwnerForKey(3);
+  ASSERT_NE(other, t.OwnerForKey(5));
+  auto a = t.GetOrAdopt(5, other);
+  EXPECT_EQ(a->owner, other);
+  auto b = t.GetOrAdopt(5, t.OwnerForKey(5));  // existing: keeps its owner
+  EXPECT_EQ(b->owner, other);
+  t.Unpin(a);
+  t.Unpin(b);
+}
+
 TEST(OpenTableTest, EntryWithUpstreamOpenOutlivesPins) {
   OpenTable t(8, "p");
   auto a = t.Get(7);
