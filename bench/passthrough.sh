@@ -5,6 +5,7 @@
 #   ls-lR   list it recursively with attributes, from a cold client cache
 #   read64  read a 64 MiB file sequentially, cold
 # Prints CSV (profile,config,workload,seconds) and a table at the end.
+# GEN_FILES / GEN_DIRS / GEN_BYTES shrink the tree (see gen_tree.py).
 # usage: bench/passthrough.sh [PROFILES] [CONFIGS]   e.g. "lan wan" "direct nache"
 set -uo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -54,7 +55,7 @@ for profile in $PROFILES; do
 		lab_client_run "$(client_of "$cfg")" "mkdir -p $dir" || exit 1
 		t=$(timed "$cfg" "tar -C $dir -xf $TAR") || { echo "untar failed" >&2; exit 1; }
 		record "$profile" "$cfg" untar "$t"
-		[ "$(find "$R/$profile-$cfg" -type f | wc -l)" = 1500 ] || { echo "untar incomplete" >&2; exit 1; }
+		[ "$(find "$R/$profile-$cfg" -type f | wc -l)" = "${GEN_FILES:-1500}" ] || { echo "untar incomplete" >&2; exit 1; }
 		remount "$cfg" || exit 1
 		t=$(timed "$cfg" "ls -lR $dir") || exit 1
 		record "$profile" "$cfg" ls-lR "$t"
