@@ -20,8 +20,6 @@ namespace upstream {
 namespace {
 
 const char *const kComponent = "NACHE_UPSTREAM";
-constexpr int kMinBackoffMs = 100;
-constexpr int kMaxBackoffMs = 5000;
 // AUTH_SYS carries at most 16 supplementary groups (RFC 5531).
 constexpr size_t kMaxAuthGroups = 16;
 // Upper bound of one poll() wait: a backstop only, every timer we own is

@@ -33,6 +33,12 @@ struct rpc_context;
 namespace nache {
 namespace upstream {
 
+// The one retry policy of the upstream client: reconnects and client-id
+// re-establishment back off exponentially between these bounds.
+constexpr int kMinBackoffMs = 100;
+constexpr int kMaxBackoffMs = 5000;
+
+
 using Clock = std::chrono::steady_clock;
 
 class Connection;

@@ -26,8 +26,6 @@ namespace {
 
 const char *const kComponent = "NACHE_UPSTREAM";
 constexpr uint32_t kDefaultLeaseSeconds = 90;
-constexpr int kMinRetryMs = 100;
-constexpr int kMaxRetryMs = 5000;
 
 Verifier RandomVerifier() {
   std::random_device rd;
@@ -324,7 +322,7 @@ bool UpstreamImpl::WaitLocked(std::unique_lock<std::mutex> &lk,
 }
 
 void UpstreamImpl::StateLoop() {
-  int retry_ms = kMinRetryMs;
+  int retry_ms = kMinBackoffMs;
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     // Wait for a connection to establish the client id over.
@@ -339,10 +337,10 @@ void UpstreamImpl::StateLoop() {
     if (!ok) {
       WaitLocked(lk, Clock::now() + std::chrono::milliseconds(retry_ms),
                  [this] { return stopping_; });
-      retry_ms = std::min(retry_ms * 2, kMaxRetryMs);
+      retry_ms = std::min(retry_ms * 2, kMaxBackoffMs);
       continue;
     }
-    retry_ms = kMinRetryMs;
+    retry_ms = kMinBackoffMs;
     client_ready_ = true;
     ever_ready_ = true;
     recovery_requested_ = false;
