@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Pass-through benchmark: a real kernel client through nache against one
-# mounting the remote directly, over the lab's lan and wan profiles.
+# mounting the remote directly and one through stock Ganesha PROXY_V4, over
+# the lab's lan and wan profiles.
 #   untar   extract the generated 1,500-file / 300-directory tree (~16 MB)
 #   ls-lR   list it recursively with attributes, from a cold client cache
 #   read64  read a 64 MiB file sequentially, cold
 # Prints CSV (profile,config,workload,seconds) and a table at the end.
 # GEN_FILES / GEN_DIRS / GEN_BYTES shrink the tree (see gen_tree.py).
-# usage: bench/passthrough.sh [PROFILES] [CONFIGS]   e.g. "lan wan" "direct nache"
+# usage: bench/passthrough.sh [PROFILES] [CONFIGS]
+#        e.g. "lan wan" "direct proxyv4 nache"
 set -uo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 : "${NACHE_SOURCE_DIR:=$(dirname "$BENCH_DIR")}"
@@ -18,7 +20,10 @@ CONFIGS=${2:-direct nache}
 export LAB_CMD_TIMEOUT=${LAB_CMD_TIMEOUT:-3600}
 
 lab_init && lab_net_up lan && lab_remote_vfs_start && lab_nache_start &&
-	lab_clients_start 1 2 || { echo "lab did not start" >&2; exit 1; }
+	lab_clients_start 1 2 3 || { echo "lab did not start" >&2; exit 1; }
+if [[ " $CONFIGS " == *" proxyv4 "* ]]; then
+	lab_proxyv4_start || { echo "PROXY_V4 did not start" >&2; exit 1; }
+fi
 R=$LAB_REMOTE_EXPORT_DIR
 TAR=$LAB_DIR/data/tree.tar
 mkdir -p "$LAB_DIR/data"
@@ -27,8 +32,16 @@ head -c $((64 << 20)) /dev/urandom >"$R/read64.bin"
 RESULTS=$LAB_DIR/results.csv
 echo "profile,config,workload,seconds" >"$RESULTS"
 
-client_of() { [ "$1" = direct ] && echo 2 || echo 1; }
-server_of() { [ "$1" = direct ] && echo "$LAB_REMOTE_ADDR" || echo "$LAB_NACHE_ADDR"; }
+client_of() {
+	case $1 in direct) echo 2 ;; proxyv4) echo 3 ;; *) echo 1 ;; esac
+}
+server_of() {
+	case $1 in
+	direct) echo "$LAB_REMOTE_ADDR" ;;
+	proxyv4) echo "$LAB_PROXYV4_ADDR" ;;
+	*) echo "$LAB_NACHE_ADDR" ;;
+	esac
+}
 
 # remount CONFIG — a fresh mount, so the client's caches are cold.
 remount() {
