@@ -36,6 +36,14 @@ bool IsStateError(uint32_t st) {
          st == upstream::kNfs4ErrAdminRevoked;
 }
 
+// Attributes that truncate a file (SETATTR size 0).
+upstream::Attrs TruncateAttrs() {
+  upstream::Attrs t;
+  t.mask = upstream::kAttrSize;
+  t.size = 0;
+  return t;
+}
+
 // The status of the first op of kind op in rep, or the compound status when
 // the server did not reach it.
 uint32_t OpStatus(const CompoundReply &rep, Op op) {
@@ -457,6 +465,23 @@ void Core::ResetIfStale(FileOpen *f) {
   }
 }
 
+uint32_t Core::ConfirmIfAsked(const Creds &cr, const OpResult &open,
+                              const Fh &fh, OwnerSlot *owner, StateId *sid) {
+  if (!(open.open_rflags & 2 /* OPEN4_RESULT_CONFIRM */))
+    return upstream::kNfs4Ok;
+  // A new open-owner must confirm its first OPEN (RFC 7530 16.18.5); the
+  // owner pool makes this a once-per-owner round trip.
+  Compound c;
+  c.SetTag("open_confirm").Putfh(fh).OpenConfirm(*sid, owner->seqid);
+  CompoundReply rep;
+  uint32_t st = Run(c, cr, &rep);
+  const OpResult *r = rep.Find(Op::kOpenConfirm);
+  if (r) OpenTable::AdvanceSeqid(&owner->seqid, r->status);
+  if (st) return st;
+  *sid = r->stateid;
+  return upstream::kNfs4Ok;
+}
+
 uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                                     uint32_t access, uint32_t deny,
                                     Attrs *attrs) {
@@ -482,16 +507,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   if (o) OpenTable::AdvanceSeqid(&f->owner->seqid, o->status);
   if (st) return o && o->status ? o->status : st;
   StateId sid = o->stateid;
-  if (o->open_rflags & 2 /* OPEN4_RESULT_CONFIRM */) {
-    Compound cc;
-    cc.SetTag("open_confirm").Putfh(rec.fh).OpenConfirm(sid, f->owner->seqid);
-    CompoundReply crep;
-    uint32_t cst = Run(cc, cr, &crep);
-    const OpResult *r = crep.Find(Op::kOpenConfirm);
-    if (r) OpenTable::AdvanceSeqid(&f->owner->seqid, r->status);
-    if (cst) return cst;
-    sid = r->stateid;
-  }
+  if ((st = ConfirmIfAsked(cr, *o, rec.fh, f->owner, &sid))) return st;
   const Fh &got = rep.Find(Op::kGetfh)->fh;
   {
     std::lock_guard<std::mutex> g(state_mu_);
@@ -634,33 +650,17 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     a.create_attrs = req.create_attrs;
     Compound c;
     c.SetTag("open_name").Putfh(dfh).Open(a).Getfh();
-    if (req.truncate)
-      c.Setattr(StateId::Anonymous(), [] {
-        Attrs t;
-        t.mask = upstream::kAttrSize;
-        t.size = 0;
-        return t;
-      }());
+    if (req.truncate) c.Setattr(StateId::Anonymous(), TruncateAttrs());
     c.Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
     const OpResult *o = rep.Find(Op::kOpen);
     if (o) OpenTable::AdvanceSeqid(&owner->seqid, o->status);
     if (!o || o->status) return o ? o->status : st;
-    StateId sid = o->stateid;
-    if (o->open_rflags & 2 /* OPEN4_RESULT_CONFIRM */) {
-      Compound cc;
-      cc.SetTag("open_confirm")
-          .Putfh(rep.Find(Op::kGetfh)->fh)
-          .OpenConfirm(sid, owner->seqid);
-      CompoundReply crep;
-      uint32_t cst = Run(cc, cr, &crep);
-      const OpResult *r = crep.Find(Op::kOpenConfirm);
-      if (r) OpenTable::AdvanceSeqid(&owner->seqid, r->status);
-      if (cst) return cst;
-      sid = r->stateid;
-    }
     if (!rep.Find(Op::kGetfh)) return st ? st : upstream::kNfs4ErrServerfault;
+    StateId sid = o->stateid;
+    if ((st = ConfirmIfAsked(cr, *o, rep.Find(Op::kGetfh)->fh, owner, &sid)))
+      return st;
     key = handles_->Intern(rep.Find(Op::kGetfh)->fh, req.key, req.name);
     *created = req.mode != NACHE_OPEN_NOCREATE &&
                (req.mode != NACHE_OPEN_UNCHECKED ||
@@ -726,10 +726,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   *out = new NacheOpen{f, req.access, req.deny};
   *key_out = key;
   if (req.truncate) {
-    Attrs t;
-    t.mask = upstream::kAttrSize;
-    t.size = 0;
-    st = Setattr(cr, key, *out, t, attrs);
+    st = Setattr(cr, key, *out, TruncateAttrs(), attrs);
     have_attrs = st == upstream::kNfs4Ok && attrs != nullptr;
     if (st) {
       CloseFile(*out);

@@ -132,6 +132,10 @@ class Core {
   void NoteWriteVerifier(const upstream::Verifier &v);
 
   // Open helpers; owner->mu held.
+  // Sends OPEN_CONFIRM when the OPEN result asks for it; updates *sid.
+  uint32_t ConfirmIfAsked(const Creds &cr, const upstream::OpResult &open,
+                          const upstream::Fh &fh, OwnerSlot *owner,
+                          upstream::StateId *sid);
   void ResetIfStale(FileOpen *f);
   uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                                 uint32_t access, uint32_t deny,
