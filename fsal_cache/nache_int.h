@@ -35,6 +35,11 @@ struct nache_export_params {
 	uint32_t call_timeout_ms;  /* Upstream_Timeout (ms) */
 	uint32_t max_io_size;      /* Max_IO_Size */
 	uint32_t startup_wait_ms;  /* Startup_Wait (ms) for the upstream */
+	char *cache_size;          /* Cache_Size */
+	uint32_t block_size;       /* Block_Size */
+	uint32_t attr_timeout_s;   /* Attr_Timeout (s) */
+	uint32_t readahead_max;    /* Readahead_Max */
+	uint32_t open_linger_s;    /* Open_Linger (s) */
 };
 
 /* Values of the top-level NACHE { } block (daemon-wide), as parsed. */

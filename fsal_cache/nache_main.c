@@ -94,6 +94,16 @@ static struct config_item nache_export_items[] = {
 		       nache_export_params, max_io_size),
 	CONF_ITEM_UI32("Startup_Wait", 0, 600000, 10000, nache_export_params,
 		       startup_wait_ms),
+	CONF_ITEM_STR("Cache_Size", 0, 64, "4G", nache_export_params,
+		      cache_size),
+	CONF_ITEM_UI32("Block_Size", 0, UINT32_MAX, 262144,
+		       nache_export_params, block_size),
+	CONF_ITEM_UI32("Attr_Timeout", 0, UINT32_MAX, 3, nache_export_params,
+		       attr_timeout_s),
+	CONF_ITEM_UI32("Readahead_Max", 0, UINT32_MAX, 4194304,
+		       nache_export_params, readahead_max),
+	CONF_ITEM_UI32("Open_Linger", 0, UINT32_MAX, 5, nache_export_params,
+		       open_linger_s),
 	CONFIG_EOL
 };
 
@@ -112,6 +122,7 @@ static void nache_free_params(struct nache_export_params *p)
 	gsh_free(p->upstream_path);
 	gsh_free(p->callback_address);
 	gsh_free(p->cache_dir);
+	gsh_free(p->cache_size);
 }
 
 /* Refuses to start: Ganesha's LogFatal exits the daemon. */
@@ -289,6 +300,11 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	cfg.call_timeout_ms = exp->params.call_timeout_ms;
 	cfg.max_io_size = exp->params.max_io_size;
 	cfg.export_id = op_ctx->ctx_export->export_id;
+	cfg.cache_size = exp->params.cache_size;
+	cfg.block_size = exp->params.block_size;
+	cfg.attr_timeout_s = exp->params.attr_timeout_s;
+	cfg.readahead_max = exp->params.readahead_max;
+	cfg.open_linger_s = exp->params.open_linger_s;
 	if (!nache_config_validate(&cfg, err, sizeof(err)))
 		nache_refuse("export %d: %s", cfg.export_id, err);
 

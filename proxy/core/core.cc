@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -27,6 +28,9 @@ constexpr uint32_t kReaddirDircount = 32 * 1024;
 // directory of a few thousand entries is one round trip.
 constexpr uint32_t kReaddirMaxcount = 512 * 1024;
 constexpr int kOpenOwners = 64;
+// Directories larger than this are not kept as listings (a caller that
+// stops early does not make us read further).
+constexpr size_t kListingMaxEntries = 100000;
 
 bool IsStateError(uint32_t st) {
   return st == upstream::kNfs4ErrBadStateid ||
@@ -56,7 +60,20 @@ uint32_t OpStatus(const CompoundReply &rep, Op op) {
 Core::~Core() {
   // First, so that no scrape samples a half-destroyed core.
   if (metrics_) metrics_->ClearSampler(sampler_token_);
+  if (linger_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> g(linger_mu_);
+      linger_stop_ = true;
+    }
+    linger_cv_.notify_all();
+    linger_thread_.join();
+    // The remote sees a CLOSE for every OPEN, also at shutdown (when it is
+    // reachable; otherwise the state dies with our lease).
+    if (up_ && up_->state() == upstream::UpstreamState::kReady)
+      CloseIdleOpens();
+  }
   if (up_) up_->Shutdown();
+  reader_.reset();  // joins readahead threads (their calls fail fast now)
 }
 
 std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
@@ -67,6 +84,10 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   c->store_ = Store::Open(cfg.cache_dir, err);
   if (!c->store_) return nullptr;
   c->handles_.reset(new HandleMap(c->store_.get()));
+  metrics::Metrics *m =
+      cfg.metrics ? cfg.metrics : &metrics::Metrics::Global();
+  c->metrics_ = m->ForExport(cfg.export_id);
+  c->cache_.reset(new Cache(c->store_.get(), cfg.cache, c->metrics_));
 
   // Open-owner names must not collide with a previous run's, whose seqids
   // the server may still remember until our new client id replaces it.
@@ -106,16 +127,24 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     *err = "cannot start the upstream client";
     return nullptr;
   }
-  metrics::Metrics *m =
-      cfg.metrics ? cfg.metrics : &metrics::Metrics::Global();
-  c->metrics_ = m->ForExport(cfg.export_id);
   Core *core = c.get();
+  uint32_t ra_blocks = cfg.readahead_max / cfg.cache.block_size;
+  c->reader_.reset(new BlockReader(
+      c->cache_.get(),
+      [core](Key key, uint64_t idx, const Creds &cr, const StateId &sid,
+             std::string *data) {
+        return core->FetchBlock(key, idx, cr, sid, data);
+      },
+      ra_blocks, ra_blocks > 0 ? int(std::min<uint32_t>(ra_blocks, 8)) : 0));
+  c->linger_thread_ = std::thread([core] { core->LingerLoop(); });
   c->sampler_token_ = c->metrics_->SetSampler([core] {
     metrics::ExportGauges g;
     g.connected = core->up_->state() == upstream::UpstreamState::kReady;
     g.clientid_epoch = core->up_->epoch();
     g.open_files = core->opens_->size();
     g.callback_path_up = false;  // no callback service before delegations
+    g.cache_bytes = core->cache_->bytes();
+    g.cache_blocks = core->cache_->blocks();
     return g;
   });
   return c;
@@ -222,6 +251,21 @@ uint32_t Core::Root(const Creds &cr, Key *key, Attrs *attrs) {
 uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
                       Key *key, Attrs *attrs) {
   if (name == "..") return LookupParent(cr, dir, key, attrs);
+  if (name != ".") {
+    // A fresh listing of dir answers the lookup, also negatively.
+    if (auto l = cache_->Listing(dir)) {
+      auto it = std::find_if(l->begin(), l->end(), [&name](const CachedDirent &e) {
+        return e.name == name;
+      });
+      if (it == l->end()) return upstream::kNfs4ErrNoent;
+      Attrs a;
+      if (cache_->FreshAttrs(it->key, &a)) {
+        *key = it->key;
+        if (attrs) *attrs = a;
+        return upstream::kNfs4Ok;
+      }
+    }
+  }
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
   if (st) return st;
@@ -234,6 +278,7 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
   if (st) return st;
   *key = name == "." ? dir
                      : handles_->Intern(rep.Find(Op::kGetfh)->fh, dir, name);
+  cache_->Validated(*key, rep.Find(Op::kGetattr)->attrs);
   if (attrs) *attrs = rep.Find(Op::kGetattr)->attrs;
   return st;
 }
@@ -254,12 +299,27 @@ uint32_t Core::LookupParent(const Creds &cr, Key dir, Key *key,
   st = Run(c, cr, &rep);
   if (st) return st;
   *key = handles_->Intern(rep.Find(Op::kGetfh)->fh, kNoKey, "");
+  cache_->Validated(*key, rep.Find(Op::kGetattr)->attrs);
   if (attrs) *attrs = rep.Find(Op::kGetattr)->attrs;
   return st;
 }
 
 uint32_t Core::Getattr(const Creds &cr, Key key, Attrs *attrs) {
-  return FetchAttrs(cr, key, upstream::kAttrsObject, "getattr", attrs);
+  Attrs a;
+  if (cache_->FreshAttrs(key, &a)) {
+    if (attrs) *attrs = a;
+    return upstream::kNfs4Ok;
+  }
+  return Revalidate(cr, key, attrs);
+}
+
+uint32_t Core::Revalidate(const Creds &cr, Key key, Attrs *out) {
+  Attrs a;
+  uint32_t st = FetchAttrs(cr, key, upstream::kAttrsObject, "getattr", &a);
+  if (st) return st;
+  cache_->Validated(key, a);
+  if (out) *out = a;
+  return st;
 }
 
 uint32_t Core::FetchAttrs(const Creds &cr, Key key, uint64_t mask,
@@ -284,15 +344,27 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
   StateId sid = (set.mask & upstream::kAttrSize) ? IoStateid(open)
                                                  : StateId::Anonymous();
   for (int attempt = 0; attempt < 2; attempt++) {
+    // The change attribute just before and the attributes just after:
+    // the cache learns whether the change was ours alone.
+    cache_->BeginOwnChange(key);
     Compound c;
-    c.SetTag("setattr").Putfh(fh).Setattr(sid, set).Getattr(
-        upstream::kAttrsObject);
+    c.SetTag("setattr")
+        .Putfh(fh)
+        .Getattr(upstream::kAttrChange)
+        .Setattr(sid, set)
+        .Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
     if (st == upstream::kNfs4Ok) {
-      if (out) *out = rep.Find(Op::kGetattr)->attrs;
+      const Attrs &post = rep.Find(Op::kGetattr, 1)->attrs;
+      cache_->AfterOwnChange(key, true, rep.Find(Op::kGetattr)->attrs.change,
+                             post);
+      if (out) *out = post;
       return st;
     }
+    cache_->AfterOwnChange(key, false, 0, Attrs());  // outcome unknown
+    if (rep.Find(Op::kSetattr) && !OpStatus(rep, Op::kSetattr))
+      return st;  // set, but the attributes after are unknown
     if (!IsStateError(st)) return st;
     sid = StateId::Anonymous();  // our open went away: retry stateless
   }
@@ -301,14 +373,23 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
 
 uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
                       uint32_t *allowed) {
+  uint64_t who = Cache::CredId(cr);
+  if (cache_->CachedAccess(key, who, want, allowed)) return upstream::kNfs4Ok;
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
+  // The attributes come along, so the cached answer is valid as long as
+  // they are.
   Compound c;
-  c.SetTag("access").Putfh(fh).Access(want);
+  c.SetTag("access").Putfh(fh).Access(want).Getattr(upstream::kAttrsObject);
   CompoundReply rep;
   st = Run(c, cr, &rep);
-  if (st == upstream::kNfs4Ok) *allowed = rep.Find(Op::kAccess)->access;
+  if (st == upstream::kNfs4Ok) {
+    *allowed = rep.Find(Op::kAccess)->access;
+    cache_->Validated(key, rep.Find(Op::kGetattr)->attrs);
+    cache_->NoteAccess(key, who, rep.Find(Op::kAccess)->access_supported,
+                       *allowed);
+  }
   return st;
 }
 
@@ -325,20 +406,61 @@ void Core::SetCookieVerf(Key dir, const upstream::Verifier &v) {
 
 uint32_t Core::Readdir(const Creds &cr, Key dir, uint64_t cookie,
                        nache_dirent_cb cb, void *ctx, bool *eof) {
+  *eof = false;
+  // From a fresh listing when every entry's attributes are fresh too (an
+  // entry's own change does not move its directory's change attribute).
+  if (auto l = cache_->Listing(dir)) {
+    size_t i = 0;
+    if (cookie != 0) {
+      while (i < l->size() && (*l)[i].cookie != cookie) i++;
+      i++;  // the entry after the one the cookie names
+    }
+    std::vector<Attrs> attrs;
+    bool usable = i <= l->size();
+    for (size_t j = i; usable && j < l->size(); j++) {
+      attrs.emplace_back();
+      usable = cache_->FreshAttrs((*l)[j].key, &attrs.back());
+    }
+    if (usable) {
+      for (size_t j = i; j < l->size(); j++) {
+        nache_attrs ca;
+        AttrsToC(attrs[j - i], &ca);
+        if (!cb(ctx, (*l)[j].name.c_str(), (*l)[j].key, &ca, (*l)[j].cookie))
+          return upstream::kNfs4Ok;
+      }
+      *eof = true;
+      return upstream::kNfs4Ok;
+    }
+  }
+
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
   if (st) return st;
-  *eof = false;
   upstream::Verifier verf =
       cookie == 0 ? upstream::Verifier(8, '\0') : CookieVerf(dir);
+  // A listing from the start is read to its end even when the caller stops
+  // early (Ganesha reads in chunks), so that the rest is served locally.
+  bool whole = cookie == 0;
+  bool delivering = true;
+  std::vector<CachedDirent> listing;
+  uint64_t dir_change = 0;
   for (;;) {
+    // The directory's attributes come along: its listing is recorded
+    // under its change attribute, and every entry's attributes are
+    // prefetched (one round trip for `ls -l`).
     Compound c;
-    c.SetTag("readdir").Putfh(dfh).Readdir(cookie, verf, kReaddirDircount,
-                                           kReaddirMaxcount,
-                                           upstream::kAttrsObject, true);
+    c.SetTag("readdir")
+        .Putfh(dfh)
+        .Getattr(upstream::kAttrsObject)
+        .Readdir(cookie, verf, kReaddirDircount, kReaddirMaxcount,
+                 upstream::kAttrsObject, true);
     CompoundReply rep;
     st = Run(c, cr, &rep);
-    if (st) return st;
+    if (st) return delivering ? st : upstream::kNfs4Ok;
+    const Attrs &da = rep.Find(Op::kGetattr)->attrs;
+    if (listing.empty() && dir_change == 0) dir_change = da.change;
+    if (da.change != dir_change) whole = false;  // changed while reading
+    cache_->Validated(dir, da);
     const OpResult *r = rep.Find(Op::kReaddir);
     verf = r->verifier;
     SetCookieVerf(dir, verf);
@@ -347,22 +469,34 @@ uint32_t Core::Readdir(const Creds &cr, Key dir, uint64_t cookie,
       upstream::Attrs a = e.attrs;
       if (!e.fh.empty()) {
         k = handles_->Intern(e.fh, dir, e.name);
+        cache_->Validated(k, a);
       } else {
         // The server could not give this entry's handle (e.g. a mount
         // point): look it up on its own.
-        st = Lookup(cr, dir, e.name, &k, &a);
-        if (st) continue;
+        if (Lookup(cr, dir, e.name, &k, &a)) {
+          whole = false;
+          continue;
+        }
       }
-      nache_attrs ca;
-      AttrsToC(a, &ca);
-      if (!cb(ctx, e.name.c_str(), k, &ca, e.cookie)) return upstream::kNfs4Ok;
+      if (whole) listing.push_back(CachedDirent{e.name, k, e.cookie});
+      if (delivering) {
+        nache_attrs ca;
+        AttrsToC(a, &ca);
+        if (!cb(ctx, e.name.c_str(), k, &ca, e.cookie)) {
+          delivering = false;
+          if (!whole || listing.size() > kListingMaxEntries)
+            return upstream::kNfs4Ok;
+        }
+      }
       cookie = e.cookie;
     }
     if (r->eof) {
-      *eof = true;
+      *eof = delivering;
+      if (whole) cache_->PutListing(dir, dir_change, std::move(listing));
       return upstream::kNfs4Ok;
     }
-    if (r->entries.empty()) return upstream::kNfs4ErrServerfault;
+    if (r->entries.empty())
+      return delivering ? upstream::kNfs4ErrServerfault : upstream::kNfs4Ok;
   }
 }
 
@@ -382,6 +516,8 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
   st = Run(c, cr, &rep);
   if (st) return st;
   *key = handles_->Intern(rep.Find(Op::kGetfh)->fh, dir, name);
+  cache_->ExpireAttrs(dir);
+  cache_->Validated(*key, rep.Find(Op::kGetattr)->attrs);
   if (out) *out = rep.Find(Op::kGetattr)->attrs;
   return st;
 }
@@ -406,7 +542,10 @@ uint32_t Core::Link(const Creds &cr, Key key, Key dir,
   Compound c;
   c.SetTag("link").Putfh(fh).Savefh().Putfh(dfh).Link(name);
   CompoundReply rep;
-  return Run(c, cr, &rep);
+  st = Run(c, cr, &rep);
+  cache_->ExpireAttrs(dir);  // also on failure: the outcome may be unknown
+  cache_->ExpireAttrs(key);  // nlink, ctime
+  return st;
 }
 
 uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
@@ -424,11 +563,16 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
       .Rename(oldname, newname)
       .Lookup(newname)
       .Getfh();
+  Key replaced = ListedKey(newdir, newname);
   CompoundReply rep;
   st = Run(c, cr, &rep);
   uint32_t rst = OpStatus(rep, Op::kRename);
+  cache_->ExpireAttrs(olddir);
+  cache_->ExpireAttrs(newdir);
+  if (replaced != kNoKey) cache_->ExpireAttrs(replaced);  // nlink
   if (rst == upstream::kNfs4Ok && rep.Find(Op::kGetfh))
-    handles_->Intern(rep.Find(Op::kGetfh)->fh, newdir, newname);
+    cache_->ExpireAttrs(
+        handles_->Intern(rep.Find(Op::kGetfh)->fh, newdir, newname));
   // A failure after the RENAME itself (the object moved on meanwhile) does
   // not undo the rename.
   return rep.Find(Op::kRename) ? rst : st;
@@ -438,10 +582,24 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
   if (st) return st;
+  Key gone = ListedKey(dir, name);
   Compound c;
   c.SetTag("remove").Putfh(dfh).Remove(name);
   CompoundReply rep;
-  return Run(c, cr, &rep);
+  st = Run(c, cr, &rep);
+  cache_->ExpireAttrs(dir);
+  // Its nlink dropped; when it was the last link its cached data is
+  // garbage (an open file's data stays readable through the remote).
+  if (gone != kNoKey) cache_->ExpireAttrs(gone);
+  return st;
+}
+
+Key Core::ListedKey(Key dir, const std::string &name) {
+  if (auto l = cache_->Listing(dir)) {
+    for (const CachedDirent &e : *l)
+      if (e.name == name) return e.key;
+  }
+  return kNoKey;
 }
 
 uint32_t Core::Statfs(const Creds &cr, Key key, Attrs *out) {
@@ -519,10 +677,12 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   }
   if (got != rec.fh) {
     // The name now denotes another file (renamed or replaced outside):
-    // give that open back and serve ours statelessly.
+    // give that open back; ours is served statelessly if it still exists
+    // (the caller revalidates it).
     UpstreamCloseLocked(cr, f);
     return upstream::kNfs4ErrNoent;
   }
+  cache_->Validated(f->key, rep.Find(Op::kGetattr)->attrs);
   if (attrs) *attrs = rep.Find(Op::kGetattr)->attrs;
   return upstream::kNfs4Ok;
 }
@@ -666,11 +826,13 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
                (req.mode != NACHE_OPEN_UNCHECKED ||
                 o->cinfo.before != o->cinfo.after);
     if (const OpResult *g = rep.Find(Op::kGetattr)) {
-      if (!g->status && attrs) {
-        *attrs = g->attrs;
+      if (!g->status) {
+        cache_->Validated(key, g->attrs);
+        if (attrs) *attrs = g->attrs;
         have_attrs = true;
       }
     }
+    if (*created) cache_->ExpireAttrs(req.key);
     std::shared_ptr<FileOpen> f = opens_->GetOrAdopt(key, owner);
     if (f->owner == owner) {
       ResetIfStale(f.get());
@@ -685,7 +847,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       f->Count(req.access, req.deny, +1);
       *out = new NacheOpen{f, req.access, req.deny};
       *key_out = key;
-      return have_attrs ? upstream::kNfs4Ok : Getattr(cr, key, attrs);
+      return have_attrs ? upstream::kNfs4Ok : Revalidate(cr, key, attrs);
     }
     // The file is pinned to another owner (it was already open by handle):
     // give this open back and join the file's own upstream open below.
@@ -712,7 +874,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   if (!covered) {
     st = UpstreamOpenByHandle(cr, f.get(), want_access, want_deny, attrs);
     if (st == upstream::kNfs4Ok) {
-      have_attrs = attrs != nullptr;
+      have_attrs = true;  // fetched with the OPEN, and validated
     } else if (st == upstream::kNfs4ErrNoent) {
       st = upstream::kNfs4Ok;  // no usable name: stateless I/O
     } else {
@@ -727,15 +889,30 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   *key_out = key;
   if (req.truncate) {
     st = Setattr(cr, key, *out, TruncateAttrs(), attrs);
-    have_attrs = st == upstream::kNfs4Ok && attrs != nullptr;
+    have_attrs = st == upstream::kNfs4Ok;
     if (st) {
       CloseFile(*out);
       *out = nullptr;
       return st;
     }
   }
-  // Close-to-open: an open always returns fresh attributes.
-  if (!have_attrs && attrs) st = Getattr(cr, key, attrs);
+  // Close-to-open: an open always revalidates (one GETATTR when no OPEN
+  // went upstream), and cached data of a changed file is dropped.
+  Attrs a;
+  if (!have_attrs) {
+    st = Revalidate(cr, key, &a);
+    if (st == upstream::kNfs4Ok && attrs) *attrs = a;
+    // Replaced at the remote (saved over by rename, or removed) while our
+    // upstream open kept the old file alive: the client's name lookup was
+    // stale. ESTALE makes it look the name up again.
+    if (st == upstream::kNfs4Ok && a.type == upstream::FileType::kReg &&
+        (a.mask & upstream::kAttrNlink) && a.nlink == 0)
+      st = upstream::kNfs4ErrStale;
+    if (st) {
+      CloseFile(*out);
+      *out = nullptr;
+    }
+  }
   return st;
 }
 
@@ -774,7 +951,18 @@ uint32_t Core::CloseFile(NacheOpen *open) {
     ResetIfStale(f.get());
     f->Count(open->access, open->deny, -1);
     if (f->open) {
-      if (f->n_local == 0) {
+      if (f->n_local == 0 && cfg_.open_linger_ms > 0) {
+        // Linger: a reopen before the deadline reuses this open with no
+        // OPEN; the linger thread sends the CLOSE otherwise.
+        auto due = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(cfg_.open_linger_ms);
+        f->linger_until = due;
+        {
+          std::lock_guard<std::mutex> g(linger_mu_);
+          lingering_.emplace(due, f);
+        }
+        linger_cv_.notify_all();
+      } else if (f->n_local == 0) {
         st = UpstreamCloseLocked(root, f.get());
       } else if (f->up_access != f->WantAccess() ||
                  f->up_deny != f->WantDeny()) {
@@ -790,6 +978,58 @@ uint32_t Core::CloseFile(NacheOpen *open) {
   return st == upstream::kNfs4ErrDelay ? st : upstream::kNfs4Ok;
 }
 
+void Core::LingerLoop() {
+  std::unique_lock<std::mutex> g(linger_mu_);
+  while (!linger_stop_) {
+    if (lingering_.empty()) {
+      linger_cv_.wait(g);
+      continue;
+    }
+    auto due = lingering_.begin()->first;
+    if (std::chrono::steady_clock::now() < due) {
+      linger_cv_.wait_until(g, due);
+      continue;
+    }
+    std::shared_ptr<FileOpen> f = lingering_.begin()->second;
+    lingering_.erase(lingering_.begin());
+    g.unlock();
+    {
+      std::lock_guard<std::mutex> fg(f->owner->mu);
+      ResetIfStale(f.get());
+      // Reopened meanwhile, or closed again later (a newer entry is due).
+      if (f->open && f->n_local == 0 &&
+          f->linger_until <= std::chrono::steady_clock::now())
+        UpstreamCloseLocked(Creds(), f.get());
+    }
+    opens_->DropIfIdle(f);
+    g.lock();
+  }
+}
+
+size_t Core::CloseIdleOpens() {
+  std::multimap<std::chrono::steady_clock::time_point,
+                std::shared_ptr<FileOpen>>
+      all;
+  {
+    std::lock_guard<std::mutex> g(linger_mu_);
+    all.swap(lingering_);
+  }
+  size_t n = 0;
+  for (auto &kv : all) {
+    std::shared_ptr<FileOpen> &f = kv.second;
+    {
+      std::lock_guard<std::mutex> fg(f->owner->mu);
+      ResetIfStale(f.get());
+      if (f->open && f->n_local == 0) {
+        UpstreamCloseLocked(Creds(), f.get());
+        n++;
+      }
+    }
+    opens_->DropIfIdle(f);
+  }
+  return n;
+}
+
 // --- data -----------------------------------------------------------------
 
 StateId Core::IoStateid(NacheOpen *open) {
@@ -803,30 +1043,79 @@ StateId Core::IoStateid(NacheOpen *open) {
 uint32_t Core::Read(const Creds &cr, Key key, NacheOpen *open,
                     uint64_t offset, size_t len, char *buf, size_t *nread,
                     bool *eof) {
+  *nread = 0;
+  *eof = false;
+  Attrs a;
+  if (!cache_->FreshAttrs(key, &a)) {
+    uint32_t st = Revalidate(cr, key, &a);
+    if (st) return st;
+  }
+  if (offset >= a.size) {
+    *eof = true;
+    return upstream::kNfs4Ok;
+  }
+  size_t want = size_t(std::min<uint64_t>(len, a.size - offset));
+  StateId sid = IoStateid(open);
+  const uint64_t bs = cache_->block_size();
+  const uint64_t nblocks = (a.size + bs - 1) / bs;
+  while (*nread < want) {
+    uint64_t pos = offset + *nread;
+    uint64_t idx = pos / bs;
+    reader_->NoteRead(key, idx, nblocks, cr, sid);
+    std::string block;
+    uint32_t st = reader_->Get(key, idx, cr, sid, &block);
+    if (st) return *nread ? upstream::kNfs4Ok : st;
+    uint64_t in = pos - idx * bs;
+    if (block.size() <= in) break;  // the file is shorter than we knew
+    size_t n = std::min<size_t>(want - *nread, block.size() - in);
+    memcpy(buf + *nread, block.data() + in, n);
+    *nread += n;
+    if (block.size() < bs) break;  // a short block ends the file
+  }
+  *eof = offset + *nread >= a.size;
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
+                          const StateId &sid_in, std::string *data) {
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  *nread = 0;
-  *eof = false;
-  StateId sid = IoStateid(open);
-  while (*nread < len && !*eof) {
-    uint32_t chunk = uint32_t(std::min<size_t>(len - *nread, max_read_));
+  // The generation before the fetch: if the file changes meanwhile, the
+  // block is returned to this reader but not cached.
+  uint64_t gen = cache_->Generation(key);
+  const uint32_t bs = cache_->block_size();
+  const uint64_t start = idx * bs;
+  data->resize(bs);
+  StateId sid = sid_in;
+  uint32_t got = 0;
+  bool eof = false;
+  Attrs post;
+  while (got < bs && !eof) {
+    uint32_t chunk = std::min<uint32_t>(bs - got, max_read_);
     Compound c;
-    c.SetTag("read").Putfh(fh).Read(sid, offset + *nread, chunk,
-                                     buf + *nread);
+    c.SetTag("read")
+        .Putfh(fh)
+        .Read(sid, start + got, chunk, &(*data)[got])
+        .Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
-    if (IsStateError(st)) {
-      StateId fresh = IoStateid(open);
-      sid = fresh == sid ? StateId::Anonymous() : fresh;
-      continue;  // bounded: the anonymous stateid is never a state error
+    if (IsStateError(st) && !(sid == StateId::Anonymous())) {
+      sid = StateId::Anonymous();  // our open went away: read statelessly
+      continue;
     }
-    if (st) return *nread ? upstream::kNfs4Ok : st;
+    if (st) return st;
     const OpResult *r = rep.Find(Op::kRead);
-    *nread += r->count;
-    *eof = r->eof;
+    post = rep.Find(Op::kGetattr)->attrs;
+    got += r->count;
+    eof = r->eof;
     if (r->count == 0) break;
   }
+  data->resize(got);
+  cache_->Validated(key, post);
+  uint64_t expect =
+      start < post.size ? std::min<uint64_t>(bs, post.size - start) : 0;
+  if (got > 0 && got == expect) cache_->PutBlock(key, idx, gen, *data);
   return upstream::kNfs4Ok;
 }
 
@@ -853,23 +1142,41 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
   while (*nwritten < len) {
     uint32_t chunk =
         uint32_t(std::min<size_t>(len - *nwritten, max_write_));
+    // The change attribute just before and the attributes just after the
+    // WRITE: when nothing else changed the file in between, the written
+    // bytes update the cached blocks and a read-back is a hit.
+    cache_->BeginOwnChange(key);
     Compound c;
-    c.SetTag("write").Putfh(fh).Write(sid, offset + *nwritten,
-                                       upstream::StableHow(stable),
-                                       buf + *nwritten, chunk);
+    c.SetTag("write")
+        .Putfh(fh)
+        .Getattr(upstream::kAttrChange)
+        .Write(sid, offset + *nwritten, upstream::StableHow(stable),
+               buf + *nwritten, chunk)
+        .Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
     if (IsStateError(st)) {
+      cache_->AfterOwnChange(key, false, 0, Attrs());  // nothing written
       StateId fresh = IoStateid(open);
       sid = fresh == sid ? StateId::Anonymous() : fresh;
       continue;
     }
-    if (st) return *nwritten ? upstream::kNfs4Ok : st;
-    const OpResult *r = rep.Find(Op::kWrite);
-    NoteWriteVerifier(r->verifier);
-    *nwritten += r->count;
-    *committed = std::min(*committed, int(r->committed));
-    if (r->count == 0) return upstream::kNfs4ErrIo;
+    const OpResult *w = rep.Find(Op::kWrite);
+    const OpResult *post = rep.Find(Op::kGetattr, 1);
+    if (!w || w->status || !post || post->status) {
+      // Unknown outcome: the cache trusts nothing of the file until it is
+      // revalidated.
+      cache_->AfterOwnChange(key, false, 0, Attrs());
+      if (!w || w->status) return *nwritten ? upstream::kNfs4Ok : st;
+    } else {
+      cache_->AfterOwnChange(key, true, rep.Find(Op::kGetattr)->attrs.change,
+                             post->attrs, offset + *nwritten,
+                             buf + *nwritten, w->count);
+    }
+    NoteWriteVerifier(w->verifier);
+    *nwritten += w->count;
+    *committed = std::min(*committed, int(w->committed));
+    if (w->count == 0) return upstream::kNfs4ErrIo;
   }
   return upstream::kNfs4Ok;
 }

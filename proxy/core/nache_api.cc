@@ -92,6 +92,43 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
       cfg->max_io_size % 4096 != 0)
     return Fail(err, errlen, "Max_IO_Size",
                 "must be a multiple of 4096 between 4096 and 1048576");
+  uint64_t size = 0;
+  if (cfg->cache_size == nullptr || !nache_parse_size(cfg->cache_size, &size) ||
+      size < (16u << 20))
+    return Fail(err, errlen, "Cache_Size",
+                "must be a size of at least 16M (e.g. 512M, 20G)");
+  if (cfg->block_size < 4096 || cfg->block_size > (1u << 20) ||
+      (cfg->block_size & (cfg->block_size - 1)) != 0)
+    return Fail(err, errlen, "Block_Size",
+                "must be a power of two between 4096 and 1048576");
+  if (cfg->attr_timeout_s > 3600)
+    return Fail(err, errlen, "Attr_Timeout", "must be 0..3600 seconds");
+  if (cfg->readahead_max > (256u << 20))
+    return Fail(err, errlen, "Readahead_Max",
+                "must be 0..268435456 bytes (0 disables readahead)");
+  if (cfg->open_linger_s > 3600)
+    return Fail(err, errlen, "Open_Linger", "must be 0..3600 seconds");
+  return true;
+}
+
+bool nache_parse_size(const char *s, uint64_t *out) {
+  if (s == nullptr || *s < '0' || *s > '9') return false;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0) return false;
+  int shift = 0;
+  switch (*end) {
+    case '\0': break;
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default: return false;
+  }
+  if (*end != '\0') return false;
+  if (shift && v > (UINT64_MAX >> shift)) return false;
+  *out = uint64_t(v) << shift;
   return true;
 }
 
@@ -110,6 +147,11 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   c.call_timeout_ms = cfg->call_timeout_ms;
   c.max_io_size = cfg->max_io_size;
   c.export_id = cfg->export_id;
+  nache_parse_size(cfg->cache_size, &c.cache.size_bytes);
+  c.cache.block_size = cfg->block_size;
+  c.cache.attr_timeout_ms = cfg->attr_timeout_s * 1000;
+  c.readahead_max = cfg->readahead_max;
+  c.open_linger_ms = cfg->open_linger_s * 1000;
   std::string why;
   std::unique_ptr<Core> core = Core::Open(c, &why);
   if (!core) {

@@ -46,6 +46,13 @@ void OpenTable::Unpin(const std::shared_ptr<FileOpen> &f) {
   if (it != files_.end() && it->second == f) files_.erase(it);
 }
 
+void OpenTable::DropIfIdle(const std::shared_ptr<FileOpen> &f) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (f->pins > 0 || f->open) return;
+  auto it = files_.find(f->key);
+  if (it != files_.end() && it->second == f) files_.erase(it);
+}
+
 size_t OpenTable::size() const {
   std::lock_guard<std::mutex> g(mu_);
   return files_.size();

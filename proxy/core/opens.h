@@ -14,6 +14,7 @@
 // No lock of Ganesha's is held by callers here.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -55,6 +56,9 @@ struct FileOpen {
   uint32_t n_deny_read = 0, n_deny_write = 0;
   uint32_t n_local = 0;        // local opens in all
   int pins = 0;                // users between Get and Unpin (OpenTable::mu_)
+  // When the last local close left the upstream open lingering: the time
+  // its CLOSE is due.
+  std::chrono::steady_clock::time_point linger_until{};
   // Lock-owners on this file, by local owner bytes.
   std::map<std::string, LockOwnerState> lock_owners;
 
@@ -91,6 +95,9 @@ class OpenTable {
   // Unpins; the entry is dropped when nobody pins it and no upstream open
   // is held.
   void Unpin(const std::shared_ptr<FileOpen> &f);
+  // Drops f when nobody pins it and it holds no upstream open (after a
+  // lingering open was closed).
+  void DropIfIdle(const std::shared_ptr<FileOpen> &f);
   // The owner a by-name open of (dir, name) uses before its key is known.
   OwnerSlot *OwnerFor(Key dir, const std::string &name);
   OwnerSlot *OwnerForKey(Key key);

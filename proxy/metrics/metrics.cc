@@ -158,6 +158,8 @@ void ExportMetrics::Sample() {
   epoch_->Set(double(v.clientid_epoch));
   open_files_->Set(double(v.open_files));
   callback_up_->Set(v.callback_path_up ? 1 : 0);
+  cache_bytes_->Set(double(v.cache_bytes));
+  cache_blocks_->Set(double(v.cache_blocks));
 }
 
 // --- Metrics ---------------------------------------------------------------
@@ -223,6 +225,42 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Help("1 when the remote can reach our NFSv4 callback "
                             "service; always 0 until delegations exist")
                       .Register(r);
+  cache_hits_ = &prometheus::BuildCounter()
+                     .Name("nache_cache_hits_total")
+                     .Help("Lookups answered from the cache, by kind (data "
+                           "blocks, attributes, access, dirents)")
+                     .Register(r);
+  cache_misses_ = &prometheus::BuildCounter()
+                       .Name("nache_cache_misses_total")
+                       .Help("Lookups the cache could not answer, by kind")
+                       .Register(r);
+  cache_hit_bytes_ = &prometheus::BuildCounter()
+                          .Name("nache_cache_hit_bytes_total")
+                          .Help("File data bytes served from the cache")
+                          .Register(r);
+  evictions_ = &prometheus::BuildCounter()
+                    .Name("nache_cache_evictions_total")
+                    .Help("Data blocks evicted to stay within Cache_Size")
+                    .Register(r);
+  cache_bytes_ = &prometheus::BuildGauge()
+                      .Name("nache_cache_size_bytes")
+                      .Help("File data bytes held in the cache")
+                      .Register(r);
+  cache_blocks_ = &prometheus::BuildGauge()
+                       .Name("nache_cache_entries")
+                       .Help("Data blocks held in the cache")
+                       .Register(r);
+}
+
+const char *CacheKindName(CacheKind k) {
+  switch (k) {
+    case CacheKind::kData: return "data";
+    case CacheKind::kAttrs: return "attributes";
+    case CacheKind::kAccess: return "access";
+    case CacheKind::kDirents: return "dirents";
+    case CacheKind::kCount: break;
+  }
+  return "?";
 }
 
 Metrics::~Metrics() { StopExposer(); }
@@ -262,6 +300,16 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->epoch_ = &epoch_->Add(ex);
   e->open_files_ = &open_files_->Add(ex);
   e->callback_up_ = &callback_up_->Add(ex);
+  for (size_t i = 0; i < size_t(CacheKind::kCount); i++) {
+    prometheus::Labels l = {{"export", e->export_label_},
+                            {"kind", CacheKindName(CacheKind(i))}};
+    e->cache_hits_[i] = &cache_hits_->Add(l);
+    e->cache_misses_[i] = &cache_misses_->Add(l);
+  }
+  e->cache_hit_bytes_ = &cache_hit_bytes_->Add(ex);
+  e->evictions_ = &evictions_->Add(ex);
+  e->cache_bytes_ = &cache_bytes_->Add(ex);
+  e->cache_blocks_ = &cache_blocks_->Add(ex);
   return e.get();
 }
 

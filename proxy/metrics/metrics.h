@@ -73,6 +73,10 @@ enum class LocalOp : uint8_t {
 
 const char *LocalOpName(LocalOp op);
 
+// Kinds of cached things, label kind="<name>".
+enum class CacheKind : uint8_t { kData, kAttrs, kAccess, kDirents, kCount };
+const char *CacheKindName(CacheKind k);
+
 // State of one export read at scrape time (cheaper than tracking every
 // change, and always current).
 struct ExportGauges {
@@ -80,6 +84,8 @@ struct ExportGauges {
   uint64_t clientid_epoch = 0;   // times the client id was re-established
   uint64_t open_files = 0;       // files in the upstream open table
   bool callback_path_up = false; // the remote can reach our callback service
+  uint64_t cache_bytes = 0;      // cached data bytes
+  uint64_t cache_blocks = 0;     // cached data blocks
 };
 
 // Slots of the status label: "ok", NFS4ERR_* by number, transport failures.
@@ -98,6 +104,13 @@ class ExportMetrics {
 
   // One C API call of the FSAL.
   void CountLocal(LocalOp op) { local_[size_t(op)]->Increment(); }
+
+  // A cache lookup of kind: hit or miss, and the bytes a data hit served.
+  void CountCache(CacheKind kind, bool hit, uint64_t bytes) {
+    (hit ? cache_hits_ : cache_misses_)[size_t(kind)]->Increment();
+    if (bytes) cache_hit_bytes_->Increment(double(bytes));
+  }
+  void CountEvictions(uint64_t n) { evictions_->Increment(double(n)); }
 
   // One upstream COMPOUND as Core::Run saw it: counts the compound, each
   // operation the server executed (rep.results, with its status), the bytes
@@ -142,6 +155,14 @@ class ExportMetrics {
   prometheus::Gauge *epoch_ = nullptr;           // ..._clientid_epoch
   prometheus::Gauge *open_files_ = nullptr;      // ..._open_files
   prometheus::Gauge *callback_up_ = nullptr;     // nache_callback_path_up
+  // nache_cache_{hits,misses}_total by kind (immutable after creation).
+  std::array<prometheus::Counter *, size_t(CacheKind::kCount)> cache_hits_{};
+  std::array<prometheus::Counter *, size_t(CacheKind::kCount)>
+      cache_misses_{};
+  prometheus::Counter *cache_hit_bytes_ = nullptr;  // kind="data"
+  prometheus::Counter *evictions_ = nullptr;  // nache_cache_evictions_total
+  prometheus::Gauge *cache_bytes_ = nullptr;  // nache_cache_size_bytes
+  prometheus::Gauge *cache_blocks_ = nullptr; // nache_cache_entries
   std::mutex sampler_mu_;                        // guards the two below
   std::function<ExportGauges()> sampler_;        // empty: export closed
   uint64_t sampler_token_ = 0;                   // token of sampler_
@@ -193,6 +214,12 @@ class Metrics {
   prometheus::Family<prometheus::Gauge> *epoch_ = nullptr;
   prometheus::Family<prometheus::Gauge> *open_files_ = nullptr;
   prometheus::Family<prometheus::Gauge> *callback_up_ = nullptr;
+  prometheus::Family<prometheus::Counter> *cache_hits_ = nullptr;
+  prometheus::Family<prometheus::Counter> *cache_misses_ = nullptr;
+  prometheus::Family<prometheus::Counter> *cache_hit_bytes_ = nullptr;
+  prometheus::Family<prometheus::Counter> *evictions_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *cache_bytes_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *cache_blocks_ = nullptr;
 
   std::mutex mu_;  // guards exports_ (not held per operation)
   std::map<uint32_t, std::unique_ptr<ExportMetrics>> exports_;

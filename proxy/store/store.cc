@@ -23,8 +23,8 @@ namespace {
 // an incompatible nache, is moved aside instead of being misread.
 constexpr char kFormat[] = "nache-store-v1";
 
-const char *const kFamilyNames[Store::kNumFamilies] = {"meta", "handles",
-                                                       "fh_index"};
+const char *const kFamilyNames[Store::kNumFamilies] = {
+    "meta", "handles", "fh_index", "attrs", "block_meta", "blocks"};
 
 rocksdb::Options BaseOptions() {
   rocksdb::Options o;
@@ -35,9 +35,32 @@ rocksdb::Options BaseOptions() {
   rocksdb::BlockBasedTableOptions t;
   t.block_cache = rocksdb::NewLRUCache(64 << 20);
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  // Records are small and mostly handles and attributes, which compress
+  // poorly; the CPU is better spent serving clients.
   o.compression = rocksdb::kNoCompression;
   o.max_background_jobs = 2;
   o.keep_log_file_num = 4;
+  // The WAL is written but not synced per write: a daemon crash keeps
+  // everything (the WAL is in the page cache); a power loss may lose the
+  // newest cache entries, and the cache is rebuilt from the remote. What
+  // must survive power loss (the write-back log) is written with sync.
+  o.manual_wal_flush = false;
+  return o;
+}
+
+// Options of the blocks family: large values (a data block each), written
+// once, read whole, deleted by range on invalidation. Bigger memtables mean
+// fewer, larger flushes; no compression (file data is often compressed
+// already and these two cores serve clients); blob-free plain SST. Reads of
+// blocks bypass RocksDB's block cache (ReadOptions::fill_cache = false in
+// the cache) and rely on the OS page cache, so block bytes are not cached
+// twice.
+rocksdb::ColumnFamilyOptions BlockFamilyOptions(const rocksdb::Options &base) {
+  rocksdb::ColumnFamilyOptions o(base);
+  o.write_buffer_size = 64 << 20;
+  o.max_write_buffer_number = 3;
+  o.target_file_size_base = 128 << 20;
+  o.compression = rocksdb::kNoCompression;
   return o;
 }
 
@@ -94,10 +117,10 @@ bool Store::Init(const std::string &dir, std::string *err) {
   rocksdb::Options opts = BaseOptions();
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   for (const char *name : kFamilyNames) {
-    cfs.emplace_back(std::string(name) == "meta"
-                         ? rocksdb::kDefaultColumnFamilyName
-                         : std::string(name),
-                     rocksdb::ColumnFamilyOptions(opts));
+    std::string n(name);
+    cfs.emplace_back(n == "meta" ? rocksdb::kDefaultColumnFamilyName : n,
+                     n == "blocks" ? BlockFamilyOptions(opts)
+                                   : rocksdb::ColumnFamilyOptions(opts));
   }
   std::vector<rocksdb::ColumnFamilyHandle *> handles;
   // A foreign RocksDB may hold column families we do not know; refuse it

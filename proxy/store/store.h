@@ -25,7 +25,15 @@ namespace nache {
 class Store {
  public:
   // Column families, one per kind of record.
-  enum Family { kMeta = 0, kHandles = 1, kFhIndex = 2, kNumFamilies = 3 };
+  enum Family {
+    kMeta = 0,       // store format, incarnation id
+    kHandles = 1,    // key -> remote filehandle, parent, name
+    kFhIndex = 2,    // remote filehandle -> key
+    kAttrs = 3,      // key -> data generation, attributes (cache)
+    kBlockMeta = 4,  // key|block -> generation, change, length, dirty
+    kBlocks = 5,     // key|block -> block bytes
+    kNumFamilies = 6
+  };
 
   ~Store();
 

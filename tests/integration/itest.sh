@@ -84,3 +84,30 @@ step() {
 	[ $rc = 0 ] || echo "step failed (exit $rc): $desc" >&2
 	return $rc
 }
+
+# metric NAME [LABELS [ADDR [PORT]]] — sum of the series NAME whose labels
+# include every LABELS pair ('op="WRITE",status="ok"'), scraped from
+# http://ADDR:PORT/metrics (default nache's address, 9464); fails when the
+# page cannot be fetched.
+metric() {
+	ip netns exec "$LAB_NS_LAN" python3 - "$1" "${2:-}" \
+		"${3:-$LAB_NACHE_ADDR}" "${4:-9464}" <<'EOF'
+import re, sys, urllib.request
+name, want, addr, port = sys.argv[1:5]
+want = set(re.findall(r'(\w+)="([^"]*)"', want))
+page = urllib.request.urlopen(f"http://{addr}:{port}/metrics", timeout=10)
+total = 0.0
+for line in page.read().decode().splitlines():
+    m = re.match(r'([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$', line)
+    if m and m.group(1) == name:
+        if want <= set(re.findall(r'(\w+)="([^"]*)"', m.group(2) or "")):
+            total += float(m.group(3))
+print(int(total) if total == int(total) else total)
+EOF
+}
+
+# at_least WHAT GOT WANT — fails unless GOT >= WANT.
+at_least() {
+	python3 -c "import sys; sys.exit(0 if float('$2') >= float('$3') else 1)" ||
+		{ echo "expected $1 >= $3, got $2" >&2; return 1; }
+}

@@ -10,27 +10,6 @@ itest_up lan 1 || { echo "lab did not start"; exit 1; }
 M=/mnt/n
 mount_nache 1 $M vers=4.1 || { echo "mount failed"; exit 1; }
 
-# metric NAME [LABELS [ADDR [PORT]]] — sum of the series NAME whose labels
-# include every LABELS pair ('op="WRITE",status="ok"'), scraped from
-# http://ADDR:PORT/metrics (default nache's address, 9464); fails when the
-# page cannot be fetched.
-metric() {
-	ip netns exec "$LAB_NS_LAN" python3 - "$1" "${2:-}" \
-		"${3:-$LAB_NACHE_ADDR}" "${4:-9464}" <<'EOF'
-import re, sys, urllib.request
-name, want, addr, port = sys.argv[1:5]
-want = set(re.findall(r'(\w+)="([^"]*)"', want))
-page = urllib.request.urlopen(f"http://{addr}:{port}/metrics", timeout=10)
-total = 0.0
-for line in page.read().decode().splitlines():
-    m = re.match(r'([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$', line)
-    if m and m.group(1) == name:
-        if want <= set(re.findall(r'(\w+)="([^"]*)"', m.group(2) or "")):
-            total += float(m.group(3))
-print(int(total) if total == int(total) else total)
-EOF
-}
-
 # port_closed PORT — nothing listens on nache's address:PORT.
 port_closed() {
 	ip netns exec "$LAB_NS_LAN" python3 - "$LAB_NACHE_ADDR" "$1" <<'EOF'
@@ -39,12 +18,6 @@ s = socket.socket()
 s.settimeout(5)
 sys.exit(0 if s.connect_ex((sys.argv[1], int(sys.argv[2]))) != 0 else 1)
 EOF
-}
-
-# at_least WHAT GOT WANT — fails unless GOT >= WANT.
-at_least() {
-	python3 -c "import sys; sys.exit(0 if float('$2') >= float('$3') else 1)" ||
-		{ echo "expected $1 >= $3, got $2" >&2; return 1; }
 }
 
 N=$((3 << 20))  # 3 MiB: several upstream WRITEs at any Max_IO_Size
@@ -69,18 +42,37 @@ write_counts_write_ops_and_bytes() {
 		at_least "RTT observations grown" $((rtt1 - rtt0)) $((ops1 - ops0))
 }
 
+# A file written at the remote: nache has none of it cached.
 read_counts_read_ops_bytes_and_local_opens() {
 	local ops0 bytes0 opens0 ops1 bytes1 opens1
+	head -c $N /dev/urandom >"$LAB_REMOTE_EXPORT_DIR/r.bin" &&
 	ops0=$(metric nache_upstream_ops_total 'op="READ",status="ok"') &&
 		bytes0=$(metric nache_upstream_bytes_total 'direction="read"') &&
 		opens0=$(metric nache_local_ops_total 'op="open"') &&
-		on 1 "sync; echo 3 > /proc/sys/vm/drop_caches; cat $M/w.bin > /dev/null" &&
+		on 1 "sync; echo 3 > /proc/sys/vm/drop_caches; cat $M/r.bin > /dev/null" &&
 		ops1=$(metric nache_upstream_ops_total 'op="READ",status="ok"') &&
 		bytes1=$(metric nache_upstream_bytes_total 'direction="read"') &&
 		opens1=$(metric nache_local_ops_total 'op="open"') &&
 		at_least "READ ops grown" $((ops1 - ops0)) 1 &&
 		at_least "read bytes grown" $((bytes1 - bytes0)) $N &&
 		at_least "local opens grown" $((opens1 - opens0)) 1
+}
+
+# Read again with the client's cache dropped: nache's cache answers.
+reread_counts_cache_hits_not_reads() {
+	local ops0 hits0 hb0 ops1 hits1 hb1
+	ops0=$(metric nache_upstream_ops_total 'op="READ",status="ok"') &&
+		hits0=$(metric nache_cache_hits_total 'kind="data"') &&
+		hb0=$(metric nache_cache_hit_bytes_total) &&
+		on 1 "echo 3 > /proc/sys/vm/drop_caches; cat $M/r.bin > /dev/null" &&
+		ops1=$(metric nache_upstream_ops_total 'op="READ",status="ok"') &&
+		hits1=$(metric nache_cache_hits_total 'kind="data"') &&
+		hb1=$(metric nache_cache_hit_bytes_total) &&
+		expect_eq "READ ops during re-read" $((ops1 - ops0)) 0 &&
+		at_least "data hits grown" $((hits1 - hits0)) 1 &&
+		at_least "hit bytes grown" $((hb1 - hb0)) $N &&
+		at_least "cache size" "$(metric nache_cache_size_bytes)" $N &&
+		at_least "cache entries" "$(metric nache_cache_entries)" 1
 }
 
 failed_lookup_counted_by_status() {
@@ -137,6 +129,7 @@ refuses() {
 check nache_upstream_connected_is_1 upstream_connected
 check write_counts_WRITE_ops_bytes_and_rtt write_counts_write_ops_and_bytes
 check read_counts_READ_ops_bytes_and_local_opens read_counts_read_ops_bytes_and_local_opens
+check reread_counts_cache_hits_not_READs reread_counts_cache_hits_not_reads
 check failed_lookup_counted_with_its_NFS4ERR failed_lookup_counted_by_status
 check series_labelled_by_export_with_help labelled_by_export_with_help
 check metrics_false_closes_the_port metrics_false_closes_the_port

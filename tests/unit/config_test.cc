@@ -16,6 +16,11 @@ nache_config Good() {
   c.cache_dir = "/var/cache/nache/x";
   c.call_timeout_ms = 30000;
   c.max_io_size = 1 << 20;
+  c.cache_size = "4G";
+  c.block_size = 256 << 10;
+  c.attr_timeout_s = 3;
+  c.readahead_max = 4 << 20;
+  c.open_linger_s = 5;
   return c;
 }
 
@@ -35,6 +40,20 @@ TEST(ConfigTest, GoodConfigIsAccepted) {
   c.connections = 64;
   c.max_io_size = 4096;
   EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
+}
+
+TEST(ConfigTest, SizesTakeBinarySuffixes) {
+  uint64_t v = 0;
+  EXPECT_TRUE(nache_parse_size("512M", &v));
+  EXPECT_EQ(v, 512ull << 20);
+  EXPECT_TRUE(nache_parse_size("20G", &v));
+  EXPECT_EQ(v, 20ull << 30);
+  EXPECT_TRUE(nache_parse_size("1t", &v));
+  EXPECT_EQ(v, 1ull << 40);
+  EXPECT_TRUE(nache_parse_size("123456789", &v));
+  EXPECT_EQ(v, 123456789u);
+  EXPECT_FALSE(nache_parse_size("20GB", &v));
+  EXPECT_FALSE(nache_parse_size(" 1G", &v));
 }
 
 TEST(ConfigTest, EachBadValueNamesItsParameter) {
@@ -78,6 +97,26 @@ TEST(ConfigTest, EachBadValueNamesItsParameter) {
   c = Good();
   c.max_io_size = 5000;
   EXPECT_EQ(Error(c).rfind("Max_IO_Size:", 0), 0u);
+  for (const char *bad : {"", "G", "4X", "12", "1.5G", "-1G", "99999999999T"}) {
+    c = Good();
+    c.cache_size = bad;
+    EXPECT_EQ(Error(c).rfind("Cache_Size:", 0), 0u) << bad;
+  }
+  c = Good();
+  c.block_size = 3 << 12;
+  EXPECT_EQ(Error(c).rfind("Block_Size:", 0), 0u);
+  c = Good();
+  c.block_size = 2 << 20;
+  EXPECT_EQ(Error(c).rfind("Block_Size:", 0), 0u);
+  c = Good();
+  c.attr_timeout_s = 3601;
+  EXPECT_EQ(Error(c).rfind("Attr_Timeout:", 0), 0u);
+  c = Good();
+  c.readahead_max = 1u << 30;
+  EXPECT_EQ(Error(c).rfind("Readahead_Max:", 0), 0u);
+  c = Good();
+  c.open_linger_s = 4000;
+  EXPECT_EQ(Error(c).rfind("Open_Linger:", 0), 0u);
   c = Good();
   c.max_io_size = 2 << 20;
   EXPECT_EQ(Error(c).rfind("Max_IO_Size:", 0), 0u);

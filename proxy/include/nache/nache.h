@@ -45,7 +45,16 @@ struct nache_config {
 	uint32_t call_timeout_ms;      /* upstream call timeout */
 	uint32_t max_io_size;          /* READ/WRITE size upstream (bytes) */
 	uint32_t export_id;            /* Ganesha export id (for the client id) */
+	const char *cache_size;        /* bound on cached data, e.g. "4G" */
+	uint32_t block_size;           /* cache block size (bytes) */
+	uint32_t attr_timeout_s;       /* attribute window (seconds) */
+	uint32_t readahead_max;        /* readahead window bound (bytes) */
+	uint32_t open_linger_s;        /* upstream CLOSE delay (seconds) */
 };
+
+/* Parses a size with an optional K, M, G or T suffix (powers of 1024).
+ * False when s is not such a size. */
+bool nache_parse_size(const char *s, uint64_t *out);
 
 /* Validates a configuration. On error writes "Parameter: reason" into err
  * and returns false. Pure: touches neither network nor disk. */

@@ -1,0 +1,638 @@
+// The cache of remote objects. See cache.h.
+#include "cache/cache.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "metrics/metrics.h"
+#include "util/log.h"
+
+namespace nache {
+namespace {
+
+using rocksdb::WriteBatch;
+
+// Keys sort by object, then block number: big-endian fixed width.
+void PutBE(std::string *s, uint64_t v) {
+  for (int i = 7; i >= 0; i--) s->push_back(char((v >> (i * 8)) & 0xff));
+}
+uint64_t GetBE(const char *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = (v << 8) | uint8_t(p[i]);
+  return v;
+}
+std::string ObjKey(Key key) {
+  std::string s;
+  PutBE(&s, key);
+  return s;
+}
+std::string BlockKey(Key key, uint64_t idx) {
+  std::string s;
+  PutBE(&s, key);
+  PutBE(&s, idx);
+  return s;
+}
+
+// attrs record: version byte, generation, sizeof(Attrs), raw Attrs. Attrs is
+// plain data; a record of another layout is ignored (the object is simply
+// refetched).
+constexpr uint8_t kAttrsVersion = 1;
+std::string EncodeAttrsRecord(uint64_t gen, bool have, const upstream::Attrs &a) {
+  std::string s(1, char(kAttrsVersion));
+  PutBE(&s, gen);
+  s.push_back(have ? 1 : 0);
+  uint32_t n = sizeof(a);
+  s.append(reinterpret_cast<const char *>(&n), 4);
+  s.append(reinterpret_cast<const char *>(&a), sizeof(a));
+  return s;
+}
+bool DecodeAttrsRecord(const std::string &s, uint64_t *gen, bool *have,
+                       upstream::Attrs *a) {
+  if (s.size() != 1 + 8 + 1 + 4 + sizeof(*a) || uint8_t(s[0]) != kAttrsVersion)
+    return false;
+  uint32_t n;
+  memcpy(&n, s.data() + 10, 4);
+  if (n != sizeof(*a)) return false;
+  *gen = GetBE(s.data() + 1);
+  *have = s[9] != 0;
+  memcpy(a, s.data() + 14, sizeof(*a));
+  return true;
+}
+
+// block_meta record: generation, change read under, length, dirty.
+std::string EncodeBlockMeta(uint64_t gen, uint64_t change, uint32_t len,
+                            bool dirty) {
+  std::string s;
+  PutBE(&s, gen);
+  PutBE(&s, change);
+  PutBE(&s, len);
+  s.push_back(dirty ? 1 : 0);
+  return s;
+}
+bool DecodeBlockMeta(const rocksdb::Slice &s, uint64_t *gen, uint32_t *len,
+                     bool *dirty) {
+  if (s.size() != 25) return false;
+  *gen = GetBE(s.data());
+  *len = uint32_t(GetBE(s.data() + 16));
+  *dirty = s.data()[24] != 0;
+  return true;
+}
+
+// What of a change of attributes invalidates access results.
+bool AccessInvariantChanged(const upstream::Attrs &a,
+                            const upstream::Attrs &b) {
+  return a.mode != b.mode || a.uid != b.uid || a.gid != b.gid ||
+         a.change != b.change;
+}
+
+}  // namespace
+
+Cache::Cache(Store *store, const CacheOptions &opts,
+             metrics::ExportMetrics *metrics)
+    : store_(store), opts_(opts), metrics_(metrics) {
+  LoadIndex();
+}
+
+Cache::~Cache() = default;
+
+uint64_t Cache::CredId(const upstream::Creds &cr) {
+  // FNV-1a over uid, gid and the group list.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint32_t v) {
+    for (int i = 0; i < 4; i++) {
+      h ^= (v >> (i * 8)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(cr.uid);
+  mix(cr.gid);
+  for (uint32_t g : cr.groups) mix(g);
+  return h;
+}
+
+void Cache::LoadIndex() {
+  // Rebuild the block index (and the objects it belongs to) from
+  // block_meta; blocks of a stale generation are deleted.
+  std::lock_guard<std::mutex> g(mu_);
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_->db()->NewIterator(ro, store_->family(Store::kBlockMeta)));
+  WriteBatch stale;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    rocksdb::Slice k = it->key();
+    uint64_t gen;
+    uint32_t len;
+    bool dirty;
+    if (k.size() != 16 || !DecodeBlockMeta(it->value(), &gen, &len, &dirty)) {
+      stale.Delete(store_->family(Store::kBlockMeta), k);
+      stale.Delete(store_->family(Store::kBlocks), k);
+      continue;
+    }
+    Key key = GetBE(k.data());
+    uint64_t idx = GetBE(k.data() + 8);
+    Object *o = Obj(key);
+    if (gen != o->gen) {
+      stale.Delete(store_->family(Store::kBlockMeta), k);
+      stale.Delete(store_->family(Store::kBlocks), k);
+      continue;
+    }
+    BlockInfo &b = o->blocks[idx];
+    b.len = len;
+    b.gen = gen;
+    b.dirty = dirty;
+    b.lru = lru_.insert(lru_.end(), BlockId{key, idx});
+    bytes_ += len;
+    nblocks_++;
+  }
+  if (stale.Count() > 0) Commit(&stale);
+  if (nblocks_ > 0)
+    NACHE_LOG(kLogEvent, "NACHE_CACHE",
+              "cache holds %llu blocks (%llu bytes) of %zu files",
+              (unsigned long long)nblocks_, (unsigned long long)bytes_,
+              objects_.size());
+  EvictLocked();  // the bound may have shrunk since the last run
+}
+
+Cache::Object *Cache::Obj(Key key) {
+  auto it = objects_.find(key);
+  if (it != objects_.end()) return it->second.get();
+  std::unique_ptr<Object> o(new Object());
+  std::string rec;
+  if (store_->db()
+          ->Get(rocksdb::ReadOptions(), store_->family(Store::kAttrs),
+                ObjKey(key), &rec)
+          .ok()) {
+    DecodeAttrsRecord(rec, &o->gen, &o->have_attrs, &o->attrs);
+  }
+  Object *p = o.get();
+  objects_.emplace(key, std::move(o));
+  return p;
+}
+
+bool Cache::IsFresh(const Object &o) const {
+  if (!o.have_attrs || o.validated == Clock::time_point()) return false;
+  return Clock::now() - o.validated <
+         std::chrono::milliseconds(opts_.attr_timeout_ms);
+}
+
+void Cache::PersistAttrs(Key key, const Object &o, void *batch) {
+  static_cast<WriteBatch *>(batch)->Put(
+      store_->family(Store::kAttrs), ObjKey(key),
+      EncodeAttrsRecord(o.gen, o.have_attrs, o.attrs));
+}
+
+void Cache::Commit(void *batch) {
+  rocksdb::WriteOptions wo;
+  rocksdb::Status st =
+      store_->db()->Write(wo, static_cast<WriteBatch *>(batch));
+  if (!st.ok())
+    NACHE_LOG(kLogCrit, "NACHE_CACHE", "cache store write failed: %s",
+              st.ToString().c_str());
+}
+
+void Cache::DropData(Key key, Object *o, void *batchp) {
+  WriteBatch *batch = static_cast<WriteBatch *>(batchp);
+  o->gen++;
+  o->access.clear();
+  o->listing.reset();
+  for (auto &kv : o->blocks) {
+    // Dirty data never exists under a moved change in write-through; the
+    // write-back log keeps its own copy, so dropping is safe either way.
+    bytes_ -= kv.second.len;
+    nblocks_--;
+    lru_.erase(kv.second.lru);
+  }
+  if (!o->blocks.empty()) {
+    std::string lo = BlockKey(key, 0), hi = BlockKey(key + 1, 0);
+    batch->DeleteRange(store_->family(Store::kBlockMeta), lo, hi);
+    batch->DeleteRange(store_->family(Store::kBlocks), lo, hi);
+    o->blocks.clear();
+  }
+}
+
+// --- attributes -----------------------------------------------------------
+
+bool Cache::FreshAttrs(Key key, Attrs *out) {
+  bool hit = false;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = objects_.find(key);
+    if (it != objects_.end() && IsFresh(*it->second)) {
+      *out = it->second->attrs;
+      hit = true;
+    }
+  }
+  if (metrics_) metrics_->CountCache(metrics::CacheKind::kAttrs, hit, 0);
+  return hit;
+}
+
+bool Cache::KnownAttrs(Key key, Attrs *out) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(key);
+  if (!o->have_attrs) return false;
+  *out = o->attrs;
+  return true;
+}
+
+void Cache::Validated(Key key, const Attrs &a) {
+  if (!(a.mask & upstream::kAttrChange)) return;  // cannot validate
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(key);
+  WriteBatch batch;
+  bool moved = !o->have_attrs || o->attrs.change != a.change ||
+               o->attrs.size != a.size;
+  if (moved) {
+    DropData(key, o, &batch);
+  } else if (AccessInvariantChanged(o->attrs, a)) {
+    o->access.clear();
+  }
+  bool persist = moved || !o->have_attrs ||
+                 memcmp(&o->attrs, &a, sizeof(a)) != 0;
+  o->attrs = a;
+  o->have_attrs = true;
+  o->validated = Clock::now();
+  if (persist) {
+    PersistAttrs(key, *o, &batch);
+    Commit(&batch);
+  }
+}
+
+void Cache::BeginOwnChange(Key key) {
+  std::lock_guard<std::mutex> g(mu_);
+  Obj(key)->own_inflight++;
+}
+
+void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
+                           const Attrs &post, uint64_t off, const char *buf,
+                           size_t len) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(key);
+  if (o->own_inflight > 0) o->own_inflight--;
+  WriteBatch batch;
+  auto known = [o](uint64_t c) {
+    return o->have_attrs &&
+           (o->attrs.change == c ||
+            std::find(o->own_changes.begin(), o->own_changes.end(), c) !=
+                o->own_changes.end());
+  };
+  if (!(post.mask & upstream::kAttrChange)) {
+    DropData(key, o, &batch);  // cannot tell: trust nothing
+    o->have_attrs = false;
+    o->own_changes.clear();
+    o->parked.clear();
+  } else if (have_pre && known(pre)) {
+    ApplyOwnLocked(key, o, post, off, buf, len, &batch);
+    // Parked completions may follow on from this one.
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t i = 0; i < o->parked.size(); i++) {
+        if (!known(o->parked[i].pre)) continue;
+        Object::Parked p = std::move(o->parked[i]);
+        o->parked.erase(o->parked.begin() + i);
+        ApplyOwnLocked(key, o, p.post, p.off, p.data.data(), p.data.size(),
+                       &batch);
+        progress = true;
+        break;
+      }
+    }
+  } else if (have_pre && o->have_attrs && o->own_inflight > 0) {
+    o->parked.push_back(
+        Object::Parked{pre, post, off, std::string(buf ? buf : "", len)});
+  } else {
+    // Someone else changed the object before our operation.
+    DropData(key, o, &batch);
+    o->own_changes.clear();
+    o->parked.clear();
+    o->own_changes.push_back(post.change);
+    o->attrs = post;
+    o->have_attrs = true;
+    o->validated = Clock::now();
+    PersistAttrs(key, *o, &batch);
+  }
+  if (o->own_inflight == 0 && !o->parked.empty()) {
+    // Nothing of ours is left to explain them: foreign changes.
+    Attrs newest = o->attrs;
+    for (const auto &p : o->parked)
+      if (!o->have_attrs || p.post.change > newest.change) newest = p.post;
+    DropData(key, o, &batch);
+    o->own_changes.clear();
+    o->parked.clear();
+    o->attrs = newest;
+    o->have_attrs = true;
+    o->validated = Clock::now();
+    PersistAttrs(key, *o, &batch);
+  }
+  Commit(&batch);
+}
+
+void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post,
+                           uint64_t off, const char *buf, size_t len,
+                           void *batch) {
+  // Replies of parallel operations arrive in any order: the attributes
+  // with the highest change are the newest (servers' change attributes
+  // grow).
+  bool newest = post.change >= o->attrs.change;
+  if (len > 0) {
+    ApplyWriteLocked(key, o, off, buf, len,
+                     std::max(post.size, o->attrs.size));
+  } else if (newest && post.size < o->attrs.size) {
+    DropData(key, o, batch);  // truncated
+  }
+  if (newest && AccessInvariantChanged(o->attrs, post)) o->access.clear();
+  if (o->own_changes.size() >= 64)
+    o->own_changes.erase(o->own_changes.begin());
+  o->own_changes.push_back(post.change);
+  if (newest) {
+    o->attrs = post;
+    o->have_attrs = true;
+    o->validated = Clock::now();
+    PersistAttrs(key, *o, batch);
+  }
+}
+
+void Cache::ExpireAttrs(Key key) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return;
+  it->second->validated = Clock::time_point();
+  it->second->listing.reset();
+}
+
+void Cache::Forget(Key key) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(key);
+  WriteBatch batch;
+  DropData(key, o, &batch);
+  o->have_attrs = false;
+  o->validated = Clock::time_point();
+  batch.Delete(store_->family(Store::kAttrs), ObjKey(key));
+  Commit(&batch);
+  objects_.erase(key);
+}
+
+// --- access ---------------------------------------------------------------
+
+bool Cache::CachedAccess(Key key, uint64_t who, uint32_t want,
+                         uint32_t *allowed) {
+  bool hit = false;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = objects_.find(key);
+    if (it != objects_.end() && IsFresh(*it->second)) {
+      for (const AccessEntry &e : it->second->access) {
+        if (e.who == who && (e.asked & want) == want) {
+          *allowed = e.allowed & want;
+          hit = true;
+          break;
+        }
+      }
+    }
+  }
+  if (metrics_) metrics_->CountCache(metrics::CacheKind::kAccess, hit, 0);
+  return hit;
+}
+
+void Cache::NoteAccess(Key key, uint64_t who, uint32_t asked,
+                       uint32_t allowed) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(key);
+  for (AccessEntry &e : o->access) {
+    if (e.who == who) {
+      // Merge: bits asked before keep their answer unless asked again.
+      e.allowed = (e.allowed & ~asked) | (allowed & asked);
+      e.asked |= asked;
+      return;
+    }
+  }
+  // A handful of identities per object; a long tail is not worth keeping.
+  if (o->access.size() >= 16) o->access.erase(o->access.begin());
+  o->access.push_back(AccessEntry{who, asked, allowed});
+}
+
+// --- listings -------------------------------------------------------------
+
+void Cache::PutListing(Key dir, uint64_t change,
+                       std::vector<CachedDirent> list) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(dir);
+  o->listing_change = change;
+  o->listing = std::make_shared<const std::vector<CachedDirent>>(
+      std::move(list));
+}
+
+std::shared_ptr<const std::vector<CachedDirent>> Cache::Listing(Key dir) {
+  std::shared_ptr<const std::vector<CachedDirent>> l;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = objects_.find(dir);
+    if (it != objects_.end() && IsFresh(*it->second) &&
+        it->second->listing &&
+        it->second->listing_change == it->second->attrs.change)
+      l = it->second->listing;
+  }
+  if (metrics_) metrics_->CountCache(metrics::CacheKind::kDirents, l != nullptr, 0);
+  return l;
+}
+
+// --- data -----------------------------------------------------------------
+
+uint64_t Cache::Generation(Key key) {
+  std::lock_guard<std::mutex> g(mu_);
+  return Obj(key)->gen;
+}
+
+uint32_t Cache::ValidBlockLenLocked(Object *o, uint64_t idx) {
+  if (!o->have_attrs) return 0;
+  auto b = o->blocks.find(idx);
+  uint64_t start = idx * opts_.block_size;
+  if (b == o->blocks.end() || b->second.gen != o->gen ||
+      start >= o->attrs.size)
+    return 0;
+  uint64_t full = std::min<uint64_t>(opts_.block_size, o->attrs.size - start);
+  return b->second.len == full ? b->second.len : 0;
+}
+
+bool Cache::HasBlock(Key key, uint64_t idx) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = objects_.find(key);
+  return it != objects_.end() && ValidBlockLenLocked(it->second.get(), idx);
+}
+
+bool Cache::GetBlock(Key key, uint64_t idx, std::string *data) {
+  uint32_t want_len = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = objects_.find(key);
+    if (it != objects_.end()) {
+      want_len = ValidBlockLenLocked(it->second.get(), idx);
+      if (want_len)  // most recently used
+        lru_.splice(lru_.end(), lru_, it->second->blocks[idx].lru);
+    }
+  }
+  bool hit = false;
+  if (want_len > 0) {
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    hit = store_->db()
+              ->Get(ro, store_->family(Store::kBlocks), BlockKey(key, idx),
+                    data)
+              .ok() &&
+          data->size() == want_len;
+  }
+  if (metrics_)
+    metrics_->CountCache(metrics::CacheKind::kData, hit,
+                         hit ? data->size() : 0);
+  return hit;
+}
+
+bool Cache::PutBlock(Key key, uint64_t idx, uint64_t gen,
+                     const std::string &data, bool dirty) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(key);
+  if (gen != o->gen || !o->have_attrs) return false;
+  WriteBatch batch;
+  if (!PutBlockLocked(key, o, idx, data, o->attrs.change, dirty, &batch))
+    return false;
+  Commit(&batch);
+  EvictLocked();
+  return true;
+}
+
+bool Cache::PutBlockLocked(Key key, Object *o, uint64_t idx,
+                           const std::string &data, uint64_t change,
+                           bool dirty, void *batchp) {
+  if (data.empty() || data.size() > opts_.block_size) return false;
+  WriteBatch *batch = static_cast<WriteBatch *>(batchp);
+  std::string k = BlockKey(key, idx);
+  auto it = o->blocks.find(idx);
+  if (it != o->blocks.end()) {
+    bytes_ -= it->second.len;
+    lru_.splice(lru_.end(), lru_, it->second.lru);
+  } else {
+    it = o->blocks.emplace(idx, BlockInfo()).first;
+    it->second.lru = lru_.insert(lru_.end(), BlockId{key, idx});
+    nblocks_++;
+  }
+  BlockInfo &b = it->second;
+  b.len = uint32_t(data.size());
+  b.gen = o->gen;
+  b.dirty = b.dirty || dirty;
+  bytes_ += b.len;
+  batch->Put(store_->family(Store::kBlocks), k, data);
+  batch->Put(store_->family(Store::kBlockMeta), k,
+             EncodeBlockMeta(b.gen, change, b.len, b.dirty));
+  return true;
+}
+
+void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
+                             const char *buf, size_t len, uint64_t new_size) {
+  const uint64_t bs = opts_.block_size;
+  WriteBatch batch;
+  uint64_t end = off + len;
+  for (uint64_t idx = off / bs; idx * bs < end; idx++) {
+    uint64_t bstart = idx * bs;
+    uint64_t wlo = std::max(off, bstart), whi = std::min(end, bstart + bs);
+    std::string block;
+    auto it = o->blocks.find(idx);
+    bool have = false;
+    if (it != o->blocks.end() && it->second.gen == o->gen) {
+      // A cached block is complete up to its length (the file's end when
+      // it is short), so bytes between its end and the write are a hole.
+      rocksdb::ReadOptions ro;
+      ro.fill_cache = false;
+      have = store_->db()
+                 ->Get(ro, store_->family(Store::kBlocks),
+                       BlockKey(key, idx), &block)
+                 .ok() &&
+             block.size() == it->second.len;
+      bool was_last = bstart + it->second.len >= o->attrs.size;
+      if (have && block.size() < wlo - bstart && !was_last) have = false;
+    } else if (wlo == bstart &&
+               (whi == bstart + bs || whi >= new_size)) {
+      // Not cached, but the write covers the whole block up to the file's
+      // (new) end.
+      have = true;
+    }
+    if (!have) {
+      // Partially known: drop any stale copy of this block.
+      if (it != o->blocks.end()) {
+        bytes_ -= it->second.len;
+        nblocks_--;
+        lru_.erase(it->second.lru);
+        o->blocks.erase(it);
+        batch.Delete(store_->family(Store::kBlocks), BlockKey(key, idx));
+        batch.Delete(store_->family(Store::kBlockMeta), BlockKey(key, idx));
+      }
+      continue;
+    }
+    if (block.size() < whi - bstart) block.resize(whi - bstart, '\0');
+    memcpy(&block[wlo - bstart], buf + (wlo - off), whi - wlo);
+    PutBlockLocked(key, o, idx, block, o->attrs.change, false, &batch);
+  }
+  Commit(&batch);
+  EvictLocked();
+}
+
+void Cache::MarkClean(Key key, uint64_t idx) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(key);
+  auto it = o->blocks.find(idx);
+  if (it == o->blocks.end() || !it->second.dirty) return;
+  it->second.dirty = false;
+  rocksdb::WriteOptions wo;
+  store_->db()->Put(wo, store_->family(Store::kBlockMeta), BlockKey(key, idx),
+                    EncodeBlockMeta(it->second.gen, o->attrs.change,
+                                    it->second.len, false));
+  EvictLocked();
+}
+
+void Cache::EvictLocked() {
+  if (bytes_ <= opts_.size_bytes) return;
+  WriteBatch batch;
+  uint64_t n = 0;
+  auto it = lru_.begin();
+  while (bytes_ > opts_.size_bytes && it != lru_.end()) {
+    BlockId id = *it;
+    auto o = objects_.find(id.key);
+    auto b = o->second->blocks.find(id.idx);
+    if (b->second.dirty) {  // never evicted
+      ++it;
+      continue;
+    }
+    it = lru_.erase(it);
+    bytes_ -= b->second.len;
+    nblocks_--;
+    o->second->blocks.erase(b);
+    std::string k = BlockKey(id.key, id.idx);
+    batch.Delete(store_->family(Store::kBlocks), k);
+    batch.Delete(store_->family(Store::kBlockMeta), k);
+    n++;
+  }
+  if (n == 0) return;
+  evictions_ += n;
+  Commit(&batch);
+  if (metrics_) metrics_->CountEvictions(n);
+}
+
+uint64_t Cache::bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return bytes_;
+}
+uint64_t Cache::blocks() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return nblocks_;
+}
+uint64_t Cache::evictions() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return evictions_;
+}
+size_t Cache::objects() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return objects_.size();
+}
+
+}  // namespace nache

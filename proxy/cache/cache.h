@@ -1,0 +1,216 @@
+// The cache of remote objects: attributes, access results, directory
+// listings and file data blocks, validated by the remote change attribute.
+//
+// Persistent part (RocksDB, the export's store, three column families):
+//   attrs      key            -> {data generation, attributes}
+//   block_meta key|block      -> {generation, change, length, dirty}
+//   blocks     key|block      -> the block's bytes
+// Attributes, access results and listings also live in memory, with the
+// time they were last validated; that time is never persisted, so after a
+// restart every object is revalidated (one GETATTR) before its cached data
+// is served.
+//
+// Consistency. A file's cached blocks belong to a data generation. Whenever
+// the file's change attribute is seen to move for a reason that is not one
+// of our own writes, the generation advances and the file's blocks are
+// deleted (in the same RocksDB batch that records the new attributes). Our
+// own writes and setattrs fetch the change attribute just before and just
+// after the operation in one COMPOUND: if "before" equals the cached change
+// or the "after" of another of our own recent operations (clients send
+// WRITEs in parallel), nothing else happened in between and the cache stays
+// valid, with the written bytes applied; otherwise the generation advances.
+// Like any NFS client, a foreign write landing between our "before" and our
+// own operation goes unseen until the next change. A block read
+// from upstream is stored only if its generation is still current.
+//
+// Size bound: the sum of block lengths stays at or below the configured
+// size; the least recently used clean blocks are evicted first. Dirty
+// blocks (write-back, later) are never evicted.
+//
+// Thread safety: all methods are thread-safe. One mutex guards the
+// in-memory index; block bytes are read from RocksDB outside it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "handles/handle_map.h"
+#include "store/store.h"
+#include "upstream/types.h"
+
+namespace nache {
+namespace metrics {
+class ExportMetrics;
+}
+
+struct CacheOptions {
+  uint64_t size_bytes = 4ull << 30;  // bound on cached block bytes
+  uint32_t block_size = 256 << 10;   // bytes per data block
+  uint32_t attr_timeout_ms = 3000;   // attribute window
+};
+
+// A cached directory entry (a complete listing is a vector of these).
+struct CachedDirent {
+  std::string name;
+  Key key = kNoKey;
+  uint64_t cookie = 0;  // the upstream cookie after this entry
+};
+
+class Cache {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Attrs = upstream::Attrs;
+
+  // Loads the block index from store (which must outlive the cache).
+  Cache(Store *store, const CacheOptions &opts,
+        metrics::ExportMetrics *metrics);
+  ~Cache();
+
+  const CacheOptions &options() const { return opts_; }
+
+  // --- attributes -------------------------------------------------------
+  // The attributes of key if they were validated within the attribute
+  // window (counts a hit or a miss).
+  bool FreshAttrs(Key key, Attrs *out);
+  // The last known attributes of key, however old (false if none).
+  bool KnownAttrs(Key key, Attrs *out);
+  // Attributes just fetched from the upstream. A moved change attribute
+  // drops the object's data, access results and listing.
+  void Validated(Key key, const Attrs &a);
+  // After an operation of ours changed the object: pre is the change
+  // attribute fetched in the same COMPOUND just before the operation
+  // (have_pre false when there was none). When pre equals the cached change,
+  // the cached data stays valid and the written bytes [off, off+len) (len 0
+  // for none) are applied to it; otherwise as Validated(post).
+  // Every AfterOwnChange (or Forget) is preceded by a BeginOwnChange when
+  // the operation is sent, so that parallel operations can vouch for each
+  // other.
+  void BeginOwnChange(Key key);
+  void AfterOwnChange(Key key, bool have_pre, uint64_t pre, const Attrs &post,
+                      uint64_t off = 0, const char *buf = nullptr,
+                      size_t len = 0);
+  // The next attribute request goes upstream (e.g. a directory an entry
+  // was added to).
+  void ExpireAttrs(Key key);
+  // The object is gone (or its cached state is not trusted): drops it all.
+  void Forget(Key key);
+
+  // --- access -----------------------------------------------------------
+  // ACCESS answered locally when the object's attributes are fresh and
+  // this identity asked for (at least) these bits before.
+  bool CachedAccess(Key key, uint64_t who, uint32_t want, uint32_t *allowed);
+  void NoteAccess(Key key, uint64_t who, uint32_t asked, uint32_t allowed);
+
+  // --- directory listings -----------------------------------------------
+  // Records a complete listing of dir read under change attribute change.
+  void PutListing(Key dir, uint64_t change, std::vector<CachedDirent> list);
+  // The listing of dir, if one was recorded under the directory's current
+  // (fresh) change attribute.
+  std::shared_ptr<const std::vector<CachedDirent>> Listing(Key dir);
+
+  // --- data ---------------------------------------------------------------
+  uint32_t block_size() const { return opts_.block_size; }
+  // The current data generation of key (to pass to PutBlock).
+  uint64_t Generation(Key key);
+  // Copies block idx of key into *data if it is cached under the current
+  // generation and complete for the file's known size. Counts hit/miss.
+  bool GetBlock(Key key, uint64_t idx, std::string *data);
+  // Whether GetBlock would hit (no data read, nothing counted).
+  bool HasBlock(Key key, uint64_t idx);
+  // Stores a block read from upstream under gen (ignored when the
+  // generation moved meanwhile); evicts to stay within the bound.
+  bool PutBlock(Key key, uint64_t idx, uint64_t gen, const std::string &data,
+                bool dirty = false);
+  // Marks a block clean (write-back flushed it).
+  void MarkClean(Key key, uint64_t idx);
+
+  // --- accounting -------------------------------------------------------
+  uint64_t bytes() const;        // sum of cached block lengths
+  uint64_t blocks() const;       // number of cached blocks
+  uint64_t evictions() const;    // blocks evicted since start
+  size_t objects() const;        // objects with cached state in memory
+
+  // Stable identity of a credential for the access cache.
+  static uint64_t CredId(const upstream::Creds &cr);
+
+ private:
+  struct BlockId {
+    Key key;
+    uint64_t idx;
+  };
+  struct BlockInfo {
+    uint32_t len = 0;
+    uint64_t gen = 0;
+    bool dirty = false;
+    std::list<BlockId>::iterator lru;  // position in lru_ (clean or dirty)
+  };
+  struct AccessEntry {
+    uint64_t who;
+    uint32_t asked;
+    uint32_t allowed;
+  };
+  struct Object {
+    bool have_attrs = false;
+    Attrs attrs;
+    Clock::time_point validated{};  // epoch: never (not persisted)
+    uint64_t gen = 0;
+    std::map<uint64_t, BlockInfo> blocks;
+    std::vector<AccessEntry> access;
+    // Change attributes our own recent writes and setattrs produced: a
+    // concurrent write of ours may see one of them as its "before".
+    std::vector<uint64_t> own_changes;
+    int own_inflight = 0;  // our operations between Begin and After
+    // Completions whose "before" is not known yet but may be the "after"
+    // of one of ours still in flight.
+    struct Parked {
+      uint64_t pre;
+      Attrs post;
+      uint64_t off;
+      std::string data;
+    };
+    std::vector<Parked> parked;
+    uint64_t listing_change = 0;
+    std::shared_ptr<const std::vector<CachedDirent>> listing;
+  };
+
+  // The in-memory object of key, loaded from the attrs family if absent.
+  Object *Obj(Key key);
+  bool IsFresh(const Object &o) const;
+  // Length of block idx if cached, valid and complete; 0 otherwise.
+  uint32_t ValidBlockLenLocked(Object *o, uint64_t idx);
+  // Advances o's generation and deletes its blocks in batch.
+  void DropData(Key key, Object *o, void *batch);
+  void PersistAttrs(Key key, const Object &o, void *batch);
+  void Commit(void *batch);
+  void EvictLocked();
+  // Applies our write of [off, off+len) to o's cached blocks; new_size is
+  // the file's size after it (o->attrs still has the size before).
+  void ApplyWriteLocked(Key key, Object *o, uint64_t off, const char *buf,
+                        size_t len, uint64_t new_size);
+  // Applies one of our completed operations whose "before" is known.
+  void ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
+                      const char *buf, size_t len, void *batch);
+  bool PutBlockLocked(Key key, Object *o, uint64_t idx,
+                      const std::string &data, uint64_t change, bool dirty,
+                      void *batch);
+  void LoadIndex();
+
+  Store *store_;                      // not owned
+  CacheOptions opts_;                 // immutable
+  metrics::ExportMetrics *metrics_;   // may be null; not owned
+  mutable std::mutex mu_;             // guards everything below
+  std::unordered_map<Key, std::unique_ptr<Object>> objects_;
+  std::list<BlockId> lru_;            // least recent first
+  uint64_t bytes_ = 0;
+  uint64_t nblocks_ = 0;
+  uint64_t evictions_ = 0;
+};
+
+}  // namespace nache

@@ -1,0 +1,120 @@
+// Coalesced block fetches and readahead. See reader.h.
+#include "cache/reader.h"
+
+namespace nache {
+
+uint32_t ReadaheadPolicy::OnRead(uint64_t idx) {
+  if (idx == next_) {
+    window_ = window_ == 0 ? 1 : std::min(window_ * 2, max_);
+  } else if (idx + 1 != next_) {  // a re-read of the same block keeps it
+    window_ = 0;
+  }
+  next_ = idx + 1;
+  return window_;
+}
+
+BlockReader::BlockReader(Cache *cache, FetchFn fetch,
+                         uint32_t readahead_max_blocks, int threads)
+    : cache_(cache), fetch_(std::move(fetch)), ra_max_(readahead_max_blocks) {
+  for (int i = 0; i < threads; i++)
+    threads_.emplace_back([this] { Worker(); });
+}
+
+BlockReader::~BlockReader() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+    jobs_.clear();
+  }
+  jobs_cv_.notify_all();
+  for (auto &t : threads_) t.join();
+}
+
+bool BlockReader::InFlightLocked(Key key, uint64_t idx) const {
+  return flights_.count(Id(key, idx)) != 0;
+}
+
+uint32_t BlockReader::Get(Key key, uint64_t idx, const upstream::Creds &cr,
+                          const upstream::StateId &sid, std::string *data) {
+  if (cache_->GetBlock(key, idx, data)) return upstream::kNfs4Ok;
+  std::shared_ptr<Flight> f;
+  {
+    std::unique_lock<std::mutex> g(mu_);
+    auto it = flights_.find(Id(key, idx));
+    if (it != flights_.end()) {
+      f = it->second;
+      f->cv.wait(g, [&f] { return f->done; });
+      if (f->status == upstream::kNfs4Ok) *data = f->data;
+      return f->status;
+    }
+    f = std::make_shared<Flight>();
+    flights_.emplace(Id(key, idx), f);
+    fetches_++;
+  }
+  std::string got;
+  uint32_t st = fetch_(key, idx, cr, sid, &got);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    f->status = st;
+    f->data = got;
+    f->done = true;
+    flights_.erase(Id(key, idx));
+  }
+  f->cv.notify_all();
+  if (st == upstream::kNfs4Ok) *data = std::move(got);
+  return st;
+}
+
+void BlockReader::NoteRead(Key key, uint64_t idx, uint64_t nblocks,
+                           const upstream::Creds &cr,
+                           const upstream::StateId &sid) {
+  if (ra_max_ == 0 || threads_.empty()) return;
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = policies_.find(key);
+  if (it == policies_.end())
+    it = policies_.emplace(key, ReadaheadPolicy(ra_max_)).first;
+  uint32_t ahead = it->second.OnRead(idx);
+  bool queued = false;
+  for (uint64_t i = idx + 1; i <= idx + ahead && i < nblocks; i++) {
+    if (InFlightLocked(key, i)) continue;
+    bool pending = false;
+    for (const Job &j : jobs_) {
+      if (j.key == key && j.idx == i) {
+        pending = true;
+        break;
+      }
+    }
+    if (pending) continue;
+    jobs_.push_back(Job{key, i, cr, sid});
+    queued = true;
+  }
+  if (queued) jobs_cv_.notify_all();
+}
+
+void BlockReader::Forget(Key key) {
+  std::lock_guard<std::mutex> g(mu_);
+  policies_.erase(key);
+}
+
+uint64_t BlockReader::fetches() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return fetches_;
+}
+
+void BlockReader::Worker() {
+  for (;;) {
+    Job j;
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      jobs_cv_.wait(g, [this] { return stop_ || !jobs_.empty(); });
+      if (stop_) return;
+      j = jobs_.front();
+      jobs_.pop_front();
+    }
+    if (cache_->HasBlock(j.key, j.idx)) continue;
+    std::string data;
+    Get(j.key, j.idx, j.cr, j.sid, &data);
+  }
+}
+
+}  // namespace nache

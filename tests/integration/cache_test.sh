@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The cache with real kernel clients: a re-read and a read after a write
+# cost no upstream READ; a restart keeps the cache (0 upstream READs on
+# re-read, counted); close-to-open sees a change made at the remote; the
+# Cache_Size bound holds under a working set three times its size; `ls -l`
+# of a directory costs a few COMPOUNDs, not one per file; after a
+# two-client open/read/close workload every upstream OPEN has its CLOSE
+# once the linger expires.
+set -uo pipefail
+source "$(dirname "$0")/itest.sh"
+
+EXTRA='Cache_Size = "16M"; Open_Linger = 2;'
+lab_init && lab_net_up lan && lab_remote_vfs_start &&
+	lab_nache_start "$EXTRA" && lab_clients_start 1 2 ||
+	{ echo "lab did not start"; exit 1; }
+M=/mnt/n
+R=$LAB_REMOTE_EXPORT_DIR
+mount_nache 1 $M vers=4.1 && mount_nache 2 $M vers=4.1 ||
+	{ echo "mount failed"; exit 1; }
+
+reads() { metric nache_upstream_ops_total 'op="READ",status="ok"'; }
+sha_remote() { sha256sum "$R/$1" | cut -d' ' -f1; }
+# sha_client N FILE — the file's SHA-256 read by client N, its page cache
+# dropped first.
+sha_client() {
+	on "$1" "echo 3 > /proc/sys/vm/drop_caches; sha256sum $M/$2" | cut -d' ' -f1
+}
+
+reread_costs_no_read() {
+	local r0 r1
+	head -c $((6 << 20)) /dev/urandom >"$R/a.bin" &&
+		expect_eq "first read" "$(sha_client 1 a.bin)" "$(sha_remote a.bin)" &&
+		r0=$(reads) && at_least "READs of a cold file" "$r0" 1 &&
+		expect_eq "re-read, client 2" "$(sha_client 2 a.bin)" "$(sha_remote a.bin)" &&
+		r1=$(reads) && expect_eq "upstream READs during re-read" $((r1 - r0)) 0
+}
+
+read_after_write_is_a_hit() {
+	local r0 r1
+	on 1 "head -c $((4 << 20)) /dev/urandom > $M/w.bin && sync" &&
+		r0=$(reads) &&
+		expect_eq "read-back" "$(sha_client 2 w.bin)" "$(sha_remote w.bin)" &&
+		r1=$(reads) && expect_eq "upstream READs of written data" $((r1 - r0)) 0
+}
+
+restart_keeps_the_cache() {
+	lab_nache_restart "$EXTRA" &&
+		expect_eq "after restart" "$(sha_client 1 a.bin)" "$(sha_remote a.bin)" &&
+		expect_eq "upstream READs since restart" "$(reads)" 0 &&
+		at_least "revalidations since restart" \
+			"$(metric nache_upstream_ops_total 'op="GETATTR",status="ok"')" 1
+}
+
+sees_a_change_made_at_the_remote() {
+	sha_client 1 a.bin >/dev/null &&
+		head -c $((6 << 20)) /dev/urandom >"$R/a.bin.new" &&
+		mv "$R/a.bin.new" "$R/a.bin" &&
+		expect_eq "replaced file" "$(sha_client 1 a.bin)" "$(sha_remote a.bin)" &&
+		dd if=/dev/urandom of="$R/a.bin" bs=4096 count=1 seek=10 conv=notrunc status=none &&
+		expect_eq "overwritten in place" "$(sha_client 2 a.bin)" "$(sha_remote a.bin)"
+}
+
+bound_holds_under_three_times_the_working_set() {
+	local i
+	for i in 1 2 3; do head -c $((16 << 20)) /dev/urandom >"$R/big$i.bin" || return 1; done
+	for i in 1 2 3 1; do
+		expect_eq "big$i" "$(sha_client 1 big$i.bin)" "$(sha_remote big$i.bin)" || return 1
+	done
+	local size
+	size=$(metric nache_cache_size_bytes)
+	[ "$size" -le $((16 << 20)) ] || { echo "cache holds $size bytes > 16M" >&2; return 1; }
+	at_least "evictions" "$(metric nache_cache_evictions_total)" 1
+}
+
+ls_l_costs_a_few_compounds() {
+	local c0 c1 i
+	mkdir -p "$R/many" && for i in $(seq 1 200); do echo "$i" >"$R/many/f$i"; done
+	c0=$(metric nache_upstream_compounds_total) &&
+		expect_eq "entries listed" "$(on 1 "ls -l $M/many | grep -c ' f'")" 200 &&
+		c1=$(metric nache_upstream_compounds_total) &&
+		echo "ls -l of 200 files: $((c1 - c0)) upstream COMPOUNDs" &&
+		[ $((c1 - c0)) -le 10 ] ||
+		{ echo "ls -l of 200 files took $((c1 - c0)) COMPOUNDs" >&2; return 1; }
+}
+
+no_upstream_opens() { [ "$(metric nache_upstream_open_files)" = 0 ]; }
+
+every_open_gets_its_close() {
+	local i o0 opens closes local_opens
+	mkdir -p "$R/oc" && for i in $(seq 1 20); do echo "$i" >"$R/oc/f$i"; done
+	o0=$(metric nache_local_ops_total 'op="open"')
+	for n in 1 2; do
+		on $n "for r in 1 2 3 4; do for i in \$(seq 1 20); do cat $M/oc/f\$i >/dev/null; done; done; echo x > $M/oc/new$n" || return 1
+	done
+	lab_wait_until 30 no_upstream_opens ||
+		{ echo "upstream opens left: $(metric nache_upstream_open_files)" >&2; return 1; }
+	opens=$(metric nache_upstream_ops_total 'op="OPEN",status="ok"')
+	closes=$(metric nache_upstream_ops_total 'op="CLOSE",status="ok"')
+	local_opens=$(($(metric nache_local_ops_total 'op="open"') - o0))
+	echo "local opens $local_opens, upstream OPEN $opens, CLOSE $closes"
+	at_least "upstream OPENs" "$opens" 1 &&
+		expect_eq "upstream CLOSE count" "$closes" "$opens" &&
+		[ "$opens" -lt "$local_opens" ] ||
+		{ echo "no open was reused ($opens upstream for $local_opens local)" >&2; return 1; }
+}
+
+check reread_costs_no_upstream_READ reread_costs_no_read
+check read_after_write_is_a_hit read_after_write_is_a_hit
+check restart_keeps_the_cache restart_keeps_the_cache
+check close_to_open_sees_remote_changes sees_a_change_made_at_the_remote
+check cache_bound_holds_under_3x_working_set bound_holds_under_three_times_the_working_set
+check ls_l_of_200_files_costs_few_compounds ls_l_costs_a_few_compounds
+check upstream_CLOSEs_equal_OPENs_after_linger every_open_gets_its_close
+itest_finish
