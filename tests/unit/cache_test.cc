@@ -17,24 +17,14 @@
 
 #include "cache/reader.h"
 #include "store/store.h"
+#include "temp_dir.h"
 
 namespace nache {
 namespace {
 
 using upstream::Attrs;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/nache-cache-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
-  const std::string &path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing_util::TempDir;
 
 constexpr uint32_t kBs = 4096;
 

@@ -8,22 +8,12 @@
 #include <string>
 
 #include "store/store.h"
+#include "temp_dir.h"
 
 namespace nache {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/nache-unit-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
-  const std::string &path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing_util::TempDir;
 
 TEST(HandleMapTest, InternIsIdempotentAndRecordsName) {
   TempDir d;
