@@ -40,6 +40,7 @@ struct nache_export_params {
 	uint32_t attr_timeout_s;   /* Attr_Timeout (s) */
 	uint32_t readahead_max;    /* Readahead_Max */
 	uint32_t open_linger_s;    /* Open_Linger (s) */
+	char *write_behind_max;    /* Write_Behind_Max */
 };
 
 /* Values of the top-level NACHE { } block (daemon-wide), as parsed. */

@@ -104,6 +104,8 @@ static struct config_item nache_export_items[] = {
 		       nache_export_params, readahead_max),
 	CONF_ITEM_UI32("Open_Linger", 0, UINT32_MAX, 5, nache_export_params,
 		       open_linger_s),
+	CONF_ITEM_STR("Write_Behind_Max", 0, 64, "64M", nache_export_params,
+		      write_behind_max),
 	CONFIG_EOL
 };
 
@@ -123,6 +125,7 @@ static void nache_free_params(struct nache_export_params *p)
 	gsh_free(p->callback_address);
 	gsh_free(p->cache_dir);
 	gsh_free(p->cache_size);
+	gsh_free(p->write_behind_max);
 }
 
 /* Refuses to start: Ganesha's LogFatal exits the daemon. */
@@ -305,6 +308,7 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	cfg.attr_timeout_s = exp->params.attr_timeout_s;
 	cfg.readahead_max = exp->params.readahead_max;
 	cfg.open_linger_s = exp->params.open_linger_s;
+	cfg.write_behind_max = exp->params.write_behind_max;
 	if (!nache_config_validate(&cfg, err, sizeof(err)))
 		nache_refuse("export %d: %s", cfg.export_id, err);
 

@@ -4,12 +4,23 @@
 namespace nache {
 
 uint32_t ReadaheadPolicy::OnRead(uint64_t idx) {
-  if (idx == next_) {
-    window_ = window_ == 0 ? 1 : std::min(window_ * 2, max_);
-  } else if (idx + 1 != next_) {  // a re-read of the same block keeps it
-    window_ = 0;
+  if (front_ == UINT64_MAX) {  // first read: nothing known yet
+    front_ = idx;
+    return 0;
   }
-  next_ = idx + 1;
+  // Clients read ahead themselves, with several READs in flight that
+  // arrive out of order: a read near the frontier is sequential; one that
+  // moves it forward widens the window.
+  uint64_t slack = std::max<uint64_t>(window_, 4);
+  if (idx + slack >= front_ && idx <= front_ + slack + 1) {
+    if (idx > front_) {
+      window_ = window_ == 0 ? 1 : std::min(window_ * 2, max_);
+      front_ = idx;
+    }
+  } else {  // a jump: random access
+    window_ = 0;
+    front_ = idx;
+  }
   return window_;
 }
 

@@ -6,9 +6,11 @@
 // reads one block from upstream (and stores it in the cache when it is still
 // valid). Readahead runs on the reader's own threads, never on the caller's.
 //
-// Readahead window (ReadaheadPolicy): per file, a read of the block right
-// after the previous one doubles the window (starting at 1 block) up to the
-// configured maximum; any other read resets it to 0. Blocks up to window
+// Readahead window (ReadaheadPolicy): per file, a read that moves the
+// frontier (the highest block read) forward by a little doubles the window
+// (starting at 1 block) up to the configured maximum; reads a little behind
+// the frontier (a client's parallel READs arriving out of order) keep it; a
+// jump resets it to 0. Blocks up to window
 // ahead of the read are fetched in the background. The maximum should cover
 // the WAN's bandwidth-delay product (80 ms x 50 Mbit/s = 500 KB in the lab's
 // wan profile; the default of 4 MiB covers 400 Mbit/s at 80 ms).
@@ -44,7 +46,7 @@ class ReadaheadPolicy {
 
  private:
   uint32_t max_;
-  uint64_t next_ = UINT64_MAX;  // block expected if access is sequential
+  uint64_t front_ = UINT64_MAX;  // highest block read so far
   uint32_t window_ = 0;
 };
 

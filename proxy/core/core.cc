@@ -72,6 +72,7 @@ Core::~Core() {
     if (up_ && up_->state() == upstream::UpstreamState::kReady)
       CloseIdleOpens();
   }
+  write_behind_.reset();  // sends what clients were told is queued
   if (up_) up_->Shutdown();
   reader_.reset();  // joins readahead threads (their calls fail fast now)
 }
@@ -137,6 +138,35 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
       },
       ra_blocks, ra_blocks > 0 ? int(std::min<uint32_t>(ra_blocks, 8)) : 0));
   c->linger_thread_ = std::thread([core] { core->LingerLoop(); });
+  // Our own write verifier: a restart (which loses queued writes) changes
+  // it, so clients resend what they had not seen committed.
+  for (auto &b : c->boot_verf_) b = uint8_t(rd());
+  if (cfg.write_behind_max > 0) {
+    c->write_behind_.reset(new WriteBehind(
+        [core](Key key, const Creds &cr, const StateId &sid, uint64_t off,
+               const std::string &data, int stable, upstream::Verifier *verf) {
+          size_t n = 0;
+          int committed = 0;
+          uint32_t st = core->WriteUpstream(
+              cr, key, [sid] { return sid; }, off, data.size(), data.data(),
+              stable, &n, &committed, verf);
+          if (st == upstream::kNfs4Ok && n < data.size())
+            st = upstream::kNfs4ErrIo;
+          return st;
+        },
+        [core](Key key, const Creds &cr, upstream::Verifier *verf) {
+          Fh fh;
+          uint32_t st = core->FhOf(key, &fh);
+          if (st) return st;
+          Compound c;
+          c.SetTag("commit").Putfh(fh).Commit(0, 0);
+          CompoundReply rep;
+          st = core->Run(c, cr, &rep);
+          if (st == upstream::kNfs4Ok) *verf = rep.Find(Op::kCommit)->verifier;
+          return st;
+        },
+        cfg.write_behind_max, 8));
+  }
   c->sampler_token_ = c->metrics_->SetSampler([core] {
     metrics::ExportGauges g;
     g.connected = core->up_->state() == upstream::UpstreamState::kReady;
@@ -340,6 +370,9 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
+  // Queued writes must not land after a truncate.
+  if (write_behind_ && (set.mask & upstream::kAttrSize))
+    write_behind_->Drain(key);
   // Only a size change needs the open's stateid (for share reservations).
   StateId sid = (set.mask & upstream::kAttrSize) ? IoStateid(open)
                                                  : StateId::Anonymous();
@@ -1045,6 +1078,8 @@ uint32_t Core::Read(const Creds &cr, Key key, NacheOpen *open,
                     bool *eof) {
   *nread = 0;
   *eof = false;
+  // Writes still queued for this file land first (read-your-writes).
+  if (write_behind_) write_behind_->Drain(key);
   Attrs a;
   if (!cache_->FreshAttrs(key, &a)) {
     uint32_t st = Revalidate(cr, key, &a);
@@ -1119,26 +1154,36 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
   return upstream::kNfs4Ok;
 }
 
-void Core::NoteWriteVerifier(const upstream::Verifier &v) {
-  std::lock_guard<std::mutex> g(misc_mu_);
-  write_verf_ = v;
-}
-
-void Core::WriteVerifier(uint8_t out[8]) {
-  std::lock_guard<std::mutex> g(misc_mu_);
-  memset(out, 0, 8);
-  memcpy(out, write_verf_.data(), std::min<size_t>(8, write_verf_.size()));
-}
+void Core::WriteVerifier(uint8_t out[8]) { memcpy(out, boot_verf_, 8); }
 
 uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
                      uint64_t offset, size_t len, const char *buf, int stable,
                      size_t *nwritten, int *committed) {
+  if (stable == 0 && write_behind_ &&
+      write_behind_->Submit(key, cr, IoStateid(open), offset, buf, len)) {
+    *nwritten = len;  // queued; durable at COMMIT
+    *committed = 0;
+    return upstream::kNfs4Ok;
+  }
+  // Synchronously. An UNSTABLE write not queued here goes FILE_SYNC: its
+  // data is not kept for a resend, so the remote must not lose it.
+  upstream::Verifier verf;
+  return WriteUpstream(
+      cr, key, [this, open] { return IoStateid(open); }, offset, len, buf,
+      stable == 0 ? 2 : stable, nwritten, committed, &verf);
+}
+
+uint32_t Core::WriteUpstream(const Creds &cr, Key key,
+                             const std::function<StateId()> &sid_of,
+                             uint64_t offset, size_t len, const char *buf,
+                             int stable, size_t *nwritten, int *committed,
+                             upstream::Verifier *verf) {
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
   *nwritten = 0;
   *committed = 2;
-  StateId sid = IoStateid(open);
+  StateId sid = sid_of();
   while (*nwritten < len) {
     uint32_t chunk =
         uint32_t(std::min<size_t>(len - *nwritten, max_write_));
@@ -1157,7 +1202,8 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
     st = Run(c, cr, &rep);
     if (IsStateError(st)) {
       cache_->AfterOwnChange(key, false, 0, Attrs());  // nothing written
-      StateId fresh = IoStateid(open);
+      if (sid == StateId::Anonymous()) return st;
+      StateId fresh = sid_of();
       sid = fresh == sid ? StateId::Anonymous() : fresh;
       continue;
     }
@@ -1173,7 +1219,7 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
                              post->attrs, offset + *nwritten,
                              buf + *nwritten, w->count);
     }
-    NoteWriteVerifier(w->verifier);
+    *verf = w->verifier;
     *nwritten += w->count;
     *committed = std::min(*committed, int(w->committed));
     if (w->count == 0) return upstream::kNfs4ErrIo;
@@ -1183,16 +1229,10 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
 
 uint32_t Core::Commit(const Creds &cr, Key key, uint64_t offset,
                       uint64_t len) {
-  Fh fh;
-  uint32_t st = FhOf(key, &fh);
-  if (st) return st;
-  Compound c;
-  c.SetTag("commit").Putfh(fh).Commit(offset, uint32_t(std::min<uint64_t>(
-                                                  len, UINT32_MAX)));
-  CompoundReply rep;
-  st = Run(c, cr, &rep);
-  if (st == upstream::kNfs4Ok) NoteWriteVerifier(rep.Find(Op::kCommit)->verifier);
-  return st;
+  (void)offset;  // the whole file is committed: cheaper than tracking ranges
+  (void)len;
+  if (write_behind_) return write_behind_->Commit(key, cr);
+  return upstream::kNfs4Ok;  // every write was sent FILE_SYNC or stable
 }
 
 // --- locks ----------------------------------------------------------------

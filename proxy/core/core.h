@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <thread>
 #include <map>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "cache/cache.h"
 #include "cache/reader.h"
 #include "core/opens.h"
+#include "core/write_behind.h"
 #include "handles/handle_map.h"
 #include "metrics/metrics.h"
 #include "nache/nache.h"
@@ -59,6 +61,7 @@ struct CoreConfig {
   CacheOptions cache;                // size bound, block size, attr window
   uint32_t readahead_max = 4 << 20;  // readahead window bound (bytes)
   uint32_t open_linger_ms = 5000;    // upstream CLOSE delay after last close
+  uint64_t write_behind_max = 64 << 20;  // queued UNSTABLE bytes (0: off)
   // Registry the export reports to; null: the process-wide one.
   metrics::Metrics *metrics = nullptr;
 };
@@ -148,13 +151,20 @@ class Core {
                       const upstream::StateId &sid, std::string *data);
   // The key of dir's entry name in dir's cached listing, or kNoKey.
   Key ListedKey(Key dir, const std::string &name);
+  // One upstream WRITE of [off, off+len) (several when len exceeds the
+  // server's maxwrite), updating the cache; *committed and *verf from the
+  // server. sid_of gives the stateid to use (again after a state error).
+  uint32_t WriteUpstream(const Creds &cr, Key key,
+                         const std::function<upstream::StateId()> &sid_of,
+                         uint64_t offset, size_t len, const char *buf,
+                         int stable, size_t *nwritten, int *committed,
+                         upstream::Verifier *verf);
   // The linger thread: closes upstream opens whose linger expired.
   void LingerLoop();
   // Looks the export's path up on the remote and records its handle.
   uint32_t ResolveRoot(upstream::Fh *fh);
   upstream::Verifier CookieVerf(Key dir);
   void SetCookieVerf(Key dir, const upstream::Verifier &v);
-  void NoteWriteVerifier(const upstream::Verifier &v);
 
   // Open helpers; owner->mu held.
   // Sends OPEN_CONFIRM when the OPEN result asks for it; updates *sid.
@@ -180,6 +190,8 @@ class Core {
   std::unique_ptr<OpenTable> opens_;
   std::unique_ptr<Cache> cache_;
   std::unique_ptr<BlockReader> reader_;  // uses cache_ (destroyed first)
+  std::unique_ptr<WriteBehind> write_behind_;  // null when disabled
+  uint8_t boot_verf_[8] = {};  // our write verifier (immutable after Open)
   // Opens lingering after their last local close, by deadline.
   std::mutex linger_mu_;  // guards lingering_, linger_stop_
   std::condition_variable linger_cv_;
@@ -196,9 +208,8 @@ class Core {
   std::atomic<uint32_t> max_write_{1 << 20};
   std::mutex root_mu_;     // serialises ResolveRoot
 
-  std::mutex misc_mu_;  // guards cookie_verfs_, write_verf_, lock_serial_
+  std::mutex misc_mu_;  // guards cookie_verfs_, lock_serial_
   std::unordered_map<Key, upstream::Verifier> cookie_verfs_;
-  upstream::Verifier write_verf_;
   uint64_t lock_serial_ = 0;
   std::string owner_prefix_;  // unique per proxy start (immutable)
   std::mutex state_mu_;       // guards FileOpen::stateid reads for I/O

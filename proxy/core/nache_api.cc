@@ -108,6 +108,10 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
                 "must be 0..268435456 bytes (0 disables readahead)");
   if (cfg->open_linger_s > 3600)
     return Fail(err, errlen, "Open_Linger", "must be 0..3600 seconds");
+  if (cfg->write_behind_max == nullptr ||
+      !nache_parse_size(cfg->write_behind_max, &size) || size > (16ull << 30))
+    return Fail(err, errlen, "Write_Behind_Max",
+                "must be a size up to 16G (0 disables write-behind)");
   return true;
 }
 
@@ -152,6 +156,7 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   c.cache.attr_timeout_ms = cfg->attr_timeout_s * 1000;
   c.readahead_max = cfg->readahead_max;
   c.open_linger_ms = cfg->open_linger_s * 1000;
+  nache_parse_size(cfg->write_behind_max, &c.write_behind_max);
   std::string why;
   std::unique_ptr<Core> core = Core::Open(c, &why);
   if (!core) {

@@ -326,6 +326,17 @@ TEST(ReadaheadPolicyTest, SequentialDoublesRandomResets) {
   EXPECT_EQ(p.OnRead(41), 1u);
 }
 
+TEST(ReadaheadPolicyTest, OutOfOrderParallelReadsStaySequential) {
+  ReadaheadPolicy p(16);
+  p.OnRead(0);
+  EXPECT_EQ(p.OnRead(4), 1u);  // a second READ in flight, further on
+  EXPECT_EQ(p.OnRead(1), 1u);  // behind the frontier: kept
+  EXPECT_EQ(p.OnRead(5), 2u);
+  EXPECT_EQ(p.OnRead(2), 2u);
+  EXPECT_EQ(p.OnRead(8), 4u);
+  EXPECT_EQ(p.OnRead(1000), 0u);
+}
+
 TEST_F(ReaderTest, SequentialReadsPrefetchAhead) {
   cache_->Validated(1, FileAttrs(1, 64 * kBs));
   std::mutex mu;

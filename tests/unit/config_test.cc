@@ -21,6 +21,7 @@ nache_config Good() {
   c.attr_timeout_s = 3;
   c.readahead_max = 4 << 20;
   c.open_linger_s = 5;
+  c.write_behind_max = "64M";
   return c;
 }
 
@@ -117,6 +118,11 @@ TEST(ConfigTest, EachBadValueNamesItsParameter) {
   c = Good();
   c.open_linger_s = 4000;
   EXPECT_EQ(Error(c).rfind("Open_Linger:", 0), 0u);
+  for (const char *bad : {"", "lots", "17G"}) {
+    c = Good();
+    c.write_behind_max = bad;
+    EXPECT_EQ(Error(c).rfind("Write_Behind_Max:", 0), 0u) << bad;
+  }
   c = Good();
   c.max_io_size = 2 << 20;
   EXPECT_EQ(Error(c).rfind("Max_IO_Size:", 0), 0u);

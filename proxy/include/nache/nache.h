@@ -50,6 +50,7 @@ struct nache_config {
 	uint32_t attr_timeout_s;       /* attribute window (seconds) */
 	uint32_t readahead_max;        /* readahead window bound (bytes) */
 	uint32_t open_linger_s;        /* upstream CLOSE delay (seconds) */
+	const char *write_behind_max;  /* queued UNSTABLE data, "0" = off */
 };
 
 /* Parses a size with an optional K, M, G or T suffix (powers of 1024).

@@ -1,0 +1,125 @@
+// Write-behind of UNSTABLE writes. See write_behind.h.
+#include "core/write_behind.h"
+
+namespace nache {
+
+WriteBehind::WriteBehind(SendFn send, CommitFn commit, uint64_t max_bytes,
+                         int threads)
+    : send_(std::move(send)), commit_(std::move(commit)),
+      max_bytes_(max_bytes) {
+  for (int i = 0; i < threads; i++)
+    threads_.emplace_back([this] { Worker(); });
+}
+
+WriteBehind::~WriteBehind() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;  // workers finish the queue first
+  }
+  jobs_cv_.notify_all();
+  for (auto &t : threads_) t.join();
+}
+
+bool WriteBehind::Submit(Key key, const upstream::Creds &cr,
+                         const upstream::StateId &sid, uint64_t off,
+                         const char *buf, size_t len) {
+  std::unique_lock<std::mutex> g(mu_);
+  if (stop_ || threads_.empty() || bytes_ + len > max_bytes_) return false;
+  // Wait for unsent writes this one overlaps: they must land first.
+  auto overlaps = [&] {
+    auto it = files_.find(key);
+    if (it == files_.end()) return false;
+    for (const WritePtr &w : it->second)
+      if (!w->done && w->off < off + len && off < w->off + w->data.size())
+        return true;
+    return false;
+  };
+  cv_.wait(g, [&] { return !overlaps(); });
+  WritePtr w = std::make_shared<Write>();
+  w->off = off;
+  w->data.assign(buf, len);
+  w->cr = cr;
+  w->sid = sid;
+  files_[key].push_back(w);
+  bytes_ += len;
+  jobs_.push_back(Job{key, w});
+  g.unlock();
+  jobs_cv_.notify_one();
+  return true;
+}
+
+bool WriteBehind::PendingLocked(Key key) const {
+  auto it = files_.find(key);
+  if (it == files_.end()) return false;
+  for (const WritePtr &w : it->second)
+    if (!w->done) return true;
+  return false;
+}
+
+void WriteBehind::Drain(Key key) {
+  std::unique_lock<std::mutex> g(mu_);
+  cv_.wait(g, [&] { return !PendingLocked(key); });
+}
+
+uint32_t WriteBehind::Commit(Key key, const upstream::Creds &cr) {
+  std::list<WritePtr> mine;
+  {
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [&] { return !PendingLocked(key); });
+    auto it = files_.find(key);
+    if (it == files_.end() || it->second.empty())
+      return upstream::kNfs4Ok;  // nothing of this file is uncommitted
+    mine = it->second;  // writes queued later stay for a later COMMIT
+  }
+  upstream::Verifier cverf;
+  uint32_t st = commit_(key, cr, &cverf);
+  if (st != upstream::kNfs4Ok) return st;  // all kept: the client retries
+  for (const WritePtr &w : mine) {
+    if (w->status == upstream::kNfs4Ok && w->verf == cverf) continue;
+    // Failed, or sent before the remote lost it: send again, durably.
+    upstream::Verifier v;
+    uint32_t s = send_(key, w->cr, w->sid, w->off, w->data, 2, &v);
+    if (s != upstream::kNfs4Ok) return s;  // all kept for the retry
+    w->status = upstream::kNfs4Ok;
+    w->verf = cverf;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = files_.find(key);
+  if (it != files_.end()) {
+    for (const WritePtr &w : mine) {
+      it->second.remove(w);
+      bytes_ -= w->data.size();
+    }
+    if (it->second.empty()) files_.erase(it);
+  }
+  return upstream::kNfs4Ok;
+}
+
+uint64_t WriteBehind::bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return bytes_;
+}
+
+void WriteBehind::Worker() {
+  for (;;) {
+    Job j;
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      jobs_cv_.wait(g, [this] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, queue sent
+      j = jobs_.front();
+      jobs_.pop_front();
+    }
+    upstream::Verifier v;
+    uint32_t st = send_(j.key, j.w->cr, j.w->sid, j.w->off, j.w->data, 0, &v);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      j.w->status = st;
+      j.w->verf = v;
+      j.w->done = true;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace nache

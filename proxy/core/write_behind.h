@@ -1,0 +1,99 @@
+// Write-behind of UNSTABLE writes: the client's UNSTABLE WRITE is answered
+// once its data is queued here; worker threads send it upstream (UNSTABLE)
+// while the client goes on. COMMIT waits for the file's queued writes,
+// sends one upstream COMMIT and resends (FILE_SYNC) every write whose
+// verifier differs from the COMMIT's (the remote rebooted in between), so
+// data is dropped only once the remote has it on stable storage.
+//
+// This is what NFS already allows: an UNSTABLE write is not durable until a
+// COMMIT returns the same verifier. nache's verifier is its own, chosen at
+// start, so a nache crash (which loses queued writes) makes clients resend.
+//
+// Ordering: a write overlapping one still in flight for the same file waits
+// for it, so overlapping writes reach the remote in the order they came.
+// A failed send is retried at COMMIT (FILE_SYNC); only then does its error
+// reach the client.
+//
+// Bound: at most max_bytes queued or uncommitted; beyond it Submit refuses
+// and the caller writes synchronously.
+//
+// Thread safety: all methods are thread-safe. No lock is held while a send
+// or COMMIT is on the wire.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "handles/handle_map.h"
+#include "upstream/types.h"
+
+namespace nache {
+
+class WriteBehind {
+ public:
+  // Sends [off, off + data.size()) with the given stability; sets *verf.
+  using SendFn = std::function<uint32_t(
+      Key key, const upstream::Creds &cr, const upstream::StateId &sid,
+      uint64_t off, const std::string &data, int stable,
+      upstream::Verifier *verf)>;
+  // Sends COMMIT of the whole file; sets *verf.
+  using CommitFn = std::function<uint32_t(Key key, const upstream::Creds &cr,
+                                          upstream::Verifier *verf)>;
+
+  WriteBehind(SendFn send, CommitFn commit, uint64_t max_bytes, int threads);
+  // Sends what is queued, then stops the workers.
+  ~WriteBehind();
+
+  // Queues an UNSTABLE write; false when it would exceed the bound.
+  bool Submit(Key key, const upstream::Creds &cr, const upstream::StateId &sid,
+              uint64_t off, const char *buf, size_t len);
+  // Returns once every write of key queued so far has been sent.
+  void Drain(Key key);
+  // Drain, COMMIT, resend what the COMMIT's verifier does not cover; then
+  // forgets the file's writes. Returns an NFS status (a send's failure
+  // that a FILE_SYNC resend could not fix, or the COMMIT's).
+  uint32_t Commit(Key key, const upstream::Creds &cr);
+
+  uint64_t bytes() const;  // queued or uncommitted bytes
+
+ private:
+  struct Write {
+    uint64_t off = 0;
+    std::string data;
+    upstream::Creds cr;
+    upstream::StateId sid;
+    bool done = false;
+    uint32_t status = 0;
+    upstream::Verifier verf;
+  };
+  using WritePtr = std::shared_ptr<Write>;
+  struct Job {
+    Key key;
+    WritePtr w;
+  };
+  void Worker();
+  bool PendingLocked(Key key) const;  // an unsent write of key
+
+  SendFn send_;      // immutable
+  CommitFn commit_;  // immutable
+  uint64_t max_bytes_;
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;       // a write finished
+  std::condition_variable jobs_cv_;  // a job was queued (or stop)
+  std::unordered_map<Key, std::list<WritePtr>> files_;  // uncommitted
+  std::deque<Job> jobs_;
+  uint64_t bytes_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace nache
