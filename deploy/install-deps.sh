@@ -25,6 +25,7 @@ build_pkgs=(
 lab_pkgs=(
   user-mode-linux kmod nfs-kernel-server iproute2 procps psmisc
   python3 coreutils util-linux bc bsdextrautils e2fsprogs
+  python3-matplotlib
 )
 
 want=("${runtime_pkgs[@]}")

@@ -35,6 +35,7 @@ LAB_REPO_DIR=$(dirname "$LAB_SRC_DIR")
 : "${LAB_KNFSD_LEASE:=30}"
 : "${LAB_KNFSD_GRACE:=10}"
 : "${LAB_KNFSD_THREADS:=8}"
+: "${LAB_KNFSD_NLM_GRACE:=}"      # lockd grace s (empty: kernel default, 50)
 : "${LAB_WAN_NETEM:=delay 40ms rate 50mbit limit 10000}"
 LAB_AGENT_PORT=7777
 LAB_REGISTRY=/run/nache-lab      # <id> -> "LAB_DIR owner-pid owner-start"
@@ -934,6 +935,7 @@ lab_remote_knfsd_start() {
 		LAB_KNFSD_LEASE='$LAB_KNFSD_LEASE'
 		LAB_KNFSD_GRACE='$LAB_KNFSD_GRACE'
 		LAB_KNFSD_THREADS='$LAB_KNFSD_THREADS'
+		LAB_KNFSD_NLM_GRACE='$LAB_KNFSD_NLM_GRACE'
 		LAB_KNFSD_CLD_DIR='$LAB_DIR/knfsd/nfsdcld'" || return 1
 	local rc=0
 	_lab_ns "$LAB_NS_REMOTE" "${_LAB_TOOL[@]}" wait-rpc "$LAB_KNFSD_ADDR" \

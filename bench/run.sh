@@ -1,0 +1,386 @@
+#!/usr/bin/env bash
+# bench/run.sh — the benchmark runner behind `make bench` (bench/README.md).
+#
+# Boots one lab (lab/lab.sh): a remote server (knfsd by default, whose
+# per-operation counters are readable), nache and stock Ganesha PROXY_V4 in
+# front of it, and enough UML clients; then, for every profile, workload,
+# client count and configuration (a "cell"), it prepares the data on the
+# server, mounts cold, snapshots the server's op counters, runs the workload
+# in all the cell's clients at once, snapshots again, and appends the cell's
+# rows to bench/out/<run-id>/results.csv.  Ends with summary.md and plots.
+#
+# Parameters (environment; lists are comma-separated):
+#   WORKLOAD  webserver webserver-zipf varmail fileserver webproxy untar
+#             lslr build seqread, or "all"              (default webserver)
+#   PROFILE   lan wan lanrouter                         (default lan)
+#   CLIENTS   client counts, e.g. 1,2,4                 (default 1)
+#   CONFIGS   direct proxyv4 nache                      (default all three)
+#   SCALE     smoke | full | filebench                  (default full)
+#   REMOTE    knfsd | vfs                               (default knfsd)
+#   DURATION  seconds of a personality run (default: the scale's, 10/60)
+#   ENGINE    auto | python | filebench (personalities; auto = filebench
+#             when the guest has it)
+#   FB_SET    personality overrides "nfiles=500,nthreads=8"
+#   MOUNT_OPTS  client mount options                    (default vers=4.1)
+#   BUILD_JOBS  make -j for "build"                     (default 4)
+#   NACHE_BUILD_DIR  build tree with stage/             (default ./build)
+#   BENCH_OUT  output base directory                    (default bench/out)
+set -uo pipefail
+BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
+: "${NACHE_SOURCE_DIR:=$(dirname "$BENCH_DIR")}"
+: "${NACHE_BUILD_DIR:=$NACHE_SOURCE_DIR/build}"
+export LAB_STAGE_DIR="$NACHE_BUILD_DIR/stage"
+# shellcheck source=../lab/lab.sh
+source "$NACHE_SOURCE_DIR/lab/lab.sh"
+PY=$LAB_PYTHON                   # the system python3 (has matplotlib)
+DRIVER=$BENCH_DIR/driver/fbdriver.py
+
+WORKLOAD=${WORKLOAD:-webserver}
+PROFILE=${PROFILE:-lan}
+CLIENTS=${CLIENTS:-1}
+CONFIGS=${CONFIGS:-direct,proxyv4,nache}
+SCALE=${SCALE:-full}
+REMOTE=${REMOTE:-knfsd}
+DURATION=${DURATION:-}
+ENGINE=${ENGINE:-auto}
+FB_SET=${FB_SET:-}
+MOUNT_OPTS=${MOUNT_OPTS:-vers=4.1}
+BUILD_JOBS=${BUILD_JOBS:-4}
+BENCH_OUT=${BENCH_OUT:-$BENCH_DIR/out}
+# Room for every cell's data (a sparse image: the host's disk holds what is
+# written, until teardown) and threads for N clients.  Cells' data is not
+# deleted during the run: a local unlink on the server waits out
+# lease-break-time (45 s) for every file whose delegation PROXY_V4 holds and
+# cannot return (it has no working back channel).
+export LAB_KNFSD_SIZE=${LAB_KNFSD_SIZE:-32G}
+export LAB_KNFSD_THREADS=${LAB_KNFSD_THREADS:-16}
+# knfsd grants no delegations while lockd's grace period runs (50 s after
+# boot by default): shorten it, and start the first cell after it.
+export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
+# Jobs on a wan profile run for many minutes (bench/README.md).
+JOB_TIMEOUT=${BENCH_JOB_TIMEOUT:-7200}
+
+ALL_WORKLOADS="webserver webserver-zipf varmail fileserver webproxy untar lslr build seqread"
+PERSONALITIES=" webserver webserver-zipf varmail fileserver webproxy "
+
+die() {
+	echo "bench: $*" >&2
+	exit 2
+}
+
+# ------------------------------------------------------------ parameters
+
+list() { tr ',' ' ' <<<"$1"; }
+in_list() { [[ " $(list "$2") " == *" $1 "* ]]; }
+
+[ "$WORKLOAD" = all ] && WORKLOAD=$(tr ' ' ',' <<<"$ALL_WORKLOADS")
+for w in $(list "$WORKLOAD"); do
+	[[ " $ALL_WORKLOADS " == *" $w "* ]] ||
+		die "unknown workload '$w' (one of: $ALL_WORKLOADS, all)"
+done
+for p in $(list "$PROFILE"); do
+	case $p in lan | wan | lanrouter) ;; *) die "unknown profile '$p' (lan, wan, lanrouter)" ;; esac
+done
+MAXC=0
+for n in $(list "$CLIENTS"); do
+	[[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 16 ] ||
+		die "client count '$n' must be 1..16"
+	[ "$n" -gt "$MAXC" ] && MAXC=$n
+done
+for c in $(list "$CONFIGS"); do
+	case $c in direct | proxyv4 | nache) ;; *) die "unknown config '$c' (direct, proxyv4, nache)" ;; esac
+done
+case $SCALE in smoke | full | filebench) ;; *) die "unknown scale '$SCALE' (smoke, full, filebench)" ;; esac
+case $REMOTE in knfsd | vfs) ;; *) die "unknown remote '$REMOTE' (knfsd, vfs)" ;; esac
+case $ENGINE in auto | python | filebench) ;; *) die "unknown engine '$ENGINE'" ;; esac
+[ -x "$LAB_STAGE_DIR/bin/ganesha.nfsd" ] ||
+	die "no staged ganesha.nfsd in $LAB_STAGE_DIR: run 'make build' (or set NACHE_BUILD_DIR)"
+
+# Sizes of the fixed-work workloads per scale (GEN_* / SEQREAD_SIZE win).
+if [ "$SCALE" = smoke ]; then
+	export GEN_FILES=${GEN_FILES:-150} GEN_DIRS=${GEN_DIRS:-30} GEN_BYTES=${GEN_BYTES:-1600000}
+	SEQREAD_SIZE=${SEQREAD_SIZE:-32m}
+	BUILD_SOURCES=${BUILD_SOURCES:-20} BUILD_HEADERS=${BUILD_HEADERS:-4}
+else
+	SEQREAD_SIZE=${SEQREAD_SIZE:-256m}
+	BUILD_SOURCES=${BUILD_SOURCES:-200} BUILD_HEADERS=${BUILD_HEADERS:-19}
+fi
+
+# ------------------------------------------------------------ output
+
+mkdir -p "$BENCH_OUT" || die "cannot create $BENCH_OUT"
+RUN_ID=$(date +%Y%m%d-%H%M%S)
+[ ! -e "$BENCH_OUT/$RUN_ID" ] || RUN_ID=$RUN_ID-$$
+RUN=$BENCH_OUT/$RUN_ID
+mkdir -p "$RUN/raw"
+RESULTS=$RUN/results.csv
+echo "workload,profile,clients,config,metric,value,unit" >"$RESULTS"
+ln -sfn "$RUN_ID" "$BENCH_OUT/latest"
+exec > >(tee -a "$RUN/bench.log") 2>&1
+{
+	echo "run_id=$RUN_ID"
+	echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "commit=$(git -C "$NACHE_SOURCE_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$NACHE_SOURCE_DIR" diff --quiet HEAD 2>/dev/null || echo +dirty)"
+	echo "workloads=$WORKLOAD"
+	echo "profiles=$PROFILE"
+	echo "clients=$CLIENTS"
+	echo "configs=$CONFIGS"
+	echo "scale=$SCALE"
+	echo "remote=$REMOTE"
+	echo "duration=${DURATION:-scale default}"
+	echo "mount_opts=$MOUNT_OPTS"
+	[ -z "$FB_SET" ] || echo "fb_set=$FB_SET"
+} >"$RUN/params.txt"
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# ------------------------------------------------------------ the lab
+
+lab_cleanup_stale
+lab_init || die "lab_init failed"
+lab_net_up lan || die "network did not come up"
+if [ "$REMOTE" = knfsd ]; then
+	lab_remote_knfsd_start || die "knfsd did not start"
+	UP_ADDR=$LAB_KNFSD_ADDR UP_PATH=/ DIRECT_EXPORT=/
+	SERVER_ROOT=$LAB_KNFSD_EXPORT_DIR          # path inside the knfsd guest
+	SRV_PY=python3                             # the guest's PATH: /usr/bin
+else
+	lab_remote_vfs_start || die "VFS remote did not start"
+	UP_ADDR=$LAB_REMOTE_ADDR UP_PATH=/export DIRECT_EXPORT=/export
+	SERVER_ROOT=$LAB_REMOTE_EXPORT_DIR         # host path
+	SRV_PY=$PY
+fi
+if in_list nache "$CONFIGS"; then
+	LAB_NACHE_UPSTREAM=$UP_ADDR LAB_NACHE_UPSTREAM_PATH=$UP_PATH lab_nache_start ||
+		die "nache did not start"
+fi
+if in_list proxyv4 "$CONFIGS"; then
+	LAB_PROXYV4_UPSTREAM=$UP_ADDR LAB_PROXYV4_UPSTREAM_PATH=$UP_PATH lab_proxyv4_start ||
+		die "PROXY_V4 did not start"
+fi
+# shellcheck disable=SC2046
+lab_clients_start $(seq 1 "$MAXC") || die "clients did not boot"
+
+if [ "$ENGINE" = auto ]; then
+	if lab_client_run 1 'command -v filebench' >/dev/null 2>&1; then
+		ENGINE=filebench
+	else
+		ENGINE=python
+	fi
+fi
+echo "engine=$ENGINE (personalities)" >>"$RUN/params.txt"
+log "personalities run with the $ENGINE engine"
+
+if [ "$REMOTE" = knfsd ]; then
+	ready_at=$(($(cut -d. -f1 "$LAB_DIR/run/knfsd.started") + LAB_KNFSD_NLM_GRACE + 1))
+	if [ "$(date +%s)" -lt "$ready_at" ]; then
+		log "waiting $((ready_at - $(date +%s))) s for the end of knfsd's lockd grace period (no delegations before)"
+		sleep $((ready_at - $(date +%s)))
+	fi
+fi
+
+WORK=$LAB_DIR/bench                # shared with every guest (hostfs)
+mkdir -p "$WORK"
+if [[ " $(list "$WORKLOAD") " == *" untar "* ]] || [[ " $(list "$WORKLOAD") " == *" lslr "* ]]; then
+	"$PY" "$BENCH_DIR/gen_tree.py" --tar "$WORK/tree.tar" || die "gen_tree.py failed"
+	TREE_ENTRIES=$(tar -tf "$WORK/tree.tar" | wc -l)
+	echo "tree=$TREE_ENTRIES entries, $(stat -c %s "$WORK/tree.tar") bytes of tar" >>"$RUN/params.txt"
+fi
+
+# server_run CMD — run CMD where the exported file system is writable: in
+# the knfsd guest, or on the host for the VFS remote.
+server_run() {
+	if [ "$REMOTE" = knfsd ]; then
+		LAB_CMD_TIMEOUT=$JOB_TIMEOUT lab_knfsd_run "$1"
+	else
+		bash -c "$1"
+	fi
+}
+
+# server_snapshot CELLDIR WHEN CONFIG — counters into CELLDIR/*.WHEN.
+server_snapshot() {
+	local dir=$1 when=$2 config=$3
+	if [ "$REMOTE" = knfsd ]; then
+		lab_knfsd_stats >"$dir/knfsd.$when" || return 1
+	fi
+	if [ "$config" = nache ]; then
+		ip netns exec "$LAB_NS_LAN" "$PY" -c '
+import sys, urllib.request
+page = urllib.request.urlopen("http://%s:9464/metrics" % sys.argv[1], timeout=10)
+sys.stdout.write(page.read().decode())' "$LAB_NACHE_ADDR" >"$dir/nache.$when" ||
+			{ [ "$REMOTE" = knfsd ] || return 1; }
+	fi
+	return 0
+}
+
+server_of() {
+	case $1 in
+	direct) echo "$UP_ADDR $DIRECT_EXPORT" ;;
+	proxyv4) echo "$LAB_PROXYV4_ADDR /export" ;;
+	nache) echo "$LAB_NACHE_ADDR /export" ;;
+	esac
+}
+
+# prepare WORKLOAD SRVDIR N — the cell's data on the server, one
+# subdirectory c<i> per client (not timed, not counted).
+prepare() {
+	local w=$1 srv=$2 n=$3 i cmd="set -e; mkdir -p '$srv'"
+	for i in $(seq 1 "$n"); do
+		local d=$srv/c$i
+		case $w in
+		untar) cmd+="; mkdir -p '$d'" ;;
+		lslr) cmd+="; mkdir -p '$d'; tar -xf '$WORK/tree.tar' -C '$d'" ;;
+		build) cmd+="; $SRV_PY -B '$DRIVER' genproject --dir '$d' --sources $BUILD_SOURCES --headers $BUILD_HEADERS >/dev/null" ;;
+		seqread) cmd+="; $SRV_PY -B '$DRIVER' mkfile --path '$d/seq.bin' --size $SEQREAD_SIZE >/dev/null" ;;
+		*)
+			if [ "$ENGINE" = python ]; then
+				cmd+="; $SRV_PY -B '$DRIVER' prealloc ${w%-zipf} --scale $SCALE $(fb_sets) --seed $i --dir '$d' >/dev/null"
+			else
+				cmd+="; mkdir -p '$d'"
+			fi
+			;;
+		esac
+	done
+	cmd+="; sync"
+	[ "$REMOTE" = knfsd ] && cmd+="; echo 3 >/proc/sys/vm/drop_caches"
+	server_run "$cmd"
+}
+
+fb_sets() {
+	local kv out=
+	for kv in $(list "$FB_SET"); do out+=" --set $kv"; done
+	echo "$out"
+}
+
+# client_cmd WORKLOAD CLIDIR I SYNCDIR — the driver command for client I.
+client_cmd() {
+	local w=$1 d=$2 i=$3 sync=$4
+	local barrier="--ready '$sync/ready.$i' --go '$sync/go'"
+	case $w in
+	untar) echo "python3 -B '$DRIVER' untar --tar '$WORK/tree.tar' --dir '$d' $barrier" ;;
+	lslr) echo "python3 -B '$DRIVER' lslr --dir '$d' $barrier" ;;
+	build) echo "python3 -B '$DRIVER' build --dir '$d' --jobs $BUILD_JOBS $barrier" ;;
+	seqread) echo "python3 -B '$DRIVER' seqread --path '$d/seq.bin' $barrier" ;;
+	*)
+		local choice=uniform
+		[ "$w" = webserver-zipf ] && choice=zipf
+		echo "python3 -B '$DRIVER' run ${w%-zipf} --scale $SCALE $(fb_sets) --seed $i --dir '$d' --choice $choice --engine $ENGINE ${DURATION:+--duration $DURATION} $barrier"
+		;;
+	esac
+}
+
+# wait_ready SYNCDIR N PIDS... — until all N ready files exist; fails when
+# a driver exits first.
+wait_ready() {
+	local sync=$1 n=$2 i pid ready
+	shift 2
+	while :; do
+		ready=0
+		for i in $(seq 1 "$n"); do
+			[ -e "$sync/ready.$i" ] && ready=$((ready + 1))
+		done
+		[ "$ready" = "$n" ] && return 0
+		for pid in "$@"; do
+			kill -0 "$pid" 2>/dev/null || return 1
+		done
+		sleep 0.1
+	done
+}
+
+FAILED=0
+
+# run_cell WORKLOAD PROFILE N CONFIG
+run_cell() {
+	local w=$1 p=$2 n=$3 c=$4 i
+	local cell=$w-$p-c$n-$c
+	local rel=bench-$RUN_ID/$cell
+	local srv=$SERVER_ROOT/$rel cli=/mnt/b/$rel
+	local raw=$RUN/raw/$cell sync=$WORK/sync/$cell
+	local addr export
+	read -r addr export <<<"$(server_of "$c")"
+	mkdir -p "$raw" "$sync"
+	log "cell $cell: preparing"
+	if [ "$c" = nache ] && ! _lab_alive "$(lab_nache_pid)"; then
+		log "nache is not running (crashed?): restarting it"
+		LAB_NACHE_UPSTREAM=$UP_ADDR LAB_NACHE_UPSTREAM_PATH=$UP_PATH lab_nache_start ||
+			{ log "cell $cell: nache did not restart"; return 1; }
+	fi
+	prepare "$w" "$srv" "$n" >"$raw/prepare.log" 2>&1 ||
+		{ log "cell $cell: preparation failed (raw/$cell/prepare.log)"; return 1; }
+	# Cold clients: fresh mounts, empty page and dentry caches.
+	local pids=() rc=0
+	for i in $(seq 1 "$n"); do
+		{ lab_client_run "$i" "umount /mnt/b 2>/dev/null; sync; echo 3 >/proc/sys/vm/drop_caches" &&
+			lab_client_mount "$i" "$addr" "$export" /mnt/b "$MOUNT_OPTS"; } \
+			>"$raw/mount.$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i" || rc=1; done
+	[ $rc = 0 ] || { log "cell $cell: mount failed (raw/$cell/mount.*.log)"; return 1; }
+	# The timed phase: drivers prepare (no file system access), signal
+	# ready; counters; go.
+	pids=()
+	local timeout=$JOB_TIMEOUT
+	[[ $PERSONALITIES == *" $w "* ]] && timeout=$((${DURATION:-60} + 900))
+	for i in $(seq 1 "$n"); do
+		LAB_CMD_TIMEOUT=$timeout lab_client_run "$i" \
+			"$(client_cmd "$w" "$cli/c$i" "$i" "$sync")" \
+			>"$raw/client$i.json" 2>"$raw/client$i.err" &
+		pids+=($!)
+	done
+	if ! wait_ready "$sync" "$n" "${pids[@]}"; then
+		log "cell $cell: a driver exited before starting (raw/$cell/client*.err)"
+		touch "$sync/go"
+		for i in "${pids[@]}"; do wait "$i"; done
+		rc=1
+	else
+		server_snapshot "$raw" before "$c" || log "cell $cell: counter snapshot failed"
+		log "cell $cell: running $n client(s)"
+		touch "$sync/go"
+		for i in "${pids[@]}"; do wait "$i" || rc=1; done
+		server_snapshot "$raw" after "$c" || log "cell $cell: counter snapshot failed"
+	fi
+	pids=()
+	for i in $(seq 1 "$n"); do
+		[ -s "$raw/client$i.json" ] || rm -f "$raw/client$i.json"
+		lab_client_umount "$i" /mnt/b >/dev/null 2>&1 &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i"; done
+	local server=knfsd
+	if [ "$REMOTE" = vfs ]; then
+		[ "$c" = nache ] && server=nache || server=none
+	fi
+	"$PY" "$BENCH_DIR/report.py" cell --csv "$RESULTS" --workload "$w" \
+		--profile "$p" --clients "$n" --config "$c" --dir "$raw" \
+		--server "$server" || rc=1
+	if [ $rc != 0 ]; then
+		log "cell $cell: FAILED (see raw/$cell/client*.err)"
+		tail -n 5 "$raw"/client*.err >&2 2>/dev/null
+		return 1
+	fi
+	log "cell $cell: done: $(awk -F, -v c="$c" -v w="$w" -v p="$p" -v n="$n" '$1 == w && $2 == p && $3 == n && $4 == c &&
+		($5 == "duration_s" || $5 == "ops_per_s" || $5 == "latency_mean_ms" || $5 == "server_ops_total") { printf "%s=%s ", $5, $6 }' "$RESULTS")"
+}
+
+for p in $(list "$PROFILE"); do
+	lab_set_profile "$p" || die "profile $p"
+	rtt=$(lab_rtt "$LAB_NS_LAN" "$UP_ADDR" 10 2>/dev/null) || rtt=?
+	echo "rtt_${p}_ms=$rtt (nache namespace -> remote, median of 10)" >>"$RUN/params.txt"
+	log "profile $p: RTT nache -> remote $rtt ms"
+	for w in $(list "$WORKLOAD"); do
+		for n in $(list "$CLIENTS"); do
+			for c in $(list "$CONFIGS"); do
+				run_cell "$w" "$p" "$n" "$c" || FAILED=$((FAILED + 1))
+			done
+		done
+	done
+done
+
+"$PY" "$BENCH_DIR/report.py" summarize "$RUN" || FAILED=$((FAILED + 1))
+echo
+cat "$RUN/summary.md"
+echo
+log "results: $RUN (results.csv, summary.md$([ -d "$RUN/plots" ] && echo ", plots/"))"
+[ "$FAILED" = 0 ] || log "$FAILED cell(s) failed"
+[ "$FAILED" = 0 ]
