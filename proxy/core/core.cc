@@ -28,6 +28,8 @@ constexpr uint32_t kReaddirDircount = 32 * 1024;
 // directory of a few thousand entries is one round trip.
 constexpr uint32_t kReaddirMaxcount = 512 * 1024;
 constexpr int kOpenOwners = 64;
+// READ data per COMPOUND when a block needs several READs.
+constexpr uint32_t kMaxReadReply = 960 * 1024;
 // Directories larger than this are not kept as listings (a caller that
 // stops early does not make us read further).
 constexpr size_t kListingMaxEntries = 100000;
@@ -544,12 +546,15 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
       .Putfh(dfh)
       .Create(type, name, attrs, link_text)
       .Getfh()
+      .Getattr(upstream::kAttrsObject)
+      .Putfh(dfh)
       .Getattr(upstream::kAttrsObject);
   CompoundReply rep;
   st = Run(c, cr, &rep);
-  if (st) return st;
+  NoteDirAfter(dir, rep, 1);
+  if (!rep.Find(Op::kGetattr)) return st;
+  st = upstream::kNfs4Ok;
   *key = handles_->Intern(rep.Find(Op::kGetfh)->fh, dir, name);
-  cache_->ExpireAttrs(dir);
   cache_->Validated(*key, rep.Find(Op::kGetattr)->attrs);
   if (out) *out = rep.Find(Op::kGetattr)->attrs;
   return st;
@@ -594,14 +599,19 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
       .Savefh()
       .Putfh(nfh)
       .Rename(oldname, newname)
+      .Getattr(upstream::kAttrsObject)
+      .Putfh(ofh)
+      .Getattr(upstream::kAttrsObject)
+      .Putfh(nfh)
       .Lookup(newname)
       .Getfh();
   Key replaced = ListedKey(newdir, newname);
   CompoundReply rep;
   st = Run(c, cr, &rep);
   uint32_t rst = OpStatus(rep, Op::kRename);
-  cache_->ExpireAttrs(olddir);
-  cache_->ExpireAttrs(newdir);
+  // Both directories' attributes after the rename.
+  NoteDirAfter(newdir, rep, 0);
+  NoteDirAfter(olddir, rep, 1);
   if (replaced != kNoKey) cache_->ExpireAttrs(replaced);  // nlink
   if (rst == upstream::kNfs4Ok && rep.Find(Op::kGetfh))
     cache_->ExpireAttrs(
@@ -617,14 +627,26 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   if (st) return st;
   Key gone = ListedKey(dir, name);
   Compound c;
-  c.SetTag("remove").Putfh(dfh).Remove(name);
+  c.SetTag("remove").Putfh(dfh).Remove(name).Getattr(upstream::kAttrsObject);
   CompoundReply rep;
   st = Run(c, cr, &rep);
-  cache_->ExpireAttrs(dir);
+  NoteDirAfter(dir, rep, 0);
+  if (rep.Find(Op::kRemove) && !OpStatus(rep, Op::kRemove))
+    st = upstream::kNfs4Ok;  // removed; only the GETATTR after failed
   // Its nlink dropped; when it was the last link its cached data is
   // garbage (an open file's data stays readable through the remote).
   if (gone != kNoKey) cache_->ExpireAttrs(gone);
   return st;
+}
+
+void Core::NoteDirAfter(Key dir, const CompoundReply &rep, int nth) {
+  // The directory's attributes fetched after our change to it: fresh (and
+  // its old listing dropped, its change having moved).
+  const OpResult *g = rep.Find(Op::kGetattr, nth);
+  if (g && g->status == upstream::kNfs4Ok)
+    cache_->Validated(dir, g->attrs);
+  else
+    cache_->ExpireAttrs(dir);
 }
 
 Key Core::ListedKey(Key dir, const std::string &name) {
@@ -844,7 +866,9 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     Compound c;
     c.SetTag("open_name").Putfh(dfh).Open(a).Getfh();
     if (req.truncate) c.Setattr(StateId::Anonymous(), TruncateAttrs());
-    c.Getattr(upstream::kAttrsObject);
+    // The file's attributes, then its directory's (a create changed it).
+    c.Getattr(upstream::kAttrsObject).Putfh(dfh).Getattr(
+        upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
     const OpResult *o = rep.Find(Op::kOpen);
@@ -865,7 +889,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
         have_attrs = true;
       }
     }
-    if (*created) cache_->ExpireAttrs(req.key);
+    NoteDirAfter(req.key, rep, 1);
     std::shared_ptr<FileOpen> f = opens_->GetOrAdopt(key, owner);
     if (f->owner == owner) {
       ResetIfStale(f.get());
@@ -1123,28 +1147,42 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
   const uint64_t start = idx * bs;
   data->resize(bs);
   StateId sid = sid_in;
+  // One COMPOUND for the whole block, as several READs when the server's
+  // maxread is smaller (knfsd on a small machine allows 32 KiB), so a block
+  // always costs one round trip.
+  // A reply must stay below libnfs' 1 MiB record limit.
+  const uint32_t per = std::min<uint32_t>(bs, max_read_);
+  const uint32_t group =
+      std::max<uint32_t>(per, (kMaxReadReply / per) * per);
   uint32_t got = 0;
-  bool eof = false;
+  bool short_read = false;
   Attrs post;
-  while (got < bs && !eof) {
-    uint32_t chunk = std::min<uint32_t>(bs - got, max_read_);
+  for (int attempt = 0; got < bs && !short_read;) {
+    uint32_t gstart = got, gend = std::min(bs, got + group);
     Compound c;
-    c.SetTag("read")
-        .Putfh(fh)
-        .Read(sid, start + got, chunk, &(*data)[got])
-        .Getattr(upstream::kAttrsObject);
+    c.SetTag("read").Putfh(fh);
+    for (uint32_t o = gstart; o < gend; o += per)
+      c.Read(sid, start + o, std::min(per, gend - o), &(*data)[o]);
+    c.Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
-    if (IsStateError(st) && !(sid == StateId::Anonymous())) {
+    if (IsStateError(st) && attempt++ == 0 &&
+        !(sid == StateId::Anonymous())) {
       sid = StateId::Anonymous();  // our open went away: read statelessly
       continue;
     }
     if (st) return st;
-    const OpResult *r = rep.Find(Op::kRead);
+    // The data runs up to the first short READ (the end of the file).
+    uint32_t o = gstart;
+    for (int i = 0; !short_read; i++) {
+      const OpResult *r = rep.Find(Op::kRead, i);
+      if (!r) break;
+      uint32_t want = std::min(per, gend - o);
+      got += r->count;
+      o += want;
+      short_read = r->count < want || r->eof;
+    }
     post = rep.Find(Op::kGetattr)->attrs;
-    got += r->count;
-    eof = r->eof;
-    if (r->count == 0) break;
   }
   data->resize(got);
   cache_->Validated(key, post);
