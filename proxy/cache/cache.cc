@@ -243,8 +243,9 @@ void Cache::Validated(Key key, const Attrs &a) {
   std::lock_guard<std::mutex> g(mu_);
   Object *o = Obj(key);
   WriteBatch batch;
+  // (A directory's size says nothing about its entries beyond its change.)
   bool moved = !o->have_attrs || o->attrs.change != a.change ||
-               o->attrs.size != a.size;
+               (a.type != upstream::FileType::kDir && o->attrs.size != a.size);
   if (moved) {
     DropData(key, o, &batch);
   } else if (AccessInvariantChanged(o->attrs, a)) {
@@ -420,18 +421,66 @@ void Cache::PutListing(Key dir, uint64_t change,
   std::lock_guard<std::mutex> g(mu_);
   Object *o = Obj(dir);
   o->listing_change = change;
+  o->listing_edited = false;
   o->listing = std::make_shared<const std::vector<CachedDirent>>(
       std::move(list));
 }
 
-std::shared_ptr<const std::vector<CachedDirent>> Cache::Listing(Key dir) {
+void Cache::OwnDirChange(Key dir, const upstream::ChangeInfo &ci,
+                         const Attrs &post, const std::string &removed,
+                         const std::string &added, Key added_key) {
+  bool have_post = (post.mask & upstream::kAttrChange) != 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    Object *o = Obj(dir);
+    if (o->listing && ci.atomic && o->listing_change == ci.before &&
+        o->have_attrs && o->attrs.change == ci.before &&
+        (!have_post || post.change == ci.after)) {
+      // Exactly our change happened: edit the listing.
+      auto l = std::make_shared<std::vector<CachedDirent>>(*o->listing);
+      if (!removed.empty())
+        l->erase(std::remove_if(l->begin(), l->end(),
+                                [&](const CachedDirent &e) {
+                                  return e.name == removed;
+                                }),
+                 l->end());
+      if (!added.empty()) {
+        l->erase(std::remove_if(l->begin(), l->end(),
+                                [&](const CachedDirent &e) {
+                                  return e.name == added;
+                                }),
+                 l->end());
+        l->push_back(CachedDirent{added, added_key, 0});
+      }
+      o->listing = l;
+      o->listing_edited = true;
+      o->listing_change = ci.after;
+      if (have_post) {
+        o->attrs = post;
+        o->validated = Clock::now();
+      } else {
+        o->attrs.change = ci.after;
+        o->validated = Clock::time_point();  // the rest is unknown
+      }
+      return;
+    }
+  }
+  if (have_post)
+    Validated(dir, post);
+  else
+    ExpireAttrs(dir);
+}
+
+std::shared_ptr<const std::vector<CachedDirent>> Cache::Listing(
+    Key dir, bool for_readdir) {
   std::shared_ptr<const std::vector<CachedDirent>> l;
   {
     std::lock_guard<std::mutex> g(mu_);
     auto it = objects_.find(dir);
     if (it != objects_.end() && IsFresh(*it->second) &&
         it->second->listing &&
-        it->second->listing_change == it->second->attrs.change)
+        it->second->listing_change == it->second->attrs.change &&
+        !(for_readdir && it->second->listing_edited))
       l = it->second->listing;
   }
   if (metrics_) metrics_->CountCache(metrics::CacheKind::kDirents, l != nullptr, 0);

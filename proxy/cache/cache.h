@@ -112,8 +112,19 @@ class Cache {
   // Records a complete listing of dir read under change attribute change.
   void PutListing(Key dir, uint64_t change, std::vector<CachedDirent> list);
   // The listing of dir, if one was recorded under the directory's current
-  // (fresh) change attribute.
-  std::shared_ptr<const std::vector<CachedDirent>> Listing(Key dir);
+  // (fresh) change attribute. for_readdir: only a listing read from the
+  // remote (whose cookies are the server's), not one we edited.
+  std::shared_ptr<const std::vector<CachedDirent>> Listing(
+      Key dir, bool for_readdir = false);
+  // Our own change to directory dir: the server's atomic change_info
+  // (before, after) and dir's attributes after it (post, may lack the
+  // change when not fetched). When the listing was current at "before",
+  // it stays usable for lookups with the edit applied (remove `removed`,
+  // add `added` as `added_key`; empty names: none); otherwise as
+  // Validated(post), or the attributes expire.
+  void OwnDirChange(Key dir, const upstream::ChangeInfo &ci, const Attrs &post,
+                    const std::string &removed, const std::string &added,
+                    Key added_key);
 
   // --- data ---------------------------------------------------------------
   uint32_t block_size() const { return opts_.block_size; }
@@ -177,6 +188,7 @@ class Cache {
     };
     std::vector<Parked> parked;
     uint64_t listing_change = 0;
+    bool listing_edited = false;  // names only; cookies not the server's
     std::shared_ptr<const std::vector<CachedDirent>> listing;
   };
 

@@ -28,8 +28,6 @@ constexpr uint32_t kReaddirDircount = 32 * 1024;
 // directory of a few thousand entries is one round trip.
 constexpr uint32_t kReaddirMaxcount = 512 * 1024;
 constexpr int kOpenOwners = 64;
-// READ data per COMPOUND when a block needs several READs.
-constexpr uint32_t kMaxReadReply = 960 * 1024;
 // Directories larger than this are not kept as listings (a caller that
 // stops early does not make us read further).
 constexpr size_t kListingMaxEntries = 100000;
@@ -284,14 +282,15 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
                       Key *key, Attrs *attrs) {
   if (name == "..") return LookupParent(cr, dir, key, attrs);
   if (name != ".") {
-    // A fresh listing of dir answers the lookup, also negatively.
+    // A fresh listing of dir answers the lookup of a name it has. Not one
+    // it lacks: a file just created at the remote must be found at once,
+    // as by a direct mount that never looked the name up.
     if (auto l = cache_->Listing(dir)) {
       auto it = std::find_if(l->begin(), l->end(), [&name](const CachedDirent &e) {
         return e.name == name;
       });
-      if (it == l->end()) return upstream::kNfs4ErrNoent;
       Attrs a;
-      if (cache_->FreshAttrs(it->key, &a)) {
+      if (it != l->end() && cache_->FreshAttrs(it->key, &a)) {
         *key = it->key;
         if (attrs) *attrs = a;
         return upstream::kNfs4Ok;
@@ -551,11 +550,18 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
       .Getattr(upstream::kAttrsObject);
   CompoundReply rep;
   st = Run(c, cr, &rep);
-  NoteDirAfter(dir, rep, 1);
-  if (!rep.Find(Op::kGetattr)) return st;
+  if (!rep.Find(Op::kGetattr)) {
+    cache_->ExpireAttrs(dir);
+    return st;
+  }
   st = upstream::kNfs4Ok;
   *key = handles_->Intern(rep.Find(Op::kGetfh)->fh, dir, name);
-  cache_->Validated(*key, rep.Find(Op::kGetattr)->attrs);
+  const Attrs &na = rep.Find(Op::kGetattr)->attrs;
+  cache_->Validated(*key, na);
+  NoteDirAfter(dir, rep, 1, rep.Find(Op::kCreate)->cinfo, "", name, *key);
+  // A new directory is empty: lookups in it need not ask.
+  if (type == upstream::FileType::kDir && (na.mask & upstream::kAttrChange))
+    cache_->PutListing(*key, na.change, {});
   if (out) *out = rep.Find(Op::kGetattr)->attrs;
   return st;
 }
@@ -609,13 +615,26 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   CompoundReply rep;
   st = Run(c, cr, &rep);
   uint32_t rst = OpStatus(rep, Op::kRename);
-  // Both directories' attributes after the rename.
-  NoteDirAfter(newdir, rep, 0);
-  NoteDirAfter(olddir, rep, 1);
   if (replaced != kNoKey) cache_->ExpireAttrs(replaced);  // nlink
-  if (rst == upstream::kNfs4Ok && rep.Find(Op::kGetfh))
-    cache_->ExpireAttrs(
-        handles_->Intern(rep.Find(Op::kGetfh)->fh, newdir, newname));
+  Key moved = kNoKey;
+  if (rst == upstream::kNfs4Ok && rep.Find(Op::kGetfh)) {
+    moved = handles_->Intern(rep.Find(Op::kGetfh)->fh, newdir, newname);
+    cache_->ExpireAttrs(moved);  // ctime
+  }
+  if (rst != upstream::kNfs4Ok || moved == kNoKey) {
+    cache_->ExpireAttrs(olddir);
+    cache_->ExpireAttrs(newdir);
+  } else if (olddir == newdir) {
+    // Both directories' attributes after the rename, and their listings
+    // edited: one edit when they are the same directory.
+    NoteDirAfter(newdir, rep, 0, rep.Find(Op::kRename)->cinfo, oldname,
+                 newname, moved);
+  } else {
+    NoteDirAfter(newdir, rep, 0, rep.Find(Op::kRename)->cinfo2, "", newname,
+                 moved);
+    NoteDirAfter(olddir, rep, 1, rep.Find(Op::kRename)->cinfo, oldname, "",
+                 kNoKey);
+  }
   // A failure after the RENAME itself (the object moved on meanwhile) does
   // not undo the rename.
   return rep.Find(Op::kRename) ? rst : st;
@@ -630,23 +649,27 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   c.SetTag("remove").Putfh(dfh).Remove(name).Getattr(upstream::kAttrsObject);
   CompoundReply rep;
   st = Run(c, cr, &rep);
-  NoteDirAfter(dir, rep, 0);
-  if (rep.Find(Op::kRemove) && !OpStatus(rep, Op::kRemove))
+  if (rep.Find(Op::kRemove) && !OpStatus(rep, Op::kRemove)) {
+    NoteDirAfter(dir, rep, 0, rep.Find(Op::kRemove)->cinfo, name, "",
+                 kNoKey);
     st = upstream::kNfs4Ok;  // removed; only the GETATTR after failed
+  } else {
+    cache_->ExpireAttrs(dir);
+  }
   // Its nlink dropped; when it was the last link its cached data is
   // garbage (an open file's data stays readable through the remote).
   if (gone != kNoKey) cache_->ExpireAttrs(gone);
   return st;
 }
 
-void Core::NoteDirAfter(Key dir, const CompoundReply &rep, int nth) {
-  // The directory's attributes fetched after our change to it: fresh (and
-  // its old listing dropped, its change having moved).
+void Core::NoteDirAfter(Key dir, const CompoundReply &rep, int nth,
+                        const upstream::ChangeInfo &ci,
+                        const std::string &removed, const std::string &added,
+                        Key added_key) {
   const OpResult *g = rep.Find(Op::kGetattr, nth);
-  if (g && g->status == upstream::kNfs4Ok)
-    cache_->Validated(dir, g->attrs);
-  else
-    cache_->ExpireAttrs(dir);
+  cache_->OwnDirChange(dir, ci,
+                       g && g->status == upstream::kNfs4Ok ? g->attrs : Attrs(),
+                       removed, added, added_key);
 }
 
 Key Core::ListedKey(Key dir, const std::string &name) {
@@ -889,7 +912,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
         have_attrs = true;
       }
     }
-    NoteDirAfter(req.key, rep, 1);
+    NoteDirAfter(req.key, rep, 1, o->cinfo, "", req.name, key);
     std::shared_ptr<FileOpen> f = opens_->GetOrAdopt(key, owner);
     if (f->owner == owner) {
       ResetIfStale(f.get());
@@ -1146,49 +1169,66 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
   const uint32_t bs = cache_->block_size();
   const uint64_t start = idx * bs;
   data->resize(bs);
-  StateId sid = sid_in;
-  // One COMPOUND for the whole block, as several READs when the server's
-  // maxread is smaller (knfsd on a small machine allows 32 KiB), so a block
-  // always costs one round trip.
-  // A reply must stay below libnfs' 1 MiB record limit.
+  // A block costs one round trip: when the server's maxread is below the
+  // block size (knfsd on a small machine allows 32 KiB, per COMPOUND
+  // reply), its pieces are fetched in parallel, each READ with a GETATTR.
   const uint32_t per = std::min<uint32_t>(bs, max_read_);
-  const uint32_t group =
-      std::max<uint32_t>(per, (kMaxReadReply / per) * per);
+  const uint32_t pieces = (bs + per - 1) / per;
+  struct Piece {
+    uint32_t st = 0, count = 0;
+    bool eof = false;
+    Attrs post;
+  };
+  std::vector<Piece> got_pieces(pieces);
+  auto fetch_piece = [&](uint32_t i) {
+    Piece &p = got_pieces[i];
+    uint32_t off = i * per, len = std::min(per, bs - off);
+    StateId sid = sid_in;
+    for (int attempt = 0; attempt < 2; attempt++) {
+      Compound c;
+      c.SetTag("read")
+          .Putfh(fh)
+          .Read(sid, start + off, len, &(*data)[off])
+          .Getattr(upstream::kAttrsObject);
+      CompoundReply rep;
+      p.st = Run(c, cr, &rep);
+      if (IsStateError(p.st) && !(sid == StateId::Anonymous())) {
+        sid = StateId::Anonymous();  // our open went away: stateless
+        continue;
+      }
+      if (p.st) return;
+      p.count = rep.Find(Op::kRead)->count;
+      p.eof = rep.Find(Op::kRead)->eof;
+      p.post = rep.Find(Op::kGetattr)->attrs;
+      return;
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (uint32_t i = 1; i < pieces; i++) helpers.emplace_back(fetch_piece, i);
+  fetch_piece(0);
+  for (auto &t : helpers) t.join();
+  // The data runs up to the first short piece (the end of the file); the
+  // pieces must agree on the change attribute to be cached together.
   uint32_t got = 0;
-  bool short_read = false;
-  Attrs post;
-  for (int attempt = 0; got < bs && !short_read;) {
-    uint32_t gstart = got, gend = std::min(bs, got + group);
-    Compound c;
-    c.SetTag("read").Putfh(fh);
-    for (uint32_t o = gstart; o < gend; o += per)
-      c.Read(sid, start + o, std::min(per, gend - o), &(*data)[o]);
-    c.Getattr(upstream::kAttrsObject);
-    CompoundReply rep;
-    st = Run(c, cr, &rep);
-    if (IsStateError(st) && attempt++ == 0 &&
-        !(sid == StateId::Anonymous())) {
-      sid = StateId::Anonymous();  // our open went away: read statelessly
-      continue;
+  Attrs post = got_pieces[0].post;
+  bool consistent = true;
+  for (uint32_t i = 0; i < pieces; i++) {
+    const Piece &p = got_pieces[i];
+    if (p.st) {
+      if (i == 0) return p.st;
+      consistent = false;  // return what we have, cache nothing
+      break;
     }
-    if (st) return st;
-    // The data runs up to the first short READ (the end of the file).
-    uint32_t o = gstart;
-    for (int i = 0; !short_read; i++) {
-      const OpResult *r = rep.Find(Op::kRead, i);
-      if (!r) break;
-      uint32_t want = std::min(per, gend - o);
-      got += r->count;
-      o += want;
-      short_read = r->count < want || r->eof;
-    }
-    post = rep.Find(Op::kGetattr)->attrs;
+    if (p.post.change != post.change) consistent = false;
+    got += p.count;
+    if (p.count < std::min(per, bs - i * per) || p.eof) break;
   }
   data->resize(got);
   cache_->Validated(key, post);
   uint64_t expect =
       start < post.size ? std::min<uint64_t>(bs, post.size - start) : 0;
-  if (got > 0 && got == expect) cache_->PutBlock(key, idx, gen, *data);
+  if (consistent && got > 0 && got == expect)
+    cache_->PutBlock(key, idx, gen, *data);
   return upstream::kNfs4Ok;
 }
 

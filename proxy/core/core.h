@@ -149,9 +149,14 @@ class Core {
   // Reads block idx of key from upstream (the BlockReader's fetch).
   uint32_t FetchBlock(Key key, uint64_t idx, const Creds &cr,
                       const upstream::StateId &sid, std::string *data);
-  // Records dir's attributes from the nth GETATTR of rep (sent after an
-  // operation of ours changed it), or expires them when it is missing.
-  void NoteDirAfter(Key dir, const upstream::CompoundReply &rep, int nth);
+  // After an operation of ours changed directory dir: its change_info ci,
+  // its attributes from the nth GETATTR of rep (when there), and the edit
+  // (entry removed, entry added as added_key) that keeps its cached
+  // listing usable for lookups.
+  void NoteDirAfter(Key dir, const upstream::CompoundReply &rep, int nth,
+                    const upstream::ChangeInfo &ci,
+                    const std::string &removed, const std::string &added,
+                    Key added_key);
   // The key of dir's entry name in dir's cached listing, or kNoKey.
   Key ListedKey(Key dir, const std::string &name);
   // One upstream WRITE of [off, off+len) (several when len exceeds the

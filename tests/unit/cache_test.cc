@@ -265,6 +265,33 @@ TEST_F(CacheTest, ListingValidOnlyUnderItsChangeAndUntilExpired) {
   EXPECT_FALSE(cache_->Listing(2));
 }
 
+TEST_F(CacheTest, OwnDirectoryChangesEditTheListingForLookups) {
+  Attrs dir = FileAttrs(5, 0);
+  dir.type = upstream::FileType::kDir;
+  cache_->Validated(2, dir);
+  cache_->PutListing(2, 5, {{"a", 10, 1}, {"b", 11, 2}});
+  upstream::ChangeInfo ci;
+  ci.atomic = true;
+  ci.before = 5;
+  ci.after = 6;
+  Attrs after = dir;
+  after.change = 6;
+  cache_->OwnDirChange(2, ci, after, "a", "c", 12);
+  auto l = cache_->Listing(2);
+  ASSERT_TRUE(l);
+  std::vector<std::string> names;
+  for (auto &e : *l) names.push_back(e.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"b", "c"}));
+  // Edited listings carry no server cookies: not for READDIR.
+  EXPECT_FALSE(cache_->Listing(2, true));
+  // Someone else's change came in between (6 -> 7): no edit, dropped.
+  ci.before = 7;
+  ci.after = 8;
+  after.change = 8;
+  cache_->OwnDirChange(2, ci, after, "", "d", 13);
+  EXPECT_FALSE(cache_->Listing(2));
+}
+
 // --- block reader -----------------------------------------------------------
 
 class ReaderTest : public CacheTest {};
