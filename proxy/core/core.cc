@@ -1173,7 +1173,13 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
   // block size (knfsd on a small machine allows 32 KiB, per COMPOUND
   // reply), its pieces are fetched in parallel, each READ with a GETATTR.
   const uint32_t per = std::min<uint32_t>(bs, max_read_);
-  const uint32_t pieces = (bs + per - 1) / per;
+  // Only the pieces the file's known size covers (a small file is one
+  // READ); a file that grew meanwhile is read on with the next block.
+  uint32_t span = bs;
+  Attrs known;
+  if (cache_->KnownAttrs(key, &known) && known.size > start)
+    span = uint32_t(std::min<uint64_t>(bs, known.size - start));
+  const uint32_t pieces = std::max<uint32_t>(1, (span + per - 1) / per);
   struct Piece {
     uint32_t st = 0, count = 0;
     bool eof = false;
