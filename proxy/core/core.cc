@@ -443,7 +443,8 @@ uint32_t Core::Readdir(const Creds &cr, Key dir, uint64_t cookie,
   *eof = false;
   // From a fresh listing when every entry's attributes are fresh too (an
   // entry's own change does not move its directory's change attribute).
-  if (auto l = cache_->Listing(dir)) {
+  // Only one read from the remote: its cookies are the server's.
+  if (auto l = cache_->Listing(dir, true)) {
     size_t i = 0;
     if (cookie != 0) {
       while (i < l->size() && (*l)[i].cookie != cookie) i++;
