@@ -251,12 +251,13 @@ void Cache::Validated(Key key, const Attrs &a) {
   } else if (AccessInvariantChanged(o->attrs, a)) {
     o->access.clear();
   }
-  bool persist = moved || !o->have_attrs ||
-                 memcmp(&o->attrs, &a, sizeof(a)) != 0;
   o->attrs = a;
   o->have_attrs = true;
   o->validated = Clock::now();
-  if (persist) {
+  // Only the change attribute and generation matter across a restart
+  // (everything is revalidated before use), so an unchanged object costs
+  // no store write.
+  if (moved) {
     PersistAttrs(key, *o, &batch);
     Commit(&batch);
   }
@@ -294,6 +295,9 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
         if (!known(o->parked[i].pre)) continue;
         Object::Parked p = std::move(o->parked[i]);
         o->parked.erase(o->parked.begin() + i);
+        // Applying reads the cached blocks back: write what is pending.
+        Commit(&batch);
+        batch.Clear();
         ApplyOwnLocked(key, o, p.post, p.off, p.data.data(), p.data.size(),
                        &batch);
         progress = true;
@@ -327,7 +331,8 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
     o->validated = Clock::now();
     PersistAttrs(key, *o, &batch);
   }
-  Commit(&batch);
+  Commit(&batch);  // the written blocks and the attributes together
+  EvictLocked();
 }
 
 void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post,
@@ -339,7 +344,7 @@ void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post,
   bool newest = post.change >= o->attrs.change;
   if (len > 0) {
     ApplyWriteLocked(key, o, off, buf, len,
-                     std::max(post.size, o->attrs.size));
+                     std::max(post.size, o->attrs.size), batch);
   } else if (newest && post.size < o->attrs.size) {
     DropData(key, o, batch);  // truncated
   }
@@ -578,9 +583,10 @@ bool Cache::PutBlockLocked(Key key, Object *o, uint64_t idx,
 }
 
 void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
-                             const char *buf, size_t len, uint64_t new_size) {
+                             const char *buf, size_t len, uint64_t new_size,
+                             void *batchp) {
   const uint64_t bs = opts_.block_size;
-  WriteBatch batch;
+  WriteBatch &batch = *static_cast<WriteBatch *>(batchp);
   uint64_t end = off + len;
   for (uint64_t idx = off / bs; idx * bs < end; idx++) {
     uint64_t bstart = idx * bs;
@@ -622,8 +628,6 @@ void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
     memcpy(&block[wlo - bstart], buf + (wlo - off), whi - wlo);
     PutBlockLocked(key, o, idx, block, o->attrs.change, false, &batch);
   }
-  Commit(&batch);
-  EvictLocked();
 }
 
 void Cache::MarkClean(Key key, uint64_t idx) {

@@ -2,7 +2,8 @@
 // listings and file data blocks, validated by the remote change attribute.
 //
 // Persistent part (RocksDB, the export's store, three column families):
-//   attrs      key            -> {data generation, attributes}
+//   attrs      key            -> {data generation, attributes when the
+//                                 change attribute last moved}
 //   block_meta key|block      -> {generation, change, length, dirty}
 //   blocks     key|block      -> the block's bytes
 // Attributes, access results and listings also live in memory, with the
@@ -202,10 +203,11 @@ class Cache {
   void PersistAttrs(Key key, const Object &o, void *batch);
   void Commit(void *batch);
   void EvictLocked();
-  // Applies our write of [off, off+len) to o's cached blocks; new_size is
-  // the file's size after it (o->attrs still has the size before).
+  // Applies our write of [off, off+len) to o's cached blocks, into batch;
+  // new_size is the file's size after it (o->attrs still has the size
+  // before).
   void ApplyWriteLocked(Key key, Object *o, uint64_t off, const char *buf,
-                        size_t len, uint64_t new_size);
+                        size_t len, uint64_t new_size, void *batch);
   // Applies one of our completed operations whose "before" is known.
   void ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
                       const char *buf, size_t len, void *batch);
