@@ -10,12 +10,8 @@
 # usage: bench/cache_read.sh [PROFILE] [BLOCK_SIZES]
 #        e.g. wan "65536 262144 1048576"
 set -uo pipefail
-BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
-: "${NACHE_SOURCE_DIR:=$(dirname "$BENCH_DIR")}"
-: "${NACHE_BUILD_DIR:=$NACHE_SOURCE_DIR/build}"
-export LAB_STAGE_DIR="$NACHE_BUILD_DIR/stage"
-source "$NACHE_SOURCE_DIR/lab/lab.sh"
-source "$NACHE_SOURCE_DIR/tests/integration/itest.sh"  # metric
+# The lab (lab.sh, with NACHE_BUILD_DIR's stage) and the metric helper.
+source "$(dirname "$0")/../tests/integration/itest.sh"
 PROFILE=${1:-wan}
 SIZES=${2:-65536 262144 1048576}
 export LAB_CMD_TIMEOUT=${LAB_CMD_TIMEOUT:-3600}

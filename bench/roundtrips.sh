@@ -6,10 +6,7 @@
 # the attribute window. Prints CSV operation,compounds.
 # usage: bench/roundtrips.sh
 set -uo pipefail
-BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
-: "${NACHE_SOURCE_DIR:=$(dirname "$BENCH_DIR")}"
-: "${NACHE_BUILD_DIR:=$NACHE_SOURCE_DIR/build}"
-source "$NACHE_SOURCE_DIR/tests/integration/itest.sh"  # lab, metric, on
+source "$(dirname "$0")/../tests/integration/itest.sh"  # lab, metric, on
 
 itest_up lan 1 || { echo "lab did not start" >&2; exit 1; }
 M=/mnt/n

@@ -285,16 +285,12 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
     // A fresh listing of dir answers the lookup of a name it has. Not one
     // it lacks: a file just created at the remote must be found at once,
     // as by a direct mount that never looked the name up.
-    if (auto l = cache_->Listing(dir)) {
-      auto it = std::find_if(l->begin(), l->end(), [&name](const CachedDirent &e) {
-        return e.name == name;
-      });
-      Attrs a;
-      if (it != l->end() && cache_->FreshAttrs(it->key, &a)) {
-        *key = it->key;
-        if (attrs) *attrs = a;
-        return upstream::kNfs4Ok;
-      }
+    Key k = ListedKey(dir, name);
+    Attrs a;
+    if (k != kNoKey && cache_->FreshAttrs(k, &a)) {
+      *key = k;
+      if (attrs) *attrs = a;
+      return upstream::kNfs4Ok;
     }
   }
   Fh dfh;
@@ -1074,17 +1070,27 @@ void Core::LingerLoop() {
     std::shared_ptr<FileOpen> f = lingering_.begin()->second;
     lingering_.erase(lingering_.begin());
     g.unlock();
-    {
-      std::lock_guard<std::mutex> fg(f->owner->mu);
-      ResetIfStale(f.get());
-      // Reopened meanwhile, or closed again later (a newer entry is due).
-      if (f->open && f->n_local == 0 &&
-          f->linger_until <= std::chrono::steady_clock::now())
-        UpstreamCloseLocked(Creds(), f.get());
-    }
-    opens_->DropIfIdle(f);
+    CloseIfIdle(f, true);
     g.lock();
   }
+}
+
+bool Core::CloseIfIdle(const std::shared_ptr<FileOpen> &f, bool only_if_due) {
+  bool closed = false;
+  {
+    std::lock_guard<std::mutex> fg(f->owner->mu);
+    ResetIfStale(f.get());
+    // Not when reopened meanwhile, nor (only_if_due) when closed again
+    // later: a newer linger entry is due then.
+    if (f->open && f->n_local == 0 &&
+        (!only_if_due ||
+         f->linger_until <= std::chrono::steady_clock::now())) {
+      UpstreamCloseLocked(Creds(), f.get());
+      closed = true;
+    }
+  }
+  opens_->DropIfIdle(f);
+  return closed;
 }
 
 size_t Core::CloseIdleOpens() {
@@ -1096,18 +1102,7 @@ size_t Core::CloseIdleOpens() {
     all.swap(lingering_);
   }
   size_t n = 0;
-  for (auto &kv : all) {
-    std::shared_ptr<FileOpen> &f = kv.second;
-    {
-      std::lock_guard<std::mutex> fg(f->owner->mu);
-      ResetIfStale(f.get());
-      if (f->open && f->n_local == 0) {
-        UpstreamCloseLocked(Creds(), f.get());
-        n++;
-      }
-    }
-    opens_->DropIfIdle(f);
-  }
+  for (auto &kv : all) n += CloseIfIdle(kv.second, false);
   return n;
 }
 

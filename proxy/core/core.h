@@ -167,6 +167,10 @@ class Core {
                          uint64_t offset, size_t len, const char *buf,
                          int stable, size_t *nwritten, int *committed,
                          upstream::Verifier *verf);
+  // Sends CLOSE for f's upstream open when no local open is left (and,
+  // with only_if_due, its linger has expired); drops f from the open table
+  // when idle. True when it closed.
+  bool CloseIfIdle(const std::shared_ptr<FileOpen> &f, bool only_if_due);
   // The linger thread: closes upstream opens whose linger expired.
   void LingerLoop();
   // Looks the export's path up on the remote and records its handle.
