@@ -33,6 +33,7 @@ LAB_REPO_DIR=$(dirname "$LAB_SRC_DIR")
 : "${LAB_KNFSD_MEM:=256M}"
 : "${LAB_KNFSD_SIZE:=512M}"       # ext4 image exported by knfsd
 : "${LAB_KNFSD_LEASE:=30}"
+: "${LAB_NACHE_CALLBACK_PORT:=40049}"
 : "${LAB_KNFSD_GRACE:=10}"
 : "${LAB_KNFSD_THREADS:=8}"
 : "${LAB_KNFSD_NLM_GRACE:=}"      # lockd grace s (empty: kernel default, 50)
@@ -822,7 +823,10 @@ lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
 # lab_nache_start [EXTRA_FSAL_LINES] — start nache (FSAL NACHE) on
 # LAB_NACHE_ADDR.  Upstream: LAB_NACHE_UPSTREAM (default LAB_REMOTE_ADDR),
 # LAB_NACHE_UPSTREAM_PATH (default /export; "/" for knfsd).  EXTRA lines go
-# verbatim into the FSAL block.  Cache in $LAB_DIR/nache/cache, kept across
+# verbatim into the FSAL block.  The NFSv4 callback service (delegations)
+# listens on LAB_NACHE_WAN_ADDR:LAB_NACHE_CALLBACK_PORT unless
+# LAB_NACHE_CALLBACK is set (to other FSAL lines, or empty for none).
+# Cache in $LAB_DIR/nache/cache, kept across
 # restarts.  LAB_NACHE_GLOBAL (default empty): config text put verbatim at
 # the top level of nache's ganesha.conf, e.g. 'NACHE { Metrics = false; }'.
 # Fails with the log tail if the daemon exits during start.
@@ -850,6 +854,7 @@ EXPORT {
 		Upstream_Path = \"${LAB_NACHE_UPSTREAM_PATH:-/export}\";
 		Connections = 2;
 		Cache_Dir = \"$LAB_DIR/nache/cache\";
+		${LAB_NACHE_CALLBACK-Callback_Address = $LAB_NACHE_WAN_ADDR; Callback_Port = $LAB_NACHE_CALLBACK_PORT;}
 		$_LAB_NACHE_EXTRA
 	}
 }"

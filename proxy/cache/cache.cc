@@ -175,8 +175,19 @@ Cache::Object *Cache::Obj(Key key) {
 
 bool Cache::IsFresh(const Object &o) const {
   if (!o.have_attrs || o.validated == Clock::time_point()) return false;
-  return Clock::now() - o.validated <
-         std::chrono::milliseconds(opts_.attr_timeout_ms);
+  Clock::time_point now = Clock::now();
+  if (o.delegated && lease_clock_ && now < lease_clock_()) return true;
+  return now - o.validated < std::chrono::milliseconds(opts_.attr_timeout_ms);
+}
+
+void Cache::SetDelegated(Key key, bool delegated) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!delegated && objects_.find(key) == objects_.end()) return;
+  Obj(key)->delegated = delegated;
+}
+
+void Cache::SetLeaseClock(std::function<Clock::time_point()> f) {
+  lease_clock_ = std::move(f);
 }
 
 void Cache::PersistAttrs(Key key, const Object &o, void *batch) {

@@ -34,6 +34,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -103,6 +104,16 @@ class Cache {
   // The object is gone (or its cached state is not trusted): drops it all.
   void Forget(Key key);
 
+  // --- delegations ------------------------------------------------------
+  // While key is delegated to us upstream, its validated attributes (and so
+  // its access results and data) stay fresh past the attribute window, as
+  // long as the lease clock says our lease holds: a delegation outlives the
+  // lease by nothing. ExpireAttrs still forces one revalidation.
+  void SetDelegated(Key key, bool delegated);
+  // Until when the upstream lease is known to hold (set once, before use;
+  // without it delegations give no freshness).
+  void SetLeaseClock(std::function<Clock::time_point()> lease_valid_until);
+
   // --- access -----------------------------------------------------------
   // ACCESS answered locally when the object's attributes are fresh and
   // this identity asked for (at least) these bits before.
@@ -170,6 +181,7 @@ class Cache {
   };
   struct Object {
     bool have_attrs = false;
+    bool delegated = false;  // an upstream delegation covers the object
     Attrs attrs;
     Clock::time_point validated{};  // epoch: never (not persisted)
     uint64_t gen = 0;
@@ -219,6 +231,7 @@ class Cache {
   Store *store_;                      // not owned
   CacheOptions opts_;                 // immutable
   metrics::ExportMetrics *metrics_;   // may be null; not owned
+  std::function<Clock::time_point()> lease_clock_;  // set before use
   mutable std::mutex mu_;             // guards everything below
   std::unordered_map<Key, std::unique_ptr<Object>> objects_;
   std::list<BlockId> lru_;            // least recent first

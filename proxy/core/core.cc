@@ -16,6 +16,7 @@ namespace nache {
 
 using upstream::Compound;
 using upstream::CompoundReply;
+using upstream::DelegationType;
 using upstream::Fh;
 using upstream::Op;
 using upstream::OpResult;
@@ -60,6 +61,16 @@ uint32_t OpStatus(const CompoundReply &rep, Op op) {
 Core::~Core() {
   // First, so that no scrape samples a half-destroyed core.
   if (metrics_) metrics_->ClearSampler(sampler_token_);
+  // No more recalls; those queued are still answered with a DELEGRETURN.
+  if (cb_server_) cb_server_->Stop();
+  if (recall_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> g(recall_mu_);
+      recall_stop_ = true;
+    }
+    recall_cv_.notify_all();
+    recall_thread_.join();
+  }
   if (linger_thread_.joinable()) {
     {
       std::lock_guard<std::mutex> g(linger_mu_);
@@ -117,18 +128,16 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
            (unsigned long long)c->store_->incarnation(), cfg.export_id);
   uo.client_id = id;
   uo.auth_machine = host;
-  if (!cfg.callback_address.empty() && cfg.callback_port != 0) {
-    char uaddr[128];
-    snprintf(uaddr, sizeof(uaddr), "%s.%u.%u", cfg.callback_address.c_str(),
-             cfg.callback_port >> 8, cfg.callback_port & 0xff);
-    uo.callback_uaddr = uaddr;
-  }
+  Core *core = c.get();
+  // The callback service listens before SETCLIENTID advertises it (the
+  // server probes it right after the client id is confirmed).
+  if (!c->StartCallbackService(&uo.callback_uaddr, err)) return nullptr;
+  uo.on_new_clientid = [core](uint64_t) { core->DropAllDelegations(); };
   c->up_ = upstream::Upstream::Create(uo);
   if (!c->up_) {
     *err = "cannot start the upstream client";
     return nullptr;
   }
-  Core *core = c.get();
   uint32_t ra_blocks = cfg.readahead_max / cfg.cache.block_size;
   c->reader_.reset(new BlockReader(
       c->cache_.get(),
@@ -172,7 +181,10 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     g.connected = core->up_->state() == upstream::UpstreamState::kReady;
     g.clientid_epoch = core->up_->epoch();
     g.open_files = core->opens_->size();
-    g.callback_path_up = false;  // no callback service before delegations
+    g.callback_path_up = core->cb_server_ && core->cb_contact_.load() &&
+                         !core->up_->callback_path_down();
+    g.delegations_read = core->delegs_->Count(DelegationType::kRead);
+    g.delegations_write = core->delegs_->Count(DelegationType::kWrite);
     g.cache_bytes = core->cache_->bytes();
     g.cache_blocks = core->cache_->blocks();
     return g;
@@ -367,6 +379,7 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
+  ReturnIfReadDelegated(key);
   // Queued writes must not land after a truncate.
   if (write_behind_ && (set.mask & upstream::kAttrSize))
     write_behind_->Drain(key);
@@ -594,6 +607,8 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   Fh ofh, nfh;
   uint32_t st = FhOf(olddir, &ofh);
   if (st || (st = FhOf(newdir, &nfh))) return st;
+  ReturnIfReadDelegated(ListedKey(olddir, oldname));
+  ReturnIfReadDelegated(ListedKey(newdir, newname));
   // The trailing LOOKUP+GETFH names the moved object, so its recorded
   // (parent, name) follows it at no extra round trip.
   Compound c;
@@ -642,6 +657,7 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   uint32_t st = FhOf(dir, &dfh);
   if (st) return st;
   Key gone = ListedKey(dir, name);
+  ReturnIfReadDelegated(gone);
   Compound c;
   c.SetTag("remove").Putfh(dfh).Remove(name).Getattr(upstream::kAttrsObject);
   CompoundReply rep;
@@ -699,19 +715,50 @@ void Core::ResetIfStale(FileOpen *f) {
 }
 
 uint32_t Core::ConfirmIfAsked(const Creds &cr, const OpResult &open,
-                              const Fh &fh, OwnerSlot *owner, StateId *sid) {
+                              const Fh &fh, OwnerSlot *owner, StateId *sid,
+                              const ReopenAfterConfirm &again,
+                              upstream::Delegation *deleg) {
+  *deleg = open.delegation;
   if (!(open.open_rflags & 2 /* OPEN4_RESULT_CONFIRM */))
     return upstream::kNfs4Ok;
   // A new open-owner must confirm its first OPEN (RFC 7530 16.18.5); the
-  // owner pool makes this a once-per-owner round trip.
+  // owner pool makes this a once-per-owner round trip. Servers delegate
+  // only to confirmed owners (knfsd), so with a callback service the same
+  // COMPOUND opens the file once more, now by a confirmed owner: the same
+  // open (its seqid advanced), possibly with a delegation.
+  bool reopen = cb_server_ != nullptr && !again.dir.empty();
   Compound c;
   c.SetTag("open_confirm").Putfh(fh).OpenConfirm(*sid, owner->seqid);
+  if (reopen) {
+    upstream::OpenArgs a;
+    a.seqid = owner->seqid + 1;
+    a.share_access = again.access;
+    a.share_deny = again.deny;
+    a.owner = owner->name;
+    a.name = again.name;
+    c.Putfh(again.dir).Open(a).Getfh();
+  }
   CompoundReply rep;
   uint32_t st = Run(c, cr, &rep);
   const OpResult *r = rep.Find(Op::kOpenConfirm);
   if (r) OpenTable::AdvanceSeqid(&owner->seqid, r->status);
-  if (st) return st;
+  if (!r || r->status) return st;
   *sid = r->stateid;
+  const OpResult *o = rep.Find(Op::kOpen);
+  if (o) OpenTable::AdvanceSeqid(&owner->seqid, o->status);
+  const OpResult *g = rep.Find(Op::kGetfh);
+  if (o && !o->status && g && g->fh == fh) {
+    *sid = o->stateid;
+    *deleg = o->delegation;
+  } else if (o && !o->status && g) {
+    // The name now denotes another file: give that open back.
+    Compound cl;
+    cl.SetTag("close_other").Putfh(g->fh).Close(owner->seqid, o->stateid);
+    CompoundReply clrep;
+    Run(cl, cr, &clrep);
+    if (const OpResult *x = clrep.Find(Op::kClose))
+      OpenTable::AdvanceSeqid(&owner->seqid, x->status);
+  }
   return upstream::kNfs4Ok;
 }
 
@@ -740,8 +787,12 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   if (o) OpenTable::AdvanceSeqid(&f->owner->seqid, o->status);
   if (st) return o && o->status ? o->status : st;
   StateId sid = o->stateid;
-  if ((st = ConfirmIfAsked(cr, *o, rec.fh, f->owner, &sid))) return st;
   const Fh &got = rep.Find(Op::kGetfh)->fh;
+  upstream::Delegation deleg;
+  if ((st = ConfirmIfAsked(cr, *o, got, f->owner, &sid,
+                           {prec.fh, rec.name, access, deny}, &deleg)))
+    return st;
+  if (got == rec.fh) NoteGrant(f->key, deleg);
   {
     std::lock_guard<std::mutex> g(state_mu_);
     f->stateid = sid;
@@ -896,7 +947,9 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     if (!o || o->status) return o ? o->status : st;
     if (!rep.Find(Op::kGetfh)) return st ? st : upstream::kNfs4ErrServerfault;
     StateId sid = o->stateid;
-    if ((st = ConfirmIfAsked(cr, *o, rep.Find(Op::kGetfh)->fh, owner, &sid)))
+    upstream::Delegation deleg;
+    if ((st = ConfirmIfAsked(cr, *o, rep.Find(Op::kGetfh)->fh, owner, &sid,
+                             {dfh, req.name, req.access, req.deny}, &deleg)))
       return st;
     key = handles_->Intern(rep.Find(Op::kGetfh)->fh, req.key, req.name);
     *created = req.mode != NACHE_OPEN_NOCREATE &&
@@ -910,6 +963,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       }
     }
     NoteDirAfter(req.key, rep, 1, o->cinfo, "", req.name, key);
+    NoteGrant(key, deleg);
     std::shared_ptr<FileOpen> f = opens_->GetOrAdopt(key, owner);
     if (f->owner == owner) {
       ResetIfStale(f.get());
@@ -939,7 +993,9 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     opens_->Unpin(f);
   }
 
-  // Open by handle: join the file's upstream open, upgrading it if needed.
+  // Open by handle: join the file's upstream open, upgrading it if needed,
+  // or grant it locally under our delegation.
+  if (req.access & upstream::kShareAccessWrite) ReturnIfReadDelegated(key);
   std::shared_ptr<FileOpen> f = opens_->Get(key);
   std::unique_lock<std::mutex> fg(f->owner->mu);
   ResetIfStale(f.get());
@@ -948,6 +1004,10 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   uint32_t st = upstream::kNfs4Ok;
   bool covered = f->open && (f->up_access & want_access) == want_access &&
                  (f->up_deny & want_deny) == want_deny;
+  if (!covered && DelegationCovers(key, want_access, want_deny, nullptr)) {
+    covered = true;
+    f->deleg_creds = cr;
+  }
   if (!covered) {
     st = UpstreamOpenByHandle(cr, f.get(), want_access, want_deny, attrs);
     if (st == upstream::kNfs4Ok) {
@@ -974,8 +1034,13 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     }
   }
   // Close-to-open: an open always revalidates (one GETATTR when no OPEN
-  // went upstream), and cached data of a changed file is dropped.
+  // went upstream), and cached data of a changed file is dropped; a
+  // delegation vouches for the cached attributes instead.
   Attrs a;
+  if (!have_attrs && Delegated(key) && cache_->KnownAttrs(key, &a)) {
+    have_attrs = true;
+    if (attrs) *attrs = a;
+  }
   if (!have_attrs) {
     st = Revalidate(cr, key, &a);
     if (st == upstream::kNfs4Ok && attrs) *attrs = a;
@@ -996,14 +1061,18 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
 uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
                       uint32_t deny) {
   FileOpen *f = open->file.get();
+  if (access & upstream::kShareAccessWrite) ReturnIfReadDelegated(f->key);
   std::lock_guard<std::mutex> fg(f->owner->mu);
   ResetIfStale(f);
   f->Count(open->access, open->deny, -1);
   f->Count(access, deny, +1);
   uint32_t want_access = f->WantAccess(), want_deny = f->WantDeny();
   uint32_t st = upstream::kNfs4Ok;
-  if (!f->open || (f->up_access & want_access) != want_access ||
-      (f->up_deny & want_deny) != want_deny) {
+  bool covered = f->open && (f->up_access & want_access) == want_access &&
+                 (f->up_deny & want_deny) == want_deny;
+  if (!covered && DelegationCovers(f->key, want_access, want_deny, nullptr)) {
+    f->deleg_creds = cr;
+  } else if (!covered) {
     st = UpstreamOpenByHandle(cr, f, want_access, want_deny, nullptr);
     if (st == upstream::kNfs4ErrNoent) st = upstream::kNfs4Ok;
   } else if (f->up_access != want_access || f->up_deny != want_deny) {
@@ -1110,10 +1179,17 @@ size_t Core::CloseIdleOpens() {
 
 StateId Core::IoStateid(NacheOpen *open) {
   if (open == nullptr) return StateId::Anonymous();
-  std::lock_guard<std::mutex> g(state_mu_);
   FileOpen *f = open->file.get();
-  if (!f->open || f->epoch != up_->epoch()) return StateId::Anonymous();
-  return f->stateid;
+  {
+    std::lock_guard<std::mutex> g(state_mu_);
+    if (f->open && f->epoch == up_->epoch()) return f->stateid;
+  }
+  // Granted locally under our delegation: its stateid is the one to use
+  // (a state error makes the caller fall back to the anonymous one).
+  StateId sid;
+  if (DelegationCovers(f->key, upstream::kShareAccessRead, 0, &sid))
+    return sid;
+  return StateId::Anonymous();
 }
 
 uint32_t Core::Read(const Creds &cr, Key key, NacheOpen *open,
@@ -1239,6 +1315,7 @@ void Core::WriteVerifier(uint8_t out[8]) { memcpy(out, boot_verf_, 8); }
 uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
                      uint64_t offset, size_t len, const char *buf, int stable,
                      size_t *nwritten, int *committed) {
+  ReturnIfReadDelegated(key);  // an NFSv3 WRITE comes with no open
   if (stable == 0 && write_behind_ &&
       write_behind_->Submit(key, cr, IoStateid(open), offset, buf, len)) {
     *nwritten = len;  // queued; durable at COMMIT

@@ -9,12 +9,21 @@
 // opens linger after the last local close (open_linger_ms), so a reopen
 // costs no OPEN. Round trips per operation are listed in the README.
 //
+// Delegations (core_delegations.cc): with a callback address configured the
+// core runs the NFSv4.0 callback service and records the delegations OPEN
+// replies grant. A delegated file needs no revalidation, and opens its
+// delegation covers are granted locally with no upstream OPEN; a recall (or
+// an operation of ours that would conflict) turns those local opens into
+// upstream ones, flushes queued writes and returns the delegation, on the
+// recall thread, never on a Ganesha worker.
+//
 // Thread safety: all methods are thread-safe and may block on the upstream.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <thread>
 #include <map>
@@ -24,7 +33,9 @@
 #include <unordered_map>
 
 #include "cache/cache.h"
+#include "callback/callback_server.h"
 #include "cache/reader.h"
+#include "core/delegations.h"
 #include "core/opens.h"
 #include "core/write_behind.h"
 #include "handles/handle_map.h"
@@ -179,10 +190,20 @@ class Core {
   void SetCookieVerf(Key dir, const upstream::Verifier &v);
 
   // Open helpers; owner->mu held.
-  // Sends OPEN_CONFIRM when the OPEN result asks for it; updates *sid.
+  // The OPEN that ConfirmIfAsked repeats: name in dir, with these modes.
+  struct ReopenAfterConfirm {
+    upstream::Fh dir;
+    std::string name;
+    uint32_t access = 0, deny = 0;
+  };
+  // Sends OPEN_CONFIRM when the OPEN result asks for it (repeating the
+  // OPEN in the same COMPOUND, see core.cc); updates *sid, and *deleg with
+  // the delegation the final OPEN carries.
   uint32_t ConfirmIfAsked(const Creds &cr, const upstream::OpResult &open,
                           const upstream::Fh &fh, OwnerSlot *owner,
-                          upstream::StateId *sid);
+                          upstream::StateId *sid,
+                          const ReopenAfterConfirm &again,
+                          upstream::Delegation *deleg);
   void ResetIfStale(FileOpen *f);
   uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                                 uint32_t access, uint32_t deny,
@@ -194,6 +215,32 @@ class Core {
                              const upstream::Fh &fh);
   // The stateid for I/O with open (anonymous when none).
   upstream::StateId IoStateid(NacheOpen *open);
+
+  // --- delegations (core_delegations.cc) ---------------------------------
+  class CallbackGlue;  // the callback service's handler
+  // Starts the callback service when configured; false with *err when it
+  // cannot listen. Fills the address to advertise in *uaddr.
+  bool StartCallbackService(std::string *uaddr, std::string *err);
+  // Records the delegation an OPEN reply of key carries, if any.
+  void NoteGrant(Key key, const upstream::Delegation &d);
+  // Key holds a usable delegation and the lease is known to hold.
+  bool Delegated(Key key);
+  // Key's delegation covers a local open with these share modes; *sid gets
+  // the delegation stateid.
+  bool DelegationCovers(Key key, uint32_t access, uint32_t deny,
+                        upstream::StateId *sid);
+  // Returns key's delegation: establishes upstream the opens granted
+  // locally under it, flushes queued writes, sends DELEGRETURN. Blocks on
+  // the upstream; never called with an owner mutex held.
+  void ReturnDelegation(Key key, const char *why);
+  // Before an operation of ours that the server would treat as conflicting
+  // with our own read delegation (an open for write, a SETATTR, a WRITE, a
+  // REMOVE or RENAME of the file): return it first rather than be recalled.
+  void ReturnIfReadDelegated(Key key);
+  void QueueRecall(Key key);
+  void RecallLoop();
+  // The client id changed: every delegation is gone.
+  void DropAllDelegations();
 
   CoreConfig cfg_;
   std::unique_ptr<Store> store_;
@@ -211,6 +258,16 @@ class Core {
                 std::shared_ptr<FileOpen>> lingering_;
   bool linger_stop_ = false;
   std::thread linger_thread_;
+  std::unique_ptr<DelegationTable> delegs_;
+  std::unique_ptr<callback::CallbackHandler> cb_glue_;  // a CallbackGlue
+  std::unique_ptr<callback::CallbackServer> cb_server_;  // null: none
+  std::atomic<bool> cb_contact_{false};  // the server called us back once
+  // Delegations to return, for the recall thread.
+  std::mutex recall_mu_;  // guards recalls_, recall_stop_
+  std::condition_variable recall_cv_;
+  std::deque<Key> recalls_;
+  bool recall_stop_ = false;
+  std::thread recall_thread_;  // RecallLoop
   metrics::ExportMetrics *metrics_ = nullptr;  // owned by the registry
   uint64_t sampler_token_ = 0;  // our gauge sampler in metrics_ (immutable)
   Key root_key_ = kNoKey;  // the export root's key (immutable after Open)

@@ -59,6 +59,9 @@ struct FileOpen {
   // When the last local close left the upstream open lingering: the time
   // its CLOSE is due.
   std::chrono::steady_clock::time_point linger_until{};
+  // Credentials of the last local open granted under our delegation: a
+  // recall opens the file upstream with them.
+  upstream::Creds deleg_creds;
   // Lock-owners on this file, by local owner bytes.
   std::map<std::string, LockOwnerState> lock_owners;
 

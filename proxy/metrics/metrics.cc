@@ -148,6 +148,8 @@ void ExportMetrics::ClearSampler(uint64_t token) {
   connected_->Set(0);
   open_files_->Set(0);
   callback_up_->Set(0);
+  deleg_held_read_->Set(0);
+  deleg_held_write_->Set(0);
 }
 
 void ExportMetrics::Sample() {
@@ -160,6 +162,8 @@ void ExportMetrics::Sample() {
   callback_up_->Set(v.callback_path_up ? 1 : 0);
   cache_bytes_->Set(double(v.cache_bytes));
   cache_blocks_->Set(double(v.cache_blocks));
+  deleg_held_read_->Set(double(v.delegations_read));
+  deleg_held_write_->Set(double(v.delegations_write));
 }
 
 // --- Metrics ---------------------------------------------------------------
@@ -222,8 +226,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Register(r);
   callback_up_ = &prometheus::BuildGauge()
                       .Name("nache_callback_path_up")
-                      .Help("1 when the remote can reach our NFSv4 callback "
-                            "service; always 0 until delegations exist")
+                      .Help("1 when the remote has called our NFSv4 "
+                            "callback service and does not report the "
+                            "callback path down (delegations possible)")
                       .Register(r);
   cache_hits_ = &prometheus::BuildCounter()
                      .Name("nache_cache_hits_total")
@@ -249,6 +254,27 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   cache_blocks_ = &prometheus::BuildGauge()
                        .Name("nache_cache_entries")
                        .Help("Data blocks held in the cache")
+                       .Register(r);
+  deleg_held_ = &prometheus::BuildGauge()
+                     .Name("nache_delegations_held")
+                     .Help("Upstream delegations held, by type (read, "
+                           "write)")
+                     .Register(r);
+  deleg_granted_ = &prometheus::BuildCounter()
+                        .Name("nache_delegations_granted_total")
+                        .Help("Upstream delegations granted with an OPEN, "
+                              "by type")
+                        .Register(r);
+  recalls_ = &prometheus::BuildCounter()
+                  .Name("nache_delegation_recalls_total")
+                  .Help("CB_RECALLs received from the upstream server")
+                  .Register(r);
+  deleg_return_ = &prometheus::BuildHistogram()
+                       .Name("nache_delegation_return_seconds")
+                       .Help("Time from the start of a delegation return to "
+                             "its DELEGRETURN reply, by reason (recall, "
+                             "own_conflict: before an operation of ours "
+                             "that would have caused a recall)")
                        .Register(r);
 }
 
@@ -310,6 +336,17 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->evictions_ = &evictions_->Add(ex);
   e->cache_bytes_ = &cache_bytes_->Add(ex);
   e->cache_blocks_ = &cache_blocks_->Add(ex);
+  auto with = [&](const char *name, const char *value) {
+    return prometheus::Labels{{"export", e->export_label_}, {name, value}};
+  };
+  e->deleg_held_read_ = &deleg_held_->Add(with("type", "read"));
+  e->deleg_held_write_ = &deleg_held_->Add(with("type", "write"));
+  e->deleg_granted_read_ = &deleg_granted_->Add(with("type", "read"));
+  e->deleg_granted_write_ = &deleg_granted_->Add(with("type", "write"));
+  e->recalls_ = &recalls_->Add(ex);
+  e->return_recall_ = &deleg_return_->Add(with("reason", "recall"), RttBuckets());
+  e->return_own_ =
+      &deleg_return_->Add(with("reason", "own_conflict"), RttBuckets());
   return e.get();
 }
 

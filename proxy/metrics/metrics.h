@@ -86,6 +86,8 @@ struct ExportGauges {
   bool callback_path_up = false; // the remote can reach our callback service
   uint64_t cache_bytes = 0;      // cached data bytes
   uint64_t cache_blocks = 0;     // cached data blocks
+  uint64_t delegations_read = 0;   // upstream read delegations held
+  uint64_t delegations_write = 0;  // upstream write delegations held
 };
 
 // Slots of the status label: "ok", NFS4ERR_* by number, transport failures.
@@ -111,6 +113,19 @@ class ExportMetrics {
     if (bytes) cache_hit_bytes_->Increment(double(bytes));
   }
   void CountEvictions(uint64_t n) { evictions_->Increment(double(n)); }
+
+  // An upstream delegation granted with an OPEN (write or read).
+  void CountDelegationGranted(bool write) {
+    (write ? deleg_granted_write_ : deleg_granted_read_)->Increment();
+  }
+  // A CB_RECALL received.
+  void CountRecall() { recalls_->Increment(); }
+  // A delegation returned (DELEGRETURN sent) after a recall (recalled) or
+  // before a conflicting operation of ours; seconds from the start of the
+  // return to its end.
+  void ObserveDelegationReturn(bool recalled, double seconds) {
+    (recalled ? return_recall_ : return_own_)->Observe(seconds);
+  }
 
   // One upstream COMPOUND as Core::Run saw it: counts the compound, each
   // operation the server executed (rep.results, with its status), the bytes
@@ -163,6 +178,14 @@ class ExportMetrics {
   prometheus::Counter *evictions_ = nullptr;  // nache_cache_evictions_total
   prometheus::Gauge *cache_bytes_ = nullptr;  // nache_cache_size_bytes
   prometheus::Gauge *cache_blocks_ = nullptr; // nache_cache_entries
+  prometheus::Gauge *deleg_held_read_ = nullptr;   // ..._delegations_held
+  prometheus::Gauge *deleg_held_write_ = nullptr;  // type="read"/"write"
+  prometheus::Counter *deleg_granted_read_ = nullptr;   // ..._granted_total
+  prometheus::Counter *deleg_granted_write_ = nullptr;
+  prometheus::Counter *recalls_ = nullptr;  // nache_delegation_recalls_total
+  // nache_delegation_return_seconds by reason ("recall", "own_conflict").
+  prometheus::Histogram *return_recall_ = nullptr;
+  prometheus::Histogram *return_own_ = nullptr;
   std::mutex sampler_mu_;                        // guards the two below
   std::function<ExportGauges()> sampler_;        // empty: export closed
   uint64_t sampler_token_ = 0;                   // token of sampler_
@@ -220,6 +243,10 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *evictions_ = nullptr;
   prometheus::Family<prometheus::Gauge> *cache_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *cache_blocks_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *deleg_held_ = nullptr;
+  prometheus::Family<prometheus::Counter> *deleg_granted_ = nullptr;
+  prometheus::Family<prometheus::Counter> *recalls_ = nullptr;
+  prometheus::Family<prometheus::Histogram> *deleg_return_ = nullptr;
 
   std::mutex mu_;  // guards exports_ (not held per operation)
   std::map<uint32_t, std::unique_ptr<ExportMetrics>> exports_;

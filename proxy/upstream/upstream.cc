@@ -66,6 +66,10 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   }
   UpstreamState state() const override;
   uint32_t lease_time() const override { return lease_time_.load(); }
+  Clock::time_point lease_valid_until() const override {
+    return Clock::time_point(Clock::duration(lease_until_.load()));
+  }
+  bool callback_path_down() const override { return cb_path_down_.load(); }
   void Shutdown() override;
 
   void OnConnectionUp(int index) override;
@@ -95,6 +99,8 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   void FetchLeaseTime();
   // Returns false when the client id is gone and must be re-established.
   bool RenewLease();
+  // Records a successful lease-renewing request sent at sent.
+  void NoteLeaseRenewed(Clock::time_point sent);
 
   const UpstreamOptions opts_;       // as given to Create
   const Verifier verifier_;          // SETCLIENTID verifier, new every start
@@ -112,6 +118,8 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   std::atomic<uint64_t> clientid_{0};    // current confirmed client id
   std::atomic<uint64_t> generation_{0};  // client ids established so far
   std::atomic<uint32_t> lease_time_{0};  // seconds, from the server
+  std::atomic<Clock::rep> lease_until_{0};  // lease_valid_until()
+  std::atomic<bool> cb_path_down_{false};   // callback_path_down()
   std::atomic<int> connected_count_{0};  // connections up now
   std::atomic<bool> ever_ready_{false};  // a client id was established once
   std::once_flag shutdown_once_;         // Shutdown runs once
@@ -330,8 +338,13 @@ void UpstreamImpl::StateLoop() {
                [this] { return stopping_ || connected_count_.load() > 0; });
     if (stopping_) return;
     lk.unlock();
+    Clock::time_point sent = Clock::now();
     bool ok = EstablishClientId();
-    if (ok) FetchLeaseTime();
+    if (ok) {
+      FetchLeaseTime();
+      NoteLeaseRenewed(sent);
+      if (opts_.on_new_clientid) opts_.on_new_clientid(epoch());
+    }
     lk.lock();
     if (stopping_) return;
     if (!ok) {
@@ -445,7 +458,15 @@ void UpstreamImpl::FetchLeaseTime() {
             CallStatusName(st), reply.status, lease_time_.load());
 }
 
+void UpstreamImpl::NoteLeaseRenewed(Clock::time_point sent) {
+  uint32_t lease = std::max<uint32_t>(lease_time_.load(), 1);
+  lease_until_.store((sent + std::chrono::milliseconds(lease * 900))
+                         .time_since_epoch()
+                         .count());
+}
+
 bool UpstreamImpl::RenewLease() {
+  Clock::time_point sent = Clock::now();
   Compound c;
   c.SetTag("renew").Renew(clientid_.load());
   CompoundReply reply;
@@ -465,9 +486,17 @@ bool UpstreamImpl::RenewLease() {
   }
   if (reply.status == kNfs4ErrCbPathDown) {
     // The lease is renewed; only the callback path is down.
-    nache_log(kLogInfo, kComponent, "RENEW: callback path down");
+    if (!cb_path_down_.exchange(true))
+      nache_log(kLogWarn, kComponent,
+                "RENEW: the server reports our callback path down: no "
+                "delegations until it can reach the callback service");
+    NoteLeaseRenewed(sent);
   } else if (reply.status != kNfs4Ok) {
     nache_log(kLogWarn, kComponent, "RENEW: nfs status %u", reply.status);
+  } else {
+    if (cb_path_down_.exchange(false))
+      nache_log(kLogEvent, kComponent, "RENEW: callback path up again");
+    NoteLeaseRenewed(sent);
   }
   return true;
 }

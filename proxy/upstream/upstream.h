@@ -16,6 +16,7 @@
 // owners of open/lock state know to reclaim it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,6 +46,10 @@ struct UpstreamOptions {
   uint32_t callback_ident = 1;
   // Machine name put in AUTH_SYS credentials.
   std::string auth_machine = "nache";
+  // Called on the state thread each time a client id is confirmed (the
+  // first time and after every re-establishment), before held calls are
+  // released: state of the previous id (opens, delegations) is gone.
+  std::function<void(uint64_t epoch)> on_new_clientid;
 };
 
 // Connection state, for logs and metrics.
@@ -80,6 +85,14 @@ class Upstream {
   virtual UpstreamState state() const = 0;
   // Lease time (seconds) reported by the server.
   virtual uint32_t lease_time() const = 0;
+  // Until when our lease is known to hold: the send time of the last
+  // successful SETCLIENTID_CONFIRM or RENEW plus 9/10 of the lease (the
+  // server starts counting no earlier than it receives the request).
+  // Delegations may be trusted only before it.
+  virtual std::chrono::steady_clock::time_point lease_valid_until() const = 0;
+  // The last RENEW answered NFS4ERR_CB_PATH_DOWN: the server cannot reach
+  // our callback service, so it will grant no delegations.
+  virtual bool callback_path_down() const = 0;
 
   // Stops the loops; in-flight calls complete with kShutdown.
   virtual void Shutdown() = 0;

@@ -265,6 +265,41 @@ TEST_F(CacheTest, ListingValidOnlyUnderItsChangeAndUntilExpired) {
   EXPECT_FALSE(cache_->Listing(2));
 }
 
+TEST_F(CacheTest, DelegatedAttributesStayFreshOnlyWhileTheLeaseHolds) {
+  CacheOptions o;
+  o.block_size = kBs;
+  o.attr_timeout_ms = 1;  // the window is over as soon as it starts
+  cache_.reset(new Cache(store_.get(), o, nullptr));
+  std::atomic<int64_t> lease_left_ms{60000};
+  auto start = Cache::Clock::now();
+  cache_->SetLeaseClock([&] {
+    return start + std::chrono::milliseconds(lease_left_ms.load());
+  });
+  cache_->Validated(7, FileAttrs(5, 10));
+  // Let the 1 ms window pass (a condition on the clock, not a sleep).
+  while (Cache::Clock::now() - start < std::chrono::milliseconds(2)) {
+  }
+  Attrs a;
+  EXPECT_FALSE(cache_->FreshAttrs(7, &a)) << "window passed, no delegation";
+  cache_->Validated(7, FileAttrs(5, 10));
+  cache_->SetDelegated(7, true);
+  while (Cache::Clock::now() - start < std::chrono::milliseconds(4)) {
+  }
+  ASSERT_TRUE(cache_->FreshAttrs(7, &a)) << "delegated: fresh past the window";
+  EXPECT_EQ(a.change, 5u);
+  lease_left_ms = 0;  // the lease is no longer known to hold
+  EXPECT_FALSE(cache_->FreshAttrs(7, &a));
+  lease_left_ms = 60000;
+  cache_->ExpireAttrs(7);
+  EXPECT_FALSE(cache_->FreshAttrs(7, &a)) << "an explicit expiry still counts";
+  cache_->Validated(7, FileAttrs(5, 10));
+  EXPECT_TRUE(cache_->FreshAttrs(7, &a));
+  cache_->SetDelegated(7, false);
+  while (Cache::Clock::now() - start < std::chrono::milliseconds(6)) {
+  }
+  EXPECT_FALSE(cache_->FreshAttrs(7, &a)) << "returned: the window rules";
+}
+
 TEST_F(CacheTest, OwnDirectoryChangesEditTheListingForLookups) {
   Attrs dir = FileAttrs(5, 0);
   dir.type = upstream::FileType::kDir;

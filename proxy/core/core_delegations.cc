@@ -1,0 +1,241 @@
+// The core's side of upstream delegations (see core.h): the callback
+// service's handler, grants recorded from OPEN replies, and returns (after a
+// CB_RECALL, or before an operation of ours the server would otherwise
+// answer with a recall of our own delegation and NFS4ERR_DELAY).
+//
+// Recalls are served on the recall thread: the callback thread only queues
+// them (it must answer CB_RECALL at once), and Ganesha's worker threads
+// never wait for a recall to finish.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/core.h"
+#include "util/log.h"
+
+namespace nache {
+
+using upstream::Compound;
+using upstream::CompoundReply;
+using upstream::DelegationType;
+using upstream::Fh;
+using upstream::StateId;
+
+namespace {
+
+const char *const kComponent = "NACHE_DELEG";
+
+// The IPv4 addresses of host (the upstream server's name or address): the
+// only peers the callback service accepts.
+std::vector<std::string> AddressesOf(const std::string &host) {
+  std::vector<std::string> out;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo *res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
+  for (addrinfo *a = res; a != nullptr; a = a->ai_next) {
+    char buf[INET_ADDRSTRLEN];
+    auto *sin = reinterpret_cast<sockaddr_in *>(a->ai_addr);
+    if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)))
+      out.push_back(buf);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace
+
+// Answers the server's callbacks from the core's state. Runs on the
+// callback service's thread: nothing here may block on the upstream.
+class Core::CallbackGlue : public callback::CallbackHandler {
+ public:
+  explicit CallbackGlue(Core *core) : core_(core) {}
+
+  void OnContact() override {
+    if (!core_->cb_contact_.exchange(true))
+      NACHE_LOG(kLogEvent, kComponent,
+                "the upstream server reached our callback service: "
+                "delegations are possible");
+  }
+
+  uint32_t OnRecall(const StateId &sid, bool truncate,
+                    const Fh &fh) override {
+    (void)truncate;  // a hint only: the data is revalidated after the return
+    core_->metrics_->CountRecall();
+    Key key = core_->handles_->Find(fh);
+    if (key == kNoKey) return upstream::kNfs4ErrBadhandle;
+    if (core_->delegs_->BeginReturn(key, &sid)) {
+      core_->QueueRecall(key);
+      return upstream::kNfs4Ok;
+    }
+    HeldDelegation d;
+    if (core_->delegs_->Find(key, &d) &&
+        memcmp(d.stateid.other, sid.other, sizeof(sid.other)) == 0)
+      return upstream::kNfs4Ok;  // already being returned
+    // Not (yet) ours: the recall may have overtaken the OPEN reply that
+    // grants it; the server retries (RFC 7530 10.2.1).
+    return upstream::kNfs4ErrBadStateid;
+  }
+
+  uint32_t OnGetattr(const Fh &fh, uint64_t *change,
+                     uint64_t *size) override {
+    Key key = core_->handles_->Find(fh);
+    upstream::Attrs a;
+    if (key == kNoKey || !core_->cache_->KnownAttrs(key, &a))
+      return upstream::kNfs4ErrBadhandle;
+    // Write-through: every acknowledged write is already upstream, so our
+    // view is the last attributes the server gave us.
+    *change = a.change;
+    *size = a.size;
+    return upstream::kNfs4Ok;
+  }
+
+ private:
+  Core *core_;  // owns us
+};
+
+bool Core::StartCallbackService(std::string *uaddr, std::string *err) {
+  delegs_.reset(new DelegationTable());
+  cache_->SetLeaseClock([this] {
+    return up_ ? up_->lease_valid_until() : std::chrono::steady_clock::now();
+  });
+  if (cfg_.callback_address.empty() || cfg_.callback_port == 0) {
+    NACHE_LOG(kLogEvent, kComponent,
+              "no Callback_Address: running without delegations");
+    return true;
+  }
+  callback::CallbackOptions o;
+  o.address = cfg_.callback_address;
+  o.port = uint16_t(cfg_.callback_port);
+  o.allowed_peers = AddressesOf(cfg_.upstream_server);
+  if (o.allowed_peers.empty()) {
+    // A name that does not resolve now (DNS down at boot): accept nobody
+    // rather than everybody; the server's opens just carry no delegation.
+    NACHE_LOG(kLogWarn, kComponent,
+              "cannot resolve %s: the callback service accepts no one, so "
+              "no delegations",
+              cfg_.upstream_server.c_str());
+    o.allowed_peers.push_back("0.0.0.0");
+  }
+  cb_glue_.reset(new CallbackGlue(this));
+  cb_server_ = callback::CallbackServer::Start(o, cb_glue_.get(), err);
+  if (!cb_server_) return false;
+  *uaddr = cb_server_->uaddr();
+  recall_thread_ = std::thread([this] { RecallLoop(); });
+  NACHE_LOG(kLogEvent, kComponent,
+            "callback service on %s:%u (universal address %s)",
+            cfg_.callback_address.c_str(), unsigned(cb_server_->port()),
+            uaddr->c_str());
+  return true;
+}
+
+void Core::NoteGrant(Key key, const upstream::Delegation &d) {
+  if (d.type == DelegationType::kNone) return;
+  delegs_->Grant(key, d.type, d.stateid, up_->epoch());
+  cache_->SetDelegated(key, true);
+  metrics_->CountDelegationGranted(d.type == DelegationType::kWrite);
+  NACHE_LOG(kLogDebug, kComponent, "%s delegation on %llu",
+            d.type == DelegationType::kWrite ? "write" : "read",
+            (unsigned long long)key);
+  // Granted, but wanted back already (RFC 7530 16.16.5, "recall").
+  if (d.recall && delegs_->BeginReturn(key, &d.stateid)) QueueRecall(key);
+}
+
+bool Core::Delegated(Key key) {
+  return delegs_->Usable(key, up_->epoch()) &&
+         std::chrono::steady_clock::now() < up_->lease_valid_until();
+}
+
+bool Core::DelegationCovers(Key key, uint32_t access, uint32_t deny,
+                            StateId *sid) {
+  return std::chrono::steady_clock::now() < up_->lease_valid_until() &&
+         delegs_->Covers(key, up_->epoch(), access, deny, sid);
+}
+
+void Core::ReturnIfReadDelegated(Key key) {
+  HeldDelegation d;
+  if (key == kNoKey || !delegs_->Find(key, &d)) return;
+  if (d.type != DelegationType::kRead || d.returning) return;
+  if (delegs_->BeginReturn(key, nullptr)) ReturnDelegation(key, "own");
+}
+
+void Core::ReturnDelegation(Key key, const char *why) {
+  HeldDelegation d;
+  if (!delegs_->Find(key, &d)) return;
+  cache_->SetDelegated(key, false);
+  // Queued writes reach the server under the delegation.
+  if (write_behind_) write_behind_->Drain(key);
+  // Opens we granted locally under the delegation become upstream opens
+  // before the delegation goes (RFC 7530 10.4.4). A plain OPEN by name:
+  // the server does not treat its delegation holder's read open as a
+  // conflict.
+  if (d.epoch == up_->epoch()) {
+    std::shared_ptr<FileOpen> f = opens_->Get(key);
+    {
+      std::lock_guard<std::mutex> fg(f->owner->mu);
+      ResetIfStale(f.get());
+      uint32_t want_access = f->WantAccess(), want_deny = f->WantDeny();
+      bool covered = f->open &&
+                     (f->up_access & want_access) == want_access &&
+                     (f->up_deny & want_deny) == want_deny;
+      if (f->n_local > 0 && !covered) {
+        uint32_t st = UpstreamOpenByHandle(f->deleg_creds, f.get(),
+                                           want_access, want_deny, nullptr);
+        if (st && st != upstream::kNfs4ErrNoent)
+          NACHE_LOG(kLogWarn, kComponent,
+                    "open of %llu before returning its delegation: %s; "
+                    "its local opens continue without upstream state",
+                    (unsigned long long)key, nache_status_name(st));
+      }
+    }
+    opens_->Unpin(f);
+  }
+  Fh fh;
+  uint32_t st = FhOf(key, &fh);
+  if (st == upstream::kNfs4Ok && d.epoch == up_->epoch()) {
+    Compound c;
+    c.SetTag("delegreturn").Putfh(fh).DelegReturn(d.stateid);
+    CompoundReply rep;
+    st = Run(c, Creds(), &rep);
+  }
+  delegs_->Forget(key, d.stateid);
+  double secs = std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - d.since)
+                    .count();
+  bool recalled = strcmp(why, "recall") == 0;
+  metrics_->ObserveDelegationReturn(recalled, secs);
+  NACHE_LOG(st ? kLogInfo : kLogDebug, kComponent,
+            "delegation on %llu returned (%s) in %.3f s: %s",
+            (unsigned long long)key, why, secs, nache_status_name(st));
+}
+
+void Core::QueueRecall(Key key) {
+  {
+    std::lock_guard<std::mutex> g(recall_mu_);
+    recalls_.push_back(key);
+  }
+  recall_cv_.notify_one();
+}
+
+void Core::RecallLoop() {
+  std::unique_lock<std::mutex> g(recall_mu_);
+  for (;;) {
+    recall_cv_.wait(g, [this] { return recall_stop_ || !recalls_.empty(); });
+    if (recalls_.empty()) return;  // stopping, and nothing left to return
+    Key key = recalls_.front();
+    recalls_.pop_front();
+    g.unlock();
+    ReturnDelegation(key, "recall");
+    g.lock();
+  }
+}
+
+void Core::DropAllDelegations() {
+  for (Key key : delegs_->Clear()) cache_->SetDelegated(key, false);
+}
+
+}  // namespace nache

@@ -1,0 +1,71 @@
+// The upstream delegations this export's NFSv4 client holds: per file, the
+// type (read or write), the stateid, the client-id epoch it was granted in
+// and whether a return is under way.
+//
+// A delegation is usable only while its epoch is the upstream's current one
+// (a new client id means the server forgot it) and no return has started;
+// Core also requires the lease to be valid (upstream/upstream.h). The table
+// itself sends nothing: Core grants from OPEN replies and returns them
+// (recall, or before a conflicting operation of our own).
+//
+// Thread safety: all methods are thread-safe (one mutex, never held across
+// anything but the map).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "handles/handle_map.h"
+#include "upstream/types.h"
+
+namespace nache {
+
+struct HeldDelegation {
+  upstream::DelegationType type = upstream::DelegationType::kNone;
+  upstream::StateId stateid;  // the delegation stateid
+  uint64_t epoch = 0;         // upstream client-id epoch of the grant
+  bool returning = false;     // a recall or our own return is under way
+  std::chrono::steady_clock::time_point since;  // when the return began
+};
+
+class DelegationTable {
+ public:
+  // Records a delegation granted with an OPEN of key (it replaces any older
+  // one: the server hands out one per file and client).
+  void Grant(Key key, upstream::DelegationType type,
+             const upstream::StateId &sid, uint64_t epoch);
+  // Whether key's delegation lets us serve locally an open with these share
+  // modes: a read delegation covers read-only opens that deny nothing, a
+  // write delegation any open. *sid: the delegation stateid (may be null).
+  bool Covers(Key key, uint64_t epoch, uint32_t access, uint32_t deny,
+              upstream::StateId *sid) const;
+  // Whether key has a usable delegation of any type (attributes and data
+  // of key need no revalidation).
+  bool Usable(Key key, uint64_t epoch) const;
+  // Key's delegation, usable or not.
+  bool Find(Key key, HeldDelegation *out) const;
+  // Starts returning key's delegation: it stops being usable. False when
+  // there is none, its stateid differs from sid (when given), or a return
+  // is already under way.
+  bool BeginReturn(Key key, const upstream::StateId *sid);
+  // Forgets key's delegation if it is still the one with sid's "other"
+  // (a new one granted meanwhile stays).
+  void Forget(Key key, const upstream::StateId &sid);
+  // Forgets every delegation (the client id changed); returns their keys.
+  std::vector<Key> Clear();
+  // Delegations held, by type.
+  size_t Count(upstream::DelegationType type) const;
+
+ private:
+  bool UsableLocked(const HeldDelegation &d, uint64_t epoch) const {
+    return !d.returning && d.epoch == epoch;
+  }
+
+  mutable std::mutex mu_;  // guards held_
+  std::unordered_map<Key, HeldDelegation> held_;
+};
+
+}  // namespace nache

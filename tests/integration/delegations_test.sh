@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Upstream delegations with Linux knfsd (6.1 under user-mode-linux, which
+# grants read delegations) as the remote: knfsd is seen to delegate to nache
+# (its own state file, not assumed); two clients opening the same 100 files
+# 8 times cost the remote at most one OPEN per file; a client writing the
+# file directly at the remote recalls nache's delegation, also while a
+# nache client holds the file open, and both sides see each other's data;
+# with the callback path blocked there are no delegations and everything
+# stays correct; a remote restart drops the delegations safely.
+set -uo pipefail
+source "$(dirname "$0")/itest.sh"
+
+# knfsd grants no delegation while any lock manager is in grace, lockd's
+# included (50 s after boot by default): shorten lockd's.
+export LAB_KNFSD_NLM_GRACE=10
+lab_init && lab_net_up lan && lab_remote_knfsd_start &&
+	LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
+		lab_nache_start 'Open_Linger = 2;' &&
+	lab_clients_start 1 2 3 || { echo "lab did not start"; exit 1; }
+M=/mnt/n
+D=/mnt/k
+K=$LAB_KNFSD_EXPORT_DIR
+mount_nache 1 $M vers=4.1 && mount_nache 2 $M vers=4.1 &&
+	lab_client_mount 3 "$LAB_KNFSD_ADDR" / $D vers=4.0 ||
+	{ echo "mounts failed"; exit 1; }
+
+# knfsd_op NAME — the server's count of NFSv4 operation NAME
+# ("proc4ops COUNT v0 v1 ...": operation number i is field i+3).
+knfsd_op() {
+	local n
+	case $1 in
+	ACCESS) n=3 ;; CLOSE) n=4 ;; DELEGRETURN) n=8 ;; GETATTR) n=9 ;;
+	LOCK) n=12 ;; LOCKU) n=14 ;; OPEN) n=18 ;; OPEN_CONFIRM) n=20 ;;
+	READ) n=25 ;;
+	*) echo "unknown op $1" >&2; return 1 ;;
+	esac
+	lab_knfsd_stats | awk -v f=$((n + 3)) '$1 == "proc4ops" { print $f }'
+}
+# nache_delegs — read delegations knfsd shows for nache's client (its
+# client id string starts with "nache/").
+nache_delegs() {
+	lab_knfsd_states | awk '/^# client/ { ours = 0 }
+		/name: "nache\// { ours = 1 }
+		ours && /type: deleg/ { n++ } END { print n + 0 }'
+}
+callback_up() { [ "$(metric nache_callback_path_up)" = 1 ]; }
+# The files are written inside the knfsd guest, so no NFS client's recent
+# write stands in the way of a delegation.
+lab_knfsd_run "mkdir -p $K/d && for i in \$(seq 1 100); do echo file-\$i > $K/d/f\$i; done" ||
+	{ echo "cannot create files at the remote"; exit 1; }
+
+reopen_until_delegated() {
+	if [ "$(metric nache_upstream_open_files)" = 0 ]; then
+		on 1 "cat $M/d/f1" >/dev/null
+	fi
+	[ "$(nache_delegs)" -ge 1 ]
+}
+
+remote_delegates_to_nache() {
+	lab_wait_until 30 callback_up || { echo "callback path never came up" >&2; return 1; }
+	expect_eq "content" "$(on 1 "cat $M/d/f1")" file-1 || return 1
+	# Until knfsd's grace periods end it delegates nothing; each new
+	# upstream OPEN (once the linger, 2 s, closed the previous one) asks
+	# again.
+	lab_wait_until 60 reopen_until_delegated ||
+		{ lab_knfsd_states >&2; return 1; }
+	at_least "read delegations granted (nache's metric)" \
+		"$(metric nache_delegations_held 'type="read"')" 1
+}
+
+shared_files_opened_once_upstream() {
+	local o0 c0 g0 r0 f0 o1 c1 g1 r1 f1
+	o0=$(knfsd_op OPEN) c0=$(knfsd_op CLOSE) g0=$(knfsd_op GETATTR) r0=$(knfsd_op READ)
+	f0=$(knfsd_op OPEN_CONFIRM)
+	local loop='for r in 1 2 3 4 5 6 7 8; do for i in $(seq 1 100); do cat '$M'/d/f$i >/dev/null || exit 1; done; done'
+	on 1 "$loop" & local p1=$!
+	on 2 "$loop" & local p2=$!
+	wait $p1 && wait $p2 || { echo "a client's loop failed" >&2; return 1; }
+	o1=$(knfsd_op OPEN) g1=$(knfsd_op GETATTR) r1=$(knfsd_op READ)
+	f1=$(knfsd_op OPEN_CONFIRM)
+	echo "100 files x 8 rounds x 2 clients at the remote: OPEN $((o1 - o0)) (OPEN_CONFIRM $((f1 - f0))) GETATTR $((g1 - g0)) READ $((r1 - r0))" >&2
+	# At most one open per file: an OPEN_CONFIRM's COMPOUND repeats its
+	# OPEN (the same open, now by a confirmed owner, which is what knfsd
+	# delegates to), so those OPENs are not new opens.
+	[ $((o1 - o0 - (f1 - f0))) -le 100 ] ||
+		{ echo "expected at most 100 upstream opens, got $((o1 - o0 - (f1 - f0)))" >&2; return 1; }
+	at_least "delegations held" "$(nache_delegs)" 90 &&
+		# Once the linger expires every upstream open is closed.
+		lab_wait_until 30 eval '[ $(($(knfsd_op CLOSE) - c0)) -ge $((o1 - o0 - (f1 - f0))) ]' ||
+		{ echo "CLOSE $(($(knfsd_op CLOSE) - c0)) < opens $((o1 - o0 - (f1 - f0)))" >&2; return 1; }
+}
+
+direct_writer_recalls_and_sees_data() {
+	local rec0 d0
+	rec0=$(metric nache_delegation_recalls_total) d0=$(knfsd_op DELEGRETURN)
+	expect_eq "through nache" "$(on 1 "cat $M/d/f2")" file-2 &&
+		on 3 "echo direct-2 > $D/d/f2" &&
+		at_least "recalls" "$(metric nache_delegation_recalls_total)" $((rec0 + 1)) &&
+		at_least "DELEGRETURNs at the remote" "$(knfsd_op DELEGRETURN)" $((d0 + 1)) &&
+		expect_eq "nache after the direct write" "$(on 2 "cat $M/d/f2")" direct-2
+}
+
+recall_while_a_nache_client_has_it_open() {
+	local o0 rec0
+	expect_eq "through nache" "$(on 1 "cat $M/d/f3")" file-3 || return 1
+	rec0=$(metric nache_delegation_recalls_total) o0=$(knfsd_op OPEN)
+	# Client 2 holds f3 open for read (granted locally under the
+	# delegation) while client 3 writes it at the remote; then reads
+	# through that open, which must still work.
+	on 2 "exec 3<$M/d/f3; echo held > /tmp/held; while [ -e /tmp/held ]; do sleep 0.2; done; cat <&3 >/dev/null && echo read-ok" \
+		>"$LAB_DIR/held.out" & local holder=$!
+	lab_wait_until 10 on 2 "test -e /tmp/held" &&
+		on 3 "echo direct-3 > $D/d/f3" &&
+		at_least "recalls" "$(metric nache_delegation_recalls_total)" $((rec0 + 1)) &&
+		# The local open became an upstream OPEN before the return.
+		at_least "upstream OPENs" "$(knfsd_op OPEN)" $((o0 + 1))
+	local rc=$?
+	on 2 "rm -f /tmp/held"
+	wait $holder || rc=1
+	[ $rc = 0 ] && expect_eq "the holder reads on" "$(cat "$LAB_DIR/held.out")" read-ok &&
+		expect_eq "a new open through nache" "$(on 1 "cat $M/d/f3")" direct-3
+}
+
+nache_write_then_direct_read() {
+	on 1 "cat $M/d/f4 >/dev/null && echo via-nache > $M/d/f4" &&
+		expect_eq "direct reader" "$(on 3 "cat $D/d/f4")" via-nache &&
+		on 3 "echo direct-4 > $D/d/f4" &&
+		expect_eq "nache after the direct write" "$(on 2 "cat $M/d/f4")" direct-4
+}
+
+remote_restart_drops_delegations() {
+	local e0
+	e0=$(metric nache_upstream_clientid_epoch)
+	lab_remote_knfsd_restart && lab_knfsd_wait_grace || return 1
+	lab_wait_until 60 eval '[ "$(metric nache_upstream_clientid_epoch)" -gt '"$e0"' ]' ||
+		{ echo "nache did not re-establish its client id" >&2; return 1; }
+	expect_eq "delegations after the restart (nache)" \
+		"$(metric nache_delegations_held)" 0 &&
+		on 3 "echo after-restart > $D/d/f5" &&
+		expect_eq "nache sees the remote's data" "$(on 1 "cat $M/d/f5")" after-restart
+}
+
+callback_blocked_means_no_delegations() {
+	# The callback goes to nache's LAN address, which the remote's side
+	# cannot reach: the path stays down.
+	local held
+	ip -n "$LAB_NS_REMOTE" route replace blackhole "$LAB_NACHE_ADDR/32" || return 1
+	lab_nache_stop &&
+		LAB_NACHE_CALLBACK="Callback_Address = $LAB_NACHE_ADDR; Callback_Port = $LAB_NACHE_CALLBACK_PORT;" \
+			LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
+			lab_nache_start 'Open_Linger = 2;' || return 1
+	expect_eq "read" "$(on 1 "cat $M/d/f6")" file-6 &&
+		on 3 "echo direct-6 > $D/d/f6" &&
+		expect_eq "close-to-open without delegations" "$(on 2 "cat $M/d/f6")" direct-6 &&
+		held=$(metric nache_delegations_held) &&
+		expect_eq "delegations held" "$held" 0 &&
+		expect_eq "callback path" "$(metric nache_callback_path_up)" 0
+	local rc=$?
+	ip -n "$LAB_NS_REMOTE" route del blackhole "$LAB_NACHE_ADDR/32"
+	return $rc
+}
+
+check remote_delegates_read_delegation_to_nache remote_delegates_to_nache
+check two_clients_100_files_8_rounds_one_upstream_open_each shared_files_opened_once_upstream
+check direct_writer_recalls_nache_delegation_and_both_see_data direct_writer_recalls_and_sees_data
+check recall_while_a_nache_client_holds_the_file_open recall_while_a_nache_client_has_it_open
+check nache_write_returns_delegation_and_direct_reader_sees_it nache_write_then_direct_read
+check remote_restart_drops_delegations_without_stale_data remote_restart_drops_delegations
+check callback_path_blocked_no_delegations_still_correct callback_blocked_means_no_delegations
+itest_finish
