@@ -905,4 +905,5 @@ void nache_handle_ops_init(struct fsal_obj_ops *ops)
 	ops->write2 = op_write2;
 	ops->commit2 = op_commit2;
 	ops->lock_op2 = op_lock_op2;
+	ops->lease_op2 = nache_lease_op2;
 }

@@ -89,6 +89,12 @@ uint32_t nache_nfs4_status(fsal_errors_t err);
 void nache_export_ops_init(struct export_ops *ops);
 void nache_caller_creds(struct nache_creds *out);
 
+/* nache_up.c */
+fsal_status_t nache_lease_op2(struct fsal_obj_handle *obj,
+			      struct state_t *state, void *owner,
+			      fsal_deleg_t deleg);
+void nache_up_init(struct nache_fsal_export *exp);
+
 /* nache_handle.c */
 void nache_handle_ops_init(struct fsal_obj_ops *ops);
 struct nache_fsal_obj_handle *nache_alloc_handle(struct nache_fsal_export *exp,

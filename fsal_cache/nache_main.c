@@ -36,6 +36,9 @@ struct nache_fsal_module NacheModule = {
 			/* Locks go upstream through lock_op2. */
 			.lock_support = true,
 			.lock_support_async_block = false,
+			/* Ganesha may delegate to local clients while we hold
+			 * an upstream delegation (nache_up.c). */
+			.delegations = FSAL_OPTION_FILE_DELEGATIONS,
 			.named_attr = false,
 			.unique_handles = true,
 			.acl_support = 0,
@@ -329,6 +332,7 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	exp->export.fsal = fsal_hdl;
 	exp->export.up_ops = up_ops;
 	op_ctx->fsal_export = &exp->export;
+	nache_up_init(exp);
 
 	/* The root is resolved when Ganesha first asks (lookup_path), so an
 	 * upstream that is down at start delays clients instead of failing

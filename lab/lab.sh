@@ -737,6 +737,9 @@ _lab_ganesha_start() {
 			Grace_Period = ${LAB_GRACE_PERIOD:-90};
 			Allow_Numeric_Owners = true;
 			Only_Numeric_Owners = true;
+			# Delegations to this instance's clients (nache only,
+			# with LAB_NACHE_DELEGATIONS).
+			Delegations = $([ "$name" = nache ] && [ -n "${LAB_NACHE_DELEGATIONS:-}" ] && echo true || echo false);
 		}
 		$export_block
 	EOF
@@ -826,7 +829,8 @@ lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
 # verbatim into the FSAL block.  The NFSv4 callback service (delegations)
 # listens on LAB_NACHE_WAN_ADDR:LAB_NACHE_CALLBACK_PORT unless
 # LAB_NACHE_CALLBACK is set (to other FSAL lines, or empty for none).
-# Cache in $LAB_DIR/nache/cache, kept across
+# LAB_NACHE_DELEGATIONS (read, readwrite; default none): Ganesha delegates
+# to nache's clients.  Cache in $LAB_DIR/nache/cache, kept across
 # restarts.  LAB_NACHE_GLOBAL (default empty): config text put verbatim at
 # the top level of nache's ganesha.conf, e.g. 'NACHE { Metrics = false; }'.
 # Fails with the log tail if the daemon exits during start.
@@ -847,6 +851,7 @@ EXPORT {
 	Transports = TCP;
 	# As shipped in config/nache.conf; opens revalidate regardless.
 	Attr_Expiration_Time = ${LAB_NACHE_ATTR_EXPIRATION:-3};
+	Delegations = ${LAB_NACHE_DELEGATIONS:-None};
 	FSAL {
 		Name = NACHE;
 		Upstream_Server = ${LAB_NACHE_UPSTREAM:-$LAB_REMOTE_ADDR};

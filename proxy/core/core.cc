@@ -138,6 +138,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     *err = "cannot start the upstream client";
     return nullptr;
   }
+  if (c->cb_server_)
+    c->recall_thread_ = std::thread([core] { core->RecallLoop(); });
   uint32_t ra_blocks = cfg.readahead_max / cfg.cache.block_size;
   c->reader_.reset(new BlockReader(
       c->cache_.get(),
@@ -185,6 +187,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
                          !core->up_->callback_path_down();
     g.delegations_read = core->delegs_->Count(DelegationType::kRead);
     g.delegations_write = core->delegs_->Count(DelegationType::kWrite);
+    g.local_delegations = core->LocalDelegations();
     g.cache_bytes = core->cache_->bytes();
     g.cache_blocks = core->cache_->blocks();
     return g;
@@ -723,10 +726,11 @@ uint32_t Core::ConfirmIfAsked(const Creds &cr, const OpResult &open,
     return upstream::kNfs4Ok;
   // A new open-owner must confirm its first OPEN (RFC 7530 16.18.5); the
   // owner pool makes this a once-per-owner round trip. Servers delegate
-  // only to confirmed owners (knfsd), so with a callback service the same
-  // COMPOUND opens the file once more, now by a confirmed owner: the same
-  // open (its seqid advanced), possibly with a delegation.
-  bool reopen = cb_server_ != nullptr && !again.dir.empty();
+  // only to confirmed owners (knfsd), so once the server has called our
+  // callback service (it may delegate) the same COMPOUND opens the file
+  // once more, now by a confirmed owner: the same open (its seqid
+  // advanced), possibly with a delegation.
+  bool reopen = cb_contact_.load() && !again.dir.empty();
   Compound c;
   c.SetTag("open_confirm").Putfh(fh).OpenConfirm(*sid, owner->seqid);
   if (reopen) {

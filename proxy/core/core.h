@@ -135,6 +135,12 @@ class Core {
                  int *committed);
   uint32_t Commit(const Creds &cr, Key key, uint64_t offset, uint64_t len);
   void WriteVerifier(uint8_t out[8]);
+  // Delegations to local clients (see nache.h).
+  uint32_t AcquireLocalDelegation(Key key, bool write);
+  void ReleaseLocalDelegation(Key key);
+  void SetLocalRecall(std::function<void(Key)> recall);
+  uint64_t LocalDelegations();  // held now, all files
+
   uint32_t Lock(const Creds &cr, Key key, NacheOpen *open,
                 const std::string &owner, nache_lock_op op, bool write,
                 uint64_t offset, uint64_t length, bool reclaim,
@@ -237,10 +243,15 @@ class Core {
   // with our own read delegation (an open for write, a SETATTR, a WRITE, a
   // REMOVE or RENAME of the file): return it first rather than be recalled.
   void ReturnIfReadDelegated(Key key);
+  // Has the local clients' delegations on key recalled and waits (bounded)
+  // until they are returned.
+  void RecallLocalDelegations(Key key);
   void QueueRecall(Key key);
   void RecallLoop();
   // The client id changed: every delegation is gone.
   void DropAllDelegations();
+  // Has every local delegation recalled (queues the up-calls only).
+  void RecallAllLocal();
 
   CoreConfig cfg_;
   std::unique_ptr<Store> store_;
@@ -262,6 +273,11 @@ class Core {
   std::unique_ptr<callback::CallbackHandler> cb_glue_;  // a CallbackGlue
   std::unique_ptr<callback::CallbackServer> cb_server_;  // null: none
   std::atomic<bool> cb_contact_{false};  // the server called us back once
+  // Local delegations (granted by Ganesha to its clients) per file.
+  std::mutex local_mu_;  // guards local_delegs_; acquire checks under it
+  std::condition_variable local_cv_;  // a local delegation was released
+  std::unordered_map<Key, int> local_delegs_;
+  std::function<void(Key)> local_recall_;  // set once before use
   // Delegations to return, for the recall thread.
   std::mutex recall_mu_;  // guards recalls_, recall_stop_
   std::condition_variable recall_cv_;

@@ -125,7 +125,6 @@ bool Core::StartCallbackService(std::string *uaddr, std::string *err) {
   cb_server_ = callback::CallbackServer::Start(o, cb_glue_.get(), err);
   if (!cb_server_) return false;
   *uaddr = cb_server_->uaddr();
-  recall_thread_ = std::thread([this] { RecallLoop(); });
   NACHE_LOG(kLogEvent, kComponent,
             "callback service on %s:%u (universal address %s)",
             cfg_.callback_address.c_str(), unsigned(cb_server_->port()),
@@ -163,9 +162,65 @@ void Core::ReturnIfReadDelegated(Key key) {
   if (delegs_->BeginReturn(key, nullptr)) ReturnDelegation(key, "own");
 }
 
+uint32_t Core::AcquireLocalDelegation(Key key, bool write) {
+  // Under local_mu_, so that a return that starts after this check sees
+  // the count (ReturnDelegation reads it after BeginReturn).
+  std::lock_guard<std::mutex> g(local_mu_);
+  uint32_t access = upstream::kShareAccessRead |
+                    (write ? upstream::kShareAccessWrite : 0);
+  if (!DelegationCovers(key, access, 0, nullptr))
+    return upstream::kNfs4ErrDelay;
+  local_delegs_[key]++;
+  return upstream::kNfs4Ok;
+}
+
+void Core::ReleaseLocalDelegation(Key key) {
+  {
+    std::lock_guard<std::mutex> g(local_mu_);
+    auto it = local_delegs_.find(key);
+    if (it == local_delegs_.end()) return;
+    if (--it->second <= 0) local_delegs_.erase(it);
+  }
+  local_cv_.notify_all();
+}
+
+uint64_t Core::LocalDelegations() {
+  std::lock_guard<std::mutex> g(local_mu_);
+  uint64_t n = 0;
+  for (auto &kv : local_delegs_) n += uint64_t(kv.second);
+  return n;
+}
+
+void Core::SetLocalRecall(std::function<void(Key)> recall) {
+  std::lock_guard<std::mutex> g(local_mu_);
+  local_recall_ = std::move(recall);
+}
+
+void Core::RecallLocalDelegations(Key key) {
+  std::unique_lock<std::mutex> g(local_mu_);
+  auto held = [&] {
+    auto it = local_delegs_.find(key);
+    return it == local_delegs_.end() ? 0 : it->second;
+  };
+  if (held() == 0) return;
+  int n = held();
+  if (local_recall_) local_recall_(key);
+  // The remote revokes our delegation if we take longer than its lease;
+  // a local client that does not answer is left to Ganesha, which revokes
+  // its delegation after its own lease.
+  auto limit = std::chrono::seconds(std::max<uint32_t>(up_->lease_time(), 2) / 2);
+  bool all = local_cv_.wait_for(g, limit, [&] { return held() == 0; });
+  NACHE_LOG(all ? kLogDebug : kLogWarn, kComponent,
+            "%d local delegation(s) on %llu %s", n, (unsigned long long)key,
+            all ? "returned" : "not returned in time; returning ours anyway");
+}
+
 void Core::ReturnDelegation(Key key, const char *why) {
   HeldDelegation d;
   if (!delegs_->Find(key, &d)) return;
+  // First the delegations Ganesha granted our clients on the file: they
+  // may hold cached data or opens only our delegation vouches for.
+  RecallLocalDelegations(key);
   cache_->SetDelegated(key, false);
   // Queued writes reach the server under the delegation.
   if (write_behind_) write_behind_->Drain(key);
@@ -222,9 +277,37 @@ void Core::QueueRecall(Key key) {
 }
 
 void Core::RecallLoop() {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point lapse_handled{};  // the lease end we reacted to
   std::unique_lock<std::mutex> g(recall_mu_);
   for (;;) {
-    recall_cv_.wait(g, [this] { return recall_stop_ || !recalls_.empty(); });
+    if (recalls_.empty() && !recall_stop_) {
+      // Between recalls, watch the lease: once it is no longer known to
+      // hold, the server may have revoked our delegations without a recall
+      // reaching us (knfsd does so and keeps the client id), so they are
+      // forgotten and nothing stays cached under them. One the server
+      // still has is recalled like any other: we answer BAD_STATEID, and
+      // it revokes it.
+      Clock::time_point lease_end = up_->lease_valid_until();
+      Clock::time_point now = Clock::now();
+      if (lease_end != Clock::time_point() && now >= lease_end &&
+          lease_end != lapse_handled) {
+        lapse_handled = lease_end;
+        g.unlock();
+        NACHE_LOG(kLogWarn, kComponent,
+                  "lease not renewed in time: %zu delegation(s) dropped, "
+                  "local ones recalled",
+                  delegs_->Count(DelegationType::kRead) +
+                      delegs_->Count(DelegationType::kWrite));
+        DropAllDelegations();
+        g.lock();
+        continue;
+      }
+      Clock::time_point wake = now + std::chrono::seconds(1);
+      if (lease_end > now) wake = std::min(wake, lease_end);
+      recall_cv_.wait_until(g, wake);
+      continue;
+    }
     if (recalls_.empty()) return;  // stopping, and nothing left to return
     Key key = recalls_.front();
     recalls_.pop_front();
@@ -234,8 +317,16 @@ void Core::RecallLoop() {
   }
 }
 
+void Core::RecallAllLocal() {
+  std::lock_guard<std::mutex> g(local_mu_);
+  if (!local_recall_) return;
+  for (auto &kv : local_delegs_) local_recall_(kv.first);
+}
+
 void Core::DropAllDelegations() {
   for (Key key : delegs_->Clear()) cache_->SetDelegated(key, false);
+  // What Ganesha delegated to our clients under them goes too.
+  RecallAllLocal();
 }
 
 }  // namespace nache

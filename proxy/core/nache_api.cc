@@ -416,4 +416,18 @@ uint32_t nache_lock(struct nache_core *core, const struct nache_creds *cr,
       offset, length, reclaim, conflict);
 }
 
+uint32_t nache_local_deleg_acquire(struct nache_core *core, nache_key key,
+                                   bool write) {
+  return core->core->AcquireLocalDelegation(key, write);
+}
+
+void nache_local_deleg_release(struct nache_core *core, nache_key key) {
+  core->core->ReleaseLocalDelegation(key);
+}
+
+void nache_set_local_recall(struct nache_core *core, nache_local_recall_fn fn,
+                            void *arg) {
+  core->core->SetLocalRecall([fn, arg](nache::Key key) { fn(arg, key); });
+}
+
 }  // extern "C"

@@ -150,6 +150,7 @@ void ExportMetrics::ClearSampler(uint64_t token) {
   callback_up_->Set(0);
   deleg_held_read_->Set(0);
   deleg_held_write_->Set(0);
+  local_delegs_->Set(0);
 }
 
 void ExportMetrics::Sample() {
@@ -164,6 +165,7 @@ void ExportMetrics::Sample() {
   cache_blocks_->Set(double(v.cache_blocks));
   deleg_held_read_->Set(double(v.delegations_read));
   deleg_held_write_->Set(double(v.delegations_write));
+  local_delegs_->Set(double(v.local_delegations));
 }
 
 // --- Metrics ---------------------------------------------------------------
@@ -265,6 +267,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                         .Help("Upstream delegations granted with an OPEN, "
                               "by type")
                         .Register(r);
+  local_delegs_ = &prometheus::BuildGauge()
+                       .Name("nache_local_delegations_held")
+                       .Help("Delegations Ganesha has given the office's "
+                             "clients on files nache holds an upstream "
+                             "delegation for")
+                       .Register(r);
   recalls_ = &prometheus::BuildCounter()
                   .Name("nache_delegation_recalls_total")
                   .Help("CB_RECALLs received from the upstream server")
@@ -344,6 +352,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->deleg_granted_read_ = &deleg_granted_->Add(with("type", "read"));
   e->deleg_granted_write_ = &deleg_granted_->Add(with("type", "write"));
   e->recalls_ = &recalls_->Add(ex);
+  e->local_delegs_ = &local_delegs_->Add(ex);
   e->return_recall_ = &deleg_return_->Add(with("reason", "recall"), RttBuckets());
   e->return_own_ =
       &deleg_return_->Add(with("reason", "own_conflict"), RttBuckets());

@@ -88,6 +88,7 @@ struct ExportGauges {
   uint64_t cache_blocks = 0;     // cached data blocks
   uint64_t delegations_read = 0;   // upstream read delegations held
   uint64_t delegations_write = 0;  // upstream write delegations held
+  uint64_t local_delegations = 0;  // delegations Ganesha gave our clients
 };
 
 // Slots of the status label: "ok", NFS4ERR_* by number, transport failures.
@@ -182,6 +183,7 @@ class ExportMetrics {
   prometheus::Gauge *deleg_held_write_ = nullptr;  // type="read"/"write"
   prometheus::Counter *deleg_granted_read_ = nullptr;   // ..._granted_total
   prometheus::Counter *deleg_granted_write_ = nullptr;
+  prometheus::Gauge *local_delegs_ = nullptr;  // ..._local_delegations_held
   prometheus::Counter *recalls_ = nullptr;  // nache_delegation_recalls_total
   // nache_delegation_return_seconds by reason ("recall", "own_conflict").
   prometheus::Histogram *return_recall_ = nullptr;
@@ -246,6 +248,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge> *deleg_held_ = nullptr;
   prometheus::Family<prometheus::Counter> *deleg_granted_ = nullptr;
   prometheus::Family<prometheus::Counter> *recalls_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Histogram> *deleg_return_ = nullptr;
 
   std::mutex mu_;  // guards exports_ (not held per operation)

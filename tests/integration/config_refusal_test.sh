@@ -3,6 +3,8 @@
 # which parameter is wrong. A good block starts.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
+# The blocks tested here carry no callback settings but their own.
+export LAB_NACHE_CALLBACK=
 
 lab_init && lab_net_up lan && lab_remote_vfs_start || { echo "lab did not start"; exit 1; }
 

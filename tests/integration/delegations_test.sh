@@ -6,13 +6,17 @@
 # file directly at the remote recalls nache's delegation, also while a
 # nache client holds the file open, and both sides see each other's data;
 # with the callback path blocked there are no delegations and everything
-# stays correct; a remote restart drops the delegations safely.
+# stays correct; a remote restart drops the delegations safely. Ganesha
+# delegates to nache's own clients (Delegations = readwrite): a recall from
+# the remote reaches them first, and a conflict between two of them is
+# resolved inside the office with no recall from the remote.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
 # knfsd grants no delegation while any lock manager is in grace, lockd's
 # included (50 s after boot by default): shorten lockd's.
 export LAB_KNFSD_NLM_GRACE=10
+export LAB_NACHE_DELEGATIONS=readwrite
 lab_init && lab_net_up lan && lab_remote_knfsd_start &&
 	LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
 		lab_nache_start 'Open_Linger = 2;' &&
@@ -46,7 +50,9 @@ nache_delegs() {
 callback_up() { [ "$(metric nache_callback_path_up)" = 1 ]; }
 # The files are written inside the knfsd guest, so no NFS client's recent
 # write stands in the way of a delegation.
-lab_knfsd_run "mkdir -p $K/d && for i in \$(seq 1 100); do echo file-\$i > $K/d/f\$i; done" ||
+# d/e* are read by one test each (the loop below gives every d/f* a local
+# delegation in both nache clients).
+lab_knfsd_run "mkdir -p $K/d && for i in \$(seq 1 100); do echo file-\$i > $K/d/f\$i; echo e-\$i > $K/d/e\$i; done" ||
 	{ echo "cannot create files at the remote"; exit 1; }
 
 reopen_until_delegated() {
@@ -128,6 +134,69 @@ nache_write_then_direct_read() {
 		expect_eq "nache after the direct write" "$(on 2 "cat $M/d/f4")" direct-4
 }
 
+local_delegs() { metric nache_local_delegations_held; }
+recalls() { metric nache_delegation_recalls_total; }
+
+# Client 1 gets a delegation from Ganesha on e1 (nache holds the remote's);
+# a direct writer makes the remote recall nache's, and nache has Ganesha
+# recall client 1's first: otherwise client 1 would go on reading its
+# cached copy under its delegation.
+remote_recall_reaches_local_delegation() {
+	local l0 r0
+	l0=$(local_delegs) r0=$(recalls)
+	expect_eq "through nache" "$(on 1 "cat $M/d/e1")" e-1 &&
+		lab_wait_until 10 eval '[ "$(local_delegs)" -gt '"$l0"' ]' ||
+		{ echo "no local delegation granted ($(local_delegs))" >&2; return 1; }
+	on 3 "echo direct-e1 > $D/d/e1" &&
+		at_least "recalls from the remote" "$(recalls)" $((r0 + 1)) &&
+		expect_eq "client 1 after the recall" "$(on 1 "cat $M/d/e1")" direct-e1
+}
+
+# Client 1 holds a delegation from Ganesha on e2; client 2 writes e2
+# through nache. Ganesha recalls client 1's delegation itself, nache returns
+# its own before writing: the remote never has to recall anything.
+local_conflict_needs_no_remote_recall() {
+	local l0 r0
+	l0=$(local_delegs) r0=$(recalls)
+	expect_eq "through nache" "$(on 1 "cat $M/d/e2")" e-2 &&
+		lab_wait_until 10 eval '[ "$(local_delegs)" -gt '"$l0"' ]' ||
+		{ echo "no local delegation granted ($(local_delegs))" >&2; return 1; }
+	on 2 "echo local-e2 > $M/d/e2" &&
+		expect_eq "client 1 sees client 2's write" "$(on 1 "cat $M/d/e2")" local-e2 &&
+		expect_eq "the remote has it" "$(on 3 "cat $D/d/e2")" local-e2 &&
+		expect_eq "recalls from the remote" "$(recalls)" "$r0"
+}
+
+# cut_upstream / heal_upstream — drop everything between nache's WAN
+# address and knfsd, both ways; the direct client's path stays up.
+cut_upstream() {
+	ip -n "$LAB_NS_LAN" rule add from "$LAB_NACHE_WAN_ADDR" to "$LAB_KNFSD_ADDR" blackhole pref 100 &&
+		ip -n "$LAB_NS_REMOTE" rule add to "$LAB_NACHE_WAN_ADDR" blackhole pref 100
+}
+heal_upstream() {
+	ip -n "$LAB_NS_LAN" rule del pref 100 2>/dev/null
+	ip -n "$LAB_NS_REMOTE" rule del pref 100 2>/dev/null
+	return 0
+}
+knfsd_delegated() { lab_knfsd_states | grep 'type: deleg' | grep -q "\"$1\""; }
+
+# A WAN cut longer than the lease: knfsd cannot recall nache's delegation,
+# so it lets a direct writer in once nache's lease is over. nache must
+# stop trusting the delegation (and have its clients' local ones recalled)
+# by then: after the cut, its clients see the writer's data.
+lease_lapse_serves_no_stale_data() {
+	expect_eq "through nache" "$(on 1 "cat $M/d/e3")" e-3 &&
+		lab_wait_until 10 knfsd_delegated d/e3 ||
+		{ echo "knfsd did not delegate d/e3" >&2; lab_knfsd_states >&2; return 1; }
+	cut_upstream || { heal_upstream; return 1; }
+	local rc=0
+	on 3 "echo direct-e3 > $D/d/e3" || rc=1
+	heal_upstream
+	[ $rc = 0 ] &&
+		expect_eq "client 1 after the cut" "$(on 1 "cat $M/d/e3")" direct-e3 &&
+		expect_eq "client 2 after the cut" "$(on 2 "cat $M/d/e3")" direct-e3
+}
+
 remote_restart_drops_delegations() {
 	local e0
 	e0=$(metric nache_upstream_clientid_epoch)
@@ -165,6 +234,9 @@ check two_clients_100_files_8_rounds_one_upstream_open_each shared_files_opened_
 check direct_writer_recalls_nache_delegation_and_both_see_data direct_writer_recalls_and_sees_data
 check recall_while_a_nache_client_holds_the_file_open recall_while_a_nache_client_has_it_open
 check nache_write_returns_delegation_and_direct_reader_sees_it nache_write_then_direct_read
+check remote_recall_reaches_a_local_clients_delegation_first remote_recall_reaches_local_delegation
+check conflict_between_local_clients_needs_no_recall_from_the_remote local_conflict_needs_no_remote_recall
+check wan_cut_longer_than_the_lease_serves_no_stale_data lease_lapse_serves_no_stale_data
 check remote_restart_drops_delegations_without_stale_data remote_restart_drops_delegations
 check callback_path_blocked_no_delegations_still_correct callback_blocked_means_no_delegations
 itest_finish

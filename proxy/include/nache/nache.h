@@ -296,6 +296,24 @@ uint32_t nache_lock(struct nache_core *core, const struct nache_creds *cr,
 		    bool write, uint64_t offset, uint64_t length, bool reclaim,
 		    struct nache_lock_conflict *conflict);
 
+/* Delegations to local clients. Ganesha may delegate a file to one of the
+ * office's clients only while nache holds an upstream delegation covering
+ * it (so that a conflicting change at the remote is recalled to nache, and
+ * by nache to its clients). nache_local_deleg_acquire asks for one (write:
+ * a write delegation) and counts it: 0 when granted, NFS4ERR_DELAY when not
+ * now. nache_local_deleg_release ends one (returned or revoked). */
+uint32_t nache_local_deleg_acquire(struct nache_core *core, nache_key key,
+				   bool write);
+void nache_local_deleg_release(struct nache_core *core, nache_key key);
+/* Before nache returns an upstream delegation on key while local ones
+ * exist, it calls fn(arg, key) to have them recalled (the FSAL queues
+ * Ganesha's delegrecall up-call; fn must not block), then waits, on its own
+ * recall thread, until they are released or half the upstream lease has
+ * passed. Set once after nache_core_open. */
+typedef void (*nache_local_recall_fn)(void *arg, nache_key key);
+void nache_set_local_recall(struct nache_core *core, nache_local_recall_fn fn,
+			    void *arg);
+
 /* Human-readable name of an NFSv4 status, for logs. */
 const char *nache_status_name(uint32_t status);
 
