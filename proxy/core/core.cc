@@ -133,7 +133,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   // server probes it right after the client id is confirmed).
   if (!c->StartCallbackService(&uo.callback_uaddr, err)) return nullptr;
   uo.on_new_clientid = [core](uint64_t) { core->DropAllDelegations(); };
-  c->up_ = upstream::Upstream::Create(uo);
+  c->up_ = cfg.make_upstream ? cfg.make_upstream(uo)
+                             : upstream::Upstream::Create(uo);
   if (!c->up_) {
     *err = "cannot start the upstream client";
     return nullptr;

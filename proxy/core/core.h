@@ -75,6 +75,11 @@ struct CoreConfig {
   uint64_t write_behind_max = 64 << 20;  // queued UNSTABLE bytes (0: off)
   // Registry the export reports to; null: the process-wide one.
   metrics::Metrics *metrics = nullptr;
+  // Makes the upstream client; empty: upstream::Upstream::Create. Unit
+  // tests put a scripted upstream here.
+  std::function<std::unique_ptr<upstream::Upstream>(
+      const upstream::UpstreamOptions &)>
+      make_upstream;
 };
 
 class Core {
