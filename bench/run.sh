@@ -57,6 +57,9 @@ export LAB_KNFSD_THREADS=${LAB_KNFSD_THREADS:-16}
 # knfsd grants no delegations while lockd's grace period runs (50 s after
 # boot by default): shorten it, and start the first cell after it.
 export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
+# nache as shipped (config/nache.conf): Ganesha passes nache's delegations
+# on to its clients.
+export LAB_NACHE_DELEGATIONS=${LAB_NACHE_DELEGATIONS:-readwrite}
 # Jobs on a wan profile run for many minutes (bench/README.md).
 JOB_TIMEOUT=${BENCH_JOB_TIMEOUT:-7200}
 
