@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "metrics/metrics.h"
+#include "util/bytes.h"
 #include "util/log.h"
 
 namespace nache {
@@ -16,14 +17,8 @@ namespace {
 using rocksdb::WriteBatch;
 
 // Keys sort by object, then block number: big-endian fixed width.
-void PutBE(std::string *s, uint64_t v) {
-  for (int i = 7; i >= 0; i--) s->push_back(char((v >> (i * 8)) & 0xff));
-}
-uint64_t GetBE(const char *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v = (v << 8) | uint8_t(p[i]);
-  return v;
-}
+void PutBE(std::string *s, uint64_t v) { PutBE64(s, v); }
+uint64_t GetBE(const char *p) { return GetBE64(p); }
 std::string ObjKey(Key key) {
   std::string s;
   PutBE(&s, key);

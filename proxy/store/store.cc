@@ -24,7 +24,7 @@ namespace {
 constexpr char kFormat[] = "nache-store-v1";
 
 const char *const kFamilyNames[Store::kNumFamilies] = {
-    "meta", "handles", "fh_index", "attrs", "block_meta", "blocks"};
+    "meta", "handles", "fh_index", "attrs", "block_meta", "blocks", "wblog"};
 
 rocksdb::Options BaseOptions() {
   rocksdb::Options o;

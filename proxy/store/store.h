@@ -32,7 +32,8 @@ class Store {
     kAttrs = 3,      // key -> data generation, attributes (cache)
     kBlockMeta = 4,  // key|block -> generation, change, length, dirty
     kBlocks = 5,     // key|block -> block bytes
-    kNumFamilies = 6
+    kWbLog = 6,      // sequence number -> write-back log record
+    kNumFamilies = 7
   };
 
   ~Store();

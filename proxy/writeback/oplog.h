@@ -1,0 +1,92 @@
+// The write-back modification log (issue: write-back caching): the durable
+// record of every change a write-back export has acknowledged to a client
+// and not yet sent upstream, in the export's store (column family wblog).
+//
+// A record is appended, and synced to disk, before the client is answered;
+// so `kill -9` (or a power loss) at any moment loses no acknowledged change.
+// Records are keyed by a sequence number (big-endian, so iteration order is
+// log order) and carry a CRC-32C of their contents. Opening the log scans
+// it: the first record that does not decode or fails its checksum ends the
+// log, and it and everything after it are discarded with one log line.
+// RocksDB's WAL recovery already drops a record torn by a crash (only an
+// unacknowledged one can be torn); a bad record inside the log means the
+// disk corrupted it, and is logged as such.
+//
+// This file owns the record format and its durability only: what the
+// records mean, in which order they are sent and how they are optimised
+// belongs to the flusher.
+//
+// Thread safety: all methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "handles/handle_map.h"
+#include "store/store.h"
+#include "upstream/types.h"
+
+namespace nache {
+
+enum class LogOp : uint8_t {
+  kWrite = 1,    // key: file; offset; data
+  kSetattr = 2,  // key: object; attrs (mask says which)
+  kCreate = 3,   // key: directory; name; key2: the new object; type;
+                 // attrs; text: symlink target
+  kRemove = 4,   // key: directory; name; key2: the object removed
+  kRename = 5,   // key: old directory; name; key2: new directory; name2
+  kLink = 6,     // key: the object; key2: directory; name
+};
+
+struct LogRecord {
+  uint64_t seq = 0;      // assigned by Append
+  LogOp op = LogOp::kWrite;
+  int64_t logged_at = 0; // wall-clock seconds when appended (flush age,
+                         // conflict file names)
+  Key key = kNoKey;
+  Key key2 = kNoKey;
+  uint64_t offset = 0;
+  std::string data;      // kWrite
+  upstream::Attrs attrs; // kSetattr, kCreate
+  upstream::FileType type = upstream::FileType::kNone;  // kCreate
+  std::string name, name2, text;
+};
+
+class OpLog {
+ public:
+  // Loads the log from store (which must outlive it); see above for what a
+  // bad record does.
+  explicit OpLog(Store *store);
+
+  // Appends r (its seq and, when 0, logged_at are assigned) and syncs it to
+  // disk before returning. Returns the sequence number, or 0 when the store
+  // could not write it (the caller must then not acknowledge the change).
+  uint64_t Append(LogRecord r);
+  // Up to max records from sequence number from (inclusive), in order.
+  std::vector<LogRecord> Read(uint64_t from, size_t max);
+  // Forgets records (sent upstream, or made unnecessary by a later one).
+  void Erase(const std::vector<uint64_t> &seqs);
+
+  size_t records() const;     // records in the log
+  uint64_t bytes() const;     // their encoded size
+  uint64_t first_seq() const; // oldest record's seq, 0 when empty
+  // Records discarded when the log was opened (a bad record and after).
+  size_t discarded() const { return discarded_; }
+
+  // The encoding, for tests (a record as stored: checksum first).
+  static std::string Encode(const LogRecord &r);
+  static bool Decode(const std::string &value, LogRecord *r);
+
+ private:
+  Store *store_;                       // not owned
+  mutable std::mutex mu_;              // guards the fields below
+  uint64_t next_seq_ = 1;              // next sequence number to assign
+  std::map<uint64_t, uint32_t> size_;  // seq -> encoded size, for accounting
+  uint64_t bytes_ = 0;                 // sum of size_
+  size_t discarded_ = 0;               // set at load (immutable after)
+};
+
+}  // namespace nache
