@@ -4,6 +4,8 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -57,22 +59,38 @@ bool DecodeAttrsRecord(const std::string &s, uint64_t *gen, bool *have,
   return true;
 }
 
-// block_meta record: generation, change read under, length, dirty.
+// block_meta record: generation, change read under, length, dirty; a
+// dirty block also has its dirty byte range and dirty epoch (write-back).
+struct DirtyMark {
+  uint32_t lo = 0, hi = 0;  // dirty bytes [lo, hi) within the block
+  uint64_t epoch = 0;       // bumped by every local write of the block
+};
 std::string EncodeBlockMeta(uint64_t gen, uint64_t change, uint32_t len,
-                            bool dirty) {
+                            bool dirty, const DirtyMark &m = DirtyMark()) {
   std::string s;
   PutBE(&s, gen);
   PutBE(&s, change);
   PutBE(&s, len);
   s.push_back(dirty ? 1 : 0);
+  if (dirty) {
+    PutBE32(&s, m.lo);
+    PutBE32(&s, m.hi);
+    PutBE(&s, m.epoch);
+  }
   return s;
 }
 bool DecodeBlockMeta(const rocksdb::Slice &s, uint64_t *gen, uint32_t *len,
-                     bool *dirty) {
-  if (s.size() != 25) return false;
+                     bool *dirty, DirtyMark *m) {
+  if (s.size() != 25 && s.size() != 41) return false;
   *gen = GetBE(s.data());
   *len = uint32_t(GetBE(s.data() + 16));
   *dirty = s.data()[24] != 0;
+  if (*dirty != (s.size() == 41)) return false;
+  if (*dirty) {
+    m->lo = GetBE32(s.data() + 25);
+    m->hi = GetBE32(s.data() + 29);
+    m->epoch = GetBE(s.data() + 33);
+  }
   return true;
 }
 
@@ -122,7 +140,9 @@ void Cache::LoadIndex() {
     uint64_t gen;
     uint32_t len;
     bool dirty;
-    if (k.size() != 16 || !DecodeBlockMeta(it->value(), &gen, &len, &dirty)) {
+    DirtyMark mark;
+    if (k.size() != 16 ||
+        !DecodeBlockMeta(it->value(), &gen, &len, &dirty, &mark)) {
       stale.Delete(store_->family(Store::kBlockMeta), k);
       stale.Delete(store_->family(Store::kBlocks), k);
       continue;
@@ -139,6 +159,14 @@ void Cache::LoadIndex() {
     b.len = len;
     b.gen = gen;
     b.dirty = dirty;
+    b.dirty_lo = mark.lo;
+    b.dirty_hi = mark.hi;
+    b.dirty_epoch = mark.epoch;
+    if (dirty) {
+      // Unflushed local writes from before the restart: due at once.
+      if (o->dirty_blocks++ == 0) o->dirty_since = Clock::time_point(Clock::duration(1));
+      dirty_bytes_ += mark.hi - mark.lo;
+    }
     b.lru = lru_.insert(lru_.end(), BlockId{key, idx});
     bytes_ += len;
     nblocks_++;
@@ -169,6 +197,7 @@ Cache::Object *Cache::Obj(Key key) {
 }
 
 bool Cache::IsFresh(const Object &o) const {
+  if (o.have_attrs && o.dirty_blocks > 0) return true;  // ours is newest
   if (!o.have_attrs || o.validated == Clock::time_point()) return false;
   Clock::time_point now = Clock::now();
   if (o.delegated && lease_clock_ && now < lease_clock_()) return true;
@@ -206,8 +235,9 @@ void Cache::DropData(Key key, Object *o, void *batchp) {
   o->access.clear();
   o->listing.reset();
   for (auto &kv : o->blocks) {
-    // Dirty data never exists under a moved change in write-through; the
-    // write-back log keeps its own copy, so dropping is safe either way.
+    // Dirty blocks are dropped only with the object (Forget: removed, so
+    // its unflushed data need never be sent); other callers check first.
+    if (kv.second.dirty) dirty_bytes_ -= kv.second.dirty_hi - kv.second.dirty_lo;
     bytes_ -= kv.second.len;
     nblocks_--;
     lru_.erase(kv.second.lru);
@@ -218,6 +248,8 @@ void Cache::DropData(Key key, Object *o, void *batchp) {
     batch->DeleteRange(store_->family(Store::kBlocks), lo, hi);
     o->blocks.clear();
   }
+  o->dirty_blocks = 0;
+  o->dirty_since = Clock::time_point();
 }
 
 // --- attributes -----------------------------------------------------------
@@ -248,6 +280,13 @@ void Cache::Validated(Key key, const Attrs &a) {
   if (!(a.mask & upstream::kAttrChange)) return;  // cannot validate
   std::lock_guard<std::mutex> g(mu_);
   Object *o = Obj(key);
+  if (o->dirty_blocks > 0) {
+    // Our unflushed writes make our view the newest: the remote's
+    // attributes only tell what it holds (single writer: nothing else
+    // changes it meanwhile).
+    o->remote_size = a.size;
+    return;
+  }
   WriteBatch batch;
   // (A directory's size says nothing about its entries beyond its change.)
   bool moved = !o->have_attrs || o->attrs.change != a.change ||
@@ -550,12 +589,14 @@ bool Cache::GetBlock(Key key, uint64_t idx, std::string *data) {
 }
 
 bool Cache::PutBlock(Key key, uint64_t idx, uint64_t gen,
-                     const std::string &data, bool dirty) {
+                     const std::string &data) {
   std::lock_guard<std::mutex> g(mu_);
   Object *o = Obj(key);
   if (gen != o->gen || !o->have_attrs) return false;
+  auto b = o->blocks.find(idx);
+  if (b != o->blocks.end() && b->second.dirty) return false;  // ours is newer
   WriteBatch batch;
-  if (!PutBlockLocked(key, o, idx, data, o->attrs.change, dirty, &batch))
+  if (!PutBlockLocked(key, o, idx, data, o->attrs.change, false, &batch))
     return false;
   Commit(&batch);
   EvictLocked();
@@ -584,8 +625,20 @@ bool Cache::PutBlockLocked(Key key, Object *o, uint64_t idx,
   bytes_ += b.len;
   batch->Put(store_->family(Store::kBlocks), k, data);
   batch->Put(store_->family(Store::kBlockMeta), k,
-             EncodeBlockMeta(b.gen, change, b.len, b.dirty));
+             EncodeBlockMeta(b.gen, change, b.len, b.dirty,
+                             DirtyMark{b.dirty_lo, b.dirty_hi, b.dirty_epoch}));
   return true;
+}
+
+bool Cache::ReadBlockLocked(Key key, const BlockInfo &b, uint64_t idx,
+                            std::string *data) {
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  return store_->db()
+             ->Get(ro, store_->family(Store::kBlocks), BlockKey(key, idx),
+                   data)
+             .ok() &&
+         data->size() == b.len;
 }
 
 void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
@@ -636,17 +689,210 @@ void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
   }
 }
 
-void Cache::MarkClean(Key key, uint64_t idx) {
+// --- write-back -------------------------------------------------------------
+
+bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
+                       uint64_t *need) {
   std::lock_guard<std::mutex> g(mu_);
   Object *o = Obj(key);
-  auto it = o->blocks.find(idx);
-  if (it == o->blocks.end() || !it->second.dirty) return;
-  it->second.dirty = false;
-  rocksdb::WriteOptions wo;
-  store_->db()->Put(wo, store_->family(Store::kBlockMeta), BlockKey(key, idx),
-                    EncodeBlockMeta(it->second.gen, o->attrs.change,
-                                    it->second.len, false));
+  if (!o->have_attrs) return false;
+  const uint64_t bs = opts_.block_size;
+  const uint64_t old_size = o->attrs.size;
+  const uint64_t end = off + len;
+  const uint64_t new_size = std::max(old_size, end);
+  // What the remote holds: our size until we first dirty the file.
+  if (o->dirty_blocks == 0) o->remote_size = old_size;
+  // Blocks touched: those the write covers, and the old last block when
+  // the write starts beyond it (its tail becomes zeros).
+  uint64_t first = off / bs, last = len ? (end - 1) / bs : first;
+  if (off > old_size && old_size % bs != 0) first = std::min(first, old_size / bs);
+  struct Touch {
+    uint64_t idx;
+    std::string block;
+    uint32_t lo, hi;
+  };
+  std::vector<Touch> touched;
+  for (uint64_t idx = first; idx <= last; idx++) {
+    // Blocks between the old last block and the write stay holes: not
+    // stored, read as zeros (ReadsAsZeros), left holes by the flush.
+    if (idx > first && idx < off / bs) continue;
+    uint64_t bstart = idx * bs;
+    uint64_t blen = std::min(bs, new_size - bstart);  // length after
+    uint64_t wlo = std::max(off, bstart), whi = std::min(end, bstart + blen);
+    if (wlo > whi) wlo = whi;  // a padded block the write does not reach
+    Touch t{idx, std::string(), 0, 0};
+    auto it = o->blocks.find(idx);
+    bool cached = it != o->blocks.end() && it->second.gen == o->gen &&
+                  ReadBlockLocked(key, it->second, idx, &t.block);
+    // Bytes of this block that exist outside the write: from the cache, or
+    // zeros where nothing was ever written (beyond both sizes).
+    uint64_t known_end = std::min(bstart + blen, std::max(old_size, o->remote_size));
+    bool outside = (bstart < wlo && bstart < known_end) ||
+                   (whi < known_end && whi < bstart + blen);
+    if (!cached && outside) {
+      *need = idx;
+      return false;
+    }
+    t.block.resize(blen, '\0');
+    // Bytes beyond the old size (the gap up to the write) read as zeros.
+    if (old_size < bstart + blen && old_size > bstart)
+      std::fill(t.block.begin() + (old_size - bstart), t.block.end(), '\0');
+    if (whi > wlo) memcpy(&t.block[wlo - bstart], buf + (wlo - off), whi - wlo);
+    // The dirty range: what the write set, plus the zeros it put between
+    // the old end and itself in this block (sent too, so that the block is
+    // complete at the remote and stays pinned here until then).
+    uint64_t dlo = wlo, dhi = whi;
+    if (old_size < whi) dlo = std::min(dlo, std::max(old_size, bstart));
+    if (dhi <= dlo) continue;  // nothing of this block changes
+    t.lo = uint32_t(dlo - bstart);
+    t.hi = uint32_t(dhi - bstart);
+    touched.push_back(std::move(t));
+  }
+  WriteBatch batch;
+  for (Touch &t : touched) {
+    auto it = o->blocks.find(t.idx);
+    BlockInfo *b = it != o->blocks.end() ? &it->second : nullptr;
+    uint32_t lo = t.lo, hi = t.hi;
+    if (b && b->dirty) {
+      dirty_bytes_ -= b->dirty_hi - b->dirty_lo;
+      lo = std::min(lo, b->dirty_lo);
+      hi = std::max(hi, b->dirty_hi);
+    } else {
+      o->dirty_blocks++;
+    }
+    uint64_t epoch = (b ? b->dirty_epoch : 0) + 1;  // never repeats
+    PutBlockLocked(key, o, t.idx, t.block, o->attrs.change, true, &batch);
+    BlockInfo &after = o->blocks[t.idx];
+    after.dirty_lo = lo;
+    after.dirty_hi = hi;
+    after.dirty_epoch = epoch;
+    batch.Put(store_->family(Store::kBlockMeta), BlockKey(key, t.idx),
+              EncodeBlockMeta(after.gen, o->attrs.change, after.len, true,
+                              DirtyMark{lo, hi, epoch}));
+    dirty_bytes_ += hi - lo;
+  }
+  if (o->dirty_since == Clock::time_point() && o->dirty_blocks > 0)
+    o->dirty_since = Clock::now();
+  // Our view of the attributes: size, times, a change clients can see move.
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  o->attrs.size = new_size;
+  o->attrs.change++;
+  o->attrs.mtime = o->attrs.ctime = upstream::Time{now.tv_sec, uint32_t(now.tv_nsec)};
+  o->validated = Clock::now();
+  PersistAttrs(key, *o, &batch);
+  rocksdb::WriteOptions w;
+  w.sync = true;  // acknowledged writes survive a crash
+  rocksdb::Status st = store_->db()->Write(w, &batch);
+  if (!st.ok())
+    NACHE_LOG(kLogCrit, "NACHE_CACHE", "local write to the store failed: %s",
+              st.ToString().c_str());
+  return st.ok();
+}
+
+bool Cache::ReadsAsZeros(Key key, uint64_t idx) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second->dirty_blocks == 0) return false;
+  const Object &o = *it->second;
+  uint64_t bstart = idx * opts_.block_size;
+  return bstart >= o.remote_size && bstart < o.attrs.size;
+}
+
+bool Cache::IsDirty(Key key) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = objects_.find(key);
+  return it != objects_.end() && it->second->dirty_blocks > 0;
+}
+
+std::vector<Key> Cache::DirtyFiles(std::chrono::milliseconds min_age,
+                                   size_t max) {
+  std::lock_guard<std::mutex> g(mu_);
+  Clock::time_point cutoff = Clock::now() - min_age;
+  std::vector<std::pair<Clock::time_point, Key>> due;
+  for (auto &kv : objects_)
+    if (kv.second->dirty_blocks > 0 && kv.second->dirty_since <= cutoff)
+      due.emplace_back(kv.second->dirty_since, kv.first);
+  std::sort(due.begin(), due.end());
+  std::vector<Key> out;
+  for (size_t i = 0; i < due.size() && i < max; i++) out.push_back(due[i].second);
+  return out;
+}
+
+std::vector<Cache::DirtyRange> Cache::DirtyRanges(Key key) {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<DirtyRange> out;
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return out;
+  for (auto &kv : it->second->blocks) {
+    const BlockInfo &b = kv.second;
+    if (!b.dirty) continue;
+    std::string block;
+    if (!ReadBlockLocked(key, b, kv.first, &block) || b.dirty_hi > block.size())
+      continue;
+    DirtyRange r;
+    r.idx = kv.first;
+    r.lo = b.dirty_lo;
+    r.hi = b.dirty_hi;
+    r.epoch = b.dirty_epoch;
+    r.data = block.substr(b.dirty_lo, b.dirty_hi - b.dirty_lo);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
+                    const Attrs &after) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return;
+  Object *o = it->second.get();
+  WriteBatch batch;
+  for (const DirtyRange &r : sent) {
+    auto b = o->blocks.find(r.idx);
+    if (b == o->blocks.end() || !b->second.dirty ||
+        b->second.dirty_epoch != r.epoch)
+      continue;  // written again meanwhile: still dirty
+    BlockInfo &bi = b->second;
+    dirty_bytes_ -= bi.dirty_hi - bi.dirty_lo;
+    bi.dirty = false;
+    bi.dirty_lo = bi.dirty_hi = 0;
+    o->dirty_blocks--;
+    batch.Put(store_->family(Store::kBlockMeta), BlockKey(key, r.idx),
+              EncodeBlockMeta(bi.gen, after.change, bi.len, false));
+  }
+  if (o->dirty_blocks == 0) {
+    o->dirty_since = Clock::time_point();
+    // The remote now has everything: its attributes are ours again (the
+    // blocks stay valid under its new change attribute).
+    if ((after.mask & upstream::kAttrChange) && after.size == o->attrs.size) {
+      o->attrs = after;
+      o->validated = Clock::now();
+    } else {
+      o->validated = Clock::time_point();  // revalidate before use
+    }
+    o->own_changes.clear();
+    PersistAttrs(key, *o, &batch);
+  }
+  Commit(&batch);
   EvictLocked();
+}
+
+uint64_t Cache::dirty_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return dirty_bytes_;
+}
+
+std::chrono::milliseconds Cache::flush_lag() const {
+  std::lock_guard<std::mutex> g(mu_);
+  Clock::time_point oldest{};
+  for (auto &kv : objects_)
+    if (kv.second->dirty_blocks > 0 &&
+        (oldest == Clock::time_point() || kv.second->dirty_since < oldest))
+      oldest = kv.second->dirty_since;
+  if (oldest == Clock::time_point()) return std::chrono::milliseconds(0);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
+                                                               oldest);
 }
 
 void Cache::EvictLocked() {

@@ -4,7 +4,9 @@
 // Persistent part (RocksDB, the export's store, three column families):
 //   attrs      key            -> {data generation, attributes when the
 //                                 change attribute last moved}
-//   block_meta key|block      -> {generation, change, length, dirty}
+//   block_meta key|block      -> {generation, change, length, dirty, and
+//                                 for a dirty block its dirty range and
+//                                 epoch}
 //   blocks     key|block      -> the block's bytes
 // Attributes, access results and listings also live in memory, with the
 // time they were last validated; that time is never persisted, so after a
@@ -26,7 +28,14 @@
 //
 // Size bound: the sum of block lengths stays at or below the configured
 // size; the least recently used clean blocks are evicted first. Dirty
-// blocks (write-back, later) are never evicted.
+// blocks are never evicted.
+//
+// Write-back (proxy/writeback/DESIGN.md): a local write goes into the
+// blocks, marked dirty with the byte range written and a dirty epoch, and
+// into the object's attributes, in one batch synced to disk. An object with
+// dirty blocks is locally authoritative: its attributes are always fresh
+// and attributes from the remote never drop its data, until the flusher has
+// sent every dirty range (Flushed).
 //
 // Thread safety: all methods are thread-safe. One mutex guards the
 // in-memory index; block bytes are read from RocksDB outside it.
@@ -148,11 +157,45 @@ class Cache {
   // Whether GetBlock would hit (no data read, nothing counted).
   bool HasBlock(Key key, uint64_t idx);
   // Stores a block read from upstream under gen (ignored when the
-  // generation moved meanwhile); evicts to stay within the bound.
-  bool PutBlock(Key key, uint64_t idx, uint64_t gen, const std::string &data,
-                bool dirty = false);
-  // Marks a block clean (write-back flushed it).
-  void MarkClean(Key key, uint64_t idx);
+  // generation moved meanwhile, or when the block is dirty); evicts to stay
+  // within the bound.
+  bool PutBlock(Key key, uint64_t idx, uint64_t gen, const std::string &data);
+
+  // --- write-back -------------------------------------------------------
+  // Applies a local write of [off, off+len) to key (which must have known
+  // attributes): into its blocks, marked dirty, and its attributes (size,
+  // mtime and ctime now, change bumped), synced to disk before returning.
+  // A block the write covers only in part, and which holds remote data
+  // (below the remote's size), must be cached: otherwise returns false
+  // with *need set to its index, and changes nothing. Extending the file
+  // zero-fills the rest of its old last block (which then counts as
+  // written).
+  bool LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
+                  uint64_t *need);
+  // Whether block idx of a dirty file lies wholly beyond the remote's data
+  // (a hole our writes made: it reads as zeros).
+  bool ReadsAsZeros(Key key, uint64_t idx);
+  bool IsDirty(Key key);
+  struct DirtyRange {
+    uint64_t idx = 0;     // block
+    uint32_t lo = 0, hi = 0;  // bytes [lo, hi) of the block
+    uint64_t epoch = 0;   // the block's dirty epoch when read
+    std::string data;     // those bytes
+  };
+  // Dirty files whose oldest unflushed write is at least min_age old
+  // (oldest first, at most max).
+  std::vector<Key> DirtyFiles(std::chrono::milliseconds min_age, size_t max);
+  // Key's dirty ranges with their bytes, in block order.
+  std::vector<DirtyRange> DirtyRanges(Key key);
+  // The flusher sent these ranges and the remote's attributes after them
+  // are `after`: each range whose block was not written again meanwhile is
+  // clean; once nothing is dirty the object follows the remote again
+  // (from `after`, which then must show the size we had).
+  void Flushed(Key key, const std::vector<DirtyRange> &sent,
+               const Attrs &after);
+  uint64_t dirty_bytes() const;  // sum of dirty ranges
+  // Age of the oldest unflushed write (zero when nothing is dirty).
+  std::chrono::milliseconds flush_lag() const;
 
   // --- accounting -------------------------------------------------------
   uint64_t bytes() const;        // sum of cached block lengths
@@ -172,6 +215,8 @@ class Cache {
     uint32_t len = 0;
     uint64_t gen = 0;
     bool dirty = false;
+    uint32_t dirty_lo = 0, dirty_hi = 0;  // dirty bytes (when dirty)
+    uint64_t dirty_epoch = 0;             // local writes of this block
     std::list<BlockId>::iterator lru;  // position in lru_ (clean or dirty)
   };
   struct AccessEntry {
@@ -182,6 +227,9 @@ class Cache {
   struct Object {
     bool have_attrs = false;
     bool delegated = false;  // an upstream delegation covers the object
+    int dirty_blocks = 0;    // blocks with unflushed local writes
+    Clock::time_point dirty_since{};  // oldest unflushed write
+    uint64_t remote_size = 0;  // the remote's size while dirty
     Attrs attrs;
     Clock::time_point validated{};  // epoch: never (not persisted)
     uint64_t gen = 0;
@@ -226,6 +274,9 @@ class Cache {
   bool PutBlockLocked(Key key, Object *o, uint64_t idx,
                       const std::string &data, uint64_t change, bool dirty,
                       void *batch);
+  // Reads block idx's stored bytes (false when absent or short).
+  bool ReadBlockLocked(Key key, const BlockInfo &b, uint64_t idx,
+                       std::string *data);
   void LoadIndex();
 
   Store *store_;                      // not owned
@@ -238,6 +289,7 @@ class Cache {
   uint64_t bytes_ = 0;
   uint64_t nblocks_ = 0;
   uint64_t evictions_ = 0;
+  uint64_t dirty_bytes_ = 0;          // sum of dirty ranges
 };
 
 }  // namespace nache

@@ -196,16 +196,118 @@ TEST_F(CacheTest, BoundHoldsAndEvictsLeastRecentlyUsed) {
 
 TEST_F(CacheTest, DirtyBlocksAreNeverEvicted) {
   Reopen(4 * kBs);
-  cache_->Validated(1, FileAttrs(1, 4 * kBs));
-  uint64_t gen = cache_->Generation(1);
-  for (int i = 0; i < 4; i++)
-    ASSERT_TRUE(cache_->PutBlock(1, i, gen, std::string(kBs, 'd'), true));
+  cache_->Validated(1, FileAttrs(1, 0));
+  uint64_t need = 0;
+  std::string data(4 * kBs, 'd');
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, data.data(), data.size(), &need));
   Fill(2, 1, 4, 'c');  // over the bound: only clean blocks may go
   std::string d;
   for (int i = 0; i < 4; i++) EXPECT_TRUE(cache_->GetBlock(1, i, &d)) << i;
   // Once flushed they are ordinary blocks again.
-  for (int i = 0; i < 4; i++) cache_->MarkClean(1, i);
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  ASSERT_EQ(r.size(), 4u);
+  cache_->Flushed(1, r, FileAttrs(9, 4 * kBs));
+  EXPECT_FALSE(cache_->IsDirty(1));
   EXPECT_LE(cache_->bytes(), 4u * kBs);
+}
+
+TEST_F(CacheTest, LocalWritesAreDurableAuthoritativeAndFlushedByEpoch) {
+  cache_->Validated(1, FileAttrs(5, 0));
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "hello", 5, &need));
+  Attrs a;
+  ASSERT_TRUE(cache_->FreshAttrs(1, &a));
+  EXPECT_EQ(a.size, 5u);
+  EXPECT_NE(a.change, 5u) << "clients see the file change";
+  // The remote still has the old file: its attributes change nothing here.
+  cache_->Validated(1, FileAttrs(5, 0));
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(1, 0, &d));
+  EXPECT_EQ(d, "hello");
+  // A crash now: everything acknowledged is in the store.
+  Reopen(1 << 20);
+  ASSERT_TRUE(cache_->IsDirty(1));
+  EXPECT_EQ(cache_->DirtyFiles(std::chrono::milliseconds(0), 10),
+            std::vector<Key>{1});
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "hello");
+  EXPECT_EQ(cache_->dirty_bytes(), 5u);
+  // Written again while the flush is on its way: still dirty afterwards.
+  ASSERT_TRUE(cache_->LocalWrite(1, 5, " world", 6, &need));
+  cache_->Flushed(1, r, FileAttrs(6, 5));
+  ASSERT_TRUE(cache_->IsDirty(1));
+  r = cache_->DirtyRanges(1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].lo, 0u);
+  EXPECT_EQ(r[0].data, "hello world");
+  cache_->Flushed(1, r, FileAttrs(7, 11));
+  EXPECT_FALSE(cache_->IsDirty(1));
+  EXPECT_EQ(cache_->dirty_bytes(), 0u);
+  ASSERT_TRUE(cache_->FreshAttrs(1, &a));
+  EXPECT_EQ(a.change, 7u) << "follows the remote again";
+  ASSERT_TRUE(cache_->GetBlock(1, 0, &d));
+  EXPECT_EQ(d, "hello world");
+}
+
+TEST_F(CacheTest, PartialWriteOverUncachedRemoteDataNeedsTheBlock) {
+  cache_->Validated(1, FileAttrs(5, 2 * kBs));  // remote data, not cached
+  uint64_t need = 99;
+  EXPECT_FALSE(cache_->LocalWrite(1, kBs + 10, "x", 1, &need));
+  EXPECT_EQ(need, 1u);
+  EXPECT_FALSE(cache_->IsDirty(1)) << "nothing changed";
+  // A write covering a whole block needs nothing.
+  std::string whole(kBs, 'w');
+  EXPECT_TRUE(cache_->LocalWrite(1, 0, whole.data(), whole.size(), &need));
+  // With the block cached, the partial write goes in.
+  ASSERT_TRUE(cache_->PutBlock(1, 1, cache_->Generation(1),
+                               std::string(kBs, 'r')));
+  ASSERT_TRUE(cache_->LocalWrite(1, kBs + 10, "x", 1, &need));
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(1, 1, &d));
+  EXPECT_EQ(d[9], 'r');
+  EXPECT_EQ(d[10], 'x');
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1].lo, 10u);
+  EXPECT_EQ(r[1].hi, 11u) << "only the bytes written are sent";
+}
+
+TEST_F(CacheTest, ExtendingLeavesZerosAndHoles) {
+  cache_->Validated(1, FileAttrs(5, 0));
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "abc", 3, &need));
+  // Far beyond the end: the old last block is completed with zeros, the
+  // blocks between are holes.
+  ASSERT_TRUE(cache_->LocalWrite(1, 3 * kBs + 1, "z", 1, &need));
+  Attrs a;
+  ASSERT_TRUE(cache_->FreshAttrs(1, &a));
+  EXPECT_EQ(a.size, 3u * kBs + 2);
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(1, 0, &d));
+  EXPECT_EQ(d, "abc" + std::string(kBs - 3, '\0'));
+  EXPECT_TRUE(cache_->ReadsAsZeros(1, 1));
+  EXPECT_TRUE(cache_->ReadsAsZeros(1, 2));
+  ASSERT_TRUE(cache_->GetBlock(1, 3, &d));
+  EXPECT_EQ(d, std::string(1, '\0') + "z");
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].idx, 0u);
+  EXPECT_EQ(r[0].data.size(), size_t(kBs)) << "the zeros go too";
+  EXPECT_EQ(r[1].idx, 3u);
+  EXPECT_EQ(r[1].lo, 0u);
+  EXPECT_EQ(r[1].data, std::string(1, '\0') + "z");
+}
+
+TEST_F(CacheTest, ForgettingARemovedFileDropsItsDirtyData) {
+  cache_->Validated(1, FileAttrs(5, 0));
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "temp", 4, &need));
+  cache_->Forget(1);
+  EXPECT_FALSE(cache_->IsDirty(1));
+  EXPECT_EQ(cache_->dirty_bytes(), 0u);
+  Reopen(1 << 20);
+  EXPECT_TRUE(cache_->DirtyFiles(std::chrono::milliseconds(0), 10).empty());
 }
 
 TEST_F(CacheTest, SurvivesReopenButNeedsRevalidation) {
