@@ -41,6 +41,10 @@ struct nache_export_params {
 	uint32_t readahead_max;    /* Readahead_Max */
 	uint32_t open_linger_s;    /* Open_Linger (s) */
 	char *write_behind_max;    /* Write_Behind_Max */
+	char *write_policy;        /* Write_Policy */
+	bool single_writer;        /* Single_Writer */
+	uint32_t flush_age_s;      /* Flush_Age (s) */
+	char *dirty_max;           /* Dirty_Max */
 };
 
 /* Values of the top-level NACHE { } block (daemon-wide), as parsed. */

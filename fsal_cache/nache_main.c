@@ -109,6 +109,13 @@ static struct config_item nache_export_items[] = {
 		       open_linger_s),
 	CONF_ITEM_STR("Write_Behind_Max", 0, 64, "64M", nache_export_params,
 		      write_behind_max),
+	CONF_ITEM_STR("Write_Policy", 0, 64, "write_through",
+		      nache_export_params, write_policy),
+	CONF_ITEM_BOOL("Single_Writer", false, nache_export_params,
+		       single_writer),
+	CONF_ITEM_UI32("Flush_Age", 0, UINT32_MAX, 30, nache_export_params,
+		       flush_age_s),
+	CONF_ITEM_STR("Dirty_Max", 0, 64, "", nache_export_params, dirty_max),
 	CONFIG_EOL
 };
 
@@ -129,6 +136,8 @@ static void nache_free_params(struct nache_export_params *p)
 	gsh_free(p->cache_dir);
 	gsh_free(p->cache_size);
 	gsh_free(p->write_behind_max);
+	gsh_free(p->write_policy);
+	gsh_free(p->dirty_max);
 }
 
 /* Refuses to start: Ganesha's LogFatal exits the daemon. */
@@ -312,6 +321,10 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	cfg.readahead_max = exp->params.readahead_max;
 	cfg.open_linger_s = exp->params.open_linger_s;
 	cfg.write_behind_max = exp->params.write_behind_max;
+	cfg.write_policy = exp->params.write_policy;
+	cfg.single_writer = exp->params.single_writer;
+	cfg.flush_age_s = exp->params.flush_age_s;
+	cfg.dirty_max = exp->params.dirty_max;
 	if (!nache_config_validate(&cfg, err, sizeof(err)))
 		nache_refuse("export %d: %s", cfg.export_id, err);
 

@@ -795,6 +795,8 @@ bool Cache::ReadsAsZeros(Key key, uint64_t idx) {
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second->dirty_blocks == 0) return false;
   const Object &o = *it->second;
+  auto b = o.blocks.find(idx);
+  if (b != o.blocks.end() && b->second.gen == o.gen) return false;  // ours
   uint64_t bstart = idx * opts_.block_size;
   return bstart >= o.remote_size && bstart < o.attrs.size;
 }

@@ -172,8 +172,8 @@ class Cache {
   // written).
   bool LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
                   uint64_t *need);
-  // Whether block idx of a dirty file lies wholly beyond the remote's data
-  // (a hole our writes made: it reads as zeros).
+  // Whether block idx of a dirty file is not cached and lies wholly beyond
+  // the remote's data (a hole our writes made: it reads as zeros).
   bool ReadsAsZeros(Key key, uint64_t idx);
   bool IsDirty(Key key);
   struct DirtyRange {

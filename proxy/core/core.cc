@@ -84,6 +84,16 @@ Core::~Core() {
       CloseIdleOpens();
   }
   write_behind_.reset();  // sends what clients were told is queued
+  if (flusher_) {
+    // Durable here anyway; the remote gets what it can in a few seconds.
+    if (up_ && up_->state() == upstream::UpstreamState::kReady &&
+        !flusher_->FlushAll(std::chrono::steady_clock::now() +
+                            std::chrono::seconds(10)))
+      NACHE_LOG(kLogEvent, "NACHE_WRITEBACK",
+                "%llu dirty bytes left to flush at the next start",
+                (unsigned long long)cache_->dirty_bytes());
+    flusher_->Stop();
+  }
   if (up_) up_->Shutdown();
   reader_.reset();  // joins readahead threads (their calls fail fast now)
 }
@@ -179,6 +189,23 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
         },
         cfg.write_behind_max, 8));
   }
+  if (cfg.write_back) {
+    FlusherOptions fo;
+    fo.age = std::chrono::milliseconds(cfg.flush_age_ms);
+    fo.dirty_max = cfg.dirty_max;
+    c->flusher_.reset(new Flusher(
+        c->cache_.get(),
+        [core](Key key, uint64_t off, const std::string &data, Attrs *after) {
+          return core->FlushRange(key, off, data, after);
+        },
+        fo));
+    NACHE_LOG(kLogEvent, "NACHE_WRITEBACK",
+              "write-back on for %s; flush after %u s or beyond %llu dirty "
+              "bytes",
+              cfg.single_writer ? "every file (single writer)"
+                                : "files under our write delegations",
+              cfg.flush_age_ms / 1000, (unsigned long long)cfg.dirty_max);
+  }
   c->sampler_token_ = c->metrics_->SetSampler([core] {
     metrics::ExportGauges g;
     g.connected = core->up_->state() == upstream::UpstreamState::kReady;
@@ -189,6 +216,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     g.delegations_read = core->delegs_->Count(DelegationType::kRead);
     g.delegations_write = core->delegs_->Count(DelegationType::kWrite);
     g.local_delegations = core->LocalDelegations();
+    g.dirty_bytes = core->cache_->dirty_bytes();
+    g.flush_lag_s = core->cache_->flush_lag().count() / 1000.0;
     g.cache_bytes = core->cache_->bytes();
     g.cache_blocks = core->cache_->blocks();
     return g;
@@ -384,6 +413,15 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
   ReturnIfReadDelegated(key);
+  if (flusher_ && cache_->IsDirty(key)) {
+    // Truncated to nothing, our unflushed data is garbage; otherwise the
+    // remote must have it before the attributes change.
+    if ((set.mask & upstream::kAttrSize) && set.size == 0) {
+      cache_->Forget(key);
+    } else if ((st = flusher_->FlushFile(key))) {
+      return st;
+    }
+  }
   // Queued writes must not land after a truncate.
   if (write_behind_ && (set.mask & upstream::kAttrSize))
     write_behind_->Drain(key);
@@ -663,9 +701,16 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   Key gone = ListedKey(dir, name);
   ReturnIfReadDelegated(gone);
   Compound c;
-  c.SetTag("remove").Putfh(dfh).Remove(name).Getattr(upstream::kAttrsObject);
+  c.SetTag("remove").Putfh(dfh);
+  // With write-back, the object removed must be known (its unflushed data
+  // is then dropped): name it in the same COMPOUND when no listing does.
+  bool name_it = flusher_ && gone == kNoKey;
+  if (name_it) c.Lookup(name).Getfh().Putfh(dfh);
+  c.Remove(name).Getattr(upstream::kAttrsObject);
   CompoundReply rep;
   st = Run(c, cr, &rep);
+  if (name_it && rep.Find(Op::kGetfh))
+    gone = handles_->Find(rep.Find(Op::kGetfh)->fh);
   if (rep.Find(Op::kRemove) && !OpStatus(rep, Op::kRemove)) {
     NoteDirAfter(dir, rep, 0, rep.Find(Op::kRemove)->cinfo, name, "",
                  kNoKey);
@@ -674,8 +719,14 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
     cache_->ExpireAttrs(dir);
   }
   // Its nlink dropped; when it was the last link its cached data is
-  // garbage (an open file's data stays readable through the remote).
-  if (gone != kNoKey) cache_->ExpireAttrs(gone);
+  // garbage (an open file's data stays readable through the remote), and
+  // its unflushed data need never be sent.
+  Attrs ga;
+  if (st == upstream::kNfs4Ok && gone != kNoKey && cache_->IsDirty(gone) &&
+      cache_->KnownAttrs(gone, &ga) && ga.nlink <= 1)
+    cache_->Forget(gone);
+  else if (gone != kNoKey)
+    cache_->ExpireAttrs(gone);
   return st;
 }
 
@@ -960,6 +1011,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     *created = req.mode != NACHE_OPEN_NOCREATE &&
                (req.mode != NACHE_OPEN_UNCHECKED ||
                 o->cinfo.before != o->cinfo.after);
+    // A truncating open makes unflushed data of ours garbage.
+    if (req.truncate && cache_->IsDirty(key)) cache_->Forget(key);
     if (const OpResult *g = rep.Find(Op::kGetattr)) {
       if (!g->status) {
         cache_->Validated(key, g->attrs);
@@ -1042,7 +1095,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   // went upstream), and cached data of a changed file is dropped; a
   // delegation vouches for the cached attributes instead.
   Attrs a;
-  if (!have_attrs && Delegated(key) && cache_->KnownAttrs(key, &a)) {
+  if (!have_attrs && (Delegated(key) || cache_->IsDirty(key)) &&
+      cache_->KnownAttrs(key, &a)) {
     have_attrs = true;
     if (attrs) *attrs = a;
   }
@@ -1220,10 +1274,15 @@ uint32_t Core::Read(const Creds &cr, Key key, NacheOpen *open,
   while (*nread < want) {
     uint64_t pos = offset + *nread;
     uint64_t idx = pos / bs;
-    reader_->NoteRead(key, idx, nblocks, cr, sid);
     std::string block;
-    uint32_t st = reader_->Get(key, idx, cr, sid, &block);
-    if (st) return *nread ? upstream::kNfs4Ok : st;
+    if (cache_->ReadsAsZeros(key, idx)) {
+      // A hole our unflushed writes made beyond the remote's data.
+      block.assign(size_t(std::min<uint64_t>(bs, a.size - idx * bs)), '\0');
+    } else {
+      reader_->NoteRead(key, idx, nblocks, cr, sid);
+      uint32_t st = reader_->Get(key, idx, cr, sid, &block);
+      if (st) return *nread ? upstream::kNfs4Ok : st;
+    }
     uint64_t in = pos - idx * bs;
     if (block.size() <= in) break;  // the file is shorter than we knew
     size_t n = std::min<size_t>(want - *nread, block.size() - in);
@@ -1321,6 +1380,8 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
                      uint64_t offset, size_t len, const char *buf, int stable,
                      size_t *nwritten, int *committed) {
   ReturnIfReadDelegated(key);  // an NFSv3 WRITE comes with no open
+  if (WriteBackFor(key))
+    return WriteLocal(cr, key, open, offset, len, buf, nwritten, committed);
   if (stable == 0 && write_behind_ &&
       write_behind_->Submit(key, cr, IoStateid(open), offset, buf, len)) {
     *nwritten = len;  // queued; durable at COMMIT
@@ -1393,6 +1454,7 @@ uint32_t Core::Commit(const Creds &cr, Key key, uint64_t offset,
                       uint64_t len) {
   (void)offset;  // the whole file is committed: cheaper than tracking ranges
   (void)len;
+  if (WriteBackFor(key)) return upstream::kNfs4Ok;  // durable in the store
   if (write_behind_) return write_behind_->Commit(key, cr);
   return upstream::kNfs4Ok;  // every write was sent FILE_SYNC or stable
 }

@@ -44,6 +44,7 @@
 #include "store/store.h"
 #include "upstream/compound.h"
 #include "upstream/upstream.h"
+#include "writeback/flusher.h"
 
 // A local open, as handed to the FSAL (opaque there).
 struct nache_open {
@@ -73,6 +74,13 @@ struct CoreConfig {
   uint32_t readahead_max = 4 << 20;  // readahead window bound (bytes)
   uint32_t open_linger_ms = 5000;    // upstream CLOSE delay after last close
   uint64_t write_behind_max = 64 << 20;  // queued UNSTABLE bytes (0: off)
+  // Write-back (proxy/writeback/DESIGN.md): file data stays local (durable
+  // in the store) and is flushed later, for files under our write
+  // delegation, or all files when single_writer.
+  bool write_back = false;
+  bool single_writer = false;
+  uint32_t flush_age_ms = 30000;   // flush a file's data after this
+  uint64_t dirty_max = 1ull << 30; // bound on unflushed data (bytes)
   // Registry the export reports to; null: the process-wide one.
   metrics::Metrics *metrics = nullptr;
   // Makes the upstream client; empty: upstream::Upstream::Create. Unit
@@ -227,6 +235,18 @@ class Core {
   // The stateid for I/O with open (anonymous when none).
   upstream::StateId IoStateid(NacheOpen *open);
 
+  // --- write-back ---------------------------------------------------------
+  // Whether key's writes stay local (write_back, and single_writer or our
+  // write delegation).
+  bool WriteBackFor(Key key);
+  // A write kept local: durable in the store, FILE_SYNC to the client.
+  uint32_t WriteLocal(const Creds &cr, Key key, NacheOpen *open,
+                      uint64_t offset, size_t len, const char *buf,
+                      size_t *nwritten, int *committed);
+  // The flusher's send: one dirty range upstream, FILE_SYNC.
+  uint32_t FlushRange(Key key, uint64_t offset, const std::string &data,
+                      Attrs *after);
+
   // --- delegations (core_delegations.cc) ---------------------------------
   class CallbackGlue;  // the callback service's handler
   // Starts the callback service when configured; false with *err when it
@@ -266,6 +286,10 @@ class Core {
   std::unique_ptr<Cache> cache_;
   std::unique_ptr<BlockReader> reader_;  // uses cache_ (destroyed first)
   std::unique_ptr<WriteBehind> write_behind_;  // null when disabled
+  std::unique_ptr<Flusher> flusher_;  // null unless write_back
+  // Who last wrote each dirty file locally: the flush writes as them.
+  std::mutex writers_mu_;  // guards writers_
+  std::unordered_map<Key, upstream::Creds> writers_;
   uint8_t boot_verf_[8] = {};  // our write verifier (immutable after Open)
   // Opens lingering after their last local close, by deadline.
   std::mutex linger_mu_;  // guards lingering_, linger_stop_

@@ -222,8 +222,13 @@ void Core::ReturnDelegation(Key key, const char *why) {
   // may hold cached data or opens only our delegation vouches for.
   RecallLocalDelegations(key);
   cache_->SetDelegated(key, false);
-  // Queued writes reach the server under the delegation.
+  // Queued writes and unflushed data reach the server under the delegation.
   if (write_behind_) write_behind_->Drain(key);
+  if (flusher_ && flusher_->FlushFile(key))
+    NACHE_LOG(kLogWarn, kComponent,
+              "flush of %llu before returning its delegation failed; its "
+              "data stays here and is sent later",
+              (unsigned long long)key);
   // Opens we granted locally under the delegation become upstream opens
   // before the delegation goes (RFC 7530 10.4.4). A plain OPEN by name:
   // the server does not treat its delegation holder's read open as a

@@ -112,6 +112,21 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
       !nache_parse_size(cfg->write_behind_max, &size) || size > (16ull << 30))
     return Fail(err, errlen, "Write_Behind_Max",
                 "must be a size up to 16G (0 disables write-behind)");
+  if (cfg->write_policy != nullptr &&
+      strcmp(cfg->write_policy, "write_through") != 0 &&
+      strcmp(cfg->write_policy, "write_back") != 0)
+    return Fail(err, errlen, "Write_Policy",
+                "must be write_through or write_back");
+  if (cfg->flush_age_s > 86400)
+    return Fail(err, errlen, "Flush_Age", "must be 0..86400 seconds");
+  uint64_t cache = 0, dirty = 0;
+  nache_parse_size(cfg->cache_size, &cache);
+  if (cfg->dirty_max != nullptr && cfg->dirty_max[0] != '\0' &&
+      (!nache_parse_size(cfg->dirty_max, &dirty) || dirty < (1u << 20) ||
+       dirty > cache))
+    return Fail(err, errlen, "Dirty_Max",
+                "must be a size from 1M up to Cache_Size (empty: a quarter "
+                "of Cache_Size)");
   return true;
 }
 
@@ -157,6 +172,13 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   c.readahead_max = cfg->readahead_max;
   c.open_linger_ms = cfg->open_linger_s * 1000;
   nache_parse_size(cfg->write_behind_max, &c.write_behind_max);
+  c.write_back =
+      cfg->write_policy != nullptr && strcmp(cfg->write_policy, "write_back") == 0;
+  c.single_writer = cfg->single_writer;
+  c.flush_age_ms = cfg->flush_age_s * 1000;
+  c.dirty_max = c.cache.size_bytes / 4;
+  if (cfg->dirty_max != nullptr && cfg->dirty_max[0] != '\0')
+    nache_parse_size(cfg->dirty_max, &c.dirty_max);
   std::string why;
   std::unique_ptr<Core> core = Core::Open(c, &why);
   if (!core) {

@@ -151,6 +151,8 @@ void ExportMetrics::ClearSampler(uint64_t token) {
   deleg_held_read_->Set(0);
   deleg_held_write_->Set(0);
   local_delegs_->Set(0);
+  dirty_bytes_->Set(0);
+  flush_lag_->Set(0);
 }
 
 void ExportMetrics::Sample() {
@@ -166,6 +168,8 @@ void ExportMetrics::Sample() {
   deleg_held_read_->Set(double(v.delegations_read));
   deleg_held_write_->Set(double(v.delegations_write));
   local_delegs_->Set(double(v.local_delegations));
+  dirty_bytes_->Set(double(v.dirty_bytes));
+  flush_lag_->Set(v.flush_lag_s);
 }
 
 // --- Metrics ---------------------------------------------------------------
@@ -273,6 +277,16 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                              "clients on files nache holds an upstream "
                              "delegation for")
                        .Register(r);
+  dirty_bytes_ = &prometheus::BuildGauge()
+                     .Name("nache_dirty_bytes")
+                     .Help("Write-back data acknowledged to clients and not "
+                           "yet at the remote (durable in the cache store)")
+                     .Register(r);
+  flush_lag_ = &prometheus::BuildGauge()
+                   .Name("nache_flush_lag_seconds")
+                   .Help("Age of the oldest write not yet flushed to the "
+                         "remote (0 when nothing is dirty)")
+                   .Register(r);
   recalls_ = &prometheus::BuildCounter()
                   .Name("nache_delegation_recalls_total")
                   .Help("CB_RECALLs received from the upstream server")
@@ -353,6 +367,8 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->deleg_granted_write_ = &deleg_granted_->Add(with("type", "write"));
   e->recalls_ = &recalls_->Add(ex);
   e->local_delegs_ = &local_delegs_->Add(ex);
+  e->dirty_bytes_ = &dirty_bytes_->Add(ex);
+  e->flush_lag_ = &flush_lag_->Add(ex);
   e->return_recall_ = &deleg_return_->Add(with("reason", "recall"), RttBuckets());
   e->return_own_ =
       &deleg_return_->Add(with("reason", "own_conflict"), RttBuckets());

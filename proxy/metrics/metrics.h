@@ -89,6 +89,8 @@ struct ExportGauges {
   uint64_t delegations_read = 0;   // upstream read delegations held
   uint64_t delegations_write = 0;  // upstream write delegations held
   uint64_t local_delegations = 0;  // delegations Ganesha gave our clients
+  uint64_t dirty_bytes = 0;        // write-back data not yet flushed
+  double flush_lag_s = 0;          // age of the oldest unflushed write
 };
 
 // Slots of the status label: "ok", NFS4ERR_* by number, transport failures.
@@ -184,6 +186,8 @@ class ExportMetrics {
   prometheus::Counter *deleg_granted_read_ = nullptr;   // ..._granted_total
   prometheus::Counter *deleg_granted_write_ = nullptr;
   prometheus::Gauge *local_delegs_ = nullptr;  // ..._local_delegations_held
+  prometheus::Gauge *dirty_bytes_ = nullptr;   // nache_dirty_bytes
+  prometheus::Gauge *flush_lag_ = nullptr;     // nache_flush_lag_seconds
   prometheus::Counter *recalls_ = nullptr;  // nache_delegation_recalls_total
   // nache_delegation_return_seconds by reason ("recall", "own_conflict").
   prometheus::Histogram *return_recall_ = nullptr;
@@ -249,6 +253,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *deleg_granted_ = nullptr;
   prometheus::Family<prometheus::Counter> *recalls_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;
   prometheus::Family<prometheus::Histogram> *deleg_return_ = nullptr;
 
   std::mutex mu_;  // guards exports_ (not held per operation)

@@ -126,6 +126,29 @@ TEST(ConfigTest, EachBadValueNamesItsParameter) {
   c = Good();
   c.max_io_size = 2 << 20;
   EXPECT_EQ(Error(c).rfind("Max_IO_Size:", 0), 0u);
+  c = Good();
+  c.write_policy = "writeback";
+  EXPECT_EQ(Error(c).rfind("Write_Policy:", 0), 0u);
+  c = Good();
+  c.flush_age_s = 100000;
+  EXPECT_EQ(Error(c).rfind("Flush_Age:", 0), 0u);
+  for (const char *bad : {"lots", "512K", "5G"}) {  // 5G > Cache_Size 4G
+    c = Good();
+    c.dirty_max = bad;
+    EXPECT_EQ(Error(c).rfind("Dirty_Max:", 0), 0u) << bad;
+  }
+}
+
+TEST(ConfigTest, WriteBackSettingsAreAccepted) {
+  nache_config c = Good();
+  c.write_policy = "write_back";
+  c.single_writer = true;
+  c.flush_age_s = 30;
+  c.dirty_max = "1G";
+  char err[256] = "";
+  EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
+  c.dirty_max = "";  // a quarter of Cache_Size
+  EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
 }
 
 TEST(ConfigTest, StatusNamesAreReadable) {

@@ -51,6 +51,10 @@ struct nache_config {
 	uint32_t readahead_max;        /* readahead window bound (bytes) */
 	uint32_t open_linger_s;        /* upstream CLOSE delay (seconds) */
 	const char *write_behind_max;  /* queued UNSTABLE data, "0" = off */
+	const char *write_policy;      /* "write_through" or "write_back" */
+	bool single_writer;            /* nothing else changes the export */
+	uint32_t flush_age_s;          /* write-back: flush after (seconds) */
+	const char *dirty_max;         /* write-back bound; "" = Cache_Size/4 */
 };
 
 /* Parses a size with an optional K, M, G or T suffix (powers of 1024).

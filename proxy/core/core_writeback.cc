@@ -1,0 +1,105 @@
+// The core's side of write-back (proxy/writeback/DESIGN.md): which writes
+// stay local, the local write itself, and the flusher's send. Data only so
+// far: namespace operations stay write-through.
+#include <algorithm>
+
+#include "core/core.h"
+#include "util/log.h"
+
+namespace nache {
+
+using upstream::Compound;
+using upstream::CompoundReply;
+using upstream::Fh;
+using upstream::Op;
+using upstream::StateId;
+
+bool Core::WriteBackFor(Key key) {
+  if (!flusher_) return false;
+  // A file with unflushed data stays write-back until flushed, whatever
+  // happens to the delegation meanwhile (its return flushes it first).
+  return cfg_.single_writer || cache_->IsDirty(key) ||
+         DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr);
+}
+
+uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
+                          uint64_t offset, size_t len, const char *buf,
+                          size_t *nwritten, int *committed) {
+  // Earlier unstable writes of the same file, queued for the upstream,
+  // land before this one.
+  if (write_behind_) write_behind_->Drain(key);
+  Attrs a;
+  if (!cache_->KnownAttrs(key, &a)) {
+    uint32_t st = Revalidate(cr, key, &a);
+    if (st) return st;
+  }
+  // Beyond the dirty bound writes wait for the flusher; when it cannot
+  // make room (the remote is away) the client retries later.
+  if (!flusher_->WaitForRoom(len, std::chrono::milliseconds(
+                                      cfg_.call_timeout_ms)))
+    return upstream::kNfs4ErrDelay;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    uint64_t need = UINT64_MAX;
+    if (cache_->LocalWrite(key, offset, buf, len, &need)) {
+      {
+        std::lock_guard<std::mutex> g(writers_mu_);
+        writers_[key] = cr;
+      }
+      *nwritten = len;
+      *committed = 2;  // FILE_SYNC: it is on our stable storage
+      return upstream::kNfs4Ok;
+    }
+    if (need == UINT64_MAX) return upstream::kNfs4ErrIo;  // the store failed
+    // A block the write covers only in part and whose other bytes are at
+    // the remote: read it first (it is cached, then the write goes in).
+    std::string block;
+    uint32_t st = reader_->Get(key, need, cr, IoStateid(open), &block);
+    if (st) return st;
+  }
+  return upstream::kNfs4ErrDelay;  // evicted again and again: retry
+}
+
+uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
+                          Attrs *after) {
+  Fh fh;
+  uint32_t st = FhOf(key, &fh);
+  if (st) return st;
+  // As the file's last local writer; after a restart, as its owner.
+  Creds cr;
+  {
+    std::lock_guard<std::mutex> g(writers_mu_);
+    auto it = writers_.find(key);
+    if (it != writers_.end()) {
+      cr = it->second;
+    } else {
+      Attrs a;
+      if (cache_->KnownAttrs(key, &a)) {
+        cr.uid = a.uid;
+        cr.gid = a.gid;
+      }
+    }
+  }
+  StateId sid;
+  if (!DelegationCovers(key, upstream::kShareAccessWrite, 0, &sid))
+    sid = StateId::Anonymous();
+  const size_t per = std::max<size_t>(4096, max_write_.load());
+  for (size_t done = 0; done < data.size();) {
+    size_t n = std::min(per, data.size() - done);
+    bool last = done + n == data.size();
+    Compound c;
+    c.SetTag("flush").Putfh(fh).Write(sid, offset + done,
+                                      upstream::StableHow::kFileSync,
+                                      data.data() + done, uint32_t(n));
+    if (last) c.Getattr(upstream::kAttrsObject);
+    CompoundReply rep;
+    st = Run(c, cr, &rep);
+    if (st) return st;
+    uint32_t wrote = rep.Find(Op::kWrite)->count;
+    if (wrote == 0) return upstream::kNfs4ErrIo;
+    done += wrote;
+    if (last && wrote == n) *after = rep.Find(Op::kGetattr)->attrs;
+  }
+  return upstream::kNfs4Ok;
+}
+
+}  // namespace nache

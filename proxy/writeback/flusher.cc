@@ -1,0 +1,177 @@
+// The write-back flusher. See flusher.h.
+#include "writeback/flusher.h"
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "util/log.h"
+
+namespace nache {
+namespace {
+
+const char *const kComponent = "NACHE_WRITEBACK";
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+Flusher::Flusher(Cache *cache, SendFn send, const FlusherOptions &opts)
+    : cache_(cache), send_(std::move(send)), opts_(opts) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Flusher::~Flusher() { Stop(); }
+
+void Flusher::Stop() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Flusher::Kick() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    kicked_ = true;
+  }
+  cv_.notify_all();
+}
+
+uint64_t Flusher::flushed_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return flushed_bytes_;
+}
+
+bool Flusher::WaitForRoom(uint64_t bytes, std::chrono::milliseconds timeout) {
+  Clock::time_point end = Clock::now() + timeout;
+  std::unique_lock<std::mutex> g(mu_);
+  for (;;) {
+    if (cache_->dirty_bytes() + bytes <= opts_.dirty_max) return true;
+    if (Clock::now() >= end || stop_) return false;
+    kicked_ = true;  // the flusher makes room, whatever the files' age
+    cv_.notify_all();
+    // Woken when a file's flush ends; the bound is re-read then.
+    cv_.wait_until(g, std::min(end, Clock::now() + std::chrono::seconds(1)));
+  }
+}
+
+uint32_t Flusher::FlushFile(Key key) {
+  {
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [&] { return busy_.count(key) == 0; });
+    busy_.insert(key);
+  }
+  uint32_t st = FlushOne(key);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    busy_.erase(key);
+  }
+  cv_.notify_all();
+  return st;
+}
+
+bool Flusher::FlushAll(Clock::time_point deadline) {
+  while (Clock::now() < deadline) {
+    std::vector<Key> due = cache_->DirtyFiles(std::chrono::milliseconds(0), 64);
+    if (due.empty()) return true;
+    for (Key key : due) {
+      if (Clock::now() >= deadline) return false;
+      if (FlushFile(key)) return false;  // the upstream is failing
+    }
+  }
+  return cache_->dirty_bytes() == 0;
+}
+
+uint32_t Flusher::FlushOne(Key key) {
+  std::vector<Cache::DirtyRange> ranges = cache_->DirtyRanges(key);
+  if (ranges.empty()) return 0;
+  const uint64_t bs = cache_->block_size();
+  std::vector<uint32_t> status(ranges.size(), 0);
+  std::vector<upstream::Attrs> after(ranges.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < ranges.size();) {
+      const Cache::DirtyRange &r = ranges[i];
+      status[i] = send_(key, r.idx * bs + r.lo, r.data, &after[i]);
+    }
+  };
+  size_t n = std::min<size_t>(ranges.size(), size_t(std::max(1, opts_.parallel)));
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < n; i++) helpers.emplace_back(worker);
+  worker();
+  for (auto &t : helpers) t.join();
+  // Clean what arrived; the newest attributes (highest change) describe
+  // the file after all of it.
+  std::vector<Cache::DirtyRange> sent;
+  upstream::Attrs newest;
+  uint32_t first_error = 0;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < ranges.size(); i++) {
+    if (status[i] == upstream::kNfs4ErrStale) {
+      // Removed at the remote (by us, under a name we had not listed):
+      // nobody can read this data any more.
+      NACHE_LOG(kLogInfo, kComponent,
+                "%llu is gone at the remote: its unflushed data is dropped",
+                (unsigned long long)key);
+      cache_->Forget(key);
+      return 0;
+    }
+    if (status[i]) {
+      if (!first_error) first_error = status[i];
+      continue;
+    }
+    if (!(newest.mask & upstream::kAttrChange) ||
+        after[i].change > newest.change)
+      newest = after[i];
+    bytes += ranges[i].data.size();
+    sent.push_back(std::move(ranges[i]));
+  }
+  if (first_error) newest.mask = 0;  // the file stays dirty anyway
+  cache_->Flushed(key, sent, newest);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    flushed_bytes_ += bytes;
+  }
+  if (first_error)
+    NACHE_LOG(kLogInfo, kComponent,
+              "flush of %llu: %zu of %zu range(s) failed (nfs status %u); "
+              "kept dirty, retried later",
+              (unsigned long long)key, ranges.size() - sent.size(),
+              ranges.size(), first_error);
+  return first_error;
+}
+
+void Flusher::Loop() {
+  // Woken by kicks, and at least every quarter of the flush age (at most
+  // a second) to look for files that came of age.
+  const auto tick = std::max(std::chrono::milliseconds(50),
+                             std::min(std::chrono::milliseconds(1000),
+                                      opts_.age / 4));
+  auto backoff = tick;
+  std::unique_lock<std::mutex> g(mu_);
+  while (!stop_) {
+    cv_.wait_for(g, backoff, [this] { return stop_ || kicked_; });
+    if (stop_) break;
+    // A kick means a writer waits for room: flush regardless of age.
+    bool over = kicked_ || cache_->dirty_bytes() > opts_.dirty_max;
+    kicked_ = false;
+    g.unlock();
+    std::vector<Key> due = cache_->DirtyFiles(
+        over ? std::chrono::milliseconds(0) : opts_.age, 64);
+    bool failed = false;
+    for (Key key : due) {
+      if (FlushFile(key)) {
+        failed = true;
+        break;
+      }
+    }
+    // The upstream refuses or is away: retry less often (up to 30 s).
+    backoff = failed ? std::min(backoff * 2, std::chrono::milliseconds(30000))
+                     : tick;
+    g.lock();
+  }
+}
+
+}  // namespace nache

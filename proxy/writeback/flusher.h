@@ -1,0 +1,78 @@
+// The write-back flusher: sends the dirty data of write-back files upstream
+// (proxy/writeback/DESIGN.md), by age (a file's oldest unflushed write is
+// older than Flush_Age) and by size (dirty bytes above Dirty_Max: oldest
+// files first, whatever their age), and on demand for one file (before a
+// SETATTR, a delegation return, shutdown).
+//
+// One file is flushed by one thread at a time; its dirty ranges go upstream
+// in parallel (FILE_SYNC WRITEs), and a range is clean only once the server
+// has it and the block was not written again meanwhile (Cache::Flushed).
+// A failed send leaves the file dirty and the flusher backs off; the data
+// stays durable in the store whatever happens.
+//
+// Thread safety: all methods are thread-safe. The send function runs on
+// the flusher's threads and may block on the upstream.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "cache/cache.h"
+
+namespace nache {
+
+struct FlusherOptions {
+  std::chrono::milliseconds age{30000};  // Flush_Age
+  uint64_t dirty_max = 1ull << 30;       // Dirty_Max (bytes)
+  int parallel = 8;                      // ranges of one file in flight
+};
+
+class Flusher {
+ public:
+  // Writes one dirty range upstream, durably; returns the NFS status and
+  // the file's attributes after the write. NFS4ERR_STALE means the file is
+  // gone at the remote: its dirty data is dropped.
+  using SendFn = std::function<uint32_t(Key key, uint64_t offset,
+                                        const std::string &data,
+                                        upstream::Attrs *after)>;
+
+  Flusher(Cache *cache, SendFn send, const FlusherOptions &opts);
+  ~Flusher();  // Stop()
+  void Stop();
+
+  // Flushes key now (waiting for a flush of it already under way); the
+  // NFS status of the first failed send, or 0.
+  uint32_t FlushFile(Key key);
+  // Flushes everything dirty, oldest first, until done or deadline passes.
+  // True when nothing is left dirty.
+  bool FlushAll(std::chrono::steady_clock::time_point deadline);
+  // Dirty data above the bound: flush without waiting for the age.
+  void Kick();
+  // Waits until dirty bytes are at most bytes below the bound, or the
+  // timeout passes (false).
+  bool WaitForRoom(uint64_t bytes, std::chrono::milliseconds timeout);
+
+  uint64_t flushed_bytes() const;  // sent upstream since start
+
+ private:
+  void Loop();
+  uint32_t FlushOne(Key key);
+
+  Cache *cache_;          // not owned
+  SendFn send_;           // immutable
+  FlusherOptions opts_;   // immutable
+  mutable std::mutex mu_; // guards everything below
+  std::condition_variable cv_;  // kicks, stop, a file flush ended
+  std::set<Key> busy_;          // files being flushed
+  bool stop_ = false;
+  bool kicked_ = false;
+  uint64_t flushed_bytes_ = 0;
+  std::thread thread_;          // Loop
+};
+
+}  // namespace nache

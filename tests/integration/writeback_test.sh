@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Write-back of file data on a single-writer export (Write_Policy =
+# write_back; Single_Writer = true), real kernel clients, Ganesha's VFS as
+# the remote: an acknowledged write is served to other clients at once but
+# reaches the remote only when flushed; kill -9 of nache loses none of it
+# (the restart flushes it); files removed before their flush send no data;
+# a truncate drops unflushed data; the dirty bound holds a writer back
+# without losing anything.
+set -uo pipefail
+source "$(dirname "$0")/itest.sh"
+
+# Flush_Age 3600: nothing is flushed by age while a step checks that the
+# remote does not have the data yet.
+HOLD='Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 3600;'
+SOON='Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 1;'
+lab_init && lab_net_up lan && lab_remote_vfs_start &&
+	lab_nache_start "$HOLD" && lab_clients_start 1 2 ||
+	{ echo "lab did not start"; exit 1; }
+M=/mnt/n
+R=$LAB_REMOTE_EXPORT_DIR
+mount_nache 1 $M vers=4.1 && mount_nache 2 $M vers=4.1 ||
+	{ echo "mount failed"; exit 1; }
+mkdir -p "$R/wb" && chmod 777 "$R/wb"
+
+dirty() { metric nache_dirty_bytes; }
+written_upstream() { metric nache_upstream_bytes_total 'direction="write"'; }
+sha_remote() { sha256sum "$R/$1" 2>/dev/null | cut -d' ' -f1; }
+sha_client() {
+	on "$1" "echo 3 > /proc/sys/vm/drop_caches; sha256sum $M/$2" | cut -d' ' -f1
+}
+# restart_with EXTRA [kill] — restart nache (SIGKILL with "kill"), the
+# clients' mounts carry on.
+restart_with() {
+	if [ "${2:-}" = kill ]; then lab_nache_kill; else lab_nache_stop; fi &&
+		lab_nache_start "$1"
+}
+remote_has() { [ "$(sha_remote "$1")" = "$2" ]; }
+
+acknowledged_writes_stay_local_until_flushed() {
+	local w0 want
+	w0=$(written_upstream)
+	want=$(on 1 "head -c $((4 << 20)) /dev/urandom > /tmp/a && cp /tmp/a $M/wb/a && sync && sha256sum < /tmp/a" | cut -d' ' -f1) &&
+		expect_eq "client 2 reads it through nache" "$(sha_client 2 wb/a)" "$want" &&
+		expect_eq "bytes sent upstream" $(($(written_upstream) - w0)) 0 &&
+		expect_eq "remote size" "$(stat -c %s "$R/wb/a")" 0 &&
+		at_least "dirty bytes" "$(dirty)" $((4 << 20)) &&
+		echo "$want" >"$LAB_DIR/a.sha"
+}
+
+kill_9_loses_no_acknowledged_write() {
+	local want
+	want=$(cat "$LAB_DIR/a.sha") &&
+		# More acknowledged data just before the crash.
+		on 2 "printf tail-data >> $M/wb/a && sync" &&
+		want=$(on 2 "sha256sum < $M/wb/a" | cut -d' ' -f1) &&
+		restart_with "$SOON" kill &&
+		lab_wait_until 60 remote_has wb/a "$want" ||
+		{ echo "remote: $(sha_remote wb/a), acknowledged: $want" >&2; return 1; }
+	lab_wait_until 10 eval '[ "$(dirty)" = 0 ]' &&
+		expect_eq "client 1 after the restart" "$(sha_client 1 wb/a)" "$want"
+}
+
+removed_before_flush_sends_no_data() {
+	local w0
+	restart_with "$HOLD" || return 1
+	w0=$(written_upstream)
+	on 1 "cd $M/wb && for i in \$(seq 1 50); do head -c 65536 /dev/urandom > t\$i; done && sync && rm -f t*" &&
+		expect_eq "bytes sent upstream" $(($(written_upstream) - w0)) 0 &&
+		lab_wait_until 10 eval '[ "$(dirty)" = 0 ]' ||
+		{ echo "dirty bytes left: $(dirty)" >&2; return 1; }
+	[ -z "$(ls "$R/wb" | grep '^t')" ] || { echo "temp files at the remote" >&2; return 1; }
+}
+
+truncate_drops_unflushed_data() {
+	on 1 "head -c 100000 /dev/urandom > $M/wb/b && sync && : > $M/wb/b && printf small > $M/wb/b && sync" &&
+		expect_eq "through nache" "$(on 2 "cat $M/wb/b")" small &&
+		restart_with "$SOON" &&
+		lab_wait_until 60 eval '[ "$(cat "$R/wb/b")" = small ]' ||
+		{ echo "remote: $(head -c 20 "$R/wb/b" | od -c | head -2)" >&2; return 1; }
+}
+
+dirty_bound_holds_a_fast_writer() {
+	local want
+	restart_with 'Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 3600; Dirty_Max = "4M";' || return 1
+	want=$(on 1 "head -c $((24 << 20)) /dev/urandom > /tmp/c && cp /tmp/c $M/wb/c && sync && sha256sum < /tmp/c" | cut -d' ' -f1) &&
+		at_least "bytes the bound forced upstream" "$(written_upstream)" $((16 << 20)) &&
+		expect_eq "through nache" "$(sha_client 2 wb/c)" "$want" &&
+		restart_with "$SOON" &&
+		lab_wait_until 60 remote_has wb/c "$want" ||
+		{ echo "remote: $(sha_remote wb/c), acknowledged: $want" >&2; return 1; }
+}
+
+check acknowledged_writes_stay_local_until_flushed acknowledged_writes_stay_local_until_flushed
+check kill_9_loses_no_acknowledged_write kill_9_loses_no_acknowledged_write
+check files_removed_before_their_flush_send_no_data removed_before_flush_sends_no_data
+check truncate_drops_unflushed_data truncate_drops_unflushed_data
+check dirty_bound_holds_a_fast_writer dirty_bound_holds_a_fast_writer
+itest_finish
