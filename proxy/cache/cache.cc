@@ -36,19 +36,25 @@ std::string BlockKey(Key key, uint64_t idx) {
 // attrs record: version byte, generation, sizeof(Attrs), raw Attrs. Attrs is
 // plain data; a record of another layout is ignored (the object is simply
 // refetched).
-constexpr uint8_t kAttrsVersion = 1;
-std::string EncodeAttrsRecord(uint64_t gen, bool have, const upstream::Attrs &a) {
+// Version 2 adds the mask of attributes set locally and not yet flushed
+// (write-back).
+constexpr uint8_t kAttrsVersion = 2;
+std::string EncodeAttrsRecord(uint64_t gen, bool have, const upstream::Attrs &a,
+                              uint64_t set_mask) {
   std::string s(1, char(kAttrsVersion));
   PutBE(&s, gen);
   s.push_back(have ? 1 : 0);
   uint32_t n = sizeof(a);
   s.append(reinterpret_cast<const char *>(&n), 4);
   s.append(reinterpret_cast<const char *>(&a), sizeof(a));
+  PutBE(&s, set_mask);
   return s;
 }
 bool DecodeAttrsRecord(const std::string &s, uint64_t *gen, bool *have,
-                       upstream::Attrs *a) {
-  if (s.size() != 1 + 8 + 1 + 4 + sizeof(*a) || uint8_t(s[0]) != kAttrsVersion)
+                       upstream::Attrs *a, uint64_t *set_mask) {
+  const size_t v1 = 1 + 8 + 1 + 4 + sizeof(*a);
+  if (s.empty() || (uint8_t(s[0]) == 1 && s.size() != v1) ||
+      (uint8_t(s[0]) == 2 && s.size() != v1 + 8) || uint8_t(s[0]) > 2)
     return false;
   uint32_t n;
   memcpy(&n, s.data() + 10, 4);
@@ -56,6 +62,7 @@ bool DecodeAttrsRecord(const std::string &s, uint64_t *gen, bool *have,
   *gen = GetBE(s.data() + 1);
   *have = s[9] != 0;
   memcpy(a, s.data() + 14, sizeof(*a));
+  *set_mask = uint8_t(s[0]) == 2 ? GetBE(s.data() + v1) : 0;
   return true;
 }
 
@@ -172,6 +179,23 @@ void Cache::LoadIndex() {
     nblocks_++;
   }
   if (stale.Count() > 0) Commit(&stale);
+  // Objects with attributes set locally and not flushed (write-back).
+  std::unique_ptr<rocksdb::Iterator> at(
+      store_->db()->NewIterator(ro, store_->family(Store::kAttrs)));
+  for (at->SeekToFirst(); at->Valid(); at->Next()) {
+    if (at->key().size() != 8 || at->value().size() < 1 ||
+        uint8_t(at->value()[0]) != kAttrsVersion)
+      continue;
+    uint64_t gen, mask = 0;
+    bool have;
+    Attrs a;
+    if (DecodeAttrsRecord(at->value().ToString(), &gen, &have, &a, &mask) &&
+        mask != 0) {
+      Object *o = Obj(GetBE(at->key().data()));
+      o->dirty_since = Clock::time_point(Clock::duration(1));
+      o->set_epoch = 1;
+    }
+  }
   if (nblocks_ > 0)
     NACHE_LOG(kLogEvent, "NACHE_CACHE",
               "cache holds %llu blocks (%llu bytes) of %zu files",
@@ -189,7 +213,7 @@ Cache::Object *Cache::Obj(Key key) {
           ->Get(rocksdb::ReadOptions(), store_->family(Store::kAttrs),
                 ObjKey(key), &rec)
           .ok()) {
-    DecodeAttrsRecord(rec, &o->gen, &o->have_attrs, &o->attrs);
+    DecodeAttrsRecord(rec, &o->gen, &o->have_attrs, &o->attrs, &o->set_mask);
   }
   Object *p = o.get();
   objects_.emplace(key, std::move(o));
@@ -197,7 +221,7 @@ Cache::Object *Cache::Obj(Key key) {
 }
 
 bool Cache::IsFresh(const Object &o) const {
-  if (o.have_attrs && o.dirty_blocks > 0) return true;  // ours is newest
+  if (o.have_attrs && IsDirtyObj(o)) return true;  // ours is newest
   if (!o.have_attrs || o.validated == Clock::time_point()) return false;
   Clock::time_point now = Clock::now();
   if (o.delegated && lease_clock_ && now < lease_clock_()) return true;
@@ -217,7 +241,7 @@ void Cache::SetLeaseClock(std::function<Clock::time_point()> f) {
 void Cache::PersistAttrs(Key key, const Object &o, void *batch) {
   static_cast<WriteBatch *>(batch)->Put(
       store_->family(Store::kAttrs), ObjKey(key),
-      EncodeAttrsRecord(o.gen, o.have_attrs, o.attrs));
+      EncodeAttrsRecord(o.gen, o.have_attrs, o.attrs, o.set_mask));
 }
 
 void Cache::Commit(void *batch) {
@@ -249,7 +273,7 @@ void Cache::DropData(Key key, Object *o, void *batchp) {
     o->blocks.clear();
   }
   o->dirty_blocks = 0;
-  o->dirty_since = Clock::time_point();
+  o->dirty_since = o->set_mask ? o->dirty_since : Clock::time_point();
 }
 
 // --- attributes -----------------------------------------------------------
@@ -280,7 +304,7 @@ void Cache::Validated(Key key, const Attrs &a) {
   if (!(a.mask & upstream::kAttrChange)) return;  // cannot validate
   std::lock_guard<std::mutex> g(mu_);
   Object *o = Obj(key);
-  if (o->dirty_blocks > 0) {
+  if (IsDirtyObj(*o)) {
     // Our unflushed writes make our view the newest: the remote's
     // attributes only tell what it holds (single writer: nothing else
     // changes it meanwhile).
@@ -804,7 +828,7 @@ bool Cache::ReadsAsZeros(Key key, uint64_t idx) {
 bool Cache::IsDirty(Key key) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = objects_.find(key);
-  return it != objects_.end() && it->second->dirty_blocks > 0;
+  return it != objects_.end() && IsDirtyObj(*it->second);
 }
 
 std::vector<Key> Cache::DirtyFiles(std::chrono::milliseconds min_age,
@@ -813,7 +837,7 @@ std::vector<Key> Cache::DirtyFiles(std::chrono::milliseconds min_age,
   Clock::time_point cutoff = Clock::now() - min_age;
   std::vector<std::pair<Clock::time_point, Key>> due;
   for (auto &kv : objects_)
-    if (kv.second->dirty_blocks > 0 && kv.second->dirty_since <= cutoff)
+    if (IsDirtyObj(*kv.second) && kv.second->dirty_since <= cutoff)
       due.emplace_back(kv.second->dirty_since, kv.first);
   std::sort(due.begin(), due.end());
   std::vector<Key> out;
@@ -844,12 +868,13 @@ std::vector<Cache::DirtyRange> Cache::DirtyRanges(Key key) {
 }
 
 void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
-                    const Attrs &after) {
+                    uint64_t set_epoch, const Attrs &after) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return;
   Object *o = it->second.get();
   WriteBatch batch;
+  if (set_epoch != 0 && set_epoch == o->set_epoch) o->set_mask = 0;
   for (const DirtyRange &r : sent) {
     auto b = o->blocks.find(r.idx);
     if (b == o->blocks.end() || !b->second.dirty ||
@@ -863,7 +888,7 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
     batch.Put(store_->family(Store::kBlockMeta), BlockKey(key, r.idx),
               EncodeBlockMeta(bi.gen, after.change, bi.len, false));
   }
-  if (o->dirty_blocks == 0) {
+  if (!IsDirtyObj(*o)) {
     o->dirty_since = Clock::time_point();
     // The remote now has everything: its attributes are ours again (the
     // blocks stay valid under its new change attribute).
@@ -880,6 +905,51 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
   EvictLocked();
 }
 
+bool Cache::LocalSetattr(Key key, const Attrs &set) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(key);
+  if (!o->have_attrs) return false;
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  upstream::Time t{now.tv_sec, uint32_t(now.tv_nsec)};
+  uint64_t m = set.mask & kLocalSetattrMask;
+  if (m & upstream::kAttrMode) o->attrs.mode = set.mode;
+  if (m & upstream::kAttrOwner) o->attrs.uid = set.uid;
+  if (m & upstream::kAttrOwnerGroup) o->attrs.gid = set.gid;
+  if (m & upstream::kAttrAtime)
+    o->attrs.atime = set.atime_server ? t : set.atime;
+  if (m & upstream::kAttrMtime)
+    o->attrs.mtime = set.mtime_server ? t : set.mtime;
+  // What the flush will set: the values as they are now (server time
+  // included, so the remote gets what our clients saw).
+  o->attrs.ctime = t;
+  o->attrs.change++;
+  o->access.clear();  // mode or owner may have changed
+  if (!IsDirtyObj(*o)) {
+    o->dirty_since = Clock::now();
+    o->remote_size = o->attrs.size;
+  }
+  o->set_mask |= m;
+  o->set_epoch++;
+  o->validated = Clock::now();
+  WriteBatch batch;
+  PersistAttrs(key, *o, &batch);
+  rocksdb::WriteOptions w;
+  w.sync = true;
+  return store_->db()->Write(w, &batch).ok();
+}
+
+bool Cache::PendingSetattr(Key key, Attrs *set, uint64_t *epoch) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second->set_mask == 0) return false;
+  *set = it->second->attrs;
+  set->mask = it->second->set_mask;
+  set->atime_server = set->mtime_server = false;
+  *epoch = it->second->set_epoch;
+  return true;
+}
+
 uint64_t Cache::dirty_bytes() const {
   std::lock_guard<std::mutex> g(mu_);
   return dirty_bytes_;
@@ -889,7 +959,7 @@ std::chrono::milliseconds Cache::flush_lag() const {
   std::lock_guard<std::mutex> g(mu_);
   Clock::time_point oldest{};
   for (auto &kv : objects_)
-    if (kv.second->dirty_blocks > 0 &&
+    if (IsDirtyObj(*kv.second) &&
         (oldest == Clock::time_point() || kv.second->dirty_since < oldest))
       oldest = kv.second->dirty_since;
   if (oldest == Clock::time_point()) return std::chrono::milliseconds(0);

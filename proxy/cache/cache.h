@@ -187,12 +187,21 @@ class Cache {
   std::vector<Key> DirtyFiles(std::chrono::milliseconds min_age, size_t max);
   // Key's dirty ranges with their bytes, in block order.
   std::vector<DirtyRange> DirtyRanges(Key key);
-  // The flusher sent these ranges and the remote's attributes after them
-  // are `after`: each range whose block was not written again meanwhile is
-  // clean; once nothing is dirty the object follows the remote again
-  // (from `after`, which then must show the size we had).
+  // Sets attributes locally (mode, owner, group, atime, mtime of set.mask;
+  // no size), synced like a local write; the flush sends them after the
+  // data. False when key's attributes are unknown or the store failed.
+  bool LocalSetattr(Key key, const Attrs &set);
+  // The attributes set locally and not flushed (set->mask says which), and
+  // the epoch to pass to Flushed. False when there are none.
+  bool PendingSetattr(Key key, Attrs *set, uint64_t *epoch);
+  // The flusher sent these ranges (and, when set_epoch is not 0, the
+  // pending attributes of that epoch), and the remote's attributes after
+  // them are `after`: each range whose block was not written again
+  // meanwhile is clean, the attributes too unless set again; once nothing
+  // is dirty the object follows the remote again (from `after`, which then
+  // must show the size we had).
   void Flushed(Key key, const std::vector<DirtyRange> &sent,
-               const Attrs &after);
+               uint64_t set_epoch, const Attrs &after);
   uint64_t dirty_bytes() const;  // sum of dirty ranges
   // Age of the oldest unflushed write (zero when nothing is dirty).
   std::chrono::milliseconds flush_lag() const;
@@ -228,6 +237,8 @@ class Cache {
     bool have_attrs = false;
     bool delegated = false;  // an upstream delegation covers the object
     int dirty_blocks = 0;    // blocks with unflushed local writes
+    uint64_t set_mask = 0;   // attributes set locally, not flushed
+    uint64_t set_epoch = 0;  // bumped by every LocalSetattr
     Clock::time_point dirty_since{};  // oldest unflushed write
     uint64_t remote_size = 0;  // the remote's size while dirty
     Attrs attrs;
@@ -253,6 +264,13 @@ class Cache {
     std::shared_ptr<const std::vector<CachedDirent>> listing;
   };
 
+  // Attributes LocalSetattr keeps (the rest go to the remote first).
+  static constexpr uint64_t kLocalSetattrMask =
+      upstream::kAttrMode | upstream::kAttrOwner | upstream::kAttrOwnerGroup |
+      upstream::kAttrAtime | upstream::kAttrMtime;
+  static bool IsDirtyObj(const Object &o) {
+    return o.dirty_blocks > 0 || o.set_mask != 0;
+  }
   // The in-memory object of key, loaded from the attrs family if absent.
   Object *Obj(Key key);
   bool IsFresh(const Object &o) const;

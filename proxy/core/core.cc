@@ -198,6 +198,9 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
         [core](Key key, uint64_t off, const std::string &data, Attrs *after) {
           return core->FlushRange(key, off, data, after);
         },
+        [core](Key key, const Attrs &set, Attrs *after) {
+          return core->FlushSetattr(key, set, after);
+        },
         fo));
     NACHE_LOG(kLogEvent, "NACHE_WRITEBACK",
               "write-back on for %s; flush after %u s or beyond %llu dirty "
@@ -413,6 +416,18 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
   ReturnIfReadDelegated(key);
+  Attrs known;
+  if (WriteBackFor(key) && !(set.mask & upstream::kAttrSize) &&
+      cache_->KnownAttrs(key, &known) &&
+      known.type == upstream::FileType::kReg &&
+      MaySetLocally(cr, known, set) && cache_->LocalSetattr(key, set)) {
+    {
+      std::lock_guard<std::mutex> g(writers_mu_);
+      writers_[key] = cr;
+    }
+    if (out) cache_->KnownAttrs(key, out);
+    return upstream::kNfs4Ok;
+  }
   if (flusher_ && cache_->IsDirty(key)) {
     // Truncated to nothing, our unflushed data is garbage; otherwise the
     // remote must have it before the attributes change.

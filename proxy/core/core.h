@@ -246,6 +246,15 @@ class Core {
   // The flusher's send: one dirty range upstream, FILE_SYNC.
   uint32_t FlushRange(Key key, uint64_t offset, const std::string &data,
                       Attrs *after);
+  // The flusher's SETATTR of attributes set locally.
+  uint32_t FlushSetattr(Key key, const Attrs &set, Attrs *after);
+  // The credentials a flush of key uses: its last local writer's, or its
+  // owner's.
+  Creds FlushCreds(Key key);
+  // Whether cr may set these attributes of a file with attributes a by
+  // the usual POSIX rules (owner or root; only root gives a file away).
+  static bool MaySetLocally(const Creds &cr, const Attrs &a,
+                            const Attrs &set);
 
   // --- delegations (core_delegations.cc) ---------------------------------
   class CallbackGlue;  // the callback service's handler

@@ -64,21 +64,7 @@ uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  // As the file's last local writer; after a restart, as its owner.
-  Creds cr;
-  {
-    std::lock_guard<std::mutex> g(writers_mu_);
-    auto it = writers_.find(key);
-    if (it != writers_.end()) {
-      cr = it->second;
-    } else {
-      Attrs a;
-      if (cache_->KnownAttrs(key, &a)) {
-        cr.uid = a.uid;
-        cr.gid = a.gid;
-      }
-    }
-  }
+  Creds cr = FlushCreds(key);
   StateId sid;
   if (!DelegationCovers(key, upstream::kShareAccessWrite, 0, &sid))
     sid = StateId::Anonymous();
@@ -100,6 +86,46 @@ uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
     if (last && wrote == n) *after = rep.Find(Op::kGetattr)->attrs;
   }
   return upstream::kNfs4Ok;
+}
+
+Core::Creds Core::FlushCreds(Key key) {
+  // As the file's last local writer; after a restart, as its owner.
+  std::lock_guard<std::mutex> g(writers_mu_);
+  auto it = writers_.find(key);
+  if (it != writers_.end()) return it->second;
+  Creds cr;
+  Attrs a;
+  if (cache_->KnownAttrs(key, &a)) {
+    cr.uid = a.uid;
+    cr.gid = a.gid;
+  }
+  return cr;
+}
+
+bool Core::MaySetLocally(const Creds &cr, const Attrs &a, const Attrs &set) {
+  if (cr.uid == 0) return true;
+  if (cr.uid != a.uid) return false;  // let the remote judge
+  if ((set.mask & upstream::kAttrOwner) && set.uid != a.uid) return false;
+  if ((set.mask & upstream::kAttrOwnerGroup) && set.gid != cr.gid &&
+      std::find(cr.groups.begin(), cr.groups.end(), set.gid) ==
+          cr.groups.end())
+    return false;
+  return true;
+}
+
+uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
+  Fh fh;
+  uint32_t st = FhOf(key, &fh);
+  if (st) return st;
+  Compound c;
+  c.SetTag("flush_setattr")
+      .Putfh(fh)
+      .Setattr(StateId::Anonymous(), set)
+      .Getattr(upstream::kAttrsObject);
+  CompoundReply rep;
+  st = Run(c, FlushCreds(key), &rep);
+  if (st == upstream::kNfs4Ok) *after = rep.Find(Op::kGetattr)->attrs;
+  return st;
 }
 
 }  // namespace nache

@@ -15,8 +15,12 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-Flusher::Flusher(Cache *cache, SendFn send, const FlusherOptions &opts)
-    : cache_(cache), send_(std::move(send)), opts_(opts) {
+Flusher::Flusher(Cache *cache, SendFn send, SetattrFn setattr,
+                 const FlusherOptions &opts)
+    : cache_(cache),
+      send_(std::move(send)),
+      setattr_(std::move(setattr)),
+      opts_(opts) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -86,7 +90,10 @@ bool Flusher::FlushAll(Clock::time_point deadline) {
 
 uint32_t Flusher::FlushOne(Key key) {
   std::vector<Cache::DirtyRange> ranges = cache_->DirtyRanges(key);
-  if (ranges.empty()) return 0;
+  upstream::Attrs set;
+  uint64_t set_epoch = 0;
+  bool have_set = cache_->PendingSetattr(key, &set, &set_epoch);
+  if (ranges.empty() && !have_set) return 0;
   const uint64_t bs = cache_->block_size();
   std::vector<uint32_t> status(ranges.size(), 0);
   std::vector<upstream::Attrs> after(ranges.size());
@@ -128,8 +135,25 @@ uint32_t Flusher::FlushOne(Key key) {
     bytes += ranges[i].data.size();
     sent.push_back(std::move(ranges[i]));
   }
-  if (first_error) newest.mask = 0;  // the file stays dirty anyway
-  cache_->Flushed(key, sent, newest);
+  // Then the attributes set locally (mtime after the data, as tar wants).
+  if (!first_error && have_set) {
+    upstream::Attrs after_set;
+    uint32_t st = setattr_(key, set, &after_set);
+    if (st == upstream::kNfs4ErrStale) {
+      cache_->Forget(key);
+      return 0;
+    }
+    if (st) {
+      first_error = st;
+    } else {
+      newest = after_set;
+    }
+  }
+  if (first_error) {
+    newest.mask = 0;  // the file stays dirty anyway
+    set_epoch = 0;
+  }
+  cache_->Flushed(key, sent, have_set ? set_epoch : 0, newest);
   {
     std::lock_guard<std::mutex> g(mu_);
     flushed_bytes_ += bytes;

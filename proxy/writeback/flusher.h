@@ -40,8 +40,13 @@ class Flusher {
   using SendFn = std::function<uint32_t(Key key, uint64_t offset,
                                         const std::string &data,
                                         upstream::Attrs *after)>;
+  // Sets the attributes set->mask names upstream (after the file's data);
+  // returns the NFS status and the attributes after.
+  using SetattrFn = std::function<uint32_t(Key key, const upstream::Attrs &set,
+                                           upstream::Attrs *after)>;
 
-  Flusher(Cache *cache, SendFn send, const FlusherOptions &opts);
+  Flusher(Cache *cache, SendFn send, SetattrFn setattr,
+          const FlusherOptions &opts);
   ~Flusher();  // Stop()
   void Stop();
 
@@ -65,6 +70,7 @@ class Flusher {
 
   Cache *cache_;          // not owned
   SendFn send_;           // immutable
+  SetattrFn setattr_;     // immutable
   FlusherOptions opts_;   // immutable
   mutable std::mutex mu_; // guards everything below
   std::condition_variable cv_;  // kicks, stop, a file flush ended

@@ -79,6 +79,18 @@ truncate_drops_unflushed_data() {
 		{ echo "remote: $(head -c 20 "$R/wb/b" | od -c | head -2)" >&2; return 1; }
 }
 
+# What tar does: write, then set mode and times. Locally at once; at the
+# remote after the data, when flushed.
+attributes_follow_the_data() {
+	restart_with "$HOLD" &&
+		on 1 "printf tarred > $M/wb/d && chmod 640 $M/wb/d && touch -m -d @1000000000 $M/wb/d" &&
+		expect_eq "through nache" "$(on 2 "stat -c '%a %Y %s' $M/wb/d")" "640 1000000000 6" &&
+		expect_eq "remote size before the flush" "$(stat -c %s "$R/wb/d")" 0 &&
+		restart_with "$SOON" &&
+		lab_wait_until 60 eval '[ "$(stat -c "%a %Y %s" "$R/wb/d")" = "640 1000000000 6" ]' ||
+		{ echo "remote: $(stat -c '%a %Y %s' "$R/wb/d")" >&2; return 1; }
+}
+
 dirty_bound_holds_a_fast_writer() {
 	local want
 	restart_with 'Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 3600; Dirty_Max = "4M";' || return 1
@@ -94,5 +106,6 @@ check acknowledged_writes_stay_local_until_flushed acknowledged_writes_stay_loca
 check kill_9_loses_no_acknowledged_write kill_9_loses_no_acknowledged_write
 check files_removed_before_their_flush_send_no_data removed_before_flush_sends_no_data
 check truncate_drops_unflushed_data truncate_drops_unflushed_data
+check attributes_set_after_writing_reach_the_remote_after_the_data attributes_follow_the_data
 check dirty_bound_holds_a_fast_writer dirty_bound_holds_a_fast_writer
 itest_finish

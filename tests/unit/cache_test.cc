@@ -206,7 +206,7 @@ TEST_F(CacheTest, DirtyBlocksAreNeverEvicted) {
   // Once flushed they are ordinary blocks again.
   std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
   ASSERT_EQ(r.size(), 4u);
-  cache_->Flushed(1, r, FileAttrs(9, 4 * kBs));
+  cache_->Flushed(1, r, 0, FileAttrs(9, 4 * kBs));
   EXPECT_FALSE(cache_->IsDirty(1));
   EXPECT_LE(cache_->bytes(), 4u * kBs);
 }
@@ -235,13 +235,13 @@ TEST_F(CacheTest, LocalWritesAreDurableAuthoritativeAndFlushedByEpoch) {
   EXPECT_EQ(cache_->dirty_bytes(), 5u);
   // Written again while the flush is on its way: still dirty afterwards.
   ASSERT_TRUE(cache_->LocalWrite(1, 5, " world", 6, &need));
-  cache_->Flushed(1, r, FileAttrs(6, 5));
+  cache_->Flushed(1, r, 0, FileAttrs(6, 5));
   ASSERT_TRUE(cache_->IsDirty(1));
   r = cache_->DirtyRanges(1);
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].lo, 0u);
   EXPECT_EQ(r[0].data, "hello world");
-  cache_->Flushed(1, r, FileAttrs(7, 11));
+  cache_->Flushed(1, r, 0, FileAttrs(7, 11));
   EXPECT_FALSE(cache_->IsDirty(1));
   EXPECT_EQ(cache_->dirty_bytes(), 0u);
   ASSERT_TRUE(cache_->FreshAttrs(1, &a));
@@ -297,6 +297,39 @@ TEST_F(CacheTest, ExtendingLeavesZerosAndHoles) {
   EXPECT_EQ(r[1].idx, 3u);
   EXPECT_EQ(r[1].lo, 0u);
   EXPECT_EQ(r[1].data, std::string(1, '\0') + "z");
+}
+
+TEST_F(CacheTest, LocalSetattrIsDurableAndFlushedByEpoch) {
+  cache_->Validated(1, FileAttrs(5, 3));
+  Attrs set;
+  set.mask = upstream::kAttrMode | upstream::kAttrMtime;
+  set.mode = 0600;
+  set.mtime = upstream::Time{1000, 5};
+  ASSERT_TRUE(cache_->LocalSetattr(1, set));
+  Attrs a;
+  ASSERT_TRUE(cache_->FreshAttrs(1, &a));
+  EXPECT_EQ(a.mode, 0600u);
+  EXPECT_EQ(a.mtime.sec, 1000);
+  EXPECT_TRUE(cache_->IsDirty(1));
+  Reopen(1 << 20);  // a crash: the change is in the store
+  EXPECT_EQ(cache_->DirtyFiles(std::chrono::milliseconds(0), 10),
+            std::vector<Key>{1});
+  Attrs pending;
+  uint64_t epoch = 0;
+  ASSERT_TRUE(cache_->PendingSetattr(1, &pending, &epoch));
+  EXPECT_EQ(pending.mask, upstream::kAttrMode | upstream::kAttrMtime);
+  EXPECT_EQ(pending.mode, 0600u);
+  EXPECT_EQ(pending.mtime.nsec, 5u);
+  // Set again while the flush is on its way: still pending afterwards.
+  set.mask = upstream::kAttrMode;
+  set.mode = 0640;
+  ASSERT_TRUE(cache_->LocalSetattr(1, set));
+  cache_->Flushed(1, {}, epoch, FileAttrs(6, 3));
+  ASSERT_TRUE(cache_->PendingSetattr(1, &pending, &epoch));
+  EXPECT_EQ(pending.mode, 0640u);
+  cache_->Flushed(1, {}, epoch, FileAttrs(7, 3));
+  EXPECT_FALSE(cache_->IsDirty(1));
+  EXPECT_FALSE(cache_->PendingSetattr(1, &pending, &epoch));
 }
 
 TEST_F(CacheTest, ForgettingARemovedFileDropsItsDirtyData) {
