@@ -24,6 +24,9 @@
 #   MOUNT_OPTS  client mount options                    (default vers=4.1)
 #   BUILD_JOBS  make -j for "build"                     (default 4)
 #   NACHE_BUILD_DIR  build tree with stage/             (default ./build)
+#   NACHE_EXTRA  extra lines for nache's FSAL block, e.g. write-back:
+#             'Write_Policy = "write_back"; Single_Writer = true;'
+#             (the run's params.txt records them)
 #   BENCH_OUT  output base directory                    (default bench/out)
 set -uo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -153,8 +156,10 @@ else
 	SERVER_ROOT=$LAB_REMOTE_EXPORT_DIR         # host path
 	SRV_PY=$PY
 fi
+NACHE_EXTRA=${NACHE_EXTRA:-}
+echo "nache_extra=$NACHE_EXTRA" >>"$RUN/params.txt"
 if in_list nache "$CONFIGS"; then
-	LAB_NACHE_UPSTREAM=$UP_ADDR LAB_NACHE_UPSTREAM_PATH=$UP_PATH lab_nache_start ||
+	LAB_NACHE_UPSTREAM=$UP_ADDR LAB_NACHE_UPSTREAM_PATH=$UP_PATH lab_nache_start "$NACHE_EXTRA" ||
 		die "nache did not start"
 fi
 if in_list proxyv4 "$CONFIGS"; then
@@ -290,6 +295,32 @@ wait_ready() {
 	done
 }
 
+# nache_dirty — nache's unflushed write-back bytes (empty if unreadable).
+nache_dirty() {
+	ip netns exec "$LAB_NS_LAN" "$PY" -c '
+import re, sys, urllib.request
+page = urllib.request.urlopen("http://%s:9464/metrics" % sys.argv[1], timeout=10)
+for line in page.read().decode().splitlines():
+    m = re.match(r"nache_dirty_bytes(?:\{[^}]*\})? (\S+)$", line)
+    if m:
+        print(int(float(m.group(1))))
+        break' "$LAB_NACHE_ADDR" 2>/dev/null
+}
+
+# wait_flushed CELLDIR — waits until nache holds no unflushed data and
+# writes the seconds it took (after the clients finished) to
+# CELLDIR/flush_s; nothing when nothing was dirty.
+wait_flushed() {
+	local t0 d
+	t0=$(date +%s.%N)
+	d=$(nache_dirty)
+	[ -n "$d" ] && [ "$d" != 0 ] || return 0
+	log "waiting for nache to flush $d bytes"
+	lab_wait_until "$JOB_TIMEOUT" eval '[ "$(nache_dirty)" = 0 ]' ||
+		log "nache still has unflushed data"
+	echo "$(date +%s.%N) - $t0" | bc -l >"$1/flush_s"
+}
+
 FAILED=0
 
 # run_cell WORKLOAD PROFILE N CONFIG
@@ -305,7 +336,7 @@ run_cell() {
 	log "cell $cell: preparing"
 	if [ "$c" = nache ] && ! _lab_alive "$(lab_nache_pid)"; then
 		log "nache is not running (crashed?): restarting it"
-		LAB_NACHE_UPSTREAM=$UP_ADDR LAB_NACHE_UPSTREAM_PATH=$UP_PATH lab_nache_start ||
+		LAB_NACHE_UPSTREAM=$UP_ADDR LAB_NACHE_UPSTREAM_PATH=$UP_PATH lab_nache_start "$NACHE_EXTRA" ||
 			{ log "cell $cell: nache did not restart"; return 1; }
 	fi
 	prepare "$w" "$srv" "$n" >"$raw/prepare.log" 2>&1 ||
@@ -341,6 +372,9 @@ run_cell() {
 		log "cell $cell: running $n client(s)"
 		touch "$sync/go"
 		for i in "${pids[@]}"; do wait "$i" || rc=1; done
+		# Write-back: the remote has everything only once nache has
+		# flushed; its operations until then belong to the cell.
+		[ "$c" = nache ] && wait_flushed "$raw"
 		server_snapshot "$raw" after "$c" || log "cell $cell: counter snapshot failed"
 	fi
 	pids=()
