@@ -141,12 +141,20 @@ recalls() { metric nache_delegation_recalls_total; }
 # a direct writer makes the remote recall nache's, and nache has Ganesha
 # recall client 1's first: otherwise client 1 would go on reading its
 # cached copy under its delegation.
-remote_recall_reaches_local_delegation() {
-	local l0 r0
-	l0=$(local_delegs) r0=$(recalls)
-	expect_eq "through nache" "$(on 1 "cat $M/d/e1")" e-1 &&
+# read_gets_local_delegation FILE CONTENT — client 1 reads FILE through
+# nache (it must hold CONTENT) and Ganesha delegates it to client 1.
+read_gets_local_delegation() {
+	local l0
+	l0=$(local_delegs)
+	expect_eq "through nache" "$(on 1 "cat $M/$1")" "$2" &&
 		lab_wait_until 10 eval '[ "$(local_delegs)" -gt '"$l0"' ]' ||
 		{ echo "no local delegation granted ($(local_delegs))" >&2; return 1; }
+}
+
+remote_recall_reaches_local_delegation() {
+	local r0
+	r0=$(recalls)
+	read_gets_local_delegation d/e1 e-1 || return 1
 	on 3 "echo direct-e1 > $D/d/e1" &&
 		at_least "recalls from the remote" "$(recalls)" $((r0 + 1)) &&
 		expect_eq "client 1 after the recall" "$(on 1 "cat $M/d/e1")" direct-e1
@@ -156,11 +164,9 @@ remote_recall_reaches_local_delegation() {
 # through nache. Ganesha recalls client 1's delegation itself, nache returns
 # its own before writing: the remote never has to recall anything.
 local_conflict_needs_no_remote_recall() {
-	local l0 r0
-	l0=$(local_delegs) r0=$(recalls)
-	expect_eq "through nache" "$(on 1 "cat $M/d/e2")" e-2 &&
-		lab_wait_until 10 eval '[ "$(local_delegs)" -gt '"$l0"' ]' ||
-		{ echo "no local delegation granted ($(local_delegs))" >&2; return 1; }
+	local r0
+	r0=$(recalls)
+	read_gets_local_delegation d/e2 e-2 || return 1
 	on 2 "echo local-e2 > $M/d/e2" &&
 		expect_eq "client 1 sees client 2's write" "$(on 1 "cat $M/d/e2")" local-e2 &&
 		expect_eq "the remote has it" "$(on 3 "cat $D/d/e2")" local-e2 &&
