@@ -502,14 +502,16 @@ void Cache::PutListing(Key dir, uint64_t change,
 
 void Cache::OwnDirChange(Key dir, const upstream::ChangeInfo &ci,
                          const Attrs &post, const std::string &removed,
-                         const std::string &added, Key added_key) {
+                         const std::string &added, Key added_key,
+                         bool sole_writer) {
   bool have_post = (post.mask & upstream::kAttrChange) != 0;
   {
     std::lock_guard<std::mutex> g(mu_);
     Object *o = Obj(dir);
-    if (o->listing && ci.atomic && o->listing_change == ci.before &&
-        o->have_attrs && o->attrs.change == ci.before &&
-        (!have_post || post.change == ci.after)) {
+    bool exactly_ours = ci.atomic && o->listing_change == ci.before &&
+                        o->have_attrs && o->attrs.change == ci.before &&
+                        (!have_post || post.change == ci.after);
+    if (o->listing && o->have_attrs && (exactly_ours || sole_writer)) {
       // Exactly our change happened: edit the listing.
       auto l = std::make_shared<std::vector<CachedDirent>>(*o->listing);
       if (!removed.empty())
@@ -528,7 +530,7 @@ void Cache::OwnDirChange(Key dir, const upstream::ChangeInfo &ci,
       }
       o->listing = l;
       o->listing_edited = true;
-      o->listing_change = ci.after;
+      o->listing_change = have_post ? post.change : ci.after;
       if (have_post) {
         o->attrs = post;
         o->validated = Clock::now();

@@ -142,10 +142,12 @@ class Cache {
   // change when not fetched). When the listing was current at "before",
   // it stays usable for lookups with the edit applied (remove `removed`,
   // add `added` as `added_key`; empty names: none); otherwise as
-  // Validated(post), or the attributes expire.
+  // Validated(post), or the attributes expire. sole_writer (a
+  // single-writer export): nothing else changes the directory, so the
+  // edit applies whatever the change_info says.
   void OwnDirChange(Key dir, const upstream::ChangeInfo &ci, const Attrs &post,
                     const std::string &removed, const std::string &added,
-                    Key added_key);
+                    Key added_key, bool sole_writer = false);
 
   // --- data ---------------------------------------------------------------
   uint32_t block_size() const { return opts_.block_size; }

@@ -340,6 +340,10 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
       if (attrs) *attrs = a;
       return upstream::kNfs4Ok;
     }
+    // On a single-writer export nothing but us adds names, so a fresh
+    // listing that lacks the name answers too (a create's lookup first).
+    if (k == kNoKey && cfg_.single_writer && cache_->Listing(dir))
+      return upstream::kNfs4ErrNoent;
   }
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
@@ -415,7 +419,6 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  ReturnIfReadDelegated(key);
   Attrs known;
   if (WriteBackFor(key) && !(set.mask & upstream::kAttrSize) &&
       cache_->KnownAttrs(key, &known) &&
@@ -428,6 +431,7 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
     if (out) cache_->KnownAttrs(key, out);
     return upstream::kNfs4Ok;
   }
+  ReturnIfReadDelegated(key);
   if (flusher_ && cache_->IsDirty(key)) {
     // Truncated to nothing, our unflushed data is garbage; otherwise the
     // remote must have it before the attributes change.
@@ -752,7 +756,7 @@ void Core::NoteDirAfter(Key dir, const CompoundReply &rep, int nth,
   const OpResult *g = rep.Find(Op::kGetattr, nth);
   cache_->OwnDirChange(dir, ci,
                        g && g->status == upstream::kNfs4Ok ? g->attrs : Attrs(),
-                       removed, added, added_key);
+                       removed, added, added_key, cfg_.single_writer);
 }
 
 Key Core::ListedKey(Key dir, const std::string &name) {
@@ -1394,9 +1398,10 @@ void Core::WriteVerifier(uint8_t out[8]) { memcpy(out, boot_verf_, 8); }
 uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
                      uint64_t offset, size_t len, const char *buf, int stable,
                      size_t *nwritten, int *committed) {
-  ReturnIfReadDelegated(key);  // an NFSv3 WRITE comes with no open
+  // Kept local: our own read delegation is no conflict until the flush.
   if (WriteBackFor(key))
     return WriteLocal(cr, key, open, offset, len, buf, nwritten, committed);
+  ReturnIfReadDelegated(key);  // an NFSv3 WRITE comes with no open
   if (stable == 0 && write_behind_ &&
       write_behind_->Submit(key, cr, IoStateid(open), offset, buf, len)) {
     *nwritten = len;  // queued; durable at COMMIT

@@ -64,6 +64,7 @@ uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
+  ReturnIfReadDelegated(key);  // a read delegation of ours, not a write one
   Creds cr = FlushCreds(key);
   StateId sid;
   if (!DelegationCovers(key, upstream::kShareAccessWrite, 0, &sid))
@@ -117,6 +118,7 @@ uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
+  ReturnIfReadDelegated(key);
   Compound c;
   c.SetTag("flush_setattr")
       .Putfh(fh)

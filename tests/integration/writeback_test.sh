@@ -91,6 +91,18 @@ attributes_follow_the_data() {
 		{ echo "remote: $(stat -c '%a %Y %s' "$R/wb/d")" >&2; return 1; }
 }
 
+# Single writer: a name missing from a fresh listing is missing, so the
+# lookup before each create costs nothing upstream.
+creates_in_a_new_directory_need_no_lookup() {
+	local l0
+	restart_with "$HOLD" && on 1 "mkdir $M/wb/new" || return 1
+	l0=$(metric nache_upstream_ops_total 'op="LOOKUP"')
+	on 1 "cd $M/wb/new && for i in \$(seq 1 20); do echo \$i > f\$i; done" &&
+		expect_eq "upstream LOOKUPs for 20 creates" \
+			$(($(metric nache_upstream_ops_total 'op="LOOKUP"') - l0)) 0 &&
+		expect_eq "listing" "$(on 2 "ls $M/wb/new | wc -l")" 20
+}
+
 dirty_bound_holds_a_fast_writer() {
 	local want
 	restart_with 'Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 3600; Dirty_Max = "4M";' || return 1
@@ -107,5 +119,6 @@ check kill_9_loses_no_acknowledged_write kill_9_loses_no_acknowledged_write
 check files_removed_before_their_flush_send_no_data removed_before_flush_sends_no_data
 check truncate_drops_unflushed_data truncate_drops_unflushed_data
 check attributes_set_after_writing_reach_the_remote_after_the_data attributes_follow_the_data
+check creates_in_a_new_directory_need_no_lookup creates_in_a_new_directory_need_no_lookup
 check dirty_bound_holds_a_fast_writer dirty_bound_holds_a_fast_writer
 itest_finish
