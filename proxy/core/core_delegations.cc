@@ -224,7 +224,10 @@ void Core::ReturnDelegation(Key key, const char *why) {
   cache_->SetDelegated(key, false);
   // Queued writes and unflushed data reach the server under the delegation.
   if (write_behind_) write_behind_->Drain(key);
-  if (flusher_ && flusher_->FlushFile(key))
+  // (Only a write delegation covers unflushed data; a read one is
+  // returned by the flusher itself before it writes, so flushing here
+  // would wait for that very flush.)
+  if (flusher_ && d.type == DelegationType::kWrite && flusher_->FlushFile(key))
     NACHE_LOG(kLogWarn, kComponent,
               "flush of %llu before returning its delegation failed; its "
               "data stays here and is sent later",

@@ -255,7 +255,8 @@ class CoreDelegationsTest : public ::testing::Test {
   }
   void TearDown() override { core_.reset(); }
 
-  void Start(DelegationType grant) {
+  void Start(DelegationType grant,
+             const std::function<void(CoreConfig *)> &tune = nullptr) {
     up_->grant = grant;
     CoreConfig cfg;
     cfg.upstream_server = "127.0.0.1";
@@ -272,6 +273,7 @@ class CoreDelegationsTest : public ::testing::Test {
     cfg.make_upstream = [up](const upstream::UpstreamOptions &) {
       return std::unique_ptr<upstream::Upstream>(up);
     };
+    if (tune) tune(&cfg);
     std::string err;
     core_ = Core::Open(cfg, &err);
     ASSERT_TRUE(core_) << err;
@@ -399,6 +401,27 @@ TEST_F(CoreDelegationsTest, ReadDelegationIsReturnedBeforeOurOwnWriteOpen) {
   ASSERT_GE(ret, 0) << "returned without being recalled";
   EXPECT_LT(ret, open);
   EXPECT_EQ(core_->CloseFile(w), 0u);
+}
+
+TEST_F(CoreDelegationsTest, WriteBackFlushReturnsOurReadDelegationFirst) {
+  Start(DelegationType::kRead, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+    cfg->flush_age_ms = 0;
+  });
+  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);  // brings the delegation
+  std::string data(10, 'w');
+  size_t n = 0;
+  int committed = -1;
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, data.size(), data.data(), 0,
+                         &n, &committed),
+            0u);
+  EXPECT_EQ(committed, 2) << "durable here: FILE_SYNC";
+  EXPECT_EQ(up_->Count("WRITE"), 0) << "kept local";
+  // The flusher returns the read delegation (our WRITE would conflict
+  // with it) and then writes: it must not wait for its own flush.
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Count("WRITE") > 0; }));
+  EXPECT_LT(up_->Index("DELEGRETURN"), up_->Index("WRITE"));
 }
 
 TEST_F(CoreDelegationsTest, LapsedLeaseEndsTheTrust) {
