@@ -14,10 +14,11 @@ BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 : "${NACHE_SOURCE_DIR:=$(dirname "$BENCH_DIR")}"
 : "${NACHE_BUILD_DIR:=$NACHE_SOURCE_DIR/build}"
 export LAB_STAGE_DIR="$NACHE_BUILD_DIR/stage"
+# Before lab.sh, which sets its own default (300 s) when sourced.
+export LAB_CMD_TIMEOUT=${LAB_CMD_TIMEOUT:-3600}
 source "$NACHE_SOURCE_DIR/lab/lab.sh"
 PROFILES=${1:-lan wan}
 CONFIGS=${2:-direct nache}
-export LAB_CMD_TIMEOUT=${LAB_CMD_TIMEOUT:-3600}
 
 lab_init && lab_net_up lan && lab_remote_vfs_start && lab_nache_start &&
 	lab_clients_start 1 2 3 || { echo "lab did not start" >&2; exit 1; }
