@@ -3,6 +3,7 @@
 // in our lab grants write delegations: Linux knfsd before 6.6 does not), and
 // the real callback service, called by a real libnfs client over loopback.
 // Covered: opens a write or read delegation lets the core grant locally;
+// (and, not a delegation matter, the open linger);
 // attributes trusted under it past the attribute window; a recall that
 // flushes queued writes and turns local opens into upstream opens before
 // DELEGRETURN; CB_GETATTR from the core's view; a read delegation returned
@@ -422,6 +423,26 @@ TEST_F(CoreDelegationsTest, WriteBackFlushReturnsOurReadDelegationFirst) {
   // with it) and then writes: it must not wait for its own flush.
   ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Count("WRITE") > 0; }));
   EXPECT_LT(up_->Index("DELEGRETURN"), up_->Index("WRITE"));
+}
+
+// Not delegations: the open linger, against the same scripted upstream.
+TEST_F(CoreDelegationsTest, UpstreamOpenLingersAfterTheLastCloseThenCloses) {
+  Start(DelegationType::kNone,
+        [](CoreConfig *cfg) { cfg->open_linger_ms = 2000; });
+  NacheOpen *a = OpenF(kRead);
+  NacheOpen *b = OpenF(kRead);
+  EXPECT_EQ(up_->Count("OPEN"), 1) << "one upstream open for two local";
+  EXPECT_EQ(core_->CloseFile(a), 0u);
+  EXPECT_EQ(core_->CloseFile(b), 0u);
+  EXPECT_EQ(up_->Count("CLOSE"), 0) << "lingering after the last close";
+  NacheOpen *c = OpenF(kRead);
+  EXPECT_EQ(up_->Count("OPEN"), 1) << "a reopen in the linger costs nothing";
+  EXPECT_EQ(core_->CloseFile(c), 0u);
+  // The linger thread closes it once the linger is over.
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Count("CLOSE") == 1; }));
+  NacheOpen *d = OpenF(kRead);
+  EXPECT_EQ(up_->Count("OPEN"), 2) << "after the CLOSE, a new OPEN";
+  EXPECT_EQ(core_->CloseFile(d), 0u);
 }
 
 TEST_F(CoreDelegationsTest, LapsedLeaseEndsTheTrust) {
