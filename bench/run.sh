@@ -33,6 +33,13 @@ BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 : "${NACHE_SOURCE_DIR:=$(dirname "$BENCH_DIR")}"
 : "${NACHE_BUILD_DIR:=$NACHE_SOURCE_DIR/build}"
 export LAB_STAGE_DIR="$NACHE_BUILD_DIR/stage"
+# knfsd grants delegations only while it has memory for them (about 4 per
+# MiB free: ~940 in the lab's default 256 MiB guest), and PROXY_V4 keeps
+# every one it gets; full-scale personalities use thousands of files. Set
+# before lab.sh, which sets its defaults when sourced.
+if [ "${SCALE:-full}" != smoke ]; then
+	export LAB_KNFSD_MEM=${LAB_KNFSD_MEM:-2G}
+fi
 # shellcheck source=../lab/lab.sh
 source "$NACHE_SOURCE_DIR/lab/lab.sh"
 PY=$LAB_PYTHON                   # the system python3 (has matplotlib)
@@ -57,12 +64,6 @@ BENCH_OUT=${BENCH_OUT:-$BENCH_DIR/out}
 # cannot return (it has no working back channel).
 export LAB_KNFSD_SIZE=${LAB_KNFSD_SIZE:-32G}
 export LAB_KNFSD_THREADS=${LAB_KNFSD_THREADS:-16}
-# knfsd grants delegations only while it has memory for them (about 4 per
-# MiB free: ~940 in the lab's default 256 MiB guest), and PROXY_V4 keeps
-# every one it gets; full-scale personalities use thousands of files.
-if [ "$SCALE" != smoke ]; then
-	export LAB_KNFSD_MEM=${LAB_KNFSD_MEM:-2G}
-fi
 # knfsd grants no delegations while lockd's grace period runs (50 s after
 # boot by default): shorten it, and start the first cell after it.
 export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
