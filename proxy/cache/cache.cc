@@ -19,17 +19,15 @@ namespace {
 using rocksdb::WriteBatch;
 
 // Keys sort by object, then block number: big-endian fixed width.
-void PutBE(std::string *s, uint64_t v) { PutBE64(s, v); }
-uint64_t GetBE(const char *p) { return GetBE64(p); }
 std::string ObjKey(Key key) {
   std::string s;
-  PutBE(&s, key);
+  PutBE64(&s, key);
   return s;
 }
 std::string BlockKey(Key key, uint64_t idx) {
   std::string s;
-  PutBE(&s, key);
-  PutBE(&s, idx);
+  PutBE64(&s, key);
+  PutBE64(&s, idx);
   return s;
 }
 
@@ -42,12 +40,12 @@ constexpr uint8_t kAttrsVersion = 2;
 std::string EncodeAttrsRecord(uint64_t gen, bool have, const upstream::Attrs &a,
                               uint64_t set_mask) {
   std::string s(1, char(kAttrsVersion));
-  PutBE(&s, gen);
+  PutBE64(&s, gen);
   s.push_back(have ? 1 : 0);
   uint32_t n = sizeof(a);
   s.append(reinterpret_cast<const char *>(&n), 4);
   s.append(reinterpret_cast<const char *>(&a), sizeof(a));
-  PutBE(&s, set_mask);
+  PutBE64(&s, set_mask);
   return s;
 }
 bool DecodeAttrsRecord(const std::string &s, uint64_t *gen, bool *have,
@@ -59,10 +57,10 @@ bool DecodeAttrsRecord(const std::string &s, uint64_t *gen, bool *have,
   uint32_t n;
   memcpy(&n, s.data() + 10, 4);
   if (n != sizeof(*a)) return false;
-  *gen = GetBE(s.data() + 1);
+  *gen = GetBE64(s.data() + 1);
   *have = s[9] != 0;
   memcpy(a, s.data() + 14, sizeof(*a));
-  *set_mask = uint8_t(s[0]) == 2 ? GetBE(s.data() + v1) : 0;
+  *set_mask = uint8_t(s[0]) == 2 ? GetBE64(s.data() + v1) : 0;
   return true;
 }
 
@@ -75,28 +73,28 @@ struct DirtyMark {
 std::string EncodeBlockMeta(uint64_t gen, uint64_t change, uint32_t len,
                             bool dirty, const DirtyMark &m = DirtyMark()) {
   std::string s;
-  PutBE(&s, gen);
-  PutBE(&s, change);
-  PutBE(&s, len);
+  PutBE64(&s, gen);
+  PutBE64(&s, change);
+  PutBE64(&s, len);
   s.push_back(dirty ? 1 : 0);
   if (dirty) {
     PutBE32(&s, m.lo);
     PutBE32(&s, m.hi);
-    PutBE(&s, m.epoch);
+    PutBE64(&s, m.epoch);
   }
   return s;
 }
 bool DecodeBlockMeta(const rocksdb::Slice &s, uint64_t *gen, uint32_t *len,
                      bool *dirty, DirtyMark *m) {
   if (s.size() != 25 && s.size() != 41) return false;
-  *gen = GetBE(s.data());
-  *len = uint32_t(GetBE(s.data() + 16));
+  *gen = GetBE64(s.data());
+  *len = uint32_t(GetBE64(s.data() + 16));
   *dirty = s.data()[24] != 0;
   if (*dirty != (s.size() == 41)) return false;
   if (*dirty) {
     m->lo = GetBE32(s.data() + 25);
     m->hi = GetBE32(s.data() + 29);
-    m->epoch = GetBE(s.data() + 33);
+    m->epoch = GetBE64(s.data() + 33);
   }
   return true;
 }
@@ -154,8 +152,8 @@ void Cache::LoadIndex() {
       stale.Delete(store_->family(Store::kBlocks), k);
       continue;
     }
-    Key key = GetBE(k.data());
-    uint64_t idx = GetBE(k.data() + 8);
+    Key key = GetBE64(k.data());
+    uint64_t idx = GetBE64(k.data() + 8);
     Object *o = Obj(key);
     if (gen != o->gen) {
       stale.Delete(store_->family(Store::kBlockMeta), k);
@@ -173,6 +171,7 @@ void Cache::LoadIndex() {
       // Unflushed local writes from before the restart: due at once.
       if (o->dirty_blocks++ == 0) o->dirty_since = Clock::time_point(Clock::duration(1));
       dirty_bytes_ += mark.hi - mark.lo;
+      IndexDirtyLocked(key, *o);
     }
     b.lru = lru_.insert(lru_.end(), BlockId{key, idx});
     bytes_ += len;
@@ -191,9 +190,11 @@ void Cache::LoadIndex() {
     Attrs a;
     if (DecodeAttrsRecord(at->value().ToString(), &gen, &have, &a, &mask) &&
         mask != 0) {
-      Object *o = Obj(GetBE(at->key().data()));
+      Key key = GetBE64(at->key().data());
+      Object *o = Obj(key);
       o->dirty_since = Clock::time_point(Clock::duration(1));
       o->set_epoch = 1;
+      IndexDirtyLocked(key, *o);
     }
   }
   if (nblocks_ > 0)
@@ -274,6 +275,14 @@ void Cache::DropData(Key key, Object *o, void *batchp) {
   }
   o->dirty_blocks = 0;
   o->dirty_since = o->set_mask ? o->dirty_since : Clock::time_point();
+  IndexDirtyLocked(key, *o);
+}
+
+void Cache::IndexDirtyLocked(Key key, const Object &o) {
+  if (IsDirtyObj(o))
+    dirty_[key] = o.dirty_since;
+  else
+    dirty_.erase(key);
 }
 
 // --- attributes -----------------------------------------------------------
@@ -447,6 +456,7 @@ void Cache::Forget(Key key) {
   batch.Delete(store_->family(Store::kAttrs), ObjKey(key));
   Commit(&batch);
   objects_.erase(key);
+  dirty_.erase(key);
 }
 
 // --- access ---------------------------------------------------------------
@@ -799,6 +809,7 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
   }
   if (o->dirty_since == Clock::time_point() && o->dirty_blocks > 0)
     o->dirty_since = Clock::now();
+  IndexDirtyLocked(key, *o);
   // Our view of the attributes: size, times, a change clients can see move.
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
@@ -818,6 +829,7 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
 
 bool Cache::ReadsAsZeros(Key key, uint64_t idx) {
   std::lock_guard<std::mutex> g(mu_);
+  if (dirty_.count(key) == 0) return false;
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second->dirty_blocks == 0) return false;
   const Object &o = *it->second;
@@ -838,9 +850,8 @@ std::vector<Key> Cache::DirtyFiles(std::chrono::milliseconds min_age,
   std::lock_guard<std::mutex> g(mu_);
   Clock::time_point cutoff = Clock::now() - min_age;
   std::vector<std::pair<Clock::time_point, Key>> due;
-  for (auto &kv : objects_)
-    if (IsDirtyObj(*kv.second) && kv.second->dirty_since <= cutoff)
-      due.emplace_back(kv.second->dirty_since, kv.first);
+  for (auto &kv : dirty_)
+    if (kv.second <= cutoff) due.emplace_back(kv.second, kv.first);
   std::sort(due.begin(), due.end());
   std::vector<Key> out;
   for (size_t i = 0; i < due.size() && i < max; i++) out.push_back(due[i].second);
@@ -903,6 +914,7 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
     o->own_changes.clear();
     PersistAttrs(key, *o, &batch);
   }
+  IndexDirtyLocked(key, *o);
   Commit(&batch);
   EvictLocked();
 }
@@ -934,6 +946,7 @@ bool Cache::LocalSetattr(Key key, const Attrs &set) {
   o->set_mask |= m;
   o->set_epoch++;
   o->validated = Clock::now();
+  IndexDirtyLocked(key, *o);
   WriteBatch batch;
   PersistAttrs(key, *o, &batch);
   rocksdb::WriteOptions w;
@@ -960,10 +973,8 @@ uint64_t Cache::dirty_bytes() const {
 std::chrono::milliseconds Cache::flush_lag() const {
   std::lock_guard<std::mutex> g(mu_);
   Clock::time_point oldest{};
-  for (auto &kv : objects_)
-    if (IsDirtyObj(*kv.second) &&
-        (oldest == Clock::time_point() || kv.second->dirty_since < oldest))
-      oldest = kv.second->dirty_since;
+  for (auto &kv : dirty_)
+    if (oldest == Clock::time_point() || kv.second < oldest) oldest = kv.second;
   if (oldest == Clock::time_point()) return std::chrono::milliseconds(0);
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
                                                                oldest);

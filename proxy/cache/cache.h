@@ -273,6 +273,8 @@ class Cache {
   static bool IsDirtyObj(const Object &o) {
     return o.dirty_blocks > 0 || o.set_mask != 0;
   }
+  // Keeps dirty_ in step with o (after any change of its dirty state).
+  void IndexDirtyLocked(Key key, const Object &o);
   // The in-memory object of key, loaded from the attrs family if absent.
   Object *Obj(Key key);
   bool IsFresh(const Object &o) const;
@@ -310,6 +312,9 @@ class Cache {
   uint64_t nblocks_ = 0;
   uint64_t evictions_ = 0;
   uint64_t dirty_bytes_ = 0;          // sum of dirty ranges
+  // Dirty objects and their oldest unflushed change: the flusher and the
+  // metrics look here, never through every cached object.
+  std::unordered_map<Key, Clock::time_point> dirty_;
 };
 
 }  // namespace nache
