@@ -424,10 +424,7 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
       cache_->KnownAttrs(key, &known) &&
       known.type == upstream::FileType::kReg &&
       MaySetLocally(cr, known, set) && cache_->LocalSetattr(key, set)) {
-    {
-      std::lock_guard<std::mutex> g(writers_mu_);
-      writers_[key] = cr;
-    }
+    NoteLocalWriter(key, cr);
     if (out) cache_->KnownAttrs(key, out);
     return upstream::kNfs4Ok;
   }
@@ -1294,7 +1291,7 @@ uint32_t Core::Read(const Creds &cr, Key key, NacheOpen *open,
     uint64_t pos = offset + *nread;
     uint64_t idx = pos / bs;
     std::string block;
-    if (cache_->ReadsAsZeros(key, idx)) {
+    if (flusher_ && cache_->ReadsAsZeros(key, idx)) {
       // A hole our unflushed writes made beyond the remote's data.
       block.assign(size_t(std::min<uint64_t>(bs, a.size - idx * bs)), '\0');
     } else {

@@ -248,9 +248,10 @@ class Core {
                       Attrs *after);
   // The flusher's SETATTR of attributes set locally.
   uint32_t FlushSetattr(Key key, const Attrs &set, Attrs *after);
-  // The credentials a flush of key uses: its last local writer's, or its
-  // owner's.
+  // The credentials a flush of key uses: its last local writer's (as
+  // NoteLocalWriter recorded), or its owner's.
   Creds FlushCreds(Key key);
+  void NoteLocalWriter(Key key, const Creds &cr);
   // Whether cr may set these attributes of a file with attributes a by
   // the usual POSIX rules (owner or root; only root gives a file away).
   static bool MaySetLocally(const Creds &cr, const Attrs &a,
@@ -272,7 +273,9 @@ class Core {
   // Returns key's delegation: establishes upstream the opens granted
   // locally under it, flushes queued writes, sends DELEGRETURN. Blocks on
   // the upstream; never called with an owner mutex held.
-  void ReturnDelegation(Key key, const char *why);
+  // recalled: after a CB_RECALL (else before a conflicting operation of
+  // ours).
+  void ReturnDelegation(Key key, bool recalled);
   // Before an operation of ours that the server would treat as conflicting
   // with our own read delegation (an open for write, a SETATTR, a WRITE, a
   // REMOVE or RENAME of the file): return it first rather than be recalled.

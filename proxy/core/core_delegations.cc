@@ -159,7 +159,7 @@ void Core::ReturnIfReadDelegated(Key key) {
   HeldDelegation d;
   if (key == kNoKey || !delegs_->Find(key, &d)) return;
   if (d.type != DelegationType::kRead || d.returning) return;
-  if (delegs_->BeginReturn(key, nullptr)) ReturnDelegation(key, "own");
+  if (delegs_->BeginReturn(key, nullptr)) ReturnDelegation(key, false);
 }
 
 uint32_t Core::AcquireLocalDelegation(Key key, bool write) {
@@ -215,7 +215,7 @@ void Core::RecallLocalDelegations(Key key) {
             all ? "returned" : "not returned in time; returning ours anyway");
 }
 
-void Core::ReturnDelegation(Key key, const char *why) {
+void Core::ReturnDelegation(Key key, bool recalled) {
   HeldDelegation d;
   if (!delegs_->Find(key, &d)) return;
   // First the delegations Ganesha granted our clients on the file: they
@@ -269,11 +269,11 @@ void Core::ReturnDelegation(Key key, const char *why) {
   double secs = std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - d.since)
                     .count();
-  bool recalled = strcmp(why, "recall") == 0;
   metrics_->ObserveDelegationReturn(recalled, secs);
   NACHE_LOG(st ? kLogInfo : kLogDebug, kComponent,
             "delegation on %llu returned (%s) in %.3f s: %s",
-            (unsigned long long)key, why, secs, nache_status_name(st));
+            (unsigned long long)key, recalled ? "recall" : "own conflict",
+            secs, nache_status_name(st));
 }
 
 void Core::QueueRecall(Key key) {
@@ -320,7 +320,7 @@ void Core::RecallLoop() {
     Key key = recalls_.front();
     recalls_.pop_front();
     g.unlock();
-    ReturnDelegation(key, "recall");
+    ReturnDelegation(key, true);
     g.lock();
   }
 }

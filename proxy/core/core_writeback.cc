@@ -41,10 +41,7 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
   for (int attempt = 0; attempt < 4; attempt++) {
     uint64_t need = UINT64_MAX;
     if (cache_->LocalWrite(key, offset, buf, len, &need)) {
-      {
-        std::lock_guard<std::mutex> g(writers_mu_);
-        writers_[key] = cr;
-      }
+      NoteLocalWriter(key, cr);
       *nwritten = len;
       *committed = 2;  // FILE_SYNC: it is on our stable storage
       return upstream::kNfs4Ok;
@@ -87,6 +84,16 @@ uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
     if (last && wrote == n) *after = rep.Find(Op::kGetattr)->attrs;
   }
   return upstream::kNfs4Ok;
+}
+
+void Core::NoteLocalWriter(Key key, const Creds &cr) {
+  std::lock_guard<std::mutex> g(writers_mu_);
+  writers_[key] = cr;
+  // Only files still dirty need theirs: prune now and then.
+  if (writers_.size() > 4096) {
+    for (auto it = writers_.begin(); it != writers_.end();)
+      it = cache_->IsDirty(it->first) ? std::next(it) : writers_.erase(it);
+  }
 }
 
 Core::Creds Core::FlushCreds(Key key) {
