@@ -954,12 +954,71 @@ bool Cache::LocalSetattr(Key key, const Attrs &set) {
   return store_->db()->Write(w, &batch).ok();
 }
 
+bool Cache::LocalCreate(Key key, const Attrs &a) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(key);
+  WriteBatch batch;
+  DropData(key, o, &batch);  // a fresh key has none; be sure
+  o->have_attrs = true;
+  o->attrs = a;
+  o->delegated = false;
+  o->dirty_since = Clock::now();
+  o->remote_size = 0;  // nothing of it at the remote: no block to fetch
+  // Its mtime goes to the remote after its data, as the clients saw it.
+  o->set_mask = kSetCreated | upstream::kAttrMtime;
+  o->set_epoch++;
+  o->validated = Clock::now();
+  if (a.type == upstream::FileType::kDir) {
+    o->listing = std::make_shared<std::vector<CachedDirent>>();
+    o->listing_change = a.change;
+    o->listing_edited = true;
+  }
+  IndexDirtyLocked(key, *o);
+  PersistAttrs(key, *o, &batch);
+  return store_->db()->Write(rocksdb::WriteOptions(), &batch).ok();
+}
+
+bool Cache::LocalDirEdit(Key dir, const std::string &removed,
+                         const std::string &added, Key added_key) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(dir);
+  if (!o->have_attrs) return false;
+  if (o->listing) {
+    auto l = std::make_shared<std::vector<CachedDirent>>(*o->listing);
+    l->erase(std::remove_if(l->begin(), l->end(),
+                            [&](const CachedDirent &e) {
+                              return e.name == removed || e.name == added;
+                            }),
+             l->end());
+    if (!added.empty()) l->push_back(CachedDirent{added, added_key, 0});
+    o->listing = l;
+    o->listing_edited = true;
+  }
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  o->attrs.mtime = o->attrs.ctime = upstream::Time{now.tv_sec,
+                                                   uint32_t(now.tv_nsec)};
+  o->attrs.change++;
+  o->listing_change = o->attrs.change;
+  if (!IsDirtyObj(*o)) {
+    o->dirty_since = Clock::now();
+    o->remote_size = o->attrs.size;
+  }
+  o->set_mask |= upstream::kAttrMtime;
+  o->set_epoch++;
+  o->validated = Clock::now();
+  IndexDirtyLocked(dir, *o);
+  WriteBatch batch;
+  PersistAttrs(dir, *o, &batch);
+  return store_->db()->Write(rocksdb::WriteOptions(), &batch).ok();
+}
+
 bool Cache::PendingSetattr(Key key, Attrs *set, uint64_t *epoch) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second->set_mask == 0) return false;
   *set = it->second->attrs;
-  set->mask = it->second->set_mask;
+  set->mask = it->second->set_mask & ~kSetCreated;
   set->atime_server = set->mtime_server = false;
   *epoch = it->second->set_epoch;
   return true;

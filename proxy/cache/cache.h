@@ -193,8 +193,20 @@ class Cache {
   // no size), synced like a local write; the flush sends them after the
   // data. False when key's attributes are unknown or the store failed.
   bool LocalSetattr(Key key, const Attrs &set);
-  // The attributes set locally and not flushed (set->mask says which), and
-  // the epoch to pass to Flushed. False when there are none.
+  // An object created locally (write-back on a single-writer export) with
+  // attributes a: they are ours alone until its create is flushed, so the
+  // object is dirty from the start (the flusher creates it remotely, then
+  // sends its data and its mtime). Not synced: the caller's log append is.
+  bool LocalCreate(Key key, const Attrs &a);
+  // A name was added to (added_key) or removed from directory dir locally:
+  // its cached listing is edited, its mtime and change move, and it is
+  // dirty until the flusher sets that mtime at the remote. False when dir's
+  // attributes are unknown.
+  bool LocalDirEdit(Key dir, const std::string &removed,
+                    const std::string &added, Key added_key);
+  // The attributes set locally and not flushed (set->mask says which; it
+  // may be empty for an object created locally), and the epoch to pass to
+  // Flushed. False when there are none.
   bool PendingSetattr(Key key, Attrs *set, uint64_t *epoch);
   // The flusher sent these ranges (and, when set_epoch is not 0, the
   // pending attributes of that epoch), and the remote's attributes after
@@ -270,6 +282,9 @@ class Cache {
   static constexpr uint64_t kLocalSetattrMask =
       upstream::kAttrMode | upstream::kAttrOwner | upstream::kAttrOwnerGroup |
       upstream::kAttrAtime | upstream::kAttrMtime;
+  // In set_mask: the object was created locally and its flush is due
+  // (no attribute bit; cleared by Flushed like the others).
+  static constexpr uint64_t kSetCreated = 1ull << 63;
   static bool IsDirtyObj(const Object &o) {
     return o.dirty_blocks > 0 || o.set_mask != 0;
   }

@@ -44,6 +44,11 @@ void AttrsToC(const upstream::Attrs &in, nache_attrs *out) {
   out->ctime = {in.ctime.sec, in.ctime.nsec};
 }
 
+void AttrsToC(const upstream::Attrs &in, uint64_t key, nache_attrs *out) {
+  AttrsToC(in, out);
+  out->fileid = key;
+}
+
 upstream::Attrs AttrsFromC(const nache_attrs &in) {
   upstream::Attrs a;
   a.mask = in.mask & kCMask;

@@ -189,6 +189,12 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
         },
         cfg.write_behind_max, 8));
   }
+  if (cfg.write_back && cfg.single_writer) {
+    // Before the flusher starts: it may need the log at once.
+    c->oplog_.reset(new OpLog(c->store_.get()));
+    c->local_names_.reset(new LocalNames());
+    c->local_names_->Load(c->oplog_.get());
+  }
   if (cfg.write_back) {
     FlusherOptions fo;
     fo.age = std::chrono::milliseconds(cfg.flush_age_ms);
@@ -256,8 +262,15 @@ uint32_t Core::FhOf(Key key, Fh *fh) {
   HandleRecord r;
   if (!handles_->Get(key, &r)) return upstream::kNfs4ErrStale;
   if (r.fh.empty()) {
-    if (key != root_key_) return upstream::kNfs4ErrStale;
-    return ResolveRoot(fh);
+    if (key == root_key_) return ResolveRoot(fh);
+    // Created locally: the remote gets it (and what it depends on) first.
+    LocalNames::Entry e;
+    if (!LocalNamespace() || !local_names_->Get(key, &e))
+      return upstream::kNfs4ErrStale;
+    uint32_t st = FlushLocalCreates(e.seq);
+    if (st) return st;
+    if (!handles_->Get(key, &r) || r.fh.empty())
+      return upstream::kNfs4ErrStale;  // removed meanwhile
   }
   *fh = r.fh;
   return upstream::kNfs4Ok;
@@ -329,6 +342,18 @@ uint32_t Core::Root(const Creds &cr, Key *key, Attrs *attrs) {
 uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
                       Key *key, Attrs *attrs) {
   if (name == "..") return LookupParent(cr, dir, key, attrs);
+  if (name != "." && LocalNamespace()) {
+    // Names created here and not yet at the remote; in a directory that
+    // is not at the remote either, nothing else.
+    LocalNames::Entry e;
+    Attrs a;
+    if (local_names_->Find(dir, name, &e) && cache_->KnownAttrs(e.key, &a)) {
+      *key = e.key;
+      if (attrs) *attrs = a;
+      return upstream::kNfs4Ok;
+    }
+    if (local_names_->IsLocal(dir)) return upstream::kNfs4ErrNoent;
+  }
   if (name != ".") {
     // A fresh listing of dir answers the lookup of a name it has. Not one
     // it lacks: a file just created at the remote must be found at once,
@@ -364,6 +389,11 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
 
 uint32_t Core::LookupParent(const Creds &cr, Key dir, Key *key,
                             Attrs *attrs) {
+  LocalNames::Entry e;
+  if (LocalNamespace() && local_names_->Get(dir, &e)) {
+    *key = e.dir;
+    return Getattr(cr, e.dir, attrs);
+  }
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
   if (st) return st;
@@ -415,19 +445,31 @@ uint32_t Core::FetchAttrs(const Creds &cr, Key key, uint64_t mask,
 }
 
 uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
-                       const Attrs &set, Attrs *out) {
-  Fh fh;
-  uint32_t st = FhOf(key, &fh);
-  if (st) return st;
+                       const Attrs &set_in, Attrs *out) {
   Attrs known;
-  if (WriteBackFor(key) && !(set.mask & upstream::kAttrSize) &&
-      cache_->KnownAttrs(key, &known) &&
-      known.type == upstream::FileType::kReg &&
+  Attrs set = set_in;
+  bool known_ok = cache_->KnownAttrs(key, &known);
+  // A size it already has changes nothing (an O_TRUNC open of a file
+  // created empty here).
+  if (known_ok && (set.mask & upstream::kAttrSize) && cache_->IsDirty(key) &&
+      set.size == known.size)
+    set.mask &= ~upstream::kAttrSize;
+  if (known_ok && set.mask == 0) {
+    if (out) *out = known;
+    return upstream::kNfs4Ok;
+  }
+  if (WriteBackFor(key) && !(set.mask & upstream::kAttrSize) && known_ok &&
+      (known.type == upstream::FileType::kReg ||
+       (LocalNamespace() && (known.type == upstream::FileType::kDir ||
+                             known.type == upstream::FileType::kLnk))) &&
       MaySetLocally(cr, known, set) && cache_->LocalSetattr(key, set)) {
     NoteLocalWriter(key, cr);
     if (out) cache_->KnownAttrs(key, out);
     return upstream::kNfs4Ok;
   }
+  Fh fh;
+  uint32_t st = FhOf(key, &fh);
+  if (st) return st;
   ReturnIfReadDelegated(key);
   if (flusher_ && cache_->IsDirty(key)) {
     // Truncated to nothing, our unflushed data is garbage; otherwise the
@@ -476,6 +518,12 @@ uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
                       uint32_t *allowed) {
   uint64_t who = Cache::CredId(cr);
   if (cache_->CachedAccess(key, who, want, allowed)) return upstream::kNfs4Ok;
+  Attrs la;
+  if (LocalNamespace() && local_names_->IsLocal(key) &&
+      cache_->KnownAttrs(key, &la)) {
+    *allowed = AccessByMode(cr, la, want);  // the remote has no say yet
+    return upstream::kNfs4Ok;
+  }
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
@@ -508,6 +556,24 @@ void Core::SetCookieVerf(Key dir, const upstream::Verifier &v) {
 uint32_t Core::Readdir(const Creds &cr, Key dir, uint64_t cookie,
                        nache_dirent_cb cb, void *ctx, bool *eof) {
   *eof = false;
+  if (LocalNamespace()) {
+    // Entries not at the remote yet come after the remote's, with cookies
+    // of their own (see ReaddirLocal).
+    if (IsLocalCookie(cookie) || local_names_->IsLocal(dir))
+      return ReaddirLocal(dir, cookie, cb, ctx, eof);
+    if (local_names_->LastChildSeq(dir) != 0) {
+      bool remote_eof = false;
+      uint32_t st = ReaddirRemote(cr, dir, cookie, cb, ctx, &remote_eof);
+      if (st || !remote_eof) return st;
+      return ReaddirLocal(dir, 0, cb, ctx, eof);
+    }
+  }
+  return ReaddirRemote(cr, dir, cookie, cb, ctx, eof);
+}
+
+uint32_t Core::ReaddirRemote(const Creds &cr, Key dir, uint64_t cookie,
+                             nache_dirent_cb cb, void *ctx, bool *eof) {
+  *eof = false;
   // From a fresh listing when every entry's attributes are fresh too (an
   // entry's own change does not move its directory's change attribute).
   // Only one read from the remote: its cookies are the server's.
@@ -526,7 +592,7 @@ uint32_t Core::Readdir(const Creds &cr, Key dir, uint64_t cookie,
     if (usable) {
       for (size_t j = i; j < l->size(); j++) {
         nache_attrs ca;
-        AttrsToC(attrs[j - i], &ca);
+        AttrsToC(attrs[j - i], (*l)[j].key, &ca);
         if (!cb(ctx, (*l)[j].name.c_str(), (*l)[j].key, &ca, (*l)[j].cookie))
           return upstream::kNfs4Ok;
       }
@@ -583,7 +649,7 @@ uint32_t Core::Readdir(const Creds &cr, Key dir, uint64_t cookie,
       if (whole) listing.push_back(CachedDirent{e.name, k, e.cookie});
       if (delivering) {
         nache_attrs ca;
-        AttrsToC(a, &ca);
+        AttrsToC(a, k, &ca);
         if (!cb(ctx, e.name.c_str(), k, &ca, e.cookie)) {
           delivering = false;
           if (!whole || listing.size() > kListingMaxEntries)
@@ -605,6 +671,12 @@ uint32_t Core::Readdir(const Creds &cr, Key dir, uint64_t cookie,
 uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
                       upstream::FileType type, const Attrs &attrs,
                       const std::string &link_text, Key *key, Attrs *out) {
+  if (LocalNamespace()) {
+    if (type == upstream::FileType::kDir || type == upstream::FileType::kLnk)
+      return CreateLocal(cr, dir, name, type, attrs, link_text, key, out);
+    if (local_names_->Find(dir, name, nullptr))
+      return upstream::kNfs4ErrExist;
+  }
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
   if (st) return st;
@@ -635,6 +707,12 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
 }
 
 uint32_t Core::Readlink(const Creds &cr, Key key, std::string *text) {
+  LocalNames::Entry e;
+  if (LocalNamespace() && local_names_->Get(key, &e)) {
+    if (e.type != upstream::FileType::kLnk) return upstream::kNfs4ErrInval;
+    *text = e.text;
+    return upstream::kNfs4Ok;
+  }
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
@@ -648,6 +726,9 @@ uint32_t Core::Readlink(const Creds &cr, Key key, std::string *text) {
 
 uint32_t Core::Link(const Creds &cr, Key key, Key dir,
                     const std::string &name) {
+  // A name only we know of: the remote would link over it.
+  if (LocalNamespace() && local_names_->Find(dir, name, nullptr))
+    return upstream::kNfs4ErrExist;
   Fh fh, dfh;
   uint32_t st = FhOf(key, &fh);
   if (st || (st = FhOf(dir, &dfh))) return st;
@@ -662,6 +743,21 @@ uint32_t Core::Link(const Creds &cr, Key key, Key dir,
 
 uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
                       Key newdir, const std::string &newname) {
+  if (LocalNamespace()) {
+    LocalNames::Entry src, target;
+    if (local_names_->Find(olddir, oldname, &src)) {
+      if (src.type != upstream::FileType::kDir) {
+        bool done = false;
+        uint32_t st = RenameLocal(cr, src, newdir, newname, &done);
+        if (st || done) return st;
+      }
+      // The remote way: the object must be there first.
+      if (uint32_t st = FlushLocalCreates(src.seq)) return st;
+    }
+    // A target only we know of: the remote must know it to replace it.
+    if (local_names_->Find(newdir, newname, &target))
+      if (uint32_t st = FlushLocalCreates(target.seq)) return st;
+  }
   Fh ofh, nfh;
   uint32_t st = FhOf(olddir, &ofh);
   if (st || (st = FhOf(newdir, &nfh))) return st;
@@ -711,10 +807,28 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
 }
 
 uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
+  if (LocalNamespace()) {
+    LocalNames::Entry e;
+    if (local_names_->Find(dir, name, &e)) {
+      uint32_t st = RemoveLocal(cr, dir, e);
+      if (st != upstream::kNfs4ErrDelay) return st;
+      // Sent to the remote meanwhile: remove it there.
+    }
+  }
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
   if (st) return st;
   Key gone = ListedKey(dir, name);
+  if (LocalNamespace()) {
+    // A directory with entries only we know of is not empty: the remote
+    // says so once it has them.
+    Key k = gone;
+    if (k == kNoKey && Lookup(cr, dir, name, &k, nullptr)) k = kNoKey;
+    if (k != kNoKey)
+      if (uint64_t last = local_names_->LastChildSeq(k))
+        if ((st = FlushLocalCreates(last))) return st;
+    gone = k;
+  }
   ReturnIfReadDelegated(gone);
   Compound c;
   c.SetTag("remove").Putfh(dfh);
@@ -765,6 +879,9 @@ Key Core::ListedKey(Key dir, const std::string &name) {
 }
 
 uint32_t Core::Statfs(const Creds &cr, Key key, Attrs *out) {
+  // One file system: an object not at the remote yet asks through the
+  // export's root.
+  if (LocalNamespace() && local_names_->IsLocal(key)) key = root_key_;
   return FetchAttrs(cr, key, upstream::kAttrsStatfs, "statfs", out);
 }
 
@@ -971,8 +1088,37 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   *created = false;
   Key key = req.key;
   bool have_attrs = false;
+  bool by_name = req.name != nullptr;
 
-  if (req.name != nullptr) {
+  if (by_name && LocalNamespace()) {
+    // Created here, or opened by its local name: no upstream OPEN. A name
+    // the remote has takes the usual way below.
+    Key k;
+    Attrs a;
+    uint32_t st = Lookup(cr, req.key, req.name, &k, &a);
+    if (st == upstream::kNfs4Ok && local_names_->IsLocal(k)) {
+      if (req.mode == NACHE_OPEN_GUARDED || req.mode == NACHE_OPEN_EXCLUSIVE)
+        return upstream::kNfs4ErrExist;
+      if (a.type != upstream::FileType::kReg)
+        return a.type == upstream::FileType::kDir ? upstream::kNfs4ErrIsdir
+                                                  : upstream::kNfs4ErrSymlink;
+      key = k;
+      by_name = false;
+    } else if (st == upstream::kNfs4ErrNoent &&
+               req.mode != NACHE_OPEN_NOCREATE) {
+      st = CreateLocal(cr, req.key, req.name, upstream::FileType::kReg,
+                       req.create_attrs, "", &key, nullptr);
+      if (st == upstream::kNfs4ErrExist && req.mode == NACHE_OPEN_UNCHECKED)
+        return upstream::kNfs4ErrDelay;  // lost a race: the client retries
+      if (st) return st;
+      *created = true;
+      by_name = false;
+    } else if (st != upstream::kNfs4Ok) {
+      return st;
+    }
+  }
+
+  if (by_name) {
     // Open by name (always the path of a create): OPEN in the directory.
     Fh dfh;
     uint32_t st = FhOf(req.key, &dfh);
@@ -1082,6 +1228,9 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     covered = true;
     f->deleg_creds = cr;
   }
+  // Not at the remote yet: nobody there to share with.
+  if (!covered && LocalNamespace() && local_names_->IsLocal(key))
+    covered = true;
   if (!covered) {
     st = UpstreamOpenByHandle(cr, f.get(), want_access, want_deny, attrs);
     if (st == upstream::kNfs4Ok) {
@@ -1147,6 +1296,8 @@ uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
                  (f->up_deny & want_deny) == want_deny;
   if (!covered && DelegationCovers(f->key, want_access, want_deny, nullptr)) {
     f->deleg_creds = cr;
+  } else if (!covered && LocalNamespace() && local_names_->IsLocal(f->key)) {
+    // Not at the remote yet: a local open.
   } else if (!covered) {
     st = UpstreamOpenByHandle(cr, f, want_access, want_deny, nullptr);
     if (st == upstream::kNfs4ErrNoent) st = upstream::kNfs4Ok;

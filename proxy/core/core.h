@@ -45,6 +45,8 @@
 #include "upstream/compound.h"
 #include "upstream/upstream.h"
 #include "writeback/flusher.h"
+#include "writeback/local_names.h"
+#include "writeback/oplog.h"
 
 // A local open, as handed to the FSAL (opaque there).
 struct nache_open {
@@ -257,6 +259,44 @@ class Core {
   static bool MaySetLocally(const Creds &cr, const Attrs &a,
                             const Attrs &set);
 
+  // --- local namespace (core_local_names.cc) -----------------------------
+  // With write-back on a single-writer export, creates of files,
+  // directories and symlinks are local: the object gets its key and
+  // attributes at once and a kCreate record in the log; the flusher (or
+  // the first operation that needs its remote handle, through FhOf)
+  // creates it remotely, in log order. Removing or renaming such an object
+  // before then edits the log instead: nothing of it is ever sent.
+  bool LocalNamespace() const { return oplog_ != nullptr; }
+  uint32_t CreateLocal(const Creds &cr, Key dir, const std::string &name,
+                       upstream::FileType type, const Attrs &in,
+                       const std::string &link_text, Key *key, Attrs *out);
+  // Creates remotely every local object whose create record is at or
+  // before seq (0: all), in log order.
+  uint32_t FlushLocalCreates(uint64_t upto_seq);
+  // One create record sent upstream (meta_mu_ held).
+  uint32_t SendCreate(const LogRecord &r);
+  // Removes the local object e (named in dir) before it was ever created
+  // remotely: its create record is dropped, with its data.
+  uint32_t RemoveLocal(const Creds &cr, Key dir, const LocalNames::Entry &e);
+  // Renames a local non-directory object; *done false when it must go the
+  // remote way (the target exists remotely).
+  uint32_t RenameLocal(const Creds &cr, const LocalNames::Entry &src,
+                       Key newdir, const std::string &newname, bool *done);
+  // Lists dir's local entries after cookie (0: all). Their cookies have
+  // the top bit set, which no remote backed by a POSIX file system uses
+  // (directory offsets are non-negative 64-bit values), so a later call
+  // can tell them from the remote's.
+  uint32_t ReaddirLocal(Key dir, uint64_t cookie, nache_dirent_cb cb,
+                        void *ctx, bool *eof);
+  static constexpr uint64_t kLocalCookie = 1ull << 63;
+  static bool IsLocalCookie(uint64_t c) { return (c & kLocalCookie) != 0; }
+  // The remote's listing of dir (Readdir without local entries).
+  uint32_t ReaddirRemote(const Creds &cr, Key dir, uint64_t cookie,
+                         nache_dirent_cb cb, void *ctx, bool *eof);
+  // ACCESS by the POSIX mode bits (objects the remote does not have yet).
+  static uint32_t AccessByMode(const Creds &cr, const Attrs &a,
+                               uint32_t want);
+
   // --- delegations (core_delegations.cc) ---------------------------------
   class CallbackGlue;  // the callback service's handler
   // Starts the callback service when configured; false with *err when it
@@ -299,6 +339,19 @@ class Core {
   std::unique_ptr<BlockReader> reader_;  // uses cache_ (destroyed first)
   std::unique_ptr<WriteBehind> write_behind_;  // null when disabled
   std::unique_ptr<Flusher> flusher_;  // null unless write_back
+  // The log and its index of local names: null unless write_back and
+  // single_writer (LocalNamespace()).
+  std::unique_ptr<OpLog> oplog_;
+  std::unique_ptr<LocalNames> local_names_;
+  // Guards local namespace changes (the log, local_names_, sending_); held
+  // for local work only, never across an upstream call.
+  std::mutex meta_mu_;
+  std::condition_variable meta_cv_;  // sending_ changed
+  Key sending_ = kNoKey;  // the object whose create is being sent
+  std::mutex flush_mu_;  // one sender of create records at a time
+  // The open-owner that creates flushed files (its own: a flush may run
+  // while a pool owner's mutex is held by the thread that needs it).
+  OwnerSlot flush_owner_;
   // Who last wrote each dirty file locally: the flush writes as them.
   std::mutex writers_mu_;  // guards writers_
   std::unordered_map<Key, upstream::Creds> writers_;

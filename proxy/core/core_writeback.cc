@@ -1,6 +1,6 @@
 // The core's side of write-back (proxy/writeback/DESIGN.md): which writes
-// stay local, the local write itself, and the flusher's send. Data only so
-// far: namespace operations stay write-through.
+// stay local, the local write itself, and the flusher's sends. Namespace
+// operations kept local are in core_local_names.cc.
 #include <algorithm>
 
 #include "core/core.h"
@@ -125,12 +125,18 @@ uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
+  // A directory's mtime is set after its entries are created there
+  // (creating them would move it again).
+  if (LocalNamespace())
+    if (uint64_t last = local_names_->LastChildSeq(key))
+      if ((st = FlushLocalCreates(last))) return st;
   ReturnIfReadDelegated(key);
   Compound c;
-  c.SetTag("flush_setattr")
-      .Putfh(fh)
-      .Setattr(StateId::Anonymous(), set)
-      .Getattr(upstream::kAttrsObject);
+  c.SetTag("flush_setattr").Putfh(fh);
+  // Nothing to set (an object created here, whose create was all): its
+  // attributes at the remote, to follow from now on.
+  if (set.mask != 0) c.Setattr(StateId::Anonymous(), set);
+  c.Getattr(upstream::kAttrsObject);
   CompoundReply rep;
   st = Run(c, FlushCreds(key), &rep);
   if (st == upstream::kNfs4Ok) *after = rep.Find(Op::kGetattr)->attrs;

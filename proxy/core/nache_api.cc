@@ -238,7 +238,7 @@ uint32_t nache_root(struct nache_core *core, const struct nache_creds *cr,
   CountLocal(core, LocalOp::kRoot);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Root(CredsFromC(cr), key, &a);
-  if (st == 0 && attrs) AttrsToC(a, attrs);
+  if (st == 0 && attrs) AttrsToC(a, *key, attrs);
   return st;
 }
 
@@ -248,7 +248,7 @@ uint32_t nache_lookup(struct nache_core *core, const struct nache_creds *cr,
   CountLocal(core, LocalOp::kLookup);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Lookup(CredsFromC(cr), dir, name, key, &a);
-  if (st == 0 && attrs) AttrsToC(a, attrs);
+  if (st == 0 && attrs) AttrsToC(a, *key, attrs);
   return st;
 }
 
@@ -258,7 +258,7 @@ uint32_t nache_lookup_parent(struct nache_core *core,
   CountLocal(core, LocalOp::kLookupParent);
   nache::upstream::Attrs a;
   uint32_t st = core->core->LookupParent(CredsFromC(cr), dir, key, &a);
-  if (st == 0 && attrs) AttrsToC(a, attrs);
+  if (st == 0 && attrs) AttrsToC(a, *key, attrs);
   return st;
 }
 
@@ -267,7 +267,7 @@ uint32_t nache_getattr(struct nache_core *core, const struct nache_creds *cr,
   CountLocal(core, LocalOp::kGetattr);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Getattr(CredsFromC(cr), key, &a);
-  if (st == 0 && attrs) AttrsToC(a, attrs);
+  if (st == 0 && attrs) AttrsToC(a, key, attrs);
   return st;
 }
 
@@ -279,7 +279,7 @@ uint32_t nache_setattr(struct nache_core *core, const struct nache_creds *cr,
   nache::upstream::Attrs a;
   uint32_t st =
       core->core->Setattr(CredsFromC(cr), key, open, AttrsFromC(*set), &a);
-  if (st == 0 && attrs_out) AttrsToC(a, attrs_out);
+  if (st == 0 && attrs_out) AttrsToC(a, key, attrs_out);
   return st;
 }
 
@@ -308,7 +308,7 @@ uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
   uint32_t st = core->core->Create(CredsFromC(cr), dir, name,
                                    nache::upstream::FileType(type), in,
                                    link_text ? link_text : "", key, &out);
-  if (st == 0 && attrs_out) AttrsToC(out, attrs_out);
+  if (st == 0 && attrs_out) AttrsToC(out, *key, attrs_out);
   return st;
 }
 
@@ -381,7 +381,7 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
       core->core->OpenFile(CredsFromC(cr), r, open, &k, &a, &made);
   if (st) return st;
   if (new_key) *new_key = k;
-  if (attrs_out) AttrsToC(a, attrs_out);
+  if (attrs_out) AttrsToC(a, k, attrs_out);
   if (created) *created = made;
   return 0;
 }

@@ -107,6 +107,19 @@ Key HandleMap::Intern(const upstream::Fh &fh, Key parent,
   return k;
 }
 
+Key HandleMap::NewLocal(Key parent, const std::string &name) {
+  std::lock_guard<std::mutex> g(alloc_mu_);
+  Key k = AllocateKey();
+  HandleRecord r{upstream::Fh(), parent, name};
+  // Not synced: the log record of the create, appended (and synced) next,
+  // makes it durable.
+  rocksdb::Status st = store_->db()->Put(rocksdb::WriteOptions(),
+                                         store_->family(Store::kHandles),
+                                         KeyBytes(k), EncodeRecord(r));
+  if (!st.ok()) return kNoKey;
+  return k;
+}
+
 Key HandleMap::NamedKey(const std::string &slot) {
   std::lock_guard<std::mutex> g(alloc_mu_);
   std::string v;

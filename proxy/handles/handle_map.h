@@ -55,7 +55,11 @@ class HandleMap {
   // with an empty filehandle if new: the object gets its stable key before
   // its remote handle is known.
   Key NamedKey(const std::string &slot);
-  // Records the remote filehandle of key (resolving a NamedKey).
+  // A new key for an object created locally (write-back) at (parent,
+  // name), with no remote filehandle until the create is flushed.
+  Key NewLocal(Key parent, const std::string &name);
+  // Records the remote filehandle of key (resolving a NamedKey or a
+  // NewLocal key).
   void SetFh(Key key, const upstream::Fh &fh);
 
   // Encoding of records, exposed for tests.

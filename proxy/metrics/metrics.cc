@@ -291,6 +291,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Name("nache_delegation_recalls_total")
                   .Help("CB_RECALLs received from the upstream server")
                   .Register(r);
+  local_creates_ = &prometheus::BuildCounter()
+                       .Name("nache_writeback_creates_total")
+                       .Help("Creates on write-back single-writer exports, "
+                             "by outcome: logged (kept local), sent (created "
+                             "at the remote), cancelled (removed or "
+                             "replaced before being sent: never sent)")
+                       .Register(r);
   deleg_return_ = &prometheus::BuildHistogram()
                        .Name("nache_delegation_return_seconds")
                        .Help("Time from the start of a delegation return to "
@@ -366,6 +373,9 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->deleg_granted_read_ = &deleg_granted_->Add(with("type", "read"));
   e->deleg_granted_write_ = &deleg_granted_->Add(with("type", "write"));
   e->recalls_ = &recalls_->Add(ex);
+  e->local_creates_[0] = &local_creates_->Add(with("outcome", "logged"));
+  e->local_creates_[1] = &local_creates_->Add(with("outcome", "sent"));
+  e->local_creates_[2] = &local_creates_->Add(with("outcome", "cancelled"));
   e->local_delegs_ = &local_delegs_->Add(ex);
   e->dirty_bytes_ = &dirty_bytes_->Add(ex);
   e->flush_lag_ = &flush_lag_->Add(ex);

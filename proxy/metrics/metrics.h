@@ -123,6 +123,11 @@ class ExportMetrics {
   }
   // A CB_RECALL received.
   void CountRecall() { recalls_->Increment(); }
+  // Write-back namespace: a create kept local, sent to the remote later, or
+  // cancelled (removed or replaced before it was sent).
+  void CountLocalCreate() { local_creates_[0]->Increment(); }
+  void CountFlushedCreate() { local_creates_[1]->Increment(); }
+  void CountLocalCancel() { local_creates_[2]->Increment(); }
   // A delegation returned (DELEGRETURN sent) after a recall (recalled) or
   // before a conflicting operation of ours; seconds from the start of the
   // return to its end.
@@ -189,6 +194,8 @@ class ExportMetrics {
   prometheus::Gauge *dirty_bytes_ = nullptr;   // nache_dirty_bytes
   prometheus::Gauge *flush_lag_ = nullptr;     // nache_flush_lag_seconds
   prometheus::Counter *recalls_ = nullptr;  // nache_delegation_recalls_total
+  // nache_writeback_creates_total{outcome=logged|sent|cancelled}
+  std::array<prometheus::Counter *, 3> local_creates_{};
   // nache_delegation_return_seconds by reason ("recall", "own_conflict").
   prometheus::Histogram *return_recall_ = nullptr;
   prometheus::Histogram *return_own_ = nullptr;
@@ -252,6 +259,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge> *deleg_held_ = nullptr;
   prometheus::Family<prometheus::Counter> *deleg_granted_ = nullptr;
   prometheus::Family<prometheus::Counter> *recalls_ = nullptr;
+  prometheus::Family<prometheus::Counter> *local_creates_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;

@@ -183,7 +183,7 @@ std::vector<LogRecord> OpLog::Read(uint64_t from, size_t max) {
   return out;
 }
 
-void OpLog::Erase(const std::vector<uint64_t> &seqs) {
+bool OpLog::Erase(const std::vector<uint64_t> &seqs, bool sync) {
   rocksdb::WriteBatch b;
   std::lock_guard<std::mutex> g(mu_);
   for (uint64_t seq : seqs) {
@@ -193,10 +193,43 @@ void OpLog::Erase(const std::vector<uint64_t> &seqs) {
     size_.erase(it);
     b.Delete(store_->family(Store::kWbLog), SeqKey(seq));
   }
-  // Not synced: a record that reappears after a crash is sent again. A
-  // WRITE sent twice writes the same bytes; a namespace record sent twice
-  // fails with EXIST or NOENT, which the flusher must take as done.
-  store_->db()->Write(rocksdb::WriteOptions(), &b);
+  // Unsynced, a record that reappears after a crash is sent again. A WRITE
+  // sent twice writes the same bytes; a namespace record sent twice fails
+  // with EXIST or NOENT, which the flusher must take as done.
+  rocksdb::WriteOptions w;
+  w.sync = sync;
+  rocksdb::Status st = store_->db()->Write(w, &b);
+  if (!st.ok())
+    NACHE_LOG(kLogCrit, kComponent, "write-back log erase failed: %s",
+              st.ToString().c_str());
+  return st.ok();
+}
+
+uint64_t OpLog::Replace(uint64_t old_seq, LogRecord r) {
+  if (r.logged_at == 0) r.logged_at = int64_t(time(nullptr));
+  std::lock_guard<std::mutex> g(mu_);
+  r.seq = next_seq_;
+  std::string v = Encode(r);
+  rocksdb::WriteBatch b;
+  b.Delete(store_->family(Store::kWbLog), SeqKey(old_seq));
+  b.Put(store_->family(Store::kWbLog), SeqKey(r.seq), v);
+  rocksdb::WriteOptions w;
+  w.sync = true;  // durable before the client hears "done"
+  rocksdb::Status st = store_->db()->Write(w, &b);
+  if (!st.ok()) {
+    NACHE_LOG(kLogCrit, kComponent, "write-back log replace failed: %s",
+              st.ToString().c_str());
+    return 0;
+  }
+  next_seq_++;
+  auto it = size_.find(old_seq);
+  if (it != size_.end()) {
+    bytes_ -= it->second;
+    size_.erase(it);
+  }
+  size_[r.seq] = uint32_t(v.size());
+  bytes_ += v.size();
+  return r.seq;
 }
 
 size_t OpLog::records() const {

@@ -68,7 +68,15 @@ class OpLog {
   // Up to max records from sequence number from (inclusive), in order.
   std::vector<LogRecord> Read(uint64_t from, size_t max);
   // Forgets records (sent upstream, or made unnecessary by a later one).
-  void Erase(const std::vector<uint64_t> &seqs);
+  // sync: durable before returning (a record cancelled by a change the
+  // client was told about, e.g. a create undone by a remove); otherwise a
+  // record may reappear after a crash and is sent again.
+  // False when the store could not write.
+  bool Erase(const std::vector<uint64_t> &seqs, bool sync = false);
+  // Replaces record old_seq by r, appended at the end of the log, in one
+  // synced write (a local rename of an object not yet created remotely).
+  // Returns r's new sequence number, or 0 when the store failed.
+  uint64_t Replace(uint64_t old_seq, LogRecord r);
 
   size_t records() const;     // records in the log
   uint64_t bytes() const;     // their encoded size

@@ -1,0 +1,405 @@
+// The local namespace of write-back on single-writer exports
+// (proxy/writeback/DESIGN.md, "Metadata"): creates, removes and renames of
+// objects the remote has not seen yet, and the flush of their creates.
+//
+// Invariants:
+// - An object is local (LocalNames has it) exactly while its kCreate
+//   record is in the log; its handle record has no filehandle then.
+// - Records are sent in log order, so a directory is created remotely
+//   before anything in it. A local rename moves the record to the end of
+//   the log (OpLog::Replace), which keeps that order: only non-directories
+//   are renamed locally, and the target directory's record is older.
+// - Anything that needs the remote handle of a local object goes through
+//   FhOf, which sends the log up to that object's record first.
+#include <time.h>
+
+#include <algorithm>
+
+#include "core/convert.h"
+#include "core/core.h"
+#include "util/log.h"
+
+namespace nache {
+
+using upstream::Compound;
+using upstream::CompoundReply;
+using upstream::Fh;
+using upstream::FileType;
+using upstream::Op;
+using upstream::OpResult;
+using upstream::StateId;
+
+namespace {
+
+const char *const kComponent = "NACHE_WRITEBACK";
+
+upstream::Time Now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return upstream::Time{ts.tv_sec, uint32_t(ts.tv_nsec)};
+}
+
+bool InGroups(const upstream::Creds &cr, uint32_t gid) {
+  return cr.gid == gid ||
+         std::find(cr.groups.begin(), cr.groups.end(), gid) != cr.groups.end();
+}
+
+}  // namespace
+
+uint32_t Core::AccessByMode(const Creds &cr, const Attrs &a, uint32_t want) {
+  bool dir = a.type == FileType::kDir;
+  uint32_t bits;  // rwx for this caller
+  if (cr.uid == 0) {
+    // Root reads and writes anything; executes a file only when someone may.
+    bits = 06 | ((dir || (a.mode & 0111)) ? 01 : 0);
+  } else if (cr.uid == a.uid) {
+    bits = (a.mode >> 6) & 7;
+  } else if (InGroups(cr, a.gid)) {
+    bits = (a.mode >> 3) & 7;
+  } else {
+    bits = a.mode & 7;
+  }
+  uint32_t allowed = 0;
+  if (bits & 4) allowed |= upstream::kAccessRead;
+  if (bits & 2) {
+    allowed |= upstream::kAccessModify | upstream::kAccessExtend;
+    if (dir) allowed |= upstream::kAccessDelete;
+  }
+  if (bits & 1)
+    allowed |= dir ? upstream::kAccessLookup : upstream::kAccessExecute;
+  return allowed & want;
+}
+
+uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
+                           FileType type, const Attrs &in,
+                           const std::string &link_text, Key *key,
+                           Attrs *out) {
+  if (name.empty() || name == "." || name == ".." ||
+      name.find('/') != std::string::npos)
+    return upstream::kNfs4ErrInval;
+  if (name.size() > 255) return upstream::kNfs4ErrNametoolong;
+  Attrs da;
+  uint32_t st = Getattr(cr, dir, &da);
+  if (st) return st;
+  if (da.type != FileType::kDir) return upstream::kNfs4ErrNotdir;
+  uint32_t allowed = 0;
+  const uint32_t need = upstream::kAccessExtend | upstream::kAccessLookup;
+  if ((st = Access(cr, dir, need, &allowed))) return st;
+  if ((allowed & need) != need) return upstream::kNfs4ErrAccess;
+  Key existing;
+  st = Lookup(cr, dir, name, &existing, nullptr);
+  if (st == upstream::kNfs4Ok) return upstream::kNfs4ErrExist;
+  if (st != upstream::kNfs4ErrNoent) return st;
+
+  std::lock_guard<std::mutex> g(meta_mu_);
+  if (local_names_->Find(dir, name, nullptr)) return upstream::kNfs4ErrExist;
+  Key k = handles_->NewLocal(dir, name);
+  if (k == kNoKey) return upstream::kNfs4ErrIo;
+  Attrs a;
+  a.mask = upstream::kAttrsObject;
+  a.type = type;
+  a.change = 1;
+  a.size = type == FileType::kDir   ? 4096
+           : type == FileType::kLnk ? link_text.size()
+                                    : 0;
+  a.fsid_major = da.fsid_major;
+  a.fsid_minor = da.fsid_minor;
+  a.fileid = k;
+  a.mode = (in.mask & upstream::kAttrMode)
+               ? (in.mode & 07777)
+               : (type == FileType::kDir   ? 0755
+                  : type == FileType::kLnk ? 0777
+                                           : 0644);
+  a.nlink = type == FileType::kDir ? 2 : 1;
+  a.uid = cr.uid;
+  // A set-group-id directory passes its group on (and the bit, to
+  // subdirectories), as at the remote.
+  a.gid = (da.mode & 02000) ? da.gid : cr.gid;
+  if (type == FileType::kDir && (da.mode & 02000)) a.mode |= 02000;
+  a.atime = a.mtime = a.ctime = Now();
+  if (!cache_->LocalCreate(k, a)) return upstream::kNfs4ErrIo;
+  LogRecord r;
+  r.op = LogOp::kCreate;
+  r.key = dir;
+  r.key2 = k;
+  r.type = type;
+  r.attrs = a;
+  r.name = name;
+  r.text = link_text;
+  uint64_t seq = oplog_->Append(r);
+  if (seq == 0) {
+    cache_->Forget(k);
+    return upstream::kNfs4ErrIo;
+  }
+  local_names_->Add(LocalNames::Entry{seq, dir, name, k, type, link_text});
+  cache_->LocalDirEdit(dir, "", name, k);
+  NoteLocalWriter(k, cr);
+  metrics_->CountLocalCreate();
+  *key = k;
+  if (out) *out = a;
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::RemoveLocal(const Creds &cr, Key dir,
+                           const LocalNames::Entry &e) {
+  uint32_t allowed = 0;
+  const uint32_t need = upstream::kAccessModify | upstream::kAccessLookup;
+  uint32_t st = Access(cr, dir, need, &allowed);
+  if (st) return st;
+  if ((allowed & need) != need) return upstream::kNfs4ErrAccess;
+  std::unique_lock<std::mutex> g(meta_mu_);
+  meta_cv_.wait(g, [&] { return sending_ != e.key; });
+  LocalNames::Entry now;
+  // Created remotely (or removed) while we were checking: the caller
+  // takes the remote way.
+  if (!local_names_->Find(dir, e.name, &now) || now.key != e.key)
+    return upstream::kNfs4ErrDelay;
+  if (e.type == FileType::kDir && local_names_->LastChildSeq(e.key) != 0)
+    return upstream::kNfs4ErrNotempty;
+  // Synced: once the client hears "removed", a crash must not bring the
+  // create back.
+  if (!oplog_->Erase({e.seq}, true)) return upstream::kNfs4ErrIo;
+  local_names_->Erase(e.key);
+  cache_->Forget(e.key);  // its data need never be sent
+  cache_->LocalDirEdit(dir, e.name, "", kNoKey);
+  metrics_->CountLocalCancel();
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
+                           Key newdir, const std::string &newname,
+                           bool *done) {
+  *done = false;
+  if (newname.empty() || newname == "." || newname == ".." ||
+      newname.find('/') != std::string::npos)
+    return upstream::kNfs4ErrInval;
+  if (newname.size() > 255) return upstream::kNfs4ErrNametoolong;
+  Attrs nda;
+  uint32_t st = Getattr(cr, newdir, &nda);
+  if (st) return st;
+  if (nda.type != FileType::kDir) return upstream::kNfs4ErrNotdir;
+  const uint32_t need = upstream::kAccessModify | upstream::kAccessExtend |
+                        upstream::kAccessLookup;
+  uint32_t a1 = 0, a2 = 0;
+  if ((st = Access(cr, src.dir, need, &a1)) ||
+      (st = Access(cr, newdir, need, &a2)))
+    return st;
+  if ((a1 & need) != need || (a2 & need) != need)
+    return upstream::kNfs4ErrAccess;
+  LocalNames::Entry target;
+  bool target_local = local_names_->Find(newdir, newname, &target);
+  if (!target_local) {
+    Key k;
+    st = Lookup(cr, newdir, newname, &k, nullptr);
+    if (st == upstream::kNfs4Ok) return upstream::kNfs4Ok;  // remote way
+    if (st != upstream::kNfs4ErrNoent) return st;
+  }
+
+  std::unique_lock<std::mutex> g(meta_mu_);
+  meta_cv_.wait(g, [&] {
+    return sending_ != src.key && (!target_local || sending_ != target.key);
+  });
+  LocalNames::Entry now;
+  if (!local_names_->Get(src.key, &now) || now.dir != src.dir ||
+      now.name != src.name)
+    return upstream::kNfs4ErrDelay;  // moved meanwhile: the client retries
+  if (local_names_->Find(newdir, newname, &target)) {
+    if (target.key == src.key) {
+      *done = true;
+      return upstream::kNfs4Ok;
+    }
+    if (target.type == FileType::kDir) return upstream::kNfs4ErrExist;
+  } else if (target_local) {
+    return upstream::kNfs4ErrDelay;  // the target changed meanwhile
+  }
+  std::vector<LogRecord> rec = oplog_->Read(src.seq, 1);
+  if (rec.empty() || rec[0].seq != src.seq || rec[0].key2 != src.key)
+    return upstream::kNfs4ErrServerfault;
+  LogRecord r = rec[0];
+  r.key = newdir;
+  r.name = newname;
+  r.logged_at = 0;
+  if (target_local) {
+    // Replaced: the target is dropped as if removed.
+    if (!oplog_->Erase({target.seq}, false)) return upstream::kNfs4ErrIo;
+  }
+  uint64_t seq = oplog_->Replace(src.seq, r);
+  if (seq == 0) return upstream::kNfs4ErrIo;
+  if (target_local) {
+    local_names_->Erase(target.key);
+    cache_->Forget(target.key);
+    metrics_->CountLocalCancel();
+  }
+  local_names_->Move(src.key, seq, newdir, newname);
+  handles_->SetName(src.key, newdir, newname);
+  if (newdir == src.dir) {
+    cache_->LocalDirEdit(newdir, src.name, newname, src.key);
+  } else {
+    cache_->LocalDirEdit(src.dir, src.name, "", kNoKey);
+    cache_->LocalDirEdit(newdir, "", newname, src.key);
+  }
+  *done = true;
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::ReaddirLocal(Key dir, uint64_t cookie, nache_dirent_cb cb,
+                            void *ctx, bool *eof) {
+  // Cookies are the entries' log sequence numbers, marked: increasing in
+  // listing order, never reused.
+  uint64_t after = IsLocalCookie(cookie) ? cookie & ~kLocalCookie : 0;
+  for (const LocalNames::Entry &e : local_names_->Children(dir)) {
+    if (e.seq <= after) continue;
+    uint64_t c = kLocalCookie | e.seq;
+    Attrs a;
+    if (!cache_->KnownAttrs(e.key, &a)) continue;  // removed meanwhile
+    nache_attrs ca;
+    AttrsToC(a, e.key, &ca);
+    if (!cb(ctx, e.name.c_str(), e.key, &ca, c)) return upstream::kNfs4Ok;
+  }
+  *eof = true;
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::FlushLocalCreates(uint64_t upto_seq) {
+  std::lock_guard<std::mutex> fg(flush_mu_);
+  for (;;) {
+    // One record at a time, the oldest; local creates, removes and renames
+    // go on meanwhile (all but those of the object being sent).
+    LogRecord r;
+    {
+      std::lock_guard<std::mutex> g(meta_mu_);
+      uint64_t first = oplog_->first_seq();
+      if (first == 0 || (upto_seq != 0 && first > upto_seq))
+        return upstream::kNfs4Ok;
+      std::vector<LogRecord> recs = oplog_->Read(first, 1);
+      if (recs.empty()) return upstream::kNfs4Ok;
+      r = std::move(recs[0]);
+      if (r.op != LogOp::kCreate) {  // no other kind is logged yet
+        oplog_->Erase({r.seq});
+        continue;
+      }
+      sending_ = r.key2;
+    }
+    uint32_t st = SendCreate(r);
+    {
+      std::lock_guard<std::mutex> g(meta_mu_);
+      sending_ = kNoKey;
+      if (st == upstream::kNfs4Ok) {
+        local_names_->Erase(r.key2);
+        oplog_->Erase({r.seq});
+      }
+    }
+    meta_cv_.notify_all();
+    if (st) {
+      NACHE_LOG(kLogInfo, kComponent,
+                "create of %s (key %llu) at the remote failed (nfs status "
+                "%u); kept, retried later",
+                r.name.c_str(), (unsigned long long)r.key2, st);
+      return st;
+    }
+  }
+}
+
+uint32_t Core::SendCreate(const LogRecord &r) {
+  HandleRecord prec;
+  Fh pfh;
+  if (!handles_->Get(r.key, &prec)) return upstream::kNfs4ErrStale;
+  if (!prec.fh.empty()) {
+    pfh = prec.fh;
+  } else if (r.key == root_key_) {
+    uint32_t st = ResolveRoot(&pfh);
+    if (st) return st;
+  } else {
+    // Log order puts a directory's create first; this cannot happen.
+    NACHE_LOG(kLogCrit, kComponent,
+              "create of %s: its directory %llu has no remote handle",
+              r.name.c_str(), (unsigned long long)r.key);
+    return upstream::kNfs4ErrServerfault;
+  }
+  // As its creator (the owner and group the remote gives it).
+  Creds cr;
+  cr.uid = r.attrs.uid;
+  cr.gid = r.attrs.gid;
+  Attrs ca;
+  ca.mask = upstream::kAttrMode;
+  ca.mode = r.attrs.mode;
+  Fh fh;
+  Attrs after;
+  uint32_t st;
+  if (r.type == FileType::kReg) {
+    // NFSv4.0 creates regular files by OPEN; this one is closed at once
+    // (local opens of the file have their own).
+    OwnerSlot *owner = &flush_owner_;
+    std::lock_guard<std::mutex> og(owner->mu);
+    uint64_t epoch = up_->epoch();
+    if (owner->epoch != epoch) {
+      owner->seqid = 0;
+      owner->epoch = epoch;
+      owner->name = owner_prefix_ + "-flush";
+    }
+    upstream::OpenArgs a;
+    a.seqid = owner->seqid;
+    a.share_access = upstream::kShareAccessWrite;
+    a.share_deny = upstream::kShareDenyNone;
+    a.owner = owner->name;
+    a.name = r.name;
+    // Unchecked: a record sent again after a crash opens what it created.
+    a.create = upstream::OpenArgs::Create::kUnchecked;
+    a.create_attrs = ca;
+    Compound c;
+    c.SetTag("flush_create").Putfh(pfh).Open(a).Getfh().Getattr(
+        upstream::kAttrsObject);
+    CompoundReply rep;
+    st = Run(c, cr, &rep);
+    const OpResult *o = rep.Find(Op::kOpen);
+    if (o) OpenTable::AdvanceSeqid(&owner->seqid, o->status);
+    if (!o || o->status) return o ? o->status : st;
+    if (!rep.Find(Op::kGetfh) || !rep.Find(Op::kGetattr))
+      return st ? st : upstream::kNfs4ErrServerfault;
+    fh = rep.Find(Op::kGetfh)->fh;
+    after = rep.Find(Op::kGetattr)->attrs;
+    StateId sid = o->stateid;
+    upstream::Delegation deleg;
+    if ((st = ConfirmIfAsked(cr, *o, fh, owner, &sid, ReopenAfterConfirm(),
+                             &deleg)))
+      return st;
+    Compound cl;
+    cl.SetTag("flush_create_close").Putfh(fh).Close(owner->seqid, sid);
+    CompoundReply clrep;
+    Run(cl, cr, &clrep);  // a failed CLOSE: the state dies with the lease
+    if (const OpResult *x = clrep.Find(Op::kClose))
+      OpenTable::AdvanceSeqid(&owner->seqid, x->status);
+    NoteGrant(r.key2, deleg);
+  } else {
+    Compound c;
+    c.SetTag("flush_create")
+        .Putfh(pfh)
+        .Create(r.type, r.name, ca, r.text)
+        .Getfh()
+        .Getattr(upstream::kAttrsObject);
+    CompoundReply rep;
+    st = Run(c, cr, &rep);
+    if (st == upstream::kNfs4ErrExist) {
+      // Sent before a crash that kept its record: it is there.
+      Compound l;
+      l.SetTag("flush_create_lookup")
+          .Putfh(pfh)
+          .Lookup(r.name)
+          .Getfh()
+          .Getattr(upstream::kAttrsObject);
+      rep = CompoundReply();
+      st = Run(l, cr, &rep);
+    }
+    if (st) return st;
+    fh = rep.Find(Op::kGetfh)->fh;
+    after = rep.Find(Op::kGetattr)->attrs;
+  }
+  handles_->SetFh(r.key2, fh);
+  // The object stays dirty (its data and mtime follow); the remote's
+  // attributes only tell what it has.
+  cache_->Validated(r.key2, after);
+  metrics_->CountFlushedCreate();
+  return upstream::kNfs4Ok;
+}
+
+}  // namespace nache

@@ -1,0 +1,89 @@
+// See local_names.h.
+#include "writeback/local_names.h"
+
+namespace nache {
+
+void LocalNames::Load(OpLog *log) {
+  for (uint64_t from = 1;;) {
+    std::vector<LogRecord> recs = log->Read(from, 256);
+    if (recs.empty()) return;
+    for (const LogRecord &r : recs) {
+      if (r.op == LogOp::kCreate)
+        Add(Entry{r.seq, r.key, r.name, r.key2, r.type, r.text});
+      from = r.seq + 1;
+    }
+  }
+}
+
+void LocalNames::Add(const Entry &e) {
+  std::lock_guard<std::mutex> g(mu_);
+  by_key_[e.key] = e;
+  by_name_[NameKey(e.dir, e.name)] = e.key;
+  children_[e.dir][e.seq] = e.key;
+}
+
+void LocalNames::Erase(Key key) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return;
+  const Entry &e = it->second;
+  by_name_.erase(NameKey(e.dir, e.name));
+  auto c = children_.find(e.dir);
+  if (c != children_.end()) {
+    c->second.erase(e.seq);
+    if (c->second.empty()) children_.erase(c);
+  }
+  by_key_.erase(it);
+}
+
+void LocalNames::Move(Key key, uint64_t seq, Key dir,
+                      const std::string &name) {
+  Entry e;
+  if (!Get(key, &e)) return;
+  Erase(key);
+  e.seq = seq;
+  e.dir = dir;
+  e.name = name;
+  Add(e);
+}
+
+bool LocalNames::Find(Key dir, const std::string &name, Entry *out) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = by_name_.find(NameKey(dir, name));
+  if (it == by_name_.end()) return false;
+  if (out) *out = by_key_.at(it->second);
+  return true;
+}
+
+bool LocalNames::Get(Key key, Entry *out) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return false;
+  if (out) *out = it->second;
+  return true;
+}
+
+bool LocalNames::IsLocal(Key key) const { return Get(key, nullptr); }
+
+std::vector<LocalNames::Entry> LocalNames::Children(Key dir) const {
+  std::vector<Entry> out;
+  std::lock_guard<std::mutex> g(mu_);
+  auto c = children_.find(dir);
+  if (c == children_.end()) return out;
+  for (const auto &kv : c->second) out.push_back(by_key_.at(kv.second));
+  return out;
+}
+
+uint64_t LocalNames::LastChildSeq(Key dir) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto c = children_.find(dir);
+  return c == children_.end() || c->second.empty() ? 0
+                                                    : c->second.rbegin()->first;
+}
+
+size_t LocalNames::size() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return by_key_.size();
+}
+
+}  // namespace nache

@@ -1,0 +1,65 @@
+// The names a write-back export created locally and has not yet created at
+// the remote (issue: write-back, metadata on single-writer exports).
+//
+// Each such object has a key (and attributes in the cache) at once, and a
+// kCreate record in the OpLog; its remote filehandle comes when the flusher
+// sends that record. Until then this index answers "which local object is
+// `name` in `dir`", "is key local only" and "what does dir hold that the
+// remote does not": lookups, listings and removes of these names never go
+// upstream. It is rebuilt from the log at start-up, so it says exactly what
+// the durable log says.
+//
+// Thread safety: all methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "writeback/oplog.h"
+
+namespace nache {
+
+class LocalNames {
+ public:
+  struct Entry {
+    uint64_t seq = 0;  // its kCreate record in the log
+    Key dir = kNoKey;
+    std::string name;
+    Key key = kNoKey;
+    upstream::FileType type = upstream::FileType::kNone;
+    std::string text;  // a symlink's target
+  };
+
+  // The kCreate records of log (one pass over it).
+  void Load(OpLog *log);
+
+  void Add(const Entry &e);
+  // Forgets key (created at the remote, or removed before it was).
+  void Erase(Key key);
+  // key's create record is now seq, under (dir, name) (a local rename).
+  void Move(Key key, uint64_t seq, Key dir, const std::string &name);
+
+  bool Find(Key dir, const std::string &name, Entry *out) const;
+  bool Get(Key key, Entry *out) const;
+  bool IsLocal(Key key) const;
+  // The local entries of dir, in creation (log) order.
+  std::vector<Entry> Children(Key dir) const;
+  // The highest create seq among dir's local entries; 0 when none.
+  uint64_t LastChildSeq(Key dir) const;
+  size_t size() const;
+
+ private:
+  using NameKey = std::pair<Key, std::string>;
+  mutable std::mutex mu_;  // guards the maps
+  std::unordered_map<Key, Entry> by_key_;
+  std::map<NameKey, Key> by_name_;
+  // dir -> (seq -> key): children in log order.
+  std::unordered_map<Key, std::map<uint64_t, Key>> children_;
+};
+
+}  // namespace nache
