@@ -56,7 +56,7 @@ NFS4_OPS = {
 
 HEADER = ["workload", "profile", "clients", "config", "metric", "value",
           "unit"]
-CONFIG_ORDER = ["direct", "proxyv4", "nache"]
+CONFIG_ORDER = ["direct", "proxyv4", "nache", "nache-wb"]
 
 
 # ------------------------------------------------------------ counters
@@ -259,7 +259,7 @@ def cmd_cell(a):
             row("server_ops_per_op", total / ops, "ratio")
         for op, n in sorted(server["ops"].items()):
             row("server_ops_" + op, n, "ops")
-    if a.config == "nache" and a.server != "nache":
+    if a.config.startswith("nache") and a.server != "nache":
         up = read_pair(a.dir, "nache", nache_counters)
         if up is not None:
             row("nache_upstream_ops_total", sum(up["ops"].values()), "ops")

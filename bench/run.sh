@@ -14,7 +14,10 @@
 #             lslr build seqread, or "all"              (default webserver)
 #   PROFILE   lan wan lanrouter                         (default lan)
 #   CLIENTS   client counts, e.g. 1,2,4                 (default 1)
-#   CONFIGS   direct proxyv4 nache                      (default all three)
+#   CONFIGS   direct proxyv4 nache nache-wb             (default the first three)
+#             nache-wb: nache with write-back on a single-writer export
+#             (NACHE_WB_EXTRA added to NACHE_EXTRA; nache is restarted
+#             between nache and nache-wb cells)
 #   SCALE     smoke | full | filebench                  (default full)
 #   REMOTE    knfsd | vfs                               (default knfsd)
 #   DURATION  seconds of a personality run (default: the scale's, 10/60)
@@ -27,6 +30,8 @@
 #   NACHE_EXTRA  extra lines for nache's FSAL block, e.g. write-back:
 #             'Write_Policy = "write_back"; Single_Writer = true;'
 #             (the run's params.txt records them)
+#   NACHE_WB_EXTRA  what nache-wb adds (default
+#             'Write_Policy = "write_back"; Single_Writer = true;')
 #   BENCH_OUT  output base directory                    (default bench/out)
 set -uo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -101,7 +106,7 @@ for n in $(list "$CLIENTS"); do
 	[ "$n" -gt "$MAXC" ] && MAXC=$n
 done
 for c in $(list "$CONFIGS"); do
-	case $c in direct | proxyv4 | nache) ;; *) die "unknown config '$c' (direct, proxyv4, nache)" ;; esac
+	case $c in direct | proxyv4 | nache | nache-wb) ;; *) die "unknown config '$c' (direct, proxyv4, nache, nache-wb)" ;; esac
 done
 case $SCALE in smoke | full | filebench) ;; *) die "unknown scale '$SCALE' (smoke, full, filebench)" ;; esac
 case $REMOTE in knfsd | vfs) ;; *) die "unknown remote '$REMOTE' (knfsd, vfs)" ;; esac
@@ -164,11 +169,33 @@ else
 	SRV_PY=$PY
 fi
 NACHE_EXTRA=${NACHE_EXTRA:-}
+NACHE_WB_EXTRA=${NACHE_WB_EXTRA:-'Write_Policy = "write_back"; Single_Writer = true;'}
 echo "nache_extra=$NACHE_EXTRA" >>"$RUN/params.txt"
-if in_list nache "$CONFIGS"; then
-	LAB_NACHE_UPSTREAM=$UP_ADDR LAB_NACHE_UPSTREAM_PATH=$UP_PATH lab_nache_start "$NACHE_EXTRA" ||
-		die "nache did not start"
-fi
+in_list nache-wb "$CONFIGS" && echo "nache_wb_extra=$NACHE_WB_EXTRA" >>"$RUN/params.txt"
+# nache_extra_of CONFIG — nache's FSAL lines for a nache configuration.
+nache_extra_of() {
+	if [ "$1" = nache-wb ]; then echo "$NACHE_EXTRA $NACHE_WB_EXTRA"; else echo "$NACHE_EXTRA"; fi
+}
+NACHE_RUNNING_AS=
+# nache_as CONFIG — nache running with CONFIG's lines (restarted when it
+# runs with the other's, or is not running).
+nache_as() {
+	if [ "$NACHE_RUNNING_AS" = "$1" ] && _lab_alive "$(lab_nache_pid)"; then
+		return 0
+	fi
+	if [ -n "$NACHE_RUNNING_AS" ]; then
+		_lab_alive "$(lab_nache_pid)" || log "nache is not running (crashed?): restarting it"
+		lab_nache_stop >/dev/null 2>&1
+	fi
+	LAB_NACHE_UPSTREAM=$UP_ADDR LAB_NACHE_UPSTREAM_PATH=$UP_PATH \
+		lab_nache_start "$(nache_extra_of "$1")" && NACHE_RUNNING_AS=$1
+}
+for c in nache nache-wb; do
+	if in_list "$c" "$CONFIGS"; then
+		nache_as "$c" || die "nache did not start"
+		break
+	fi
+done
 if in_list proxyv4 "$CONFIGS"; then
 	LAB_PROXYV4_UPSTREAM=$UP_ADDR LAB_PROXYV4_UPSTREAM_PATH=$UP_PATH lab_proxyv4_start ||
 		die "PROXY_V4 did not start"
@@ -218,7 +245,7 @@ server_snapshot() {
 	if [ "$REMOTE" = knfsd ]; then
 		lab_knfsd_stats >"$dir/knfsd.$when" || return 1
 	fi
-	if [ "$config" = nache ]; then
+	if [[ $config == nache* ]]; then
 		ip netns exec "$LAB_NS_LAN" "$PY" -c '
 import sys, urllib.request
 page = urllib.request.urlopen("http://%s:9464/metrics" % sys.argv[1], timeout=10)
@@ -232,7 +259,7 @@ server_of() {
 	case $1 in
 	direct) echo "$UP_ADDR $DIRECT_EXPORT" ;;
 	proxyv4) echo "$LAB_PROXYV4_ADDR /export" ;;
-	nache) echo "$LAB_NACHE_ADDR /export" ;;
+	nache | nache-wb) echo "$LAB_NACHE_ADDR /export" ;;
 	esac
 }
 
@@ -302,16 +329,22 @@ wait_ready() {
 	done
 }
 
-# nache_dirty — nache's unflushed write-back bytes (empty if unreadable).
+# nache_dirty — nache's unflushed write-back bytes, or "lag" when only
+# metadata is unflushed (files created or attributes set, no data); 0 when
+# the remote has everything; empty if unreadable.
 nache_dirty() {
 	ip netns exec "$LAB_NS_LAN" "$PY" -c '
 import re, sys, urllib.request
 page = urllib.request.urlopen("http://%s:9464/metrics" % sys.argv[1], timeout=10)
+dirty = lag = None
 for line in page.read().decode().splitlines():
-    m = re.match(r"nache_dirty_bytes(?:\{[^}]*\})? (\S+)$", line)
-    if m:
-        print(int(float(m.group(1))))
-        break' "$LAB_NACHE_ADDR" 2>/dev/null
+    m = re.match(r"(nache_dirty_bytes|nache_flush_lag_seconds)(?:\{[^}]*\})? (\S+)$", line)
+    if m and m.group(1) == "nache_dirty_bytes":
+        dirty = int(float(m.group(2)))
+    elif m:
+        lag = float(m.group(2))
+if dirty is not None:
+    print(dirty if dirty or not lag else "lag")' "$LAB_NACHE_ADDR" 2>/dev/null
 }
 
 # wait_flushed CELLDIR — waits until nache holds no unflushed data and
@@ -341,10 +374,8 @@ run_cell() {
 	read -r addr export <<<"$(server_of "$c")"
 	mkdir -p "$raw" "$sync"
 	log "cell $cell: preparing"
-	if [ "$c" = nache ] && ! _lab_alive "$(lab_nache_pid)"; then
-		log "nache is not running (crashed?): restarting it"
-		LAB_NACHE_UPSTREAM=$UP_ADDR LAB_NACHE_UPSTREAM_PATH=$UP_PATH lab_nache_start "$NACHE_EXTRA" ||
-			{ log "cell $cell: nache did not restart"; return 1; }
+	if [[ $c == nache* ]]; then
+		nache_as "$c" || { log "cell $cell: nache did not (re)start"; return 1; }
 	fi
 	prepare "$w" "$srv" "$n" >"$raw/prepare.log" 2>&1 ||
 		{ log "cell $cell: preparation failed (raw/$cell/prepare.log)"; return 1; }
@@ -381,7 +412,7 @@ run_cell() {
 		for i in "${pids[@]}"; do wait "$i" || rc=1; done
 		# Write-back: the remote has everything only once nache has
 		# flushed; its operations until then belong to the cell.
-		[ "$c" = nache ] && wait_flushed "$raw"
+		[[ $c == nache* ]] && wait_flushed "$raw"
 		server_snapshot "$raw" after "$c" || log "cell $cell: counter snapshot failed"
 	fi
 	pids=()
@@ -393,7 +424,7 @@ run_cell() {
 	for i in "${pids[@]}"; do wait "$i"; done
 	local server=knfsd
 	if [ "$REMOTE" = vfs ]; then
-		[ "$c" = nache ] && server=nache || server=none
+		[[ $c == nache* ]] && server=nache || server=none
 	fi
 	"$PY" "$BENCH_DIR/report.py" cell --csv "$RESULTS" --workload "$w" \
 		--profile "$p" --clients "$n" --config "$c" --dir "$raw" \

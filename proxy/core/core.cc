@@ -267,7 +267,7 @@ uint32_t Core::FhOf(Key key, Fh *fh) {
     LocalNames::Entry e;
     if (!LocalNamespace() || !local_names_->Get(key, &e))
       return upstream::kNfs4ErrStale;
-    uint32_t st = FlushLocalCreates(e.seq);
+    uint32_t st = CreateRemotely(key);
     if (st) return st;
     if (!handles_->Get(key, &r) || r.fh.empty())
       return upstream::kNfs4ErrStale;  // removed meanwhile
@@ -752,11 +752,11 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
         if (st || done) return st;
       }
       // The remote way: the object must be there first.
-      if (uint32_t st = FlushLocalCreates(src.seq)) return st;
+      if (uint32_t st = CreateRemotely(src.key)) return st;
     }
     // A target only we know of: the remote must know it to replace it.
     if (local_names_->Find(newdir, newname, &target))
-      if (uint32_t st = FlushLocalCreates(target.seq)) return st;
+      if (uint32_t st = CreateRemotely(target.key)) return st;
   }
   Fh ofh, nfh;
   uint32_t st = FhOf(olddir, &ofh);
@@ -824,9 +824,7 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
     // says so once it has them.
     Key k = gone;
     if (k == kNoKey && Lookup(cr, dir, name, &k, nullptr)) k = kNoKey;
-    if (k != kNoKey)
-      if (uint64_t last = local_names_->LastChildSeq(k))
-        if ((st = FlushLocalCreates(last))) return st;
+    if (k != kNoKey && (st = CreateEntriesRemotely(k))) return st;
     gone = k;
   }
   ReturnIfReadDelegated(gone);

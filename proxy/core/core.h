@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -270,10 +271,14 @@ class Core {
   uint32_t CreateLocal(const Creds &cr, Key dir, const std::string &name,
                        upstream::FileType type, const Attrs &in,
                        const std::string &link_text, Key *key, Attrs *out);
-  // Creates remotely every local object whose create record is at or
-  // before seq (0: all), in log order.
-  uint32_t FlushLocalCreates(uint64_t upto_seq);
-  // One create record sent upstream (meta_mu_ held).
+  // Creates the local object key at the remote, its directory first
+  // (recursively); OK also when it is no longer local (sent by another
+  // thread meanwhile, or removed). Creates of unrelated objects proceed in
+  // parallel: only a directory's create must precede its entries'.
+  uint32_t CreateRemotely(Key key);
+  // The same for every local entry of dir.
+  uint32_t CreateEntriesRemotely(Key dir);
+  // One create record sent upstream.
   uint32_t SendCreate(const LogRecord &r);
   // Removes the local object e (named in dir) before it was ever created
   // remotely: its create record is dropped, with its data.
@@ -347,8 +352,7 @@ class Core {
   // for local work only, never across an upstream call.
   std::mutex meta_mu_;
   std::condition_variable meta_cv_;  // sending_ changed
-  Key sending_ = kNoKey;  // the object whose create is being sent
-  std::mutex flush_mu_;  // one sender of create records at a time
+  std::set<Key> sending_;  // objects whose create is being sent
   // The open-owner that creates flushed files (its own: a flush may run
   // while a pool owner's mutex is held by the thread that needs it).
   OwnerSlot flush_owner_;

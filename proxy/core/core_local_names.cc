@@ -5,12 +5,13 @@
 // Invariants:
 // - An object is local (LocalNames has it) exactly while its kCreate
 //   record is in the log; its handle record has no filehandle then.
-// - Records are sent in log order, so a directory is created remotely
-//   before anything in it. A local rename moves the record to the end of
+// - A directory is created remotely before anything in it. A local rename moves the record to the end of
 //   the log (OpLog::Replace), which keeps that order: only non-directories
 //   are renamed locally, and the target directory's record is older.
+//   Nothing else orders records: names are unique among local objects, and
+//   operations on remote objects go upstream at once.
 // - Anything that needs the remote handle of a local object goes through
-//   FhOf, which sends the log up to that object's record first.
+//   FhOf, which creates it remotely first (CreateRemotely).
 #include <time.h>
 
 #include <algorithm>
@@ -148,7 +149,7 @@ uint32_t Core::RemoveLocal(const Creds &cr, Key dir,
   if (st) return st;
   if ((allowed & need) != need) return upstream::kNfs4ErrAccess;
   std::unique_lock<std::mutex> g(meta_mu_);
-  meta_cv_.wait(g, [&] { return sending_ != e.key; });
+  meta_cv_.wait(g, [&] { return sending_.count(e.key) == 0; });
   LocalNames::Entry now;
   // Created remotely (or removed) while we were checking: the caller
   // takes the remote way.
@@ -197,7 +198,8 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
 
   std::unique_lock<std::mutex> g(meta_mu_);
   meta_cv_.wait(g, [&] {
-    return sending_ != src.key && (!target_local || sending_ != target.key);
+    return sending_.count(src.key) == 0 &&
+           (!target_local || sending_.count(target.key) == 0);
   });
   LocalNames::Entry now;
   if (!local_names_->Get(src.key, &now) || now.dir != src.dir ||
@@ -260,44 +262,50 @@ uint32_t Core::ReaddirLocal(Key dir, uint64_t cookie, nache_dirent_cb cb,
   return upstream::kNfs4Ok;
 }
 
-uint32_t Core::FlushLocalCreates(uint64_t upto_seq) {
-  std::lock_guard<std::mutex> fg(flush_mu_);
-  for (;;) {
-    // One record at a time, the oldest; local creates, removes and renames
-    // go on meanwhile (all but those of the object being sent).
-    LogRecord r;
-    {
-      std::lock_guard<std::mutex> g(meta_mu_);
-      uint64_t first = oplog_->first_seq();
-      if (first == 0 || (upto_seq != 0 && first > upto_seq))
-        return upstream::kNfs4Ok;
-      std::vector<LogRecord> recs = oplog_->Read(first, 1);
-      if (recs.empty()) return upstream::kNfs4Ok;
-      r = std::move(recs[0]);
-      if (r.op != LogOp::kCreate) {  // no other kind is logged yet
-        oplog_->Erase({r.seq});
-        continue;
-      }
-      sending_ = r.key2;
+uint32_t Core::CreateRemotely(Key key) {
+  LogRecord r;
+  LocalNames::Entry e;
+  {
+    std::unique_lock<std::mutex> g(meta_mu_);
+    meta_cv_.wait(g, [&] { return sending_.count(key) == 0; });
+    if (!local_names_->Get(key, &e)) return upstream::kNfs4Ok;
+    std::vector<LogRecord> recs = oplog_->Read(e.seq, 1);
+    if (recs.empty() || recs[0].seq != e.seq || recs[0].key2 != key) {
+      NACHE_LOG(kLogCrit, kComponent,
+                "no create record %llu for local object %llu",
+                (unsigned long long)e.seq, (unsigned long long)key);
+      return upstream::kNfs4ErrServerfault;
     }
-    uint32_t st = SendCreate(r);
-    {
-      std::lock_guard<std::mutex> g(meta_mu_);
-      sending_ = kNoKey;
-      if (st == upstream::kNfs4Ok) {
-        local_names_->Erase(r.key2);
-        oplog_->Erase({r.seq});
-      }
-    }
-    meta_cv_.notify_all();
-    if (st) {
-      NACHE_LOG(kLogInfo, kComponent,
-                "create of %s (key %llu) at the remote failed (nfs status "
-                "%u); kept, retried later",
-                r.name.c_str(), (unsigned long long)r.key2, st);
-      return st;
+    r = std::move(recs[0]);
+    // While it is sent, a remove or rename of it waits (they would
+    // rewrite a record that is on its way).
+    sending_.insert(key);
+  }
+  // Its directory first (a record never comes before its directory's).
+  uint32_t st = local_names_->IsLocal(e.dir) ? CreateRemotely(e.dir)
+                                             : upstream::kNfs4Ok;
+  if (st == upstream::kNfs4Ok) st = SendCreate(r);
+  {
+    std::lock_guard<std::mutex> g(meta_mu_);
+    sending_.erase(key);
+    if (st == upstream::kNfs4Ok) {
+      local_names_->Erase(key);
+      oplog_->Erase({r.seq});
     }
   }
+  meta_cv_.notify_all();
+  if (st)
+    NACHE_LOG(kLogInfo, kComponent,
+              "create of %s (key %llu) at the remote failed (nfs status %u); "
+              "kept, retried later",
+              r.name.c_str(), (unsigned long long)key, st);
+  return st;
+}
+
+uint32_t Core::CreateEntriesRemotely(Key dir) {
+  for (const LocalNames::Entry &e : local_names_->Children(dir))
+    if (uint32_t st = CreateRemotely(e.key)) return st;
+  return upstream::kNfs4Ok;
 }
 
 uint32_t Core::SendCreate(const LogRecord &r) {

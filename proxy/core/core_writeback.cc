@@ -127,9 +127,7 @@ uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   if (st) return st;
   // A directory's mtime is set after its entries are created there
   // (creating them would move it again).
-  if (LocalNamespace())
-    if (uint64_t last = local_names_->LastChildSeq(key))
-      if ((st = FlushLocalCreates(last))) return st;
+  if (LocalNamespace() && (st = CreateEntriesRemotely(key))) return st;
   ReturnIfReadDelegated(key);
   Compound c;
   c.SetTag("flush_setattr").Putfh(fh);

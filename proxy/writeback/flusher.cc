@@ -76,16 +76,35 @@ uint32_t Flusher::FlushFile(Key key) {
   return st;
 }
 
+uint32_t Flusher::FlushMany(const std::vector<Key> &keys,
+                            Clock::time_point deadline) {
+  std::atomic<size_t> next{0};
+  std::atomic<uint32_t> failed{0};
+  auto worker = [&] {
+    for (size_t i; !failed.load() && Clock::now() < deadline &&
+                   (i = next.fetch_add(1)) < keys.size();) {
+      uint32_t st = FlushFile(keys[i]);
+      if (st) {
+        uint32_t none = 0;
+        failed.compare_exchange_strong(none, st);
+      }
+    }
+  };
+  size_t n = std::min<size_t>(keys.size(), size_t(std::max(1, opts_.files)));
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < n; i++) helpers.emplace_back(worker);
+  worker();
+  for (auto &t : helpers) t.join();
+  return failed.load();
+}
+
 bool Flusher::FlushAll(Clock::time_point deadline) {
   while (Clock::now() < deadline) {
-    std::vector<Key> due = cache_->DirtyFiles(std::chrono::milliseconds(0), 64);
+    std::vector<Key> due = cache_->DirtyFiles(std::chrono::milliseconds(0), 256);
     if (due.empty()) return true;
-    for (Key key : due) {
-      if (Clock::now() >= deadline) return false;
-      if (FlushFile(key)) return false;  // the upstream is failing
-    }
+    if (FlushMany(due, deadline)) return false;  // the upstream is failing
   }
-  return cache_->dirty_bytes() == 0;
+  return cache_->DirtyFiles(std::chrono::milliseconds(0), 1).empty();
 }
 
 uint32_t Flusher::FlushOne(Key key) {
@@ -183,14 +202,8 @@ void Flusher::Loop() {
     kicked_ = false;
     g.unlock();
     std::vector<Key> due = cache_->DirtyFiles(
-        over ? std::chrono::milliseconds(0) : opts_.age, 64);
-    bool failed = false;
-    for (Key key : due) {
-      if (FlushFile(key)) {
-        failed = true;
-        break;
-      }
-    }
+        over ? std::chrono::milliseconds(0) : opts_.age, 256);
+    bool failed = FlushMany(due) != 0;
     // The upstream refuses or is away: retry less often (up to 30 s).
     backoff = failed ? std::min(backoff * 2, std::chrono::milliseconds(30000))
                      : tick;

@@ -4,9 +4,11 @@
 // files first, whatever their age), and on demand for one file (before a
 // SETATTR, a delegation return, shutdown).
 //
-// One file is flushed by one thread at a time; its dirty ranges go upstream
-// in parallel (FILE_SYNC WRITEs), and a range is clean only once the server
-// has it and the block was not written again meanwhile (Cache::Flushed).
+// One file is flushed by one thread at a time, up to `files` files at once
+// (over a WAN each costs round trips, not bandwidth); its dirty ranges go
+// upstream in parallel (FILE_SYNC WRITEs), and a range is clean only once
+// the server has it and the block was not written again meanwhile
+// (Cache::Flushed).
 // A failed send leaves the file dirty and the flusher backs off; the data
 // stays durable in the store whatever happens.
 //
@@ -29,11 +31,13 @@ namespace nache {
 struct FlusherOptions {
   std::chrono::milliseconds age{30000};  // Flush_Age
   uint64_t dirty_max = 1ull << 30;       // Dirty_Max (bytes)
-  int parallel = 8;                      // ranges of one file in flight
+  int parallel = 4;                      // ranges of one file in flight
+  int files = 8;                         // files flushed at once
 };
 
 class Flusher {
  public:
+  using Clock = std::chrono::steady_clock;
   // Writes one dirty range upstream, durably; returns the NFS status and
   // the file's attributes after the write. NFS4ERR_STALE means the file is
   // gone at the remote: its dirty data is dropped.
@@ -67,6 +71,10 @@ class Flusher {
  private:
   void Loop();
   uint32_t FlushOne(Key key);
+  // Flushes keys, up to opts_.files at once; stops starting new ones after
+  // the first failure (or once deadline passes) and returns its status.
+  uint32_t FlushMany(const std::vector<Key> &keys,
+                     Clock::time_point deadline = Clock::time_point::max());
 
   Cache *cache_;          // not owned
   SendFn send_;           // immutable

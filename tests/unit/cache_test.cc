@@ -332,6 +332,67 @@ TEST_F(CacheTest, LocalSetattrIsDurableAndFlushedByEpoch) {
   EXPECT_FALSE(cache_->PendingSetattr(1, &pending, &epoch));
 }
 
+// An object created locally (write-back namespace): its attributes are
+// ours, fresh and durable, a remote GETATTR does not replace them, every
+// block of it reads as zeros until written, and the flush of its create
+// (an empty set of attributes beyond its mtime) makes it follow the remote.
+TEST_F(CacheTest, LocallyCreatedObjectIsOursUntilFlushed) {
+  Attrs a = FileAttrs(1, 0);
+  a.mode = 0640;
+  a.mtime = upstream::Time{2000, 0};
+  ASSERT_TRUE(cache_->LocalCreate(5, a));
+  Attrs got;
+  ASSERT_TRUE(cache_->FreshAttrs(5, &got));
+  EXPECT_EQ(got.mode, 0640u);
+  EXPECT_TRUE(cache_->IsDirty(5));
+  cache_->Validated(5, FileAttrs(77, 0));  // the remote's, once created
+  ASSERT_TRUE(cache_->FreshAttrs(5, &got));
+  EXPECT_EQ(got.change, 1u) << "ours, not the remote's";
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(5, kBs + 1, "new", 3, &need))
+      << "nothing of it at the remote: no block to fetch first";
+  EXPECT_TRUE(cache_->ReadsAsZeros(5, 0)) << "a hole before the write";
+  Reopen(1 << 20);  // a crash
+  EXPECT_EQ(cache_->DirtyFiles(std::chrono::milliseconds(0), 10),
+            std::vector<Key>{5});
+  Attrs pending;
+  uint64_t epoch = 0;
+  ASSERT_TRUE(cache_->PendingSetattr(5, &pending, &epoch));
+  EXPECT_EQ(pending.mask, upstream::kAttrMtime)
+      << "only real attributes go to the remote";
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(5);
+  ASSERT_EQ(r.size(), 1u);
+  cache_->Flushed(5, r, epoch, FileAttrs(80, kBs + 4));
+  EXPECT_FALSE(cache_->IsDirty(5));
+  ASSERT_TRUE(cache_->FreshAttrs(5, &got));
+  EXPECT_EQ(got.change, 80u);
+}
+
+// A name added or removed locally edits the directory's listing, moves
+// its mtime and change, and leaves its mtime to be flushed.
+TEST_F(CacheTest, LocalDirectoryEditsKeepTheListingAndDirtyTheDirectory) {
+  Attrs d = FileAttrs(10, 4096);
+  d.type = upstream::FileType::kDir;
+  cache_->Validated(2, d);
+  cache_->PutListing(2, 10, {CachedDirent{"old", 3, 100}});
+  EXPECT_FALSE(cache_->LocalDirEdit(9, "", "x", 4)) << "unknown directory";
+  ASSERT_TRUE(cache_->LocalDirEdit(2, "", "new", 4));
+  ASSERT_TRUE(cache_->LocalDirEdit(2, "old", "", kNoKey));
+  auto l = cache_->Listing(2);
+  ASSERT_TRUE(l);
+  ASSERT_EQ(l->size(), 1u);
+  EXPECT_EQ((*l)[0].name, "new");
+  EXPECT_EQ((*l)[0].key, 4u);
+  EXPECT_FALSE(cache_->Listing(2, true)) << "not the server's cookies";
+  Attrs got;
+  ASSERT_TRUE(cache_->FreshAttrs(2, &got));
+  EXPECT_EQ(got.change, 12u);
+  Attrs pending;
+  uint64_t epoch = 0;
+  ASSERT_TRUE(cache_->PendingSetattr(2, &pending, &epoch));
+  EXPECT_EQ(pending.mask, upstream::kAttrMtime);
+}
+
 TEST_F(CacheTest, ForgettingARemovedFileDropsItsDirtyData) {
   cache_->Validated(1, FileAttrs(5, 0));
   uint64_t need = 0;

@@ -128,5 +128,34 @@ TEST(Crc32cTest, KnownValue) {
   EXPECT_EQ(Crc32c("123456789", 9), 0xe3069283u);
 }
 
+// A local rename: the record moves to the end of the log in one durable
+// step (never both, never neither); a synced erase stays erased.
+TEST_F(OpLogTest, ReplaceMovesARecordToTheEndDurably) {
+  LogRecord c;
+  c.op = LogOp::kCreate;
+  c.key = 1;
+  c.key2 = 7;
+  c.name = "a";
+  uint64_t a = log_->Append(c);
+  c.key2 = 8;
+  c.name = "other";
+  uint64_t other = log_->Append(c);
+  c.key2 = 7;
+  c.name = "b";
+  uint64_t b = log_->Replace(a, c);
+  ASSERT_GT(b, other);
+  Reopen();
+  std::vector<LogRecord> got = log_->Read(0, 10);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].seq, other);
+  EXPECT_EQ(got[1].seq, b);
+  EXPECT_EQ(got[1].name, "b");
+  EXPECT_EQ(log_->first_seq(), other);
+  ASSERT_TRUE(log_->Erase({other}, true));
+  Reopen();
+  EXPECT_EQ(log_->records(), 1u);
+  EXPECT_EQ(log_->first_seq(), b);
+}
+
 }  // namespace
 }  // namespace nache
