@@ -43,6 +43,7 @@ struct nache_export_params {
 	char *write_behind_max;    /* Write_Behind_Max */
 	char *write_policy;        /* Write_Policy */
 	bool single_writer;        /* Single_Writer */
+	bool serve_stale;          /* Serve_Stale_On_Disconnect */
 	uint32_t flush_age_s;      /* Flush_Age (s) */
 	char *dirty_max;           /* Dirty_Max */
 };

@@ -113,6 +113,8 @@ static struct config_item nache_export_items[] = {
 		      nache_export_params, write_policy),
 	CONF_ITEM_BOOL("Single_Writer", false, nache_export_params,
 		       single_writer),
+	CONF_ITEM_BOOL("Serve_Stale_On_Disconnect", false,
+		       nache_export_params, serve_stale),
 	CONF_ITEM_UI32("Flush_Age", 0, UINT32_MAX, 30, nache_export_params,
 		       flush_age_s),
 	CONF_ITEM_STR("Dirty_Max", 0, 64, "", nache_export_params, dirty_max),
@@ -323,6 +325,7 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	cfg.write_behind_max = exp->params.write_behind_max;
 	cfg.write_policy = exp->params.write_policy;
 	cfg.single_writer = exp->params.single_writer;
+	cfg.serve_stale = exp->params.serve_stale;
 	cfg.flush_age_s = exp->params.flush_age_s;
 	cfg.dirty_max = exp->params.dirty_max;
 	if (!nache_config_validate(&cfg, err, sizeof(err)))

@@ -222,11 +222,17 @@ Cache::Object *Cache::Obj(Key key) {
 }
 
 bool Cache::IsFresh(const Object &o) const {
-  if (o.have_attrs && IsDirtyObj(o)) return true;  // ours is newest
-  if (!o.have_attrs || o.validated == Clock::time_point()) return false;
-  Clock::time_point now = Clock::now();
-  if (o.delegated && lease_clock_ && now < lease_clock_()) return true;
-  return now - o.validated < std::chrono::milliseconds(opts_.attr_timeout_ms);
+  if (!o.have_attrs) return false;
+  if (IsDirtyObj(o)) return true;  // ours is newest
+  if (o.validated != Clock::time_point()) {
+    Clock::time_point now = Clock::now();
+    if (o.delegated && lease_clock_ && now < lease_clock_()) return true;
+    if (now - o.validated < std::chrono::milliseconds(opts_.attr_timeout_ms))
+      return true;
+  }
+  // Disconnected, serving stale: whatever we know (also from before a
+  // restart).
+  return stale_ok_ && stale_ok_();
 }
 
 void Cache::SetDelegated(Key key, bool delegated) {
@@ -238,6 +244,8 @@ void Cache::SetDelegated(Key key, bool delegated) {
 void Cache::SetLeaseClock(std::function<Clock::time_point()> f) {
   lease_clock_ = std::move(f);
 }
+
+void Cache::SetStaleOk(std::function<bool()> f) { stale_ok_ = std::move(f); }
 
 void Cache::PersistAttrs(Key key, const Object &o, void *batch) {
   static_cast<WriteBatch *>(batch)->Put(
@@ -295,6 +303,13 @@ bool Cache::FreshAttrs(Key key, Attrs *out) {
     if (it != objects_.end() && IsFresh(*it->second)) {
       *out = it->second->attrs;
       hit = true;
+    } else if (it == objects_.end() && stale_ok_ && stale_ok_()) {
+      // Serving stale: what the store knew before a restart counts too.
+      Object *o = Obj(key);
+      if (o->have_attrs) {
+        *out = o->attrs;
+        hit = true;
+      }
     }
   }
   if (metrics_) metrics_->CountCache(metrics::CacheKind::kAttrs, hit, 0);

@@ -122,6 +122,10 @@ class Cache {
   // Until when the upstream lease is known to hold (set once, before use;
   // without it delegations give no freshness).
   void SetLeaseClock(std::function<Clock::time_point()> lease_valid_until);
+  // While stale_ok() says so (the remote is unreachable and the admin
+  // chose to serve stale data then), every known object counts as fresh.
+  // Set once, before use.
+  void SetStaleOk(std::function<bool()> stale_ok);
 
   // --- access -----------------------------------------------------------
   // ACCESS answered locally when the object's attributes are fresh and
@@ -320,6 +324,7 @@ class Cache {
   CacheOptions opts_;                 // immutable
   metrics::ExportMetrics *metrics_;   // may be null; not owned
   std::function<Clock::time_point()> lease_clock_;  // set before use
+  std::function<bool()> stale_ok_;                  // set before use
   mutable std::mutex mu_;             // guards everything below
   std::unordered_map<Key, std::unique_ptr<Object>> objects_;
   std::list<BlockId> lru_;            // least recent first

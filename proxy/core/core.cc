@@ -217,7 +217,9 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   }
   c->sampler_token_ = c->metrics_->SetSampler([core] {
     metrics::ExportGauges g;
-    g.connected = core->up_->state() == upstream::UpstreamState::kReady;
+    // Connected and the lease renewed in time (a WAN cut that keeps the
+    // TCP connection up counts as disconnected once the lease is over).
+    g.connected = !core->Disconnected();
     g.clientid_epoch = core->up_->epoch();
     g.open_files = core->opens_->size();
     g.callback_path_up = core->cb_server_ && core->cb_contact_.load() &&
@@ -239,7 +241,22 @@ bool Core::KeyKnown(Key key) const {
   return handles_->Get(key, &r);
 }
 
+bool Core::Disconnected() const {
+  if (!up_ || up_->state() != upstream::UpstreamState::kReady) return true;
+  auto until = up_->lease_valid_until();
+  return until != std::chrono::steady_clock::time_point() &&
+         std::chrono::steady_clock::now() >= until;
+}
+
 uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
+  // Serving stale while disconnected: what the cache cannot answer fails
+  // at once (retryable) instead of after a call timeout; the upstream
+  // client's lease renewal notices when the remote is back.
+  if (ServingStale()) {
+    metrics_->ObserveCompound(c, upstream::CallStatus::kDisconnected, *rep,
+                              std::chrono::steady_clock::duration(0));
+    return upstream::kNfs4ErrDelay;
+  }
   auto t0 = std::chrono::steady_clock::now();
   upstream::CallStatus s = up_->Call(c, cr, rep);
   metrics_->ObserveCompound(c, s, *rep, std::chrono::steady_clock::now() - t0);
@@ -519,9 +536,10 @@ uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
   uint64_t who = Cache::CredId(cr);
   if (cache_->CachedAccess(key, who, want, allowed)) return upstream::kNfs4Ok;
   Attrs la;
-  if (LocalNamespace() && local_names_->IsLocal(key) &&
+  if (((LocalNamespace() && local_names_->IsLocal(key)) || ServingStale()) &&
       cache_->KnownAttrs(key, &la)) {
-    *allowed = AccessByMode(cr, la, want);  // the remote has no say yet
+    // The remote has no say yet (or cannot be asked): the mode bits.
+    *allowed = AccessByMode(cr, la, want);
     return upstream::kNfs4Ok;
   }
   Fh fh;
@@ -576,8 +594,19 @@ uint32_t Core::ReaddirRemote(const Creds &cr, Key dir, uint64_t cookie,
   *eof = false;
   // From a fresh listing when every entry's attributes are fresh too (an
   // entry's own change does not move its directory's change attribute).
-  // Only one read from the remote: its cookies are the server's.
-  if (auto l = cache_->Listing(dir, true)) {
+  // Only one read from the remote: its cookies are the server's. While
+  // disconnected, also one we edited: its entries from the remote (those
+  // with the server's cookies; our own local ones ReaddirLocal lists).
+  bool stale = ServingStale();
+  std::shared_ptr<const std::vector<CachedDirent>> l =
+      cache_->Listing(dir, !stale);
+  if (l && stale) {
+    auto remote = std::make_shared<std::vector<CachedDirent>>();
+    for (const CachedDirent &e : *l)
+      if (e.cookie != 0) remote->push_back(e);
+    l = remote;
+  }
+  if (l) {
     size_t i = 0;
     if (cookie != 0) {
       while (i < l->size() && (*l)[i].cookie != cookie) i++;
@@ -1226,8 +1255,10 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     covered = true;
     f->deleg_creds = cr;
   }
-  // Not at the remote yet: nobody there to share with.
-  if (!covered && LocalNamespace() && local_names_->IsLocal(key))
+  // Not at the remote yet: nobody there to share with. Or the remote is
+  // unreachable and we serve what we have.
+  if (!covered && ((LocalNamespace() && local_names_->IsLocal(key)) ||
+                   ServingStale()))
     covered = true;
   if (!covered) {
     st = UpstreamOpenByHandle(cr, f.get(), want_access, want_deny, attrs);
@@ -1258,7 +1289,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   // went upstream), and cached data of a changed file is dropped; a
   // delegation vouches for the cached attributes instead.
   Attrs a;
-  if (!have_attrs && (Delegated(key) || cache_->IsDirty(key)) &&
+  if (!have_attrs &&
+      (Delegated(key) || cache_->IsDirty(key) || ServingStale()) &&
       cache_->KnownAttrs(key, &a)) {
     have_attrs = true;
     if (attrs) *attrs = a;
@@ -1294,8 +1326,9 @@ uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
                  (f->up_deny & want_deny) == want_deny;
   if (!covered && DelegationCovers(f->key, want_access, want_deny, nullptr)) {
     f->deleg_creds = cr;
-  } else if (!covered && LocalNamespace() && local_names_->IsLocal(f->key)) {
-    // Not at the remote yet: a local open.
+  } else if (!covered && ((LocalNamespace() && local_names_->IsLocal(f->key)) ||
+                           ServingStale())) {
+    // Not at the remote yet, or the remote is unreachable: a local open.
   } else if (!covered) {
     st = UpstreamOpenByHandle(cr, f, want_access, want_deny, nullptr);
     if (st == upstream::kNfs4ErrNoent) st = upstream::kNfs4Ok;

@@ -82,6 +82,10 @@ struct CoreConfig {
   // delegation, or all files when single_writer.
   bool write_back = false;
   bool single_writer = false;
+  // While the remote is unreachable (Disconnected()), answer from the
+  // cache whatever its age, and grant opens locally (README, "Disconnected
+  // operation").
+  bool serve_stale = false;
   uint32_t flush_age_ms = 30000;   // flush a file's data after this
   uint64_t dirty_max = 1ull << 30; // bound on unflushed data (bytes)
   // Registry the export reports to; null: the process-wide one.
@@ -268,6 +272,11 @@ class Core {
   // creates it remotely, in log order. Removing or renaming such an object
   // before then edits the log instead: nothing of it is ever sent.
   bool LocalNamespace() const { return oplog_ != nullptr; }
+  // The remote cannot be reached: no connection, or the lease could not be
+  // renewed in time (a WAN cut).
+  bool Disconnected() const;
+  // Serving from the cache whatever its age (serve_stale, disconnected).
+  bool ServingStale() const { return cfg_.serve_stale && Disconnected(); }
   uint32_t CreateLocal(const Creds &cr, Key dir, const std::string &name,
                        upstream::FileType type, const Attrs &in,
                        const std::string &link_text, Key *key, Attrs *out);

@@ -103,6 +103,7 @@ bool Core::StartCallbackService(std::string *uaddr, std::string *err) {
   cache_->SetLeaseClock([this] {
     return up_ ? up_->lease_valid_until() : std::chrono::steady_clock::now();
   });
+  if (cfg_.serve_stale) cache_->SetStaleOk([this] { return ServingStale(); });
   if (cfg_.callback_address.empty() || cfg_.callback_port == 0) {
     NACHE_LOG(kLogEvent, kComponent,
               "no Callback_Address: running without delegations");

@@ -175,6 +175,7 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   c.write_back =
       cfg->write_policy != nullptr && strcmp(cfg->write_policy, "write_back") == 0;
   c.single_writer = cfg->single_writer;
+  c.serve_stale = cfg->serve_stale;
   c.flush_age_ms = cfg->flush_age_s * 1000;
   c.dirty_max = c.cache.size_bytes / 4;
   if (cfg->dirty_max != nullptr && cfg->dirty_max[0] != '\0')

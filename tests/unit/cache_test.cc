@@ -393,6 +393,25 @@ TEST_F(CacheTest, LocalDirectoryEditsKeepTheListingAndDirtyTheDirectory) {
   EXPECT_EQ(pending.mask, upstream::kAttrMtime);
 }
 
+// Serving stale while disconnected: every known object is fresh while
+// the predicate says so (also one not validated since a restart), and
+// only then.
+TEST_F(CacheTest, StaleIsFreshOnlyWhileDisconnected) {
+  bool disconnected = false;
+  cache_->SetStaleOk([&] { return disconnected; });
+  cache_->Validated(3, FileAttrs(4, 10));
+  Reopen(1 << 20);  // not validated since
+  cache_->SetStaleOk([&] { return disconnected; });
+  Attrs a;
+  EXPECT_FALSE(cache_->FreshAttrs(3, &a));
+  disconnected = true;
+  ASSERT_TRUE(cache_->FreshAttrs(3, &a));
+  EXPECT_EQ(a.change, 4u);
+  EXPECT_FALSE(cache_->FreshAttrs(99, &a)) << "unknown stays unknown";
+  disconnected = false;
+  EXPECT_FALSE(cache_->FreshAttrs(3, &a));
+}
+
 TEST_F(CacheTest, ForgettingARemovedFileDropsItsDirtyData) {
   cache_->Validated(1, FileAttrs(5, 0));
   uint64_t need = 0;

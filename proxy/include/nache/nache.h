@@ -53,6 +53,7 @@ struct nache_config {
 	const char *write_behind_max;  /* queued UNSTABLE data, "0" = off */
 	const char *write_policy;      /* "write_through" or "write_back" */
 	bool single_writer;            /* nothing else changes the export */
+	bool serve_stale;              /* cached state while disconnected */
 	uint32_t flush_age_s;          /* write-back: flush after (seconds) */
 	const char *dirty_max;         /* write-back bound; "" = Cache_Size/4 */
 };

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Disconnected operation (issue: write-back): a write-back single-writer
+# export with Serve_Stale_On_Disconnect, Ganesha's VFS as the remote (10 s
+# lease), real kernel clients. The WAN to the remote is cut (blackhole
+# routes both ways, the TCP connection stays up as in a real outage):
+# nache notices when its lease cannot be renewed, then serves cached files
+# (also to a client that never read them), accepts writes, creates and
+# mkdirs into its log, and lists directories; once the WAN is back
+# everything reaches the remote. (The lab's teardown removes the cut with
+# its namespaces, also on failure.)
+set -uo pipefail
+source "$(dirname "$0")/itest.sh"
+
+WB='Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 1; Serve_Stale_On_Disconnect = true;'
+LAB_LEASE_LIFETIME=10 lab_init && lab_net_up lan && LAB_LEASE_LIFETIME=10 lab_remote_vfs_start &&
+	lab_nache_start "$WB" && lab_clients_start 1 2 ||
+	{ echo "lab did not start"; exit 1; }
+M=/mnt/n
+R=$LAB_REMOTE_EXPORT_DIR
+mount_nache 1 $M vers=4.1 && mount_nache 2 $M vers=4.1 ||
+	{ echo "mount failed"; exit 1; }
+mkdir -p "$R/dc/sub" && chmod -R 777 "$R/dc"
+head -c $((3 << 20)) /dev/urandom >"$R/dc/a"
+echo kept >"$R/dc/sub/s"
+
+cut_wan() {
+	ip -n "$LAB_NS_LAN" rule add from "$LAB_NACHE_WAN_ADDR" to "$LAB_REMOTE_ADDR" blackhole pref 100 &&
+		ip -n "$LAB_NS_REMOTE" rule add to "$LAB_NACHE_WAN_ADDR" blackhole pref 100
+}
+heal_wan() {
+	ip -n "$LAB_NS_LAN" rule del pref 100 2>/dev/null
+	ip -n "$LAB_NS_REMOTE" rule del pref 100 2>/dev/null
+	return 0
+}
+connected() { metric nache_upstream_connected; }
+sha_remote() { sha256sum "$R/$1" 2>/dev/null | cut -d' ' -f1; }
+
+disconnected_serves_the_cache_and_takes_writes() {
+	local want_a
+	want_a=$(sha_remote dc/a)
+	# Client 1 reads and lists the tree while connected: nache caches it.
+	expect_eq "read while connected" "$(on 1 "cat $M/dc/sub/s >/dev/null && sha256sum < $M/dc/a" | cut -d' ' -f1)" "$want_a" &&
+		expect_eq "listing while connected" "$(on 1 "echo \$(ls $M/dc $M/dc/sub)")" \
+			"$M/dc: a sub $M/dc/sub: s" || return 1
+	cut_wan || return 1
+	lab_wait_until 60 eval '[ "$(connected)" = 0 ]' ||
+		{ echo "nache did not notice the cut" >&2; return 1; }
+	# Bounded: a client waiting on the remote would hang here instead.
+	expect_eq "client 2 reads the cached file" \
+		"$(on 2 "timeout 60 sha256sum < $M/dc/a" | cut -d' ' -f1)" "$want_a" &&
+		expect_eq "client 2 reads the cached small file" "$(on 2 "timeout 60 cat $M/dc/sub/s")" kept &&
+		on 1 "timeout 60 sh -c 'echo offline > $M/dc/b && mkdir $M/dc/new && echo inner > $M/dc/new/c && echo more >> $M/dc/sub/s && sync'" &&
+		expect_eq "client 2 lists the new names" "$(on 2 "timeout 60 sh -c 'echo \$(ls $M/dc $M/dc/new)'")" \
+			"$M/dc: a b new sub $M/dc/new: c" &&
+		expect_eq "client 2 reads what client 1 wrote" "$(on 2 "timeout 60 cat $M/dc/new/c $M/dc/sub/s")" \
+			"inner
+kept
+more" &&
+		expect_eq "the remote has none of it yet" "$(ls "$R/dc")" "a
+sub" || return 1
+	heal_wan
+	lab_wait_until 60 eval '[ "$(connected)" = 1 ]' ||
+		{ echo "nache did not reconnect" >&2; return 1; }
+	lab_wait_until 60 eval '[ "$(cat "$R/dc/new/c" 2>/dev/null)" = inner ]' &&
+		lab_wait_until 30 eval '[ "$(cat "$R/dc/b" 2>/dev/null)" = offline ]' &&
+		lab_wait_until 30 eval '[ "$(cat "$R/dc/sub/s" 2>/dev/null | tr "\n" " ")" = "kept more " ]' ||
+		{ echo "remote after the heal: $(ls -R "$R/dc" | tr '\n' ' ')" >&2; return 1; }
+	expect_eq "a is untouched" "$(sha_remote dc/a)" "$want_a"
+}
+
+check disconnected_serves_the_cache_and_takes_writes disconnected_serves_the_cache_and_takes_writes
+itest_finish
