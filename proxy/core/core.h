@@ -20,6 +20,7 @@
 // Thread safety: all methods are thread-safe and may block on the upstream.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -277,6 +278,10 @@ class Core {
   bool Disconnected() const;
   // Serving from the cache whatever its age (serve_stale, disconnected).
   bool ServingStale() const { return cfg_.serve_stale && Disconnected(); }
+  // A name a local create or rename may use in dir (a directory, whose
+  // attributes come back in dir_attrs).
+  uint32_t CheckNewName(const Creds &cr, Key dir, const std::string &name,
+                        Attrs *dir_attrs);
   uint32_t CreateLocal(const Creds &cr, Key dir, const std::string &name,
                        upstream::FileType type, const Attrs &in,
                        const std::string &link_text, Key *key, Attrs *out);
@@ -362,9 +367,10 @@ class Core {
   std::mutex meta_mu_;
   std::condition_variable meta_cv_;  // sending_ changed
   std::set<Key> sending_;  // objects whose create is being sent
-  // The open-owner that creates flushed files (its own: a flush may run
-  // while a pool owner's mutex is held by the thread that needs it).
-  OwnerSlot flush_owner_;
+  // The open-owners that create flushed files (their own: a flush may run
+  // while a pool owner's mutex is held by the thread that needs it;
+  // several, since an owner's OPEN and CLOSE are serialised).
+  std::array<OwnerSlot, 8> flush_owners_;
   // Who last wrote each dirty file locally: the flush writes as them.
   std::mutex writers_mu_;  // guards writers_
   std::unordered_map<Key, upstream::Creds> writers_;

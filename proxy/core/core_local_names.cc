@@ -19,6 +19,7 @@
 #include "core/convert.h"
 #include "core/core.h"
 #include "util/log.h"
+#include "util/parallel.h"
 
 namespace nache {
 
@@ -71,18 +72,25 @@ uint32_t Core::AccessByMode(const Creds &cr, const Attrs &a, uint32_t want) {
   return allowed & want;
 }
 
-uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
-                           FileType type, const Attrs &in,
-                           const std::string &link_text, Key *key,
-                           Attrs *out) {
+uint32_t Core::CheckNewName(const Creds &cr, Key dir, const std::string &name,
+                            Attrs *dir_attrs) {
   if (name.empty() || name == "." || name == ".." ||
       name.find('/') != std::string::npos)
     return upstream::kNfs4ErrInval;
   if (name.size() > 255) return upstream::kNfs4ErrNametoolong;
-  Attrs da;
-  uint32_t st = Getattr(cr, dir, &da);
+  uint32_t st = Getattr(cr, dir, dir_attrs);
   if (st) return st;
-  if (da.type != FileType::kDir) return upstream::kNfs4ErrNotdir;
+  return dir_attrs->type == FileType::kDir ? upstream::kNfs4Ok
+                                           : upstream::kNfs4ErrNotdir;
+}
+
+uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
+                           FileType type, const Attrs &in,
+                           const std::string &link_text, Key *key,
+                           Attrs *out) {
+  Attrs da;
+  uint32_t st = CheckNewName(cr, dir, name, &da);
+  if (st) return st;
   uint32_t allowed = 0;
   const uint32_t need = upstream::kAccessExtend | upstream::kAccessLookup;
   if ((st = Access(cr, dir, need, &allowed))) return st;
@@ -171,14 +179,9 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
                            Key newdir, const std::string &newname,
                            bool *done) {
   *done = false;
-  if (newname.empty() || newname == "." || newname == ".." ||
-      newname.find('/') != std::string::npos)
-    return upstream::kNfs4ErrInval;
-  if (newname.size() > 255) return upstream::kNfs4ErrNametoolong;
   Attrs nda;
-  uint32_t st = Getattr(cr, newdir, &nda);
+  uint32_t st = CheckNewName(cr, newdir, newname, &nda);
   if (st) return st;
-  if (nda.type != FileType::kDir) return upstream::kNfs4ErrNotdir;
   const uint32_t need = upstream::kAccessModify | upstream::kAccessExtend |
                         upstream::kAccessLookup;
   uint32_t a1 = 0, a2 = 0;
@@ -303,9 +306,10 @@ uint32_t Core::CreateRemotely(Key key) {
 }
 
 uint32_t Core::CreateEntriesRemotely(Key dir) {
-  for (const LocalNames::Entry &e : local_names_->Children(dir))
-    if (uint32_t st = CreateRemotely(e.key)) return st;
-  return upstream::kNfs4Ok;
+  // Several at once: each is round trips, not bandwidth.
+  std::vector<LocalNames::Entry> todo = local_names_->Children(dir);
+  return ParallelFor(todo.size(), flush_owners_.size(),
+                     [&](size_t i) { return CreateRemotely(todo[i].key); });
 }
 
 uint32_t Core::SendCreate(const LogRecord &r) {
@@ -337,13 +341,14 @@ uint32_t Core::SendCreate(const LogRecord &r) {
   if (r.type == FileType::kReg) {
     // NFSv4.0 creates regular files by OPEN; this one is closed at once
     // (local opens of the file have their own).
-    OwnerSlot *owner = &flush_owner_;
+    size_t slot = r.key2 % flush_owners_.size();
+    OwnerSlot *owner = &flush_owners_[slot];
     std::lock_guard<std::mutex> og(owner->mu);
     uint64_t epoch = up_->epoch();
     if (owner->epoch != epoch) {
       owner->seqid = 0;
       owner->epoch = epoch;
-      owner->name = owner_prefix_ + "-flush";
+      owner->name = owner_prefix_ + "-flush" + std::to_string(slot);
     }
     upstream::OpenArgs a;
     a.seqid = owner->seqid;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "util/log.h"
+#include "util/parallel.h"
 
 namespace nache {
 namespace {
@@ -78,24 +79,13 @@ uint32_t Flusher::FlushFile(Key key) {
 
 uint32_t Flusher::FlushMany(const std::vector<Key> &keys,
                             Clock::time_point deadline) {
-  std::atomic<size_t> next{0};
-  std::atomic<uint32_t> failed{0};
-  auto worker = [&] {
-    for (size_t i; !failed.load() && Clock::now() < deadline &&
-                   (i = next.fetch_add(1)) < keys.size();) {
-      uint32_t st = FlushFile(keys[i]);
-      if (st) {
-        uint32_t none = 0;
-        failed.compare_exchange_strong(none, st);
-      }
-    }
-  };
-  size_t n = std::min<size_t>(keys.size(), size_t(std::max(1, opts_.files)));
-  std::vector<std::thread> helpers;
-  for (size_t i = 1; i < n; i++) helpers.emplace_back(worker);
-  worker();
-  for (auto &t : helpers) t.join();
-  return failed.load();
+  return ParallelFor(keys.size(), size_t(std::max(1, opts_.files)),
+                     [&](size_t i) -> uint32_t {
+                       // Past the deadline: stop as if failed (retryable).
+                       if (Clock::now() >= deadline)
+                         return upstream::kNfs4ErrDelay;
+                       return FlushFile(keys[i]);
+                     });
 }
 
 bool Flusher::FlushAll(Clock::time_point deadline) {
@@ -116,18 +106,13 @@ uint32_t Flusher::FlushOne(Key key) {
   const uint64_t bs = cache_->block_size();
   std::vector<uint32_t> status(ranges.size(), 0);
   std::vector<upstream::Attrs> after(ranges.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < ranges.size();) {
-      const Cache::DirtyRange &r = ranges[i];
-      status[i] = send_(key, r.idx * bs + r.lo, r.data, &after[i]);
-    }
-  };
-  size_t n = std::min<size_t>(ranges.size(), size_t(std::max(1, opts_.parallel)));
-  std::vector<std::thread> helpers;
-  for (size_t i = 1; i < n; i++) helpers.emplace_back(worker);
-  worker();
-  for (auto &t : helpers) t.join();
+  // Every range is tried (the status of each decides what is clean).
+  ParallelFor(ranges.size(), size_t(std::max(1, opts_.parallel)),
+              [&](size_t i) -> uint32_t {
+                const Cache::DirtyRange &r = ranges[i];
+                status[i] = send_(key, r.idx * bs + r.lo, r.data, &after[i]);
+                return 0;
+              });
   // Clean what arrived; the newest attributes (highest change) describe
   // the file after all of it.
   std::vector<Cache::DirtyRange> sent;
