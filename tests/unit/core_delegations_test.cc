@@ -24,6 +24,7 @@
 
 #include "cb_client.h"
 #include "core/core.h"
+#include "upstream/attrs.h"
 #include "metrics/metrics.h"
 #include "temp_dir.h"
 #include "upstream/libnfs_compat.h"
@@ -96,6 +97,12 @@ class ScriptedUpstream : public upstream::Upstream {
   uint64_t Change(const std::string &name) {
     std::lock_guard<std::mutex> g(mu_);
     return files_["f:" + name].change;
+  }
+  // The file's data, or "<none>" when the server never had it.
+  std::string Data(const std::string &name) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = files_.find("f:" + name);
+    return it == files_.end() ? "<none>" : it->second.data;
   }
 
   bool WaitReady(int) override { return true; }
@@ -194,13 +201,32 @@ class ScriptedUpstream : public upstream::Upstream {
         const OPEN4args &o = a.nfs_argop4_u.opopen;
         const component4 &n = o.claim.open_claim4_u.file;
         Fh fh = "f:" + Str(n.utf8string_val, n.utf8string_len);
-        if (files_.count(fh) == 0) return upstream::kNfs4ErrNoent;
+        if (files_.count(fh) == 0) {
+          if (o.openhow.opentype != OPEN4_CREATE)
+            return upstream::kNfs4ErrNoent;
+          files_[fh].name = Str(n.utf8string_val, n.utf8string_len);
+        }
         *cur = fh;
         r->stateid = Sid("open", ++opens_);
         if (grant != DelegationType::kNone) {
           r->delegation.type = grant;
           r->delegation.stateid = Sid("deleg", ++delegs_);
         }
+        return 0;
+      }
+      case OP_SETATTR: {
+        // Only a size change does something here.
+        File &f = files_[*cur];
+        Attrs want;
+        const fattr4 &fa = a.nfs_argop4_u.opsetattr.obj_attributes;
+        if (upstream::DecodeAttrs(fa.attrmask.bitmap4_val,
+                                  fa.attrmask.bitmap4_len,
+                                  fa.attr_vals.attrlist4_val,
+                                  fa.attr_vals.attrlist4_len, &want,
+                                  nullptr) &&
+            (want.mask & upstream::kAttrSize))
+          f.data.resize(size_t(want.size));
+        f.change++;
         return 0;
       }
       case OP_CLOSE:
@@ -456,6 +482,62 @@ TEST_F(CoreDelegationsTest, LapsedLeaseEndsTheTrust) {
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(up_->Count("OPEN"), 2) << "no longer granted locally";
   EXPECT_EQ(core_->CloseFile(o), 0u);
+}
+
+// Write-back of the namespace (single writer), against the same scripted
+// upstream: files created here stay here until something needs them at
+// the remote; one removed before that is never sent, one renamed is sent
+// once, under its last name.
+TEST_F(CoreDelegationsTest, LocalCreatesAreSentOnlyAsTheyEndUp) {
+  Start(DelegationType::kNone, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+    cfg->flush_age_ms = 3600 * 1000;  // nothing by age in this test
+  });
+  auto create = [&](const char *name, const std::string &data) {
+    Core::OpenRequest req;
+    req.key = root_;
+    req.name = name;
+    req.access = kBoth;
+    req.mode = NACHE_OPEN_GUARDED;
+    NacheOpen *open = nullptr;
+    Key key = kNoKey;
+    bool created = false;
+    EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
+    EXPECT_TRUE(created);
+    size_t n = 0;
+    int committed = 0;
+    EXPECT_EQ(core_->Write(cr_, key, open, 0, data.size(), data.data(), 2, &n,
+                           &committed),
+              0u);
+    EXPECT_EQ(core_->CloseFile(open), 0u);
+    return key;
+  };
+  int opens = up_->Count("OPEN");
+  create("tmp", "short-lived");
+  Key a = create("a", "kept");
+  Key k;
+  Attrs attrs;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "tmp", &k, &attrs), 0u);
+  EXPECT_EQ(attrs.size, 11u);
+  EXPECT_EQ(core_->Remove(cr_, root_, "tmp"), 0u);
+  EXPECT_EQ(core_->Lookup(cr_, root_, "tmp", &k, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  ASSERT_EQ(core_->Rename(cr_, root_, "a", root_, "b"), 0u);
+  ASSERT_EQ(core_->Lookup(cr_, root_, "b", &k, nullptr), 0u);
+  EXPECT_EQ(k, a) << "the same object under its new name";
+  EXPECT_EQ(up_->Count("OPEN"), opens) << "nothing sent yet";
+  EXPECT_EQ(up_->Count("WRITE"), 0);
+  EXPECT_EQ(up_->Count("REMOVE") + up_->Count("RENAME"), 0);
+  // A size change goes upstream: b is created there first, with its data.
+  Attrs set;
+  set.mask = upstream::kAttrSize;
+  set.size = 3;
+  ASSERT_EQ(core_->Setattr(cr_, a, nullptr, set, &attrs), 0u);
+  EXPECT_EQ(up_->Data("b"), "kep");
+  EXPECT_EQ(up_->Data("a"), "<none>");
+  EXPECT_EQ(up_->Data("tmp"), "<none>");
+  EXPECT_EQ(up_->Count("OPEN"), opens + 1) << "one create, as b";
 }
 
 }  // namespace
