@@ -74,7 +74,8 @@ export LAB_KNFSD_THREADS=${LAB_KNFSD_THREADS:-16}
 export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
 # nache as shipped (config/nache.conf): Ganesha passes nache's delegations
 # on to its clients.
-export LAB_NACHE_DELEGATIONS=${LAB_NACHE_DELEGATIONS:-readwrite}
+# (LAB_NACHE_DELEGATIONS= turns them off.)
+export LAB_NACHE_DELEGATIONS=${LAB_NACHE_DELEGATIONS-readwrite}
 # Jobs on a wan profile run for many minutes (bench/README.md).
 JOB_TIMEOUT=${BENCH_JOB_TIMEOUT:-7200}
 

@@ -207,7 +207,14 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
         [core](Key key, const Attrs &set, Attrs *after) {
           return core->FlushSetattr(key, set, after);
         },
-        fo));
+        fo,
+        [core](Key key) -> uint32_t {
+          // Created here: create it remotely first (with its data when
+          // small), its directory before it.
+          if (!core->LocalNamespace() || !core->local_names_->IsLocal(key))
+            return upstream::kNfs4Ok;
+          return core->CreateRemotely(key);
+        }));
     NACHE_LOG(kLogEvent, "NACHE_WRITEBACK",
               "write-back on for %s; flush after %u s or beyond %llu dirty "
               "bytes",

@@ -17,10 +17,11 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Flusher::Flusher(Cache *cache, SendFn send, SetattrFn setattr,
-                 const FlusherOptions &opts)
+                 const FlusherOptions &opts, PrepareFn prepare)
     : cache_(cache),
       send_(std::move(send)),
       setattr_(std::move(setattr)),
+      prepare_(std::move(prepare)),
       opts_(opts) {
   thread_ = std::thread([this] { Loop(); });
 }
@@ -98,6 +99,14 @@ bool Flusher::FlushAll(Clock::time_point deadline) {
 }
 
 uint32_t Flusher::FlushOne(Key key) {
+  if (prepare_) {
+    uint32_t st = prepare_(key);
+    if (st == upstream::kNfs4ErrStale) {  // gone (see SendFn)
+      cache_->Forget(key);
+      return 0;
+    }
+    if (st) return st;
+  }
   std::vector<Cache::DirtyRange> ranges = cache_->DirtyRanges(key);
   upstream::Attrs set;
   uint64_t set_epoch = 0;

@@ -49,8 +49,13 @@ class Flusher {
   using SetattrFn = std::function<uint32_t(Key key, const upstream::Attrs &set,
                                            upstream::Attrs *after)>;
 
+  // Runs first for each file flushed; it may send what is cheaper sent
+  // together (an object created locally: created remotely with its data
+  // and attributes in one COMPOUND), leaving the rest to send and setattr.
+  using PrepareFn = std::function<uint32_t(Key key)>;
+
   Flusher(Cache *cache, SendFn send, SetattrFn setattr,
-          const FlusherOptions &opts);
+          const FlusherOptions &opts, PrepareFn prepare = nullptr);
   ~Flusher();  // Stop()
   void Stop();
 
@@ -79,6 +84,7 @@ class Flusher {
   Cache *cache_;          // not owned
   SendFn send_;           // immutable
   SetattrFn setattr_;     // immutable
+  PrepareFn prepare_;     // immutable; may be empty
   FlusherOptions opts_;   // immutable
   mutable std::mutex mu_; // guards everything below
   std::condition_variable cv_;  // kicks, stop, a file flush ended
