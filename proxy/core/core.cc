@@ -393,6 +393,38 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
     // listing that lacks the name answers too (a create's lookup first).
     if (k == kNoKey && cfg_.single_writer && cache_->Listing(dir))
       return upstream::kNfs4ErrNoent;
+    // With the namespace written back, read the whole listing once instead
+    // of asking name by name: creates keep it current (the directory stays
+    // ours while it has unflushed changes).
+    if (k == kNoKey && LocalNamespace() && !cache_->Listing(dir) &&
+        !TooBigToList(dir)) {
+      bool eof = false;
+      uint32_t rst = ReaddirRemote(
+          cr, dir, 0,
+          [](void *, const char *, nache_key, const nache_attrs *, uint64_t) {
+            return false;
+          },
+          nullptr, &eof);
+      if (auto l = cache_->Listing(dir)) {
+        for (const CachedDirent &e : *l) {
+          Attrs a;
+          if (e.name == name && cache_->FreshAttrs(e.key, &a)) {
+            *key = e.key;
+            if (attrs) *attrs = a;
+            return upstream::kNfs4Ok;
+          }
+        }
+        if (std::none_of(l->begin(), l->end(), [&](const CachedDirent &e) {
+              return e.name == name;
+            }))
+          return upstream::kNfs4ErrNoent;
+      } else if (rst == upstream::kNfs4Ok) {
+        // Read and still not kept: too big to cache (or it changed while
+        // read, which single-writer makes rare).
+        std::lock_guard<std::mutex> g(misc_mu_);
+        unlistable_.insert(dir);
+      }
+    }
   }
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
@@ -565,6 +597,11 @@ uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
                        *allowed);
   }
   return st;
+}
+
+bool Core::TooBigToList(Key dir) {
+  std::lock_guard<std::mutex> g(misc_mu_);
+  return unlistable_.count(dir) != 0;
 }
 
 upstream::Verifier Core::CookieVerf(Key dir) {
@@ -857,11 +894,19 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   Key gone = ListedKey(dir, name);
   if (LocalNamespace()) {
     // A directory with entries only we know of is not empty: the remote
-    // says so once it has them.
-    Key k = gone;
-    if (k == kNoKey && Lookup(cr, dir, name, &k, nullptr)) k = kNoKey;
+    // says so once it has them. (Such a directory is known to us by
+    // name: no LOOKUP needed to find it.)
+    Key k = gone != kNoKey ? gone : local_names_->DirNamed(
+                                        dir, name, [this](Key d, Key *p,
+                                                          std::string *n) {
+                                          HandleRecord r;
+                                          if (!handles_->Get(d, &r))
+                                            return false;
+                                          *p = r.parent;
+                                          *n = r.name;
+                                          return true;
+                                        });
     if (k != kNoKey && (st = CreateEntriesRemotely(k))) return st;
-    gone = k;
   }
   ReturnIfReadDelegated(gone);
   Compound c;

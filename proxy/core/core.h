@@ -214,6 +214,7 @@ class Core {
   // Looks the export's path up on the remote and records its handle.
   uint32_t ResolveRoot(upstream::Fh *fh);
   upstream::Verifier CookieVerf(Key dir);
+  bool TooBigToList(Key dir);
   void SetCookieVerf(Key dir, const upstream::Verifier &v);
 
   // Open helpers; owner->mu held.
@@ -406,7 +407,10 @@ class Core {
   std::atomic<uint32_t> max_write_{1 << 20};
   std::mutex root_mu_;     // serialises ResolveRoot
 
-  std::mutex misc_mu_;  // guards cookie_verfs_, lock_serial_
+  std::mutex misc_mu_;  // guards cookie_verfs_, lock_serial_, unlistable_
+  // Directories whose listing is too big to cache: lookups in them ask
+  // name by name.
+  std::set<Key> unlistable_;
   std::unordered_map<Key, upstream::Verifier> cookie_verfs_;
   uint64_t lock_serial_ = 0;
   std::string owner_prefix_;  // unique per proxy start (immutable)

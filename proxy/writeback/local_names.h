@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -52,6 +53,11 @@ class LocalNames {
   // The highest create seq among dir's local entries; 0 when none.
   uint64_t LastChildSeq(Key dir) const;
   size_t size() const;
+  // The directory with local entries whose own name is (parent, name),
+  // as name_of tells a directory's; kNoKey when none.
+  Key DirNamed(Key parent, const std::string &name,
+               const std::function<bool(Key dir, Key *parent,
+                                        std::string *name)> &name_of) const;
 
  private:
   using NameKey = std::pair<Key, std::string>;
