@@ -173,17 +173,6 @@ local_conflict_needs_no_remote_recall() {
 		expect_eq "recalls from the remote" "$(recalls)" "$r0"
 }
 
-# cut_upstream / heal_upstream — drop everything between nache's WAN
-# address and knfsd, both ways; the direct client's path stays up.
-cut_upstream() {
-	ip -n "$LAB_NS_LAN" rule add from "$LAB_NACHE_WAN_ADDR" to "$LAB_KNFSD_ADDR" blackhole pref 100 &&
-		ip -n "$LAB_NS_REMOTE" rule add to "$LAB_NACHE_WAN_ADDR" blackhole pref 100
-}
-heal_upstream() {
-	ip -n "$LAB_NS_LAN" rule del pref 100 2>/dev/null
-	ip -n "$LAB_NS_REMOTE" rule del pref 100 2>/dev/null
-	return 0
-}
 knfsd_delegated() { lab_knfsd_states | grep 'type: deleg' | grep -q "\"$1\""; }
 
 # A WAN cut longer than the lease: knfsd cannot recall nache's delegation,
@@ -194,7 +183,7 @@ lease_lapse_serves_no_stale_data() {
 	expect_eq "through nache" "$(on 1 "cat $M/d/e3")" e-3 &&
 		lab_wait_until 10 knfsd_delegated d/e3 ||
 		{ echo "knfsd did not delegate d/e3" >&2; lab_knfsd_states >&2; return 1; }
-	cut_upstream || { heal_upstream; return 1; }
+	cut_upstream "$LAB_KNFSD_ADDR" || { heal_upstream; return 1; }
 	local rc=0
 	on 3 "echo direct-e3 > $D/d/e3" || rc=1
 	heal_upstream

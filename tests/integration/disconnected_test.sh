@@ -23,15 +23,6 @@ mkdir -p "$R/dc/sub" && chmod -R 777 "$R/dc"
 head -c $((3 << 20)) /dev/urandom >"$R/dc/a"
 echo kept >"$R/dc/sub/s"
 
-cut_wan() {
-	ip -n "$LAB_NS_LAN" rule add from "$LAB_NACHE_WAN_ADDR" to "$LAB_REMOTE_ADDR" blackhole pref 100 &&
-		ip -n "$LAB_NS_REMOTE" rule add to "$LAB_NACHE_WAN_ADDR" blackhole pref 100
-}
-heal_wan() {
-	ip -n "$LAB_NS_LAN" rule del pref 100 2>/dev/null
-	ip -n "$LAB_NS_REMOTE" rule del pref 100 2>/dev/null
-	return 0
-}
 connected() { metric nache_upstream_connected; }
 sha_remote() { sha256sum "$R/$1" 2>/dev/null | cut -d' ' -f1; }
 
@@ -42,7 +33,7 @@ disconnected_serves_the_cache_and_takes_writes() {
 	expect_eq "read while connected" "$(on 1 "cat $M/dc/sub/s >/dev/null && sha256sum < $M/dc/a" | cut -d' ' -f1)" "$want_a" &&
 		expect_eq "listing while connected" "$(on 1 "echo \$(ls $M/dc $M/dc/sub)")" \
 			"$M/dc: a sub $M/dc/sub: s" || return 1
-	cut_wan || return 1
+	cut_upstream "$LAB_REMOTE_ADDR" || return 1
 	lab_wait_until 60 eval '[ "$(connected)" = 0 ]' ||
 		{ echo "nache did not notice the cut" >&2; return 1; }
 	# Bounded: a client waiting on the remote would hang here instead.
@@ -58,7 +49,7 @@ kept
 more" &&
 		expect_eq "the remote has none of it yet" "$(ls "$R/dc")" "a
 sub" || return 1
-	heal_wan
+	heal_upstream
 	lab_wait_until 60 eval '[ "$(connected)" = 1 ]' ||
 		{ echo "nache did not reconnect" >&2; return 1; }
 	lab_wait_until 60 eval '[ "$(cat "$R/dc/new/c" 2>/dev/null)" = inner ]' &&

@@ -111,3 +111,17 @@ at_least() {
 	python3 -c "import sys; sys.exit(0 if float('$2') >= float('$3') else 1)" ||
 		{ echo "expected $1 >= $3, got $2" >&2; return 1; }
 }
+
+# cut_upstream ADDR / heal_upstream — drop everything between nache's WAN
+# address and the remote at ADDR, both ways, as in a WAN outage (the TCP
+# connection stays up; clients' paths to nache and direct mounts are not
+# touched). The lab's teardown removes the rules with its namespaces.
+cut_upstream() {
+	ip -n "$LAB_NS_LAN" rule add from "$LAB_NACHE_WAN_ADDR" to "$1" blackhole pref 100 &&
+		ip -n "$LAB_NS_REMOTE" rule add to "$LAB_NACHE_WAN_ADDR" blackhole pref 100
+}
+heal_upstream() {
+	ip -n "$LAB_NS_LAN" rule del pref 100 2>/dev/null
+	ip -n "$LAB_NS_REMOTE" rule del pref 100 2>/dev/null
+	return 0
+}
