@@ -208,12 +208,20 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
           return core->FlushSetattr(key, set, after);
         },
         fo,
-        [core](Key key) -> uint32_t {
+        [core](Key key, bool patient) -> uint32_t {
+          if (!core->LocalNamespace()) return upstream::kNfs4Ok;
           // Created here: create it remotely first (with its data when
           // small), its directory before it.
-          if (!core->LocalNamespace() || !core->local_names_->IsLocal(key))
-            return upstream::kNfs4Ok;
-          return core->CreateRemotely(key);
+          if (core->local_names_->IsLocal(key))
+            return core->CreateRemotely(key);
+          // A directory's mtime waits until its local entries are old
+          // enough to be sent (those that die young never are).
+          int64_t newest = core->local_names_->NewestChildTime(key);
+          if (patient && newest != 0 &&
+              int64_t(time(nullptr)) - newest <
+                  int64_t(core->cfg_.flush_age_ms / 1000))
+            return Flusher::kNotYet;
+          return upstream::kNfs4Ok;
         }));
     NACHE_LOG(kLogEvent, "NACHE_WRITEBACK",
               "write-back on for %s; flush after %u s or beyond %llu dirty "

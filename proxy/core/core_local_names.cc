@@ -140,7 +140,8 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
     cache_->Forget(k);
     return upstream::kNfs4ErrIo;
   }
-  local_names_->Add(LocalNames::Entry{seq, dir, name, k, type, link_text});
+  local_names_->Add(LocalNames::Entry{seq, dir, name, k, type, link_text,
+                                      int64_t(time(nullptr))});
   cache_->LocalDirEdit(dir, "", name, k);
   NoteLocalWriter(k, cr);
   metrics_->CountLocalCreate();

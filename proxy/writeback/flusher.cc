@@ -63,13 +63,15 @@ bool Flusher::WaitForRoom(uint64_t bytes, std::chrono::milliseconds timeout) {
   }
 }
 
-uint32_t Flusher::FlushFile(Key key) {
+uint32_t Flusher::FlushFile(Key key) { return FlushFileAs(key, false); }
+
+uint32_t Flusher::FlushFileAs(Key key, bool patient) {
   {
     std::unique_lock<std::mutex> g(mu_);
     cv_.wait(g, [&] { return busy_.count(key) == 0; });
     busy_.insert(key);
   }
-  uint32_t st = FlushOne(key);
+  uint32_t st = FlushOne(key, patient);
   {
     std::lock_guard<std::mutex> g(mu_);
     busy_.erase(key);
@@ -79,13 +81,13 @@ uint32_t Flusher::FlushFile(Key key) {
 }
 
 uint32_t Flusher::FlushMany(const std::vector<Key> &keys,
-                            Clock::time_point deadline) {
+                            Clock::time_point deadline, bool patient) {
   return ParallelFor(keys.size(), size_t(std::max(1, opts_.files)),
                      [&](size_t i) -> uint32_t {
                        // Past the deadline: stop as if failed (retryable).
                        if (Clock::now() >= deadline)
                          return upstream::kNfs4ErrDelay;
-                       return FlushFile(keys[i]);
+                       return FlushFileAs(keys[i], patient);
                      });
 }
 
@@ -93,14 +95,16 @@ bool Flusher::FlushAll(Clock::time_point deadline) {
   while (Clock::now() < deadline) {
     std::vector<Key> due = cache_->DirtyFiles(std::chrono::milliseconds(0), 256);
     if (due.empty()) return true;
-    if (FlushMany(due, deadline)) return false;  // the upstream is failing
+    // the upstream is failing
+    if (FlushMany(due, deadline, false)) return false;
   }
   return cache_->DirtyFiles(std::chrono::milliseconds(0), 1).empty();
 }
 
-uint32_t Flusher::FlushOne(Key key) {
+uint32_t Flusher::FlushOne(Key key, bool patient) {
   if (prepare_) {
-    uint32_t st = prepare_(key);
+    uint32_t st = prepare_(key, patient);
+    if (st == kNotYet) return 0;  // stays dirty, not a failure
     if (st == upstream::kNfs4ErrStale) {  // gone (see SendFn)
       cache_->Forget(key);
       return 0;
@@ -197,7 +201,7 @@ void Flusher::Loop() {
     g.unlock();
     std::vector<Key> due = cache_->DirtyFiles(
         over ? std::chrono::milliseconds(0) : opts_.age, 256);
-    bool failed = FlushMany(due) != 0;
+    bool failed = FlushMany(due, Clock::time_point::max(), !over) != 0;
     // The upstream refuses or is away: retry less often (up to 30 s).
     backoff = failed ? std::min(backoff * 2, std::chrono::milliseconds(30000))
                      : tick;

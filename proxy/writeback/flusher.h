@@ -52,7 +52,11 @@ class Flusher {
   // Runs first for each file flushed; it may send what is cheaper sent
   // together (an object created locally: created remotely with its data
   // and attributes in one COMPOUND), leaving the rest to send and setattr.
-  using PrepareFn = std::function<uint32_t(Key key)>;
+  // patient: a flush by age (not on demand, not for room); kNotYet then
+  // leaves the file dirty for a later round without counting as a failure
+  // (a directory whose entries are still too young to send).
+  using PrepareFn = std::function<uint32_t(Key key, bool patient)>;
+  static constexpr uint32_t kNotYet = 1u << 31;
 
   Flusher(Cache *cache, SendFn send, SetattrFn setattr,
           const FlusherOptions &opts, PrepareFn prepare = nullptr);
@@ -75,11 +79,12 @@ class Flusher {
 
  private:
   void Loop();
-  uint32_t FlushOne(Key key);
+  uint32_t FlushOne(Key key, bool patient);
+  uint32_t FlushFileAs(Key key, bool patient);
   // Flushes keys, up to opts_.files at once; stops starting new ones after
   // the first failure (or once deadline passes) and returns its status.
-  uint32_t FlushMany(const std::vector<Key> &keys,
-                     Clock::time_point deadline = Clock::time_point::max());
+  uint32_t FlushMany(const std::vector<Key> &keys, Clock::time_point deadline,
+                     bool patient);
 
   Cache *cache_;          // not owned
   SendFn send_;           // immutable

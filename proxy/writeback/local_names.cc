@@ -1,6 +1,8 @@
 // See local_names.h.
 #include "writeback/local_names.h"
 
+#include <algorithm>
+
 namespace nache {
 
 void LocalNames::Load(OpLog *log) {
@@ -9,7 +11,7 @@ void LocalNames::Load(OpLog *log) {
     if (recs.empty()) return;
     for (const LogRecord &r : recs) {
       if (r.op == LogOp::kCreate)
-        Add(Entry{r.seq, r.key, r.name, r.key2, r.type, r.text});
+        Add(Entry{r.seq, r.key, r.name, r.key2, r.type, r.text, r.logged_at});
       from = r.seq + 1;
     }
   }
@@ -95,6 +97,16 @@ Key LocalNames::DirNamed(
     if (name_of(d, &p, &n) && p == parent && n == name) return d;
   }
   return kNoKey;
+}
+
+int64_t LocalNames::NewestChildTime(Key dir) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto c = children_.find(dir);
+  if (c == children_.end()) return 0;
+  int64_t newest = 0;
+  for (const auto &kv : c->second)
+    newest = std::max(newest, by_key_.at(kv.second).created_at);
+  return newest;
 }
 
 size_t LocalNames::size() const {

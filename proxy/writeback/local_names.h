@@ -34,6 +34,7 @@ class LocalNames {
     Key key = kNoKey;
     upstream::FileType type = upstream::FileType::kNone;
     std::string text;  // a symlink's target
+    int64_t created_at = 0;  // wall-clock seconds when logged
   };
 
   // The kCreate records of log (one pass over it).
@@ -52,6 +53,8 @@ class LocalNames {
   std::vector<Entry> Children(Key dir) const;
   // The highest create seq among dir's local entries; 0 when none.
   uint64_t LastChildSeq(Key dir) const;
+  // When the newest of dir's local entries was logged; 0 when none.
+  int64_t NewestChildTime(Key dir) const;
   size_t size() const;
   // The directory with local entries whose own name is (parent, name),
   // as name_of tells a directory's; kNoKey when none.

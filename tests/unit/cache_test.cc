@@ -490,16 +490,21 @@ TEST_F(CacheTest, DelegatedAttributesStayFreshOnlyWhileTheLeaseHolds) {
   cache_->SetLeaseClock([&] {
     return start + std::chrono::milliseconds(lease_left_ms.load());
   });
+  // Lets the 1 ms window after a validation at `since` pass (a condition
+  // on the clock, not a sleep).
+  auto pass_window = [](Cache::Clock::time_point since) {
+    while (Cache::Clock::now() - since < std::chrono::milliseconds(2)) {
+    }
+  };
+  auto validated = Cache::Clock::now();
   cache_->Validated(7, FileAttrs(5, 10));
-  // Let the 1 ms window pass (a condition on the clock, not a sleep).
-  while (Cache::Clock::now() - start < std::chrono::milliseconds(2)) {
-  }
+  pass_window(validated);
   Attrs a;
   EXPECT_FALSE(cache_->FreshAttrs(7, &a)) << "window passed, no delegation";
+  validated = Cache::Clock::now();
   cache_->Validated(7, FileAttrs(5, 10));
   cache_->SetDelegated(7, true);
-  while (Cache::Clock::now() - start < std::chrono::milliseconds(4)) {
-  }
+  pass_window(validated);
   ASSERT_TRUE(cache_->FreshAttrs(7, &a)) << "delegated: fresh past the window";
   EXPECT_EQ(a.change, 5u);
   lease_left_ms = 0;  // the lease is no longer known to hold
@@ -509,9 +514,9 @@ TEST_F(CacheTest, DelegatedAttributesStayFreshOnlyWhileTheLeaseHolds) {
   EXPECT_FALSE(cache_->FreshAttrs(7, &a)) << "an explicit expiry still counts";
   cache_->Validated(7, FileAttrs(5, 10));
   EXPECT_TRUE(cache_->FreshAttrs(7, &a));
+  validated = Cache::Clock::now();  // (at most: validated just before)
   cache_->SetDelegated(7, false);
-  while (Cache::Clock::now() - start < std::chrono::milliseconds(6)) {
-  }
+  pass_window(validated);
   EXPECT_FALSE(cache_->FreshAttrs(7, &a)) << "returned: the window rules";
 }
 
