@@ -331,9 +331,27 @@ uint32_t Core::ResolveRoot(Fh *fh) {
   if (st) return st;
   *fh = rep.Find(Op::kGetfh)->fh;
   handles_->SetFh(root_key_, *fh);
-  // A READ or WRITE above the server's limit is refused (knfsd may even
-  // drop the connection), so never send one.
-  const Attrs &a = rep.Find(Op::kGetattr)->attrs;
+  ApplyIoLimits(rep.Find(Op::kGetattr)->attrs);
+  return upstream::kNfs4Ok;
+}
+
+void Core::LearnIoLimits() {
+  if (io_limits_known_.load()) return;
+  // The root's handle is known from an earlier run (else resolving it
+  // learns the limits): ask for them once.
+  Fh fh;
+  if (FhOf(root_key_, &fh) || io_limits_known_.load()) return;
+  Compound c;
+  c.SetTag("io_limits").Putfh(fh).Getattr(upstream::kAttrMaxRead |
+                                          upstream::kAttrMaxWrite);
+  CompoundReply rep;
+  if (Run(c, Creds(), &rep) == upstream::kNfs4Ok)
+    ApplyIoLimits(rep.Find(Op::kGetattr)->attrs);
+}
+
+void Core::ApplyIoLimits(const Attrs &a) {
+  // A READ or WRITE above the server's limit is refused (knfsd even drops
+  // the connection: "RPC fragment too large"), so never send one.
   uint32_t rd = cfg_.max_io_size, wr = cfg_.max_io_size;
   if ((a.mask & upstream::kAttrMaxRead) && a.maxread >= 4096 && a.maxread < rd)
     rd = uint32_t(a.maxread);
@@ -342,10 +360,10 @@ uint32_t Core::ResolveRoot(Fh *fh) {
     wr = uint32_t(a.maxwrite);
   max_read_ = rd;
   max_write_ = wr;
+  io_limits_known_ = true;
   NACHE_LOG(kLogEvent, "NACHE_HANDLES",
-            "export root %s resolved; I/O sizes read %u write %u",
+            "export root %s: I/O sizes read %u write %u",
             cfg_.upstream_path.c_str(), rd, wr);
-  return upstream::kNfs4Ok;
 }
 
 // --- metadata ---------------------------------------------------------
@@ -1566,6 +1584,7 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
   // A block costs one round trip: when the server's maxread is below the
   // block size (knfsd on a small machine allows 32 KiB, per COMPOUND
   // reply), its pieces are fetched in parallel, each READ with a GETATTR.
+  LearnIoLimits();
   const uint32_t per = std::min<uint32_t>(bs, max_read_);
   // Only the pieces the file's known size covers (a small file is one
   // READ); a file that grew meanwhile is read on with the next block.
@@ -1660,6 +1679,7 @@ uint32_t Core::WriteUpstream(const Creds &cr, Key key,
                              uint64_t offset, size_t len, const char *buf,
                              int stable, size_t *nwritten, int *committed,
                              upstream::Verifier *verf) {
+  LearnIoLimits();
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;

@@ -213,6 +213,10 @@ class Core {
   void LingerLoop();
   // Looks the export's path up on the remote and records its handle.
   uint32_t ResolveRoot(upstream::Fh *fh);
+  // The server's READ/WRITE limits, learnt once per start (the root's
+  // handle may be known from an earlier run): before any READ or WRITE.
+  void LearnIoLimits();
+  void ApplyIoLimits(const Attrs &a);
   upstream::Verifier CookieVerf(Key dir);
   bool TooBigToList(Key dir);
   void SetCookieVerf(Key dir, const upstream::Verifier &v);
@@ -405,6 +409,7 @@ class Core {
   // (learnt when the root is resolved).
   std::atomic<uint32_t> max_read_{1 << 20};
   std::atomic<uint32_t> max_write_{1 << 20};
+  std::atomic<bool> io_limits_known_{false};
   std::mutex root_mu_;     // serialises ResolveRoot
 
   std::mutex misc_mu_;  // guards cookie_verfs_, lock_serial_, unlistable_

@@ -364,6 +364,7 @@ uint32_t Core::SendCreate(const LogRecord &r) {
     // the anonymous stateid, which our deny-none open does not conflict
     // with) and the attributes set here, then the attributes after. One
     // round trip instead of three; the flusher then finds it clean.
+    LearnIoLimits();
     std::vector<Cache::DirtyRange> ranges = cache_->DirtyRanges(r.key2);
     Attrs set;
     uint64_t set_epoch = 0;

@@ -66,6 +66,7 @@ uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
   StateId sid;
   if (!DelegationCovers(key, upstream::kShareAccessWrite, 0, &sid))
     sid = StateId::Anonymous();
+  LearnIoLimits();
   const size_t per = std::max<size_t>(4096, max_write_.load());
   for (size_t done = 0; done < data.size();) {
     size_t n = std::min(per, data.size() - done);

@@ -34,7 +34,25 @@ metadata_ops_on_knfsd() {
 		expect_eq "direct view" "$(on 2 "readlink /mnt/k/k/d/l; cat /mnt/k/k/d/o2")" "$(printf 'data\nfrom-knfsd-client')"
 }
 
+# After a restart nache knows the root's handle from its store: it must
+# still learn knfsd's READ/WRITE limits (a small guest's knfsd drops the
+# connection on a larger request, "RPC fragment too large") before it reads
+# or writes. Write-back makes the flush after the restart send big writes.
+io_limits_after_a_restart() {
+	local want
+	lab_nache_stop &&
+		LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ lab_nache_start \
+			'Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 1;' || return 1
+	want=$(on 1 "head -c 3000000 /dev/urandom > /tmp/big && cp /tmp/big /mnt/n/k/big && sha256sum < /tmp/big") &&
+		lab_wait_until 60 eval '[ "$(on 2 "sha256sum < /mnt/k/k/big 2>/dev/null")" = "$want" ]' ||
+		{ echo "knfsd has $(on 2 "sha256sum < /mnt/k/k/big"), wanted $want" >&2; return 1; }
+	expect_eq "through nache after another restart" \
+		"$(lab_nache_stop && LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ lab_nache_start >/dev/null &&
+			on 1 "echo 3 > /proc/sys/vm/drop_caches; sha256sum < /mnt/n/k/data")" "$(cat "$LAB_DIR/sum")"
+}
+
 check write_through_nache_read_directly_from_knfsd write_through_nache_read_direct
 check write_at_knfsd_read_through_nache write_direct_read_through_nache
 check metadata_operations_against_knfsd metadata_ops_on_knfsd
+check io_limits_are_learnt_after_a_restart io_limits_after_a_restart
 itest_finish
