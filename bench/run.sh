@@ -45,6 +45,21 @@ export LAB_STAGE_DIR="$NACHE_BUILD_DIR/stage"
 if [ "${SCALE:-full}" != smoke ]; then
 	export LAB_KNFSD_MEM=${LAB_KNFSD_MEM:-2G}
 fi
+# Set before lab.sh, which sets its defaults when sourced.
+# Room for every cell's data (a sparse image: the host's disk holds what is
+# written, until teardown) and threads for N clients.  Cells' data is not
+# deleted during the run: a local unlink on the server waits out
+# lease-break-time (45 s) for every file whose delegation PROXY_V4 holds and
+# cannot return (it has no working back channel).
+export LAB_KNFSD_SIZE=${LAB_KNFSD_SIZE:-32G}
+export LAB_KNFSD_THREADS=${LAB_KNFSD_THREADS:-16}
+# knfsd grants no delegations while lockd's grace period runs (50 s after
+# boot by default): shorten it, and start the first cell after it.
+export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
+# nache as shipped (config/nache.conf): Ganesha passes nache's delegations
+# on to its clients.
+# (LAB_NACHE_DELEGATIONS= turns them off.)
+export LAB_NACHE_DELEGATIONS=${LAB_NACHE_DELEGATIONS-readwrite}
 # shellcheck source=../lab/lab.sh
 source "$NACHE_SOURCE_DIR/lab/lab.sh"
 PY=$LAB_PYTHON                   # the system python3 (has matplotlib)
@@ -62,20 +77,6 @@ FB_SET=${FB_SET:-}
 MOUNT_OPTS=${MOUNT_OPTS:-vers=4.1}
 BUILD_JOBS=${BUILD_JOBS:-4}
 BENCH_OUT=${BENCH_OUT:-$BENCH_DIR/out}
-# Room for every cell's data (a sparse image: the host's disk holds what is
-# written, until teardown) and threads for N clients.  Cells' data is not
-# deleted during the run: a local unlink on the server waits out
-# lease-break-time (45 s) for every file whose delegation PROXY_V4 holds and
-# cannot return (it has no working back channel).
-export LAB_KNFSD_SIZE=${LAB_KNFSD_SIZE:-32G}
-export LAB_KNFSD_THREADS=${LAB_KNFSD_THREADS:-16}
-# knfsd grants no delegations while lockd's grace period runs (50 s after
-# boot by default): shorten it, and start the first cell after it.
-export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
-# nache as shipped (config/nache.conf): Ganesha passes nache's delegations
-# on to its clients.
-# (LAB_NACHE_DELEGATIONS= turns them off.)
-export LAB_NACHE_DELEGATIONS=${LAB_NACHE_DELEGATIONS-readwrite}
 # Jobs on a wan profile run for many minutes (bench/README.md).
 JOB_TIMEOUT=${BENCH_JOB_TIMEOUT:-7200}
 
