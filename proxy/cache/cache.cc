@@ -18,6 +18,26 @@ namespace {
 
 using rocksdb::WriteBatch;
 
+upstream::Time RealNow() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return upstream::Time{now.tv_sec, uint32_t(now.tv_nsec)};
+}
+
+// l with the entry `removed` gone and `added` (as added_key) at the end
+// (empty names: none).
+std::shared_ptr<const std::vector<CachedDirent>> EditedListing(
+    const std::vector<CachedDirent> &l, const std::string &removed,
+    const std::string &added, Key added_key) {
+  auto out = std::make_shared<std::vector<CachedDirent>>();
+  for (const CachedDirent &e : l)
+    if ((removed.empty() || e.name != removed) &&
+        (added.empty() || e.name != added))
+      out->push_back(e);
+  if (!added.empty()) out->push_back(CachedDirent{added, added_key, 0});
+  return out;
+}
+
 // Keys sort by object, then block number: big-endian fixed width.
 std::string ObjKey(Key key) {
   std::string s;
@@ -538,22 +558,7 @@ void Cache::OwnDirChange(Key dir, const upstream::ChangeInfo &ci,
                         (!have_post || post.change == ci.after);
     if (o->listing && o->have_attrs && (exactly_ours || sole_writer)) {
       // Exactly our change happened: edit the listing.
-      auto l = std::make_shared<std::vector<CachedDirent>>(*o->listing);
-      if (!removed.empty())
-        l->erase(std::remove_if(l->begin(), l->end(),
-                                [&](const CachedDirent &e) {
-                                  return e.name == removed;
-                                }),
-                 l->end());
-      if (!added.empty()) {
-        l->erase(std::remove_if(l->begin(), l->end(),
-                                [&](const CachedDirent &e) {
-                                  return e.name == added;
-                                }),
-                 l->end());
-        l->push_back(CachedDirent{added, added_key, 0});
-      }
-      o->listing = l;
+      o->listing = EditedListing(*o->listing, removed, added, added_key);
       o->listing_edited = true;
       o->listing_change = have_post ? post.change : ci.after;
       if (have_post) {
@@ -826,11 +831,9 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
     o->dirty_since = Clock::now();
   IndexDirtyLocked(key, *o);
   // Our view of the attributes: size, times, a change clients can see move.
-  timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
   o->attrs.size = new_size;
   o->attrs.change++;
-  o->attrs.mtime = o->attrs.ctime = upstream::Time{now.tv_sec, uint32_t(now.tv_nsec)};
+  o->attrs.mtime = o->attrs.ctime = RealNow();
   o->validated = Clock::now();
   PersistAttrs(key, *o, &batch);
   rocksdb::WriteOptions w;
@@ -938,9 +941,7 @@ bool Cache::LocalSetattr(Key key, const Attrs &set) {
   std::lock_guard<std::mutex> g(mu_);
   Object *o = Obj(key);
   if (!o->have_attrs) return false;
-  timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  upstream::Time t{now.tv_sec, uint32_t(now.tv_nsec)};
+  upstream::Time t = RealNow();
   uint64_t m = set.mask & kLocalSetattrMask;
   if (m & upstream::kAttrMode) o->attrs.mode = set.mode;
   if (m & upstream::kAttrOwner) o->attrs.uid = set.uid;
@@ -952,21 +953,8 @@ bool Cache::LocalSetattr(Key key, const Attrs &set) {
   // What the flush will set: the values as they are now (server time
   // included, so the remote gets what our clients saw).
   o->attrs.ctime = t;
-  o->attrs.change++;
   o->access.clear();  // mode or owner may have changed
-  if (!IsDirtyObj(*o)) {
-    o->dirty_since = Clock::now();
-    o->remote_size = o->attrs.size;
-  }
-  o->set_mask |= m;
-  o->set_epoch++;
-  o->validated = Clock::now();
-  IndexDirtyLocked(key, *o);
-  WriteBatch batch;
-  PersistAttrs(key, *o, &batch);
-  rocksdb::WriteOptions w;
-  w.sync = true;
-  return store_->db()->Write(w, &batch).ok();
+  return SetLocallyLocked(key, o, m, true);
 }
 
 bool Cache::LocalCreate(Key key, const Attrs &a) {
@@ -999,33 +987,31 @@ bool Cache::LocalDirEdit(Key dir, const std::string &removed,
   Object *o = Obj(dir);
   if (!o->have_attrs) return false;
   if (o->listing) {
-    auto l = std::make_shared<std::vector<CachedDirent>>(*o->listing);
-    l->erase(std::remove_if(l->begin(), l->end(),
-                            [&](const CachedDirent &e) {
-                              return e.name == removed || e.name == added;
-                            }),
-             l->end());
-    if (!added.empty()) l->push_back(CachedDirent{added, added_key, 0});
-    o->listing = l;
+    o->listing = EditedListing(*o->listing, removed, added, added_key);
     o->listing_edited = true;
   }
-  timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  o->attrs.mtime = o->attrs.ctime = upstream::Time{now.tv_sec,
-                                                   uint32_t(now.tv_nsec)};
-  o->attrs.change++;
+  o->attrs.mtime = o->attrs.ctime = RealNow();
+  // Not synced: the log record of the create or remove that edited it is.
+  bool ok = SetLocallyLocked(dir, o, upstream::kAttrMtime, false);
   o->listing_change = o->attrs.change;
+  return ok;
+}
+
+bool Cache::SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync) {
+  o->attrs.change++;
   if (!IsDirtyObj(*o)) {
     o->dirty_since = Clock::now();
     o->remote_size = o->attrs.size;
   }
-  o->set_mask |= upstream::kAttrMtime;
+  o->set_mask |= mask;
   o->set_epoch++;
   o->validated = Clock::now();
-  IndexDirtyLocked(dir, *o);
+  IndexDirtyLocked(key, *o);
   WriteBatch batch;
-  PersistAttrs(dir, *o, &batch);
-  return store_->db()->Write(rocksdb::WriteOptions(), &batch).ok();
+  PersistAttrs(key, *o, &batch);
+  rocksdb::WriteOptions w;
+  w.sync = sync;
+  return store_->db()->Write(w, &batch).ok();
 }
 
 bool Cache::PendingSetattr(Key key, Attrs *set, uint64_t *epoch) {

@@ -309,6 +309,10 @@ class Cache {
   // before).
   void ApplyWriteLocked(Key key, Object *o, uint64_t off, const char *buf,
                         size_t len, uint64_t new_size, void *batch);
+  // Attributes of o (already changed by the caller) set locally: its change
+  // moves, the bits of mask are pending for the flusher, and the record is
+  // written (synced when sync).
+  bool SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync);
   // Applies one of our completed operations whose "before" is known.
   void ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
                       const char *buf, size_t len, void *batch);

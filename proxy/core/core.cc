@@ -208,20 +208,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
           return core->FlushSetattr(key, set, after);
         },
         fo,
-        [core](Key key, bool patient) -> uint32_t {
-          if (!core->LocalNamespace()) return upstream::kNfs4Ok;
-          // Created here: create it remotely first (with its data when
-          // small), its directory before it.
-          if (core->local_names_->IsLocal(key))
-            return core->CreateRemotely(key);
-          // A directory's mtime waits until its local entries are old
-          // enough to be sent (those that die young never are).
-          int64_t newest = core->local_names_->NewestChildTime(key);
-          if (patient && newest != 0 &&
-              int64_t(time(nullptr)) - newest <
-                  int64_t(core->cfg_.flush_age_ms / 1000))
-            return Flusher::kNotYet;
-          return upstream::kNfs4Ok;
+        [core](Key key, bool patient) {
+          return core->PrepareFlush(key, patient);
         }));
     NACHE_LOG(kLogEvent, "NACHE_WRITEBACK",
               "write-back on for %s; flush after %u s or beyond %llu dirty "
@@ -296,9 +284,7 @@ uint32_t Core::FhOf(Key key, Fh *fh) {
   if (r.fh.empty()) {
     if (key == root_key_) return ResolveRoot(fh);
     // Created locally: the remote gets it (and what it depends on) first.
-    LocalNames::Entry e;
-    if (!LocalNamespace() || !local_names_->Get(key, &e))
-      return upstream::kNfs4ErrStale;
+    if (!NotAtRemote(key)) return upstream::kNfs4ErrStale;
     uint32_t st = CreateRemotely(key);
     if (st) return st;
     if (!handles_->Get(key, &r) || r.fh.empty())
@@ -405,6 +391,10 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
     if (local_names_->IsLocal(dir)) return upstream::kNfs4ErrNoent;
   }
   if (name != ".") {
+    // With the namespace written back, read the whole listing once instead
+    // of asking name by name: creates keep it current (the directory stays
+    // ours while it has unflushed changes), and the rules below answer.
+    if (LocalNamespace() && !cache_->Listing(dir)) PrefetchListing(cr, dir);
     // A fresh listing of dir answers the lookup of a name it has. Not one
     // it lacks: a file just created at the remote must be found at once,
     // as by a direct mount that never looked the name up.
@@ -419,38 +409,6 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
     // listing that lacks the name answers too (a create's lookup first).
     if (k == kNoKey && cfg_.single_writer && cache_->Listing(dir))
       return upstream::kNfs4ErrNoent;
-    // With the namespace written back, read the whole listing once instead
-    // of asking name by name: creates keep it current (the directory stays
-    // ours while it has unflushed changes).
-    if (k == kNoKey && LocalNamespace() && !cache_->Listing(dir) &&
-        !TooBigToList(dir)) {
-      bool eof = false;
-      uint32_t rst = ReaddirRemote(
-          cr, dir, 0,
-          [](void *, const char *, nache_key, const nache_attrs *, uint64_t) {
-            return false;
-          },
-          nullptr, &eof);
-      if (auto l = cache_->Listing(dir)) {
-        for (const CachedDirent &e : *l) {
-          Attrs a;
-          if (e.name == name && cache_->FreshAttrs(e.key, &a)) {
-            *key = e.key;
-            if (attrs) *attrs = a;
-            return upstream::kNfs4Ok;
-          }
-        }
-        if (std::none_of(l->begin(), l->end(), [&](const CachedDirent &e) {
-              return e.name == name;
-            }))
-          return upstream::kNfs4ErrNoent;
-      } else if (rst == upstream::kNfs4Ok) {
-        // Read and still not kept: too big to cache (or it changed while
-        // read, which single-writer makes rare).
-        std::lock_guard<std::mutex> g(misc_mu_);
-        unlistable_.insert(dir);
-      }
-    }
   }
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
@@ -601,8 +559,7 @@ uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
   uint64_t who = Cache::CredId(cr);
   if (cache_->CachedAccess(key, who, want, allowed)) return upstream::kNfs4Ok;
   Attrs la;
-  if (((LocalNamespace() && local_names_->IsLocal(key)) || ServingStale()) &&
-      cache_->KnownAttrs(key, &la)) {
+  if (DecidedLocally(key) && cache_->KnownAttrs(key, &la)) {
     // The remote has no say yet (or cannot be asked): the mode bits.
     *allowed = AccessByMode(cr, la, want);
     return upstream::kNfs4Ok;
@@ -625,9 +582,24 @@ uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
   return st;
 }
 
-bool Core::TooBigToList(Key dir) {
-  std::lock_guard<std::mutex> g(misc_mu_);
-  return unlistable_.count(dir) != 0;
+void Core::PrefetchListing(const Creds &cr, Key dir) {
+  {
+    std::lock_guard<std::mutex> g(misc_mu_);
+    if (unlistable_.count(dir)) return;
+  }
+  bool eof = false;
+  uint32_t st = ReaddirRemote(
+      cr, dir, 0,
+      [](void *, const char *, nache_key, const nache_attrs *, uint64_t) {
+        return false;  // only the listing it records is wanted
+      },
+      nullptr, &eof);
+  if (st == upstream::kNfs4Ok && !cache_->Listing(dir)) {
+    // Read and still not kept: too big to cache (or it changed while
+    // read, which single-writer makes rare). Name by name from now on.
+    std::lock_guard<std::mutex> g(misc_mu_);
+    unlistable_.insert(dir);
+  }
 }
 
 upstream::Verifier Core::CookieVerf(Key dir) {
@@ -922,16 +894,7 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
     // A directory with entries only we know of is not empty: the remote
     // says so once it has them. (Such a directory is known to us by
     // name: no LOOKUP needed to find it.)
-    Key k = gone != kNoKey ? gone : local_names_->DirNamed(
-                                        dir, name, [this](Key d, Key *p,
-                                                          std::string *n) {
-                                          HandleRecord r;
-                                          if (!handles_->Get(d, &r))
-                                            return false;
-                                          *p = r.parent;
-                                          *n = r.name;
-                                          return true;
-                                        });
+    Key k = gone != kNoKey ? gone : local_names_->DirNamed(dir, name, *handles_);
     if (k != kNoKey && (st = CreateEntriesRemotely(k))) return st;
   }
   ReturnIfReadDelegated(gone);
@@ -986,7 +949,7 @@ Key Core::ListedKey(Key dir, const std::string &name) {
 uint32_t Core::Statfs(const Creds &cr, Key key, Attrs *out) {
   // One file system: an object not at the remote yet asks through the
   // export's root.
-  if (LocalNamespace() && local_names_->IsLocal(key)) key = root_key_;
+  if (NotAtRemote(key)) key = root_key_;
   return FetchAttrs(cr, key, upstream::kAttrsStatfs, "statfs", out);
 }
 
@@ -1201,7 +1164,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     Key k;
     Attrs a;
     uint32_t st = Lookup(cr, req.key, req.name, &k, &a);
-    if (st == upstream::kNfs4Ok && local_names_->IsLocal(k)) {
+    if (st == upstream::kNfs4Ok && NotAtRemote(k)) {
       if (req.mode == NACHE_OPEN_GUARDED || req.mode == NACHE_OPEN_EXCLUSIVE)
         return upstream::kNfs4ErrExist;
       if (a.type != upstream::FileType::kReg)
@@ -1335,9 +1298,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   }
   // Not at the remote yet: nobody there to share with. Or the remote is
   // unreachable and we serve what we have.
-  if (!covered && ((LocalNamespace() && local_names_->IsLocal(key)) ||
-                   ServingStale()))
-    covered = true;
+  if (!covered && DecidedLocally(key)) covered = true;
   if (!covered) {
     st = UpstreamOpenByHandle(cr, f.get(), want_access, want_deny, attrs);
     if (st == upstream::kNfs4Ok) {
@@ -1404,8 +1365,7 @@ uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
                  (f->up_deny & want_deny) == want_deny;
   if (!covered && DelegationCovers(f->key, want_access, want_deny, nullptr)) {
     f->deleg_creds = cr;
-  } else if (!covered && ((LocalNamespace() && local_names_->IsLocal(f->key)) ||
-                           ServingStale())) {
+  } else if (!covered && DecidedLocally(f->key)) {
     // Not at the remote yet, or the remote is unreachable: a local open.
   } else if (!covered) {
     st = UpstreamOpenByHandle(cr, f, want_access, want_deny, nullptr);

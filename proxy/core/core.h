@@ -218,7 +218,9 @@ class Core {
   void LearnIoLimits();
   void ApplyIoLimits(const Attrs &a);
   upstream::Verifier CookieVerf(Key dir);
-  bool TooBigToList(Key dir);
+  // Reads dir's whole listing into the cache (when it is not too big to
+  // keep; then lookups in dir ask name by name).
+  void PrefetchListing(const Creds &cr, Key dir);
   void SetCookieVerf(Key dir, const upstream::Verifier &v);
 
   // Open helpers; owner->mu held.
@@ -283,6 +285,15 @@ class Core {
   bool Disconnected() const;
   // Serving from the cache whatever its age (serve_stale, disconnected).
   bool ServingStale() const { return cfg_.serve_stale && Disconnected(); }
+  // Created here and not sent yet: it has no remote handle.
+  bool NotAtRemote(Key key) const {
+    return LocalNamespace() && local_names_->IsLocal(key);
+  }
+  // Opens and ACCESS of key are decided here: the remote does not have it
+  // yet, or cannot be asked.
+  bool DecidedLocally(Key key) const {
+    return NotAtRemote(key) || ServingStale();
+  }
   // A name a local create or rename may use in dir (a directory, whose
   // attributes come back in dir_attrs).
   uint32_t CheckNewName(const Creds &cr, Key dir, const std::string &name,
@@ -297,6 +308,10 @@ class Core {
   uint32_t CreateRemotely(Key key);
   // The same for every local entry of dir.
   uint32_t CreateEntriesRemotely(Key dir);
+  // The flusher's first step for key (Flusher::PrepareFn): a local object
+  // is created remotely; a directory with entries younger than the flush
+  // age waits (Flusher::kNotYet) when patient.
+  uint32_t PrepareFlush(Key key, bool patient);
   // One create record sent upstream.
   uint32_t SendCreate(const LogRecord &r);
   // Removes the local object e (named in dir) before it was ever created

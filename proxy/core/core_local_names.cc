@@ -306,6 +306,20 @@ uint32_t Core::CreateRemotely(Key key) {
   return st;
 }
 
+uint32_t Core::PrepareFlush(Key key, bool patient) {
+  if (!LocalNamespace()) return upstream::kNfs4Ok;
+  // Created here: create it remotely first (with its data when small), its
+  // directory before it.
+  if (local_names_->IsLocal(key)) return CreateRemotely(key);
+  // A directory's mtime waits until its local entries are old enough to
+  // be sent (those that die young never are).
+  int64_t newest = local_names_->NewestChildTime(key);
+  if (patient && newest != 0 &&
+      int64_t(time(nullptr)) - newest < int64_t(cfg_.flush_age_ms / 1000))
+    return Flusher::kNotYet;
+  return upstream::kNfs4Ok;
+}
+
 uint32_t Core::CreateEntriesRemotely(Key dir) {
   // Several at once: each is round trips, not bandwidth.
   std::vector<LocalNames::Entry> todo = local_names_->Children(dir);
@@ -314,21 +328,9 @@ uint32_t Core::CreateEntriesRemotely(Key dir) {
 }
 
 uint32_t Core::SendCreate(const LogRecord &r) {
-  HandleRecord prec;
+  // Its directory is at the remote already (CreateRemotely sent it first).
   Fh pfh;
-  if (!handles_->Get(r.key, &prec)) return upstream::kNfs4ErrStale;
-  if (!prec.fh.empty()) {
-    pfh = prec.fh;
-  } else if (r.key == root_key_) {
-    uint32_t st = ResolveRoot(&pfh);
-    if (st) return st;
-  } else {
-    // Log order puts a directory's create first; this cannot happen.
-    NACHE_LOG(kLogCrit, kComponent,
-              "create of %s: its directory %llu has no remote handle",
-              r.name.c_str(), (unsigned long long)r.key);
-    return upstream::kNfs4ErrServerfault;
-  }
+  if (uint32_t st = FhOf(r.key, &pfh)) return st;
   // As its creator (the owner and group the remote gives it).
   Creds cr;
   cr.uid = r.attrs.uid;

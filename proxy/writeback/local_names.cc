@@ -83,18 +83,16 @@ uint64_t LocalNames::LastChildSeq(Key dir) const {
                                                     : c->second.rbegin()->first;
 }
 
-Key LocalNames::DirNamed(
-    Key parent, const std::string &name,
-    const std::function<bool(Key, Key *, std::string *)> &name_of) const {
+Key LocalNames::DirNamed(Key parent, const std::string &name,
+                         const HandleMap &handles) const {
   std::vector<Key> dirs;
   {
     std::lock_guard<std::mutex> g(mu_);
     for (const auto &kv : children_) dirs.push_back(kv.first);
   }
   for (Key d : dirs) {
-    Key p = kNoKey;
-    std::string n;
-    if (name_of(d, &p, &n) && p == parent && n == name) return d;
+    HandleRecord r;
+    if (handles.Get(d, &r) && r.parent == parent && r.name == name) return d;
   }
   return kNoKey;
 }

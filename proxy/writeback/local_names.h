@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -56,11 +55,10 @@ class LocalNames {
   // When the newest of dir's local entries was logged; 0 when none.
   int64_t NewestChildTime(Key dir) const;
   size_t size() const;
-  // The directory with local entries whose own name is (parent, name),
-  // as name_of tells a directory's; kNoKey when none.
+  // The directory with local entries whose own name (as handles records
+  // it) is (parent, name); kNoKey when none.
   Key DirNamed(Key parent, const std::string &name,
-               const std::function<bool(Key dir, Key *parent,
-                                        std::string *name)> &name_of) const;
+               const HandleMap &handles) const;
 
  private:
   using NameKey = std::pair<Key, std::string>;
