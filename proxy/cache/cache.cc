@@ -56,31 +56,49 @@ std::string BlockKey(Key key, uint64_t idx) {
 // refetched).
 // Version 2 adds the mask of attributes set locally and not yet flushed
 // (write-back).
-constexpr uint8_t kAttrsVersion = 2;
-std::string EncodeAttrsRecord(uint64_t gen, bool have, const upstream::Attrs &a,
-                              uint64_t set_mask) {
+constexpr uint8_t kAttrsVersion = 3;
+// attrs record: version, generation, have, the attributes, the pending
+// setattr mask (v2), and the remote state a dirty object is based on (v3).
+struct AttrsRecord {
+  uint64_t gen = 0;
+  bool have = false;
+  upstream::Attrs a;
+  uint64_t set_mask = 0;
+  uint64_t remote_size = 0, remote_change = 0;
+  uint8_t base = 0;  // kBase* bits
+};
+constexpr uint8_t kBaseKnown = 1, kBaseUncertain = 2;
+std::string EncodeAttrsRecord(const AttrsRecord &r) {
   std::string s(1, char(kAttrsVersion));
-  PutBE64(&s, gen);
-  s.push_back(have ? 1 : 0);
-  uint32_t n = sizeof(a);
+  PutBE64(&s, r.gen);
+  s.push_back(r.have ? 1 : 0);
+  uint32_t n = sizeof(r.a);
   s.append(reinterpret_cast<const char *>(&n), 4);
-  s.append(reinterpret_cast<const char *>(&a), sizeof(a));
-  PutBE64(&s, set_mask);
+  s.append(reinterpret_cast<const char *>(&r.a), sizeof(r.a));
+  PutBE64(&s, r.set_mask);
+  PutBE64(&s, r.remote_size);
+  PutBE64(&s, r.remote_change);
+  s.push_back(char(r.base));
   return s;
 }
-bool DecodeAttrsRecord(const std::string &s, uint64_t *gen, bool *have,
-                       upstream::Attrs *a, uint64_t *set_mask) {
-  const size_t v1 = 1 + 8 + 1 + 4 + sizeof(*a);
-  if (s.empty() || (uint8_t(s[0]) == 1 && s.size() != v1) ||
-      (uint8_t(s[0]) == 2 && s.size() != v1 + 8) || uint8_t(s[0]) > 2)
-    return false;
+bool DecodeAttrsRecord(const std::string &s, AttrsRecord *r) {
+  const size_t v1 = 1 + 8 + 1 + 4 + sizeof(r->a);
+  const size_t sizes[] = {0, v1, v1 + 8, v1 + 8 + 17};
+  uint8_t v = s.empty() ? 0 : uint8_t(s[0]);
+  if (v < 1 || v > kAttrsVersion || s.size() != sizes[v]) return false;
   uint32_t n;
   memcpy(&n, s.data() + 10, 4);
-  if (n != sizeof(*a)) return false;
-  *gen = GetBE64(s.data() + 1);
-  *have = s[9] != 0;
-  memcpy(a, s.data() + 14, sizeof(*a));
-  *set_mask = uint8_t(s[0]) == 2 ? GetBE64(s.data() + v1) : 0;
+  if (n != sizeof(r->a)) return false;
+  *r = AttrsRecord();
+  r->gen = GetBE64(s.data() + 1);
+  r->have = s[9] != 0;
+  memcpy(&r->a, s.data() + 14, sizeof(r->a));
+  if (v >= 2) r->set_mask = GetBE64(s.data() + v1);
+  if (v >= 3) {
+    r->remote_size = GetBE64(s.data() + v1 + 8);
+    r->remote_change = GetBE64(s.data() + v1 + 16);
+    r->base = uint8_t(s[v1 + 24]);
+  }
   return true;
 }
 
@@ -202,14 +220,9 @@ void Cache::LoadIndex() {
   std::unique_ptr<rocksdb::Iterator> at(
       store_->db()->NewIterator(ro, store_->family(Store::kAttrs)));
   for (at->SeekToFirst(); at->Valid(); at->Next()) {
-    if (at->key().size() != 8 || at->value().size() < 1 ||
-        uint8_t(at->value()[0]) != kAttrsVersion)
-      continue;
-    uint64_t gen, mask = 0;
-    bool have;
-    Attrs a;
-    if (DecodeAttrsRecord(at->value().ToString(), &gen, &have, &a, &mask) &&
-        mask != 0) {
+    if (at->key().size() != 8) continue;
+    AttrsRecord r;
+    if (DecodeAttrsRecord(at->value().ToString(), &r) && r.set_mask != 0) {
       Key key = GetBE64(at->key().data());
       Object *o = Obj(key);
       o->dirty_since = Clock::time_point(Clock::duration(1));
@@ -234,7 +247,17 @@ Cache::Object *Cache::Obj(Key key) {
           ->Get(rocksdb::ReadOptions(), store_->family(Store::kAttrs),
                 ObjKey(key), &rec)
           .ok()) {
-    DecodeAttrsRecord(rec, &o->gen, &o->have_attrs, &o->attrs, &o->set_mask);
+    AttrsRecord r;
+    if (DecodeAttrsRecord(rec, &r)) {
+      o->gen = r.gen;
+      o->have_attrs = r.have;
+      o->attrs = r.a;
+      o->set_mask = r.set_mask;
+      o->remote_size = r.remote_size;
+      o->remote_change = r.remote_change;
+      o->base_known = r.base & kBaseKnown;
+      o->base_uncertain = r.base & kBaseUncertain;
+    }
   }
   Object *p = o.get();
   objects_.emplace(key, std::move(o));
@@ -270,7 +293,11 @@ void Cache::SetStaleOk(std::function<bool()> f) { stale_ok_ = std::move(f); }
 void Cache::PersistAttrs(Key key, const Object &o, void *batch) {
   static_cast<WriteBatch *>(batch)->Put(
       store_->family(Store::kAttrs), ObjKey(key),
-      EncodeAttrsRecord(o.gen, o.have_attrs, o.attrs, o.set_mask));
+      EncodeAttrsRecord(AttrsRecord{
+          o.gen, o.have_attrs, o.attrs, o.set_mask, o.remote_size,
+          o.remote_change,
+          uint8_t((o.base_known ? kBaseKnown : 0) |
+                  (o.base_uncertain ? kBaseUncertain : 0))}));
 }
 
 void Cache::Commit(void *batch) {
@@ -483,6 +510,20 @@ void Cache::ExpireAttrs(Key key) {
 
 void Cache::Forget(Key key) {
   std::lock_guard<std::mutex> g(mu_);
+  ForgetLocked(key);
+}
+
+bool Cache::ForgetIfUnchanged(Key key, uint64_t change) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = objects_.find(key);
+  if (it != objects_.end() && it->second->have_attrs &&
+      it->second->attrs.change != change)
+    return false;
+  ForgetLocked(key);
+  return true;
+}
+
+void Cache::ForgetLocked(Key key) {
   Object *o = Obj(key);
   WriteBatch batch;
   DropData(key, o, &batch);
@@ -756,8 +797,8 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
   const uint64_t old_size = o->attrs.size;
   const uint64_t end = off + len;
   const uint64_t new_size = std::max(old_size, end);
-  // What the remote holds: our size until we first dirty the file.
-  if (o->dirty_blocks == 0) o->remote_size = old_size;
+  // What the remote holds: what we had until we first dirty the file.
+  if (!IsDirtyObj(*o)) BaseIsCurrentLocked(o);
   // Blocks touched: those the write covers, and the old last block when
   // the write starts beyond it (its tail becomes zeros).
   uint64_t first = off / bs, last = len ? (end - 1) / bs : first;
@@ -930,11 +971,45 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
       o->validated = Clock::time_point();  // revalidate before use
     }
     o->own_changes.clear();
-    PersistAttrs(key, *o, &batch);
+    o->base_known = o->base_uncertain = false;
+  } else if (after.mask & upstream::kAttrChange) {
+    // Still dirty (written again meanwhile, or part of it failed): what the
+    // remote holds now, after all of our flush, is the next base.
+    o->remote_size = after.size;
+    o->remote_change = after.change;
+    o->base_known = true;
+    o->base_uncertain = false;
   }
+  PersistAttrs(key, *o, &batch);
   IndexDirtyLocked(key, *o);
   Commit(&batch);
   EvictLocked();
+}
+
+bool Cache::GetDirtyBase(Key key, DirtyBase *out) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end() || !IsDirtyObj(*it->second) ||
+      !it->second->base_known)
+    return false;
+  const Object &o = *it->second;
+  out->change = o.remote_change;
+  out->size = o.remote_size;
+  out->uncertain = o.base_uncertain;
+  out->has_data = o.dirty_blocks > 0;
+  return true;
+}
+
+void Cache::FlushBegins(Key key) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end() || !IsDirtyObj(*it->second) ||
+      it->second->base_uncertain)
+    return;
+  it->second->base_uncertain = true;
+  WriteBatch batch;
+  PersistAttrs(key, *it->second, &batch);
+  Commit(&batch);  // unsynced: a daemon crash keeps it (see cache.h)
 }
 
 bool Cache::LocalSetattr(Key key, const Attrs &set) {
@@ -967,6 +1042,7 @@ bool Cache::LocalCreate(Key key, const Attrs &a) {
   o->delegated = false;
   o->dirty_since = Clock::now();
   o->remote_size = 0;  // nothing of it at the remote: no block to fetch
+  o->base_known = o->base_uncertain = false;  // no remote state to be on
   // Its mtime goes to the remote after its data, as the clients saw it.
   o->set_mask = kSetCreated | upstream::kAttrMtime;
   o->set_epoch++;
@@ -997,12 +1073,19 @@ bool Cache::LocalDirEdit(Key dir, const std::string &removed,
   return ok;
 }
 
+void Cache::BaseIsCurrentLocked(Object *o) {
+  o->remote_size = o->attrs.size;
+  o->remote_change = o->attrs.change;
+  o->base_known = true;
+  o->base_uncertain = false;
+}
+
 bool Cache::SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync) {
-  o->attrs.change++;
   if (!IsDirtyObj(*o)) {
     o->dirty_since = Clock::now();
-    o->remote_size = o->attrs.size;
+    BaseIsCurrentLocked(o);
   }
+  o->attrs.change++;
   o->set_mask |= mask;
   o->set_epoch++;
   o->validated = Clock::now();

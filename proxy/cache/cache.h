@@ -112,6 +112,9 @@ class Cache {
   void ExpireAttrs(Key key);
   // The object is gone (or its cached state is not trusted): drops it all.
   void Forget(Key key);
+  // Forget, unless key's change attribute is no longer change (a local
+  // write since): then false, and nothing is dropped.
+  bool ForgetIfUnchanged(Key key, uint64_t change);
 
   // --- delegations ------------------------------------------------------
   // While key is delegated to us upstream, its validated attributes (and so
@@ -217,9 +220,30 @@ class Cache {
   // them are `after`: each range whose block was not written again
   // meanwhile is clean, the attributes too unless set again; once nothing
   // is dirty the object follows the remote again (from `after`, which then
-  // must show the size we had).
+  // must show the size we had); while still dirty, `after` (when it has a
+  // change attribute: pass none after a failed send) is its new base.
   void Flushed(Key key, const std::vector<DirtyRange> &sent,
                uint64_t set_epoch, const Attrs &after);
+  // Conflict detection (a change at the remote since our changes began):
+  // the remote state a dirty object's changes are based on, its change
+  // attribute and size when it became dirty or after our last complete
+  // flush. uncertain: a flush of it began and never completed (a crash, a
+  // lost reply), so the remote may hold part of our writes under a change
+  // attribute we never saw. has_data: it has dirty blocks (not only
+  // attributes). False when key is not dirty or was created here.
+  struct DirtyBase {
+    uint64_t change = 0;
+    uint64_t size = 0;
+    bool uncertain = false;
+    bool has_data = false;
+  };
+  bool GetDirtyBase(Key key, DirtyBase *out);
+  // A flush of key is about to send: its base is uncertain until Flushed
+  // reports the remote's attributes after it. Persisted unsynced: a daemon
+  // crash keeps it; after a power loss the old base may come back, and a
+  // flush cut off by the loss then counts as a conflict (nothing is lost:
+  // our version is kept beside the remote's).
+  void FlushBegins(Key key);
   uint64_t dirty_bytes() const;  // sum of dirty ranges
   // Age of the oldest unflushed write (zero when nothing is dirty).
   std::chrono::milliseconds flush_lag() const;
@@ -258,7 +282,15 @@ class Cache {
     uint64_t set_mask = 0;   // attributes set locally, not flushed
     uint64_t set_epoch = 0;  // bumped by every LocalSetattr
     Clock::time_point dirty_since{};  // oldest unflushed write
-    uint64_t remote_size = 0;  // the remote's size while dirty
+    // While dirty: the remote state our changes are based on, its size
+    // and change attribute when the object became dirty or after our last
+    // flush of it (base_known; not for objects created here), and whether
+    // a flush of it was cut off, so that the remote may hold part of our
+    // writes under a change attribute we never saw (base_uncertain).
+    uint64_t remote_size = 0;
+    uint64_t remote_change = 0;
+    bool base_known = false;
+    bool base_uncertain = false;
     Attrs attrs;
     Clock::time_point validated{};  // epoch: never (not persisted)
     uint64_t gen = 0;
@@ -302,6 +334,7 @@ class Cache {
   // Advances o's generation and deletes its blocks in batch.
   void DropData(Key key, Object *o, void *batch);
   void PersistAttrs(Key key, const Object &o, void *batch);
+  void ForgetLocked(Key key);
   void Commit(void *batch);
   void EvictLocked();
   // Applies our write of [off, off+len) to o's cached blocks, into batch;
@@ -313,6 +346,8 @@ class Cache {
   // moves, the bits of mask are pending for the flusher, and the record is
   // written (synced when sync).
   bool SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync);
+  // o becomes dirty: the remote holds what we have now (its base).
+  void BaseIsCurrentLocked(Object *o);
   // Applies one of our completed operations whose "before" is known.
   void ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
                       const char *buf, size_t len, void *batch);

@@ -314,6 +314,39 @@ class Core {
   uint32_t PrepareFlush(Key key, bool patient);
   // One create record sent upstream.
   uint32_t SendCreate(const LogRecord &r);
+  // Creates regular file name in directory pfh at the remote with one of
+  // the flush open-owners (chosen by key, the object the file is for) and
+  // create mode how, with the ops `more` adds after its GETFH in the same
+  // COMPOUND, then a GETATTR; confirms and closes the open. *rep: that
+  // COMPOUND's reply (its status tells whether the ops after the OPEN
+  // went through); *fh: the file's handle; *deleg: a delegation the OPEN
+  // brought (for the caller's NoteGrant). Returns the OPEN's status.
+  uint32_t CreateClosedFile(const Creds &cr, const upstream::Fh &pfh,
+                            const std::string &name,
+                            upstream::OpenArgs::Create how, const Attrs &ca,
+                            Key key,
+                            const std::function<void(upstream::Compound *)> &more,
+                            upstream::CompoundReply *rep, upstream::Fh *fh,
+                            upstream::Delegation *deleg);
+
+  // --- conflicts (core_conflicts.cc) --------------------------------------
+  // Before the flush of a file with unflushed writes and no write
+  // delegation of ours: if its change attribute at the remote moved since
+  // our writes began (someone else wrote it: a single-writer promise
+  // broken, or a delegation lost in a long WAN cut), our version is saved
+  // beside it as NAME.nache-conflict-<UTC time> and the file follows the
+  // remote again. Nothing is overwritten silently.
+  uint32_t CheckForConflict(Key key);
+  uint32_t KeepBothVersions(Key key, const Attrs &remote);
+  // The conflict copy appeared in (or, failed, left) directory dir.
+  void NoteConflictCopy(Key dir, const upstream::ChangeInfo &ci,
+                        const std::string &removed, const std::string &added,
+                        Key added_key);
+  // Writes our cached version of key (holes where we hold nothing) into
+  // the remote file fh, with our size and mtime; *local_change: our change
+  // attribute of the version written.
+  uint32_t CopyOurVersion(Key key, const upstream::Fh &fh, const Creds &cr,
+                          uint64_t *local_change);
   // Removes the local object e (named in dir) before it was ever created
   // remotely: its create record is dropped, with its data.
   uint32_t RemoveLocal(const Creds &cr, Key dir, const LocalNames::Entry &e);

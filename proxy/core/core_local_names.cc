@@ -307,17 +307,18 @@ uint32_t Core::CreateRemotely(Key key) {
 }
 
 uint32_t Core::PrepareFlush(Key key, bool patient) {
-  if (!LocalNamespace()) return upstream::kNfs4Ok;
-  // Created here: create it remotely first (with its data when small), its
-  // directory before it.
-  if (local_names_->IsLocal(key)) return CreateRemotely(key);
-  // A directory's mtime waits until its local entries are old enough to
-  // be sent (those that die young never are).
-  int64_t newest = local_names_->NewestChildTime(key);
-  if (patient && newest != 0 &&
-      int64_t(time(nullptr)) - newest < int64_t(cfg_.flush_age_ms / 1000))
-    return Flusher::kNotYet;
-  return upstream::kNfs4Ok;
+  if (LocalNamespace()) {
+    // Created here: create it remotely first (with its data when small),
+    // its directory before it.
+    if (local_names_->IsLocal(key)) return CreateRemotely(key);
+    // A directory's mtime waits until its local entries are old enough to
+    // be sent (those that die young never are).
+    int64_t newest = local_names_->NewestChildTime(key);
+    if (patient && newest != 0 &&
+        int64_t(time(nullptr)) - newest < int64_t(cfg_.flush_age_ms / 1000))
+      return Flusher::kNotYet;
+  }
+  return CheckForConflict(key);
 }
 
 uint32_t Core::CreateEntriesRemotely(Key dir) {
@@ -342,26 +343,7 @@ uint32_t Core::SendCreate(const LogRecord &r) {
   Attrs after;
   uint32_t st;
   if (r.type == FileType::kReg) {
-    // NFSv4.0 creates regular files by OPEN; this one is closed at once
-    // (local opens of the file have their own).
-    size_t slot = r.key2 % flush_owners_.size();
-    OwnerSlot *owner = &flush_owners_[slot];
-    std::lock_guard<std::mutex> og(owner->mu);
-    uint64_t epoch = up_->epoch();
-    if (owner->epoch != epoch) {
-      owner->seqid = 0;
-      owner->epoch = epoch;
-      owner->name = owner_prefix_ + "-flush" + std::to_string(slot);
-    }
-    upstream::OpenArgs a;
-    a.seqid = owner->seqid;
-    a.share_access = upstream::kShareAccessWrite;
-    a.share_deny = upstream::kShareDenyNone;
-    a.owner = owner->name;
-    a.name = r.name;
     // Unchecked: a record sent again after a crash opens what it created.
-    a.create = upstream::OpenArgs::Create::kUnchecked;
-    a.create_attrs = ca;
     // A small file goes whole in the same COMPOUND: its data (WRITEs with
     // the anonymous stateid, which our deny-none open does not conflict
     // with) and the attributes set here, then the attributes after. One
@@ -374,30 +356,28 @@ uint32_t Core::SendCreate(const LogRecord &r) {
     size_t bytes = 0;
     for (const Cache::DirtyRange &d : ranges) bytes += d.data.size();
     bool inline_all = ranges.size() <= 4 && bytes <= max_write_.load();
-    Compound c;
-    c.SetTag("flush_create").Putfh(pfh).Open(a).Getfh();
-    if (inline_all) {
-      const uint64_t bs = cache_->block_size();
-      for (const Cache::DirtyRange &d : ranges)
-        c.Write(StateId::Anonymous(), d.idx * bs + d.lo,
-                upstream::StableHow::kFileSync, d.data.data(),
-                uint32_t(d.data.size()));
-      if (have_set && set.mask != 0) c.Setattr(StateId::Anonymous(), set);
-    }
-    c.Getattr(upstream::kAttrsObject);
     CompoundReply rep;
-    st = Run(c, cr, &rep);
-    const OpResult *o = rep.Find(Op::kOpen);
-    if (o) OpenTable::AdvanceSeqid(&owner->seqid, o->status);
-    if (!o || o->status) return o ? o->status : st;
-    if (!rep.Find(Op::kGetfh)) return st ? st : upstream::kNfs4ErrServerfault;
-    fh = rep.Find(Op::kGetfh)->fh;
+    upstream::Delegation deleg;
+    st = CreateClosedFile(
+        cr, pfh, r.name, upstream::OpenArgs::Create::kUnchecked, ca, r.key2,
+        [&](Compound *c) {
+          if (!inline_all) return;
+          const uint64_t bs = cache_->block_size();
+          for (const Cache::DirtyRange &d : ranges)
+            c->Write(StateId::Anonymous(), d.idx * bs + d.lo,
+                     upstream::StableHow::kFileSync, d.data.data(),
+                     uint32_t(d.data.size()));
+          if (have_set && set.mask != 0) c->Setattr(StateId::Anonymous(), set);
+        },
+        &rep, &fh, &deleg);
+    if (st) return st;
+    NoteGrant(r.key2, deleg);
     // Everything after the OPEN went through: the file is clean (unless
     // written or set again meanwhile, which Flushed sees). Otherwise the
     // flusher sends what is left the usual way.
     if (const OpResult *g = rep.Find(Op::kGetattr)) {
       after = g->attrs;
-      if (inline_all && st == upstream::kNfs4Ok) {
+      if (inline_all && rep.status == upstream::kNfs4Ok) {
         // Each WRITE wrote its whole range (a short one leaves it dirty).
         bool whole = true;
         for (size_t i = 0; i < ranges.size(); i++) {
@@ -408,18 +388,6 @@ uint32_t Core::SendCreate(const LogRecord &r) {
           cache_->Flushed(r.key2, ranges, have_set ? set_epoch : 0, after);
       }
     }
-    StateId sid = o->stateid;
-    upstream::Delegation deleg;
-    if ((st = ConfirmIfAsked(cr, *o, fh, owner, &sid, ReopenAfterConfirm(),
-                             &deleg)))
-      return st;
-    Compound cl;
-    cl.SetTag("flush_create_close").Putfh(fh).Close(owner->seqid, sid);
-    CompoundReply clrep;
-    Run(cl, cr, &clrep);  // a failed CLOSE: the state dies with the lease
-    if (const OpResult *x = clrep.Find(Op::kClose))
-      OpenTable::AdvanceSeqid(&owner->seqid, x->status);
-    NoteGrant(r.key2, deleg);
   } else {
     Compound c;
     c.SetTag("flush_create")
@@ -449,6 +417,55 @@ uint32_t Core::SendCreate(const LogRecord &r) {
   // attributes only tell what it has.
   cache_->Validated(r.key2, after);
   metrics_->CountFlushedCreate();
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::CreateClosedFile(const Creds &cr, const Fh &pfh,
+                                const std::string &name,
+                                upstream::OpenArgs::Create how,
+                                const Attrs &ca, Key key,
+                                const std::function<void(Compound *)> &more,
+                                CompoundReply *rep, Fh *fh,
+                                upstream::Delegation *deleg) {
+  // NFSv4.0 creates regular files by OPEN; this one is closed at once
+  // (local opens of the file have their own).
+  OwnerSlot *owner = &flush_owners_[key % flush_owners_.size()];
+  std::lock_guard<std::mutex> og(owner->mu);
+  uint64_t epoch = up_->epoch();
+  if (owner->epoch != epoch) {
+    owner->seqid = 0;
+    owner->epoch = epoch;
+    owner->name = owner_prefix_ + "-flush" +
+                  std::to_string(owner - flush_owners_.data());
+  }
+  upstream::OpenArgs a;
+  a.seqid = owner->seqid;
+  a.share_access = upstream::kShareAccessWrite;
+  a.share_deny = upstream::kShareDenyNone;
+  a.owner = owner->name;
+  a.name = name;
+  a.create = how;
+  a.create_attrs = ca;
+  Compound c;
+  c.SetTag("flush_create").Putfh(pfh).Open(a).Getfh();
+  more(&c);
+  c.Getattr(upstream::kAttrsObject);
+  uint32_t st = Run(c, cr, rep);
+  const OpResult *o = rep->Find(Op::kOpen);
+  if (o) OpenTable::AdvanceSeqid(&owner->seqid, o->status);
+  if (!o || o->status) return o ? o->status : st;
+  if (!rep->Find(Op::kGetfh)) return st ? st : upstream::kNfs4ErrServerfault;
+  *fh = rep->Find(Op::kGetfh)->fh;
+  StateId sid = o->stateid;
+  if ((st = ConfirmIfAsked(cr, *o, *fh, owner, &sid, ReopenAfterConfirm(),
+                           deleg)))
+    return st;
+  Compound cl;
+  cl.SetTag("flush_create_close").Putfh(*fh).Close(owner->seqid, sid);
+  CompoundReply clrep;
+  Run(cl, cr, &clrep);  // a failed CLOSE: the state dies with the lease
+  if (const OpResult *x = clrep.Find(Op::kClose))
+    OpenTable::AdvanceSeqid(&owner->seqid, x->status);
   return upstream::kNfs4Ok;
 }
 

@@ -291,6 +291,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Name("nache_delegation_recalls_total")
                   .Help("CB_RECALLs received from the upstream server")
                   .Register(r);
+  conflicts_ = &prometheus::BuildCounter()
+                    .Name("nache_writeback_conflicts_total")
+                    .Help("Files changed at the remote while nache held "
+                          "unflushed writes of them: the remote's version "
+                          "was kept, nache's saved beside it as "
+                          "NAME.nache-conflict-<time>")
+                    .Register(r);
   local_creates_ = &prometheus::BuildCounter()
                        .Name("nache_writeback_creates_total")
                        .Help("Creates on write-back single-writer exports, "
@@ -373,6 +380,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->deleg_granted_read_ = &deleg_granted_->Add(with("type", "read"));
   e->deleg_granted_write_ = &deleg_granted_->Add(with("type", "write"));
   e->recalls_ = &recalls_->Add(ex);
+  e->conflicts_ = &conflicts_->Add(ex);
   e->local_creates_[0] = &local_creates_->Add(with("outcome", "logged"));
   e->local_creates_[1] = &local_creates_->Add(with("outcome", "sent"));
   e->local_creates_[2] = &local_creates_->Add(with("outcome", "cancelled"));

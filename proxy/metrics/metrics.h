@@ -128,6 +128,9 @@ class ExportMetrics {
   void CountLocalCreate() { local_creates_[0]->Increment(); }
   void CountFlushedCreate() { local_creates_[1]->Increment(); }
   void CountLocalCancel() { local_creates_[2]->Increment(); }
+  // Write-back: a file changed at the remote while we held unflushed
+  // writes; ours was saved beside it as a conflict copy.
+  void CountConflict() { conflicts_->Increment(); }
   // A delegation returned (DELEGRETURN sent) after a recall (recalled) or
   // before a conflicting operation of ours; seconds from the start of the
   // return to its end.
@@ -194,6 +197,7 @@ class ExportMetrics {
   prometheus::Gauge *dirty_bytes_ = nullptr;   // nache_dirty_bytes
   prometheus::Gauge *flush_lag_ = nullptr;     // nache_flush_lag_seconds
   prometheus::Counter *recalls_ = nullptr;  // nache_delegation_recalls_total
+  prometheus::Counter *conflicts_ = nullptr;  // nache_writeback_conflicts_total
   // nache_writeback_creates_total{outcome=logged|sent|cancelled}
   std::array<prometheus::Counter *, 3> local_creates_{};
   // nache_delegation_return_seconds by reason ("recall", "own_conflict").
@@ -259,6 +263,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge> *deleg_held_ = nullptr;
   prometheus::Family<prometheus::Counter> *deleg_granted_ = nullptr;
   prometheus::Family<prometheus::Counter> *recalls_ = nullptr;
+  prometheus::Family<prometheus::Counter> *conflicts_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_creates_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;

@@ -116,6 +116,9 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
   uint64_t set_epoch = 0;
   bool have_set = cache_->PendingSetattr(key, &set, &set_epoch);
   if (ranges.empty() && !have_set) return 0;
+  // From here until Flushed the remote's change attribute moves by our
+  // own sends: a flush cut off leaves the file's base uncertain.
+  cache_->FlushBegins(key);
   const uint64_t bs = cache_->block_size();
   std::vector<uint32_t> status(ranges.size(), 0);
   std::vector<upstream::Attrs> after(ranges.size());
@@ -167,7 +170,9 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
     }
   }
   if (first_error) {
-    newest.mask = 0;  // the file stays dirty anyway
+    // The file stays dirty, and what the remote holds of it is uncertain
+    // (a send that failed may have landed).
+    newest.mask = 0;
     set_epoch = 0;
   }
   cache_->Flushed(key, sent, have_set ? set_epoch : 0, newest);

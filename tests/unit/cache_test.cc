@@ -299,6 +299,43 @@ TEST_F(CacheTest, ExtendingLeavesZerosAndHoles) {
   EXPECT_EQ(r[1].data, std::string(1, '\0') + "z");
 }
 
+// What a dirty file is based on at the remote (its size and change when it
+// became dirty, then after each complete flush) survives a crash: uncached
+// blocks below the remote's size are fetched, not read as zeros, and the
+// conflict check compares with the right change attribute.
+TEST_F(CacheTest, DirtyBaseSurvivesACrashAndFollowsFlushes) {
+  cache_->Validated(1, FileAttrs(7, 3 * kBs));
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, std::string(kBs, 'a').data(), kBs,
+                                 &need));
+  Cache::DirtyBase b;
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &b));
+  EXPECT_EQ(b.change, 7u);
+  EXPECT_EQ(b.size, 3u * kBs);
+  EXPECT_FALSE(b.uncertain);
+  EXPECT_TRUE(b.has_data);
+  cache_->FlushBegins(1);
+  Reopen(1 << 20);  // a crash in the middle of a flush
+  EXPECT_FALSE(cache_->ReadsAsZeros(1, 2)) << "remote data, not a hole";
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &b));
+  EXPECT_EQ(b.change, 7u);
+  EXPECT_TRUE(b.uncertain) << "the cut-off flush may have landed";
+  // A flush that left it dirty (written again meanwhile) moves the base to
+  // what the remote holds after it.
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, std::string(kBs, 'b').data(), kBs,
+                                 &need));
+  cache_->Flushed(1, r, 0, FileAttrs(9, 3 * kBs));
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &b));
+  EXPECT_EQ(b.change, 9u);
+  EXPECT_FALSE(b.uncertain);
+  // A local create has no remote base; a clean file has none either.
+  ASSERT_TRUE(cache_->LocalCreate(2, FileAttrs(1, 0)));
+  EXPECT_FALSE(cache_->GetDirtyBase(2, &b));
+  EXPECT_FALSE(cache_->GetDirtyBase(3, &b));
+}
+
 TEST_F(CacheTest, LocalSetattrIsDurableAndFlushedByEpoch) {
   cache_->Validated(1, FileAttrs(5, 3));
   Attrs set;

@@ -98,6 +98,23 @@ class ScriptedUpstream : public upstream::Upstream {
     std::lock_guard<std::mutex> g(mu_);
     return files_["f:" + name].change;
   }
+  // Someone else writes the file at the server.
+  void ForeignWrite(const std::string &name, const std::string &data) {
+    std::lock_guard<std::mutex> g(mu_);
+    File &f = files_["f:" + name];
+    f.name = name;
+    f.data = data;
+    f.change++;
+  }
+  // Names of the files whose name starts with prefix.
+  std::vector<std::string> Names(const std::string &prefix) {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<std::string> out;
+    for (const auto &kv : files_)
+      if (kv.second.name.compare(0, prefix.size(), prefix) == 0)
+        out.push_back(kv.second.name);
+    return out;
+  }
   // The file's data, or "<none>" when the server never had it.
   std::string Data(const std::string &name) {
     std::lock_guard<std::mutex> g(mu_);
@@ -201,6 +218,9 @@ class ScriptedUpstream : public upstream::Upstream {
         const OPEN4args &o = a.nfs_argop4_u.opopen;
         const component4 &n = o.claim.open_claim4_u.file;
         Fh fh = "f:" + Str(n.utf8string_val, n.utf8string_len);
+        if (o.openhow.opentype == OPEN4_CREATE && files_.count(fh) &&
+            o.openhow.openflag4_u.how.mode == GUARDED4)
+          return upstream::kNfs4ErrExist;
         if (files_.count(fh) == 0) {
           if (o.openhow.opentype != OPEN4_CREATE)
             return upstream::kNfs4ErrNoent;
@@ -538,6 +558,67 @@ TEST_F(CoreDelegationsTest, LocalCreatesAreSentOnlyAsTheyEndUp) {
   EXPECT_EQ(up_->Data("a"), "<none>");
   EXPECT_EQ(up_->Data("tmp"), "<none>");
   EXPECT_EQ(up_->Count("OPEN"), opens + 1) << "one create, as b";
+}
+
+// Write-back conflict: the file changed at the remote while we held
+// unflushed writes. The remote's version stays; ours is written beside it
+// as NAME.nache-conflict-<time>, and the file follows the remote again.
+TEST_F(CoreDelegationsTest, ConflictKeepsBothVersions) {
+  Start(DelegationType::kNone, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+    cfg->flush_age_ms = 0;
+  });
+  // Someone else writes f after we read its attributes: our write is on
+  // top of a version the remote no longer has.
+  up_->ForeignWrite("f", "theirs, longer");
+  size_t n = 0;
+  int committed = 0;
+  // (Whole-file writes: the scripted server has no READ.)
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!", 2, &n,
+                         &committed),
+            0u);
+  std::vector<std::string> copies;
+  ASSERT_TRUE(cb_client::WaitFor([&] {
+    copies = up_->Names("f.nache-conflict-");
+    return copies.size() == 1 && up_->Data(copies[0]) == "ours!";
+  })) << "conflict copies: " << copies.size();
+  EXPECT_EQ(up_->Data("f"), "theirs, longer") << "the remote's version stays";
+  Key k;
+  Attrs attrs;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "f", &k, &attrs), 0u);
+  EXPECT_EQ(k, file_);
+  EXPECT_EQ(attrs.size, 14u) << "f follows the remote again";
+  // A later write of ours to f is based on the remote's version: no new
+  // conflict, it is written to f itself.
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 14, "OURS, ALSO 14!", 2,
+                         &n, &committed),
+            0u);
+  ASSERT_TRUE(cb_client::WaitFor(
+      [&] { return up_->Data("f") == "OURS, ALSO 14!"; }));
+  EXPECT_EQ(up_->Names("f.nache-conflict-").size(), 1u);
+}
+
+// No conflict without a foreign change: a file written twice, flushed in
+// between, is written in place both times.
+TEST_F(CoreDelegationsTest, OwnFlushesAreNoConflict) {
+  Start(DelegationType::kNone, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+    cfg->flush_age_ms = 0;
+  });
+  size_t n = 0;
+  int committed = 0;
+  // (Whole-file writes: the scripted server has no READ.)
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", 2, &n,
+                         &committed),
+            0u);
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == "HELLO"; }));
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 6, "HELLO!", 2, &n,
+                         &committed),
+            0u);
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == "HELLO!"; }));
+  EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
 }
 
 }  // namespace

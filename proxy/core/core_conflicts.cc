@@ -1,0 +1,211 @@
+// Conflicts of write-back (proxy/writeback/DESIGN.md, "Disconnected
+// operation and conflicts"): a file we hold unflushed writes for changed
+// at the remote meanwhile. The remote's version stays; ours is written
+// beside it as NAME.nache-conflict-<UTC time>, logged and counted.
+#include <ctime>
+
+#include "core/core.h"
+#include "util/log.h"
+
+namespace nache {
+namespace {
+
+const char *const kComponent = "NACHE_WRITEBACK";
+
+// "20261122T210501Z": sorts by time, no characters a shell or a Windows
+// client would trip on.
+std::string UtcStamp() {
+  time_t now = time(nullptr);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+using upstream::Compound;
+using upstream::CompoundReply;
+using upstream::Fh;
+using upstream::Op;
+using upstream::StateId;
+
+uint32_t Core::CheckForConflict(Key key) {
+  Cache::DirtyBase base;
+  // Created here (nothing to conflict with), clean, or only attributes set
+  // (those simply apply: the last setter wins, as at any server).
+  if (!cache_->GetDirtyBase(key, &base) || !base.has_data)
+    return upstream::kNfs4Ok;
+  // Under our write delegation nobody else can have written it.
+  if (DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr))
+    return upstream::kNfs4Ok;
+  if (base.uncertain) {
+    // A flush of it was cut off: the remote may hold part of our writes
+    // under a change attribute we never saw, so a moved one proves
+    // nothing. Ours is sent whole again.
+    NACHE_LOG(kLogDebug, kComponent,
+              "%llu: an earlier flush was cut off, no conflict check",
+              (unsigned long long)key);
+    return upstream::kNfs4Ok;
+  }
+  Fh fh;
+  uint32_t st = FhOf(key, &fh);
+  if (st) return st;
+  Compound c;
+  c.SetTag("flush_check").Putfh(fh).Getattr(upstream::kAttrsObject);
+  CompoundReply rep;
+  if ((st = Run(c, FlushCreds(key), &rep))) return st;
+  const Attrs &now = rep.Find(Op::kGetattr)->attrs;
+  if (!(now.mask & upstream::kAttrChange) || now.change == base.change)
+    return upstream::kNfs4Ok;
+  return KeepBothVersions(key, now);
+}
+
+uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
+  // Beside the file, under the name we last saw it by.
+  Key dir = root_key_;
+  std::string name = "nache-file-" + std::to_string(key);
+  HandleRecord rec;
+  if (handles_->Get(key, &rec) && rec.parent != kNoKey && !rec.name.empty()) {
+    dir = rec.parent;
+    name = rec.name;
+  }
+  Fh pfh;
+  uint32_t st = FhOf(dir, &pfh);
+  if (st) return st;
+  Attrs mine;
+  if (!cache_->KnownAttrs(key, &mine)) return upstream::kNfs4Ok;  // gone
+  // As the file's writer: the copy is theirs, as the file was.
+  Creds cr = FlushCreds(key);
+  Attrs ca;
+  ca.mask = upstream::kAttrMode;
+  ca.mode = mine.mode & 07777;
+  const std::string stamp = UtcStamp();
+  std::string cname;
+  Fh fh;
+  CompoundReply rep;
+  upstream::Delegation deleg;
+  st = upstream::kNfs4ErrExist;
+  for (int n = 0; n < 100 && st == upstream::kNfs4ErrExist; n++) {
+    cname = name + ".nache-conflict-" + stamp +
+            (n ? "-" + std::to_string(n) : std::string());
+    rep = CompoundReply();
+    st = CreateClosedFile(cr, pfh, cname, upstream::OpenArgs::Create::kGuarded,
+                          ca, key, [](Compound *) {}, &rep, &fh, &deleg);
+  }
+  if (st) {
+    NACHE_LOG(kLogWarn, kComponent,
+              "conflict on %s (key %llu): could not create %s at the remote "
+              "(nfs status %u); our version stays here, retried later",
+              name.c_str(), (unsigned long long)key, cname.c_str(), st);
+    return st;
+  }
+  Key copy = handles_->Intern(fh, dir, cname);
+  NoteGrant(copy, deleg);
+  NoteConflictCopy(dir, rep.Find(Op::kOpen)->cinfo, "", cname, copy);
+  // Local writes may land while the copy is made: then copy again, so
+  // that the version we drop is the one the copy holds.
+  for (int round = 0;; round++) {
+    uint64_t copied_change = 0;
+    st = CopyOurVersion(key, fh, cr, &copied_change);
+    if (st == upstream::kNfs4Ok &&
+        cache_->ForgetIfUnchanged(key, copied_change))
+      break;
+    if (st || round == 3) {
+      if (!st) st = upstream::kNfs4ErrDelay;
+      // An incomplete copy would mislead: remove it (the next flush
+      // makes a new one).
+      Compound rm;
+      rm.SetTag("conflict_copy_remove").Putfh(pfh).Remove(cname);
+      CompoundReply rmrep;
+      Run(rm, cr, &rmrep);
+      if (const upstream::OpResult *r = rmrep.Find(Op::kRemove))
+        if (r->status == upstream::kNfs4Ok)
+          NoteConflictCopy(dir, r->cinfo, cname, "", kNoKey);
+      NACHE_LOG(kLogWarn, kComponent,
+                "conflict on %s (key %llu): copying our version to %s "
+                "failed (nfs status %u); it stays here, retried later",
+                name.c_str(), (unsigned long long)key, cname.c_str(), st);
+      return st;
+    }
+  }
+  metrics_->CountConflict();
+  NACHE_LOG(kLogWarn, kComponent,
+            "conflict: %s (key %llu) changed at the remote (change %llu, "
+            "size %llu) while we held unflushed writes; the remote's "
+            "version stays, ours is saved beside it as %s",
+            name.c_str(), (unsigned long long)key,
+            (unsigned long long)remote.change,
+            (unsigned long long)remote.size, cname.c_str());
+  return upstream::kNfs4Ok;
+}
+
+void Core::NoteConflictCopy(Key dir, const upstream::ChangeInfo &ci,
+                            const std::string &removed,
+                            const std::string &added, Key added_key) {
+  // The directory's change attribute must move where our clients (and
+  // Ganesha's directory cache) see it: a directory with unflushed local
+  // entries is ours (a local edit), any other follows the remote.
+  if (cache_->IsDirty(dir)) {
+    cache_->LocalDirEdit(dir, removed, added, added_key);
+    return;
+  }
+  cache_->OwnDirChange(dir, ci, Attrs(), removed, added, added_key,
+                       cfg_.single_writer);
+  cache_->ExpireAttrs(dir);
+}
+
+uint32_t Core::CopyOurVersion(Key key, const Fh &fh, const Creds &cr,
+                              uint64_t *copied_change) {
+  Attrs mine;
+  if (!cache_->KnownAttrs(key, &mine)) return upstream::kNfs4ErrStale;
+  *copied_change = mine.change;
+  LearnIoLimits();
+  const uint64_t bs = cache_->block_size();
+  const size_t per = std::max<size_t>(4096, max_write_.load());
+  uint64_t missing = 0;
+  for (uint64_t idx = 0; idx * bs < mine.size; idx++) {
+    std::string b;
+    if (!cache_->GetBlock(key, idx, &b)) {
+      // Never read here (a hole our writes made reads as zeros anyway):
+      // the remote's old bytes are gone, so the copy has a hole.
+      if (!cache_->ReadsAsZeros(key, idx))
+        missing += std::min<uint64_t>(bs, mine.size - idx * bs);
+      continue;
+    }
+    for (size_t done = 0; done < b.size();) {
+      size_t n = std::min(per, b.size() - done);
+      Compound c;
+      c.SetTag("conflict_copy")
+          .Putfh(fh)
+          .Write(StateId::Anonymous(), idx * bs + done,
+                 upstream::StableHow::kFileSync, b.data() + done,
+                 uint32_t(n));
+      CompoundReply rep;
+      if (uint32_t st = Run(c, cr, &rep)) return st;
+      uint32_t wrote = rep.Find(Op::kWrite)->count;
+      if (wrote == 0) return upstream::kNfs4ErrIo;
+      done += wrote;
+    }
+  }
+  // Our size (a hole may end it) and our mtime.
+  Attrs set;
+  set.mask = upstream::kAttrSize | upstream::kAttrMtime;
+  set.size = mine.size;
+  set.mtime = mine.mtime;
+  Compound c;
+  c.SetTag("conflict_copy_setattr")
+      .Putfh(fh)
+      .Setattr(StateId::Anonymous(), set);
+  CompoundReply rep;
+  if (uint32_t st = Run(c, cr, &rep)) return st;
+  if (missing)
+    NACHE_LOG(kLogWarn, kComponent,
+              "conflict copy of key %llu: %llu bytes of the file were never "
+              "read here and are holes in the copy",
+              (unsigned long long)key, (unsigned long long)missing);
+  return upstream::kNfs4Ok;
+}
+
+}  // namespace nache
