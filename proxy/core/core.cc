@@ -32,6 +32,9 @@ constexpr int kOpenOwners = 64;
 // Directories larger than this are not kept as listings (a caller that
 // stops early does not make us read further).
 constexpr size_t kListingMaxEntries = 100000;
+// Directories up to this size (in bytes, as the remote reports it: about
+// a thousand entries on ext4) are listed whole on a lookup miss.
+constexpr uint64_t kListingPrefetchMaxBytes = 64 << 10;
 
 bool IsStateError(uint32_t st) {
   return st == upstream::kNfs4ErrBadStateid ||
@@ -117,7 +120,9 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   char prefix[64];
   snprintf(prefix, sizeof(prefix), "nache-%u-%08x", cfg.export_id, rd());
   c->owner_prefix_ = prefix;
-  c->opens_.reset(new OpenTable(kOpenOwners, c->owner_prefix_));
+  Core *core = c.get();
+  c->opens_.reset(new OpenTable(kOpenOwners, c->owner_prefix_,
+                                [core] { return core->up_ ? core->up_->epoch() : 0; }));
   // The root's key exists before the remote is reachable, so the export
   // can be served (with retryable errors) while the upstream is down.
   c->root_key_ = c->handles_->NamedKey(
@@ -138,7 +143,6 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
            (unsigned long long)c->store_->incarnation(), cfg.export_id);
   uo.client_id = id;
   uo.auth_machine = host;
-  Core *core = c.get();
   // The callback service listens before SETCLIENTID advertises it (the
   // server probes it right after the client id is confirmed).
   if (!c->StartCallbackService(&uo.callback_uaddr, err)) return nullptr;
@@ -391,10 +395,14 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
     if (local_names_->IsLocal(dir)) return upstream::kNfs4ErrNoent;
   }
   if (name != ".") {
-    // With the namespace written back, read the whole listing once instead
-    // of asking name by name: creates keep it current (the directory stays
-    // ours while it has unflushed changes), and the rules below answer.
-    if (LocalNamespace() && !cache_->Listing(dir)) PrefetchListing(cr, dir);
+    // Read the whole listing (with every entry's handle and attributes)
+    // instead of asking name by name: one round trip answers the lookups
+    // of a whole directory while its attributes are fresh, which over a
+    // WAN is most of a cold start (Ganesha looks names up one at a time
+    // per directory). With the namespace written back, creates keep the
+    // listing current (the directory stays ours while it has unflushed
+    // changes).
+    if (!cache_->Listing(dir) && WorthListing(dir)) PrefetchListing(cr, dir);
     // A fresh listing of dir answers the lookup of a name it has. Not one
     // it lacks: a file just created at the remote must be found at once,
     // as by a direct mount that never looked the name up.
@@ -582,11 +590,32 @@ uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
   return st;
 }
 
-void Core::PrefetchListing(const Creds &cr, Key dir) {
-  {
-    std::lock_guard<std::mutex> g(misc_mu_);
-    if (unlistable_.count(dir)) return;
+bool Core::WorthListing(Key dir) {
+  std::lock_guard<std::mutex> g(misc_mu_);
+  if (unlistable_.count(dir)) return false;
+  if (LocalNamespace()) return true;  // kept current by our own creates
+  // Elsewhere a listing lives one attribute window: read it at most once
+  // per window, and only a small directory (a big one costs more than the
+  // lookups it saves; POSIX file systems report a directory's size in
+  // bytes of entries).
+  Attrs da;
+  if (!cache_->KnownAttrs(dir, &da) || da.size > kListingPrefetchMaxBytes)
+    return false;
+  const auto now = std::chrono::steady_clock::now();
+  const auto window = std::chrono::milliseconds(
+      std::max<uint32_t>(1000, cfg_.cache.attr_timeout_ms));
+  auto &at = listed_at_[dir];
+  if (at != std::chrono::steady_clock::time_point() && now - at < window)
+    return false;
+  at = now;
+  if (listed_at_.size() > 4096) {
+    for (auto it = listed_at_.begin(); it != listed_at_.end();)
+      it = now - it->second >= window ? listed_at_.erase(it) : std::next(it);
   }
+  return true;
+}
+
+void Core::PrefetchListing(const Creds &cr, Key dir) {
   bool eof = false;
   uint32_t st = ReaddirRemote(
       cr, dir, 0,
@@ -594,9 +623,11 @@ void Core::PrefetchListing(const Creds &cr, Key dir) {
         return false;  // only the listing it records is wanted
       },
       nullptr, &eof);
-  if (st == upstream::kNfs4Ok && !cache_->Listing(dir)) {
+  if ((st == upstream::kNfs4Ok && !cache_->Listing(dir)) ||
+      st == upstream::kNfs4ErrAccess) {
     // Read and still not kept: too big to cache (or it changed while
-    // read, which single-writer makes rare). Name by name from now on.
+    // read), or not listable (search permission only). Name by name
+    // from now on.
     std::lock_guard<std::mutex> g(misc_mu_);
     unlistable_.insert(dir);
   }
@@ -1038,11 +1069,23 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   Compound c;
   c.SetTag("open").Putfh(prec.fh).Open(a).Getfh().Getattr(
       upstream::kAttrsObject);
+  // A read-only open of a file whose first block we do not hold reads it
+  // in the same COMPOUND: most files opened for reading are read from the
+  // start (small ones whole), so the client's first READ needs no round
+  // trip of its own. With the anonymous stateid: in NFSv4.0 the open's is
+  // not known within its COMPOUND.
+  std::string first;
+  if (access == upstream::kShareAccessRead && !cache_->HasBlock(f->key, 0)) {
+    LearnIoLimits();
+    first.resize(std::min<uint32_t>(cache_->block_size(), max_read_));
+    c.Read(StateId::Anonymous(), 0, uint32_t(first.size()), &first[0]);
+  }
   CompoundReply rep;
   uint32_t st = Run(c, cr, &rep);
   const OpResult *o = rep.Find(Op::kOpen);
   if (o) OpenTable::AdvanceSeqid(&f->owner->seqid, o->status);
-  if (st) return o && o->status ? o->status : st;
+  // (A failed READ, the last op, leaves the open done.)
+  if (st && !rep.Find(Op::kRead)) return o && o->status ? o->status : st;
   StateId sid = o->stateid;
   const Fh &got = rep.Find(Op::kGetfh)->fh;
   upstream::Delegation deleg;
@@ -1065,8 +1108,17 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
     UpstreamCloseLocked(cr, f);
     return upstream::kNfs4ErrNoent;
   }
-  cache_->Validated(f->key, rep.Find(Op::kGetattr)->attrs);
-  if (attrs) *attrs = rep.Find(Op::kGetattr)->attrs;
+  const Attrs &got_attrs = rep.Find(Op::kGetattr)->attrs;
+  cache_->Validated(f->key, got_attrs);
+  if (const OpResult *r = rep.Find(Op::kRead)) {
+    // Kept when it is the whole block (or the whole file).
+    first.resize(r->status == upstream::kNfs4Ok ? r->count : 0);
+    uint64_t expect =
+        std::min<uint64_t>(cache_->block_size(), got_attrs.size);
+    if (!first.empty() && first.size() == expect)
+      cache_->PutBlock(f->key, 0, cache_->Generation(f->key), first);
+  }
+  if (attrs) *attrs = got_attrs;
   return upstream::kNfs4Ok;
 }
 

@@ -218,8 +218,12 @@ class Core {
   void LearnIoLimits();
   void ApplyIoLimits(const Attrs &a);
   upstream::Verifier CookieVerf(Key dir);
+  // Whether a lookup miss in dir should read its whole listing: not a
+  // directory found unlistable, and (unless the namespace is written
+  // back) a small one not listed within the attribute window.
+  bool WorthListing(Key dir);
   // Reads dir's whole listing into the cache (when it is not too big to
-  // keep; then lookups in dir ask name by name).
+  // keep, or not listable; then lookups in dir ask name by name).
   void PrefetchListing(const Creds &cr, Key dir);
   void SetCookieVerf(Key dir, const upstream::Verifier &v);
 
@@ -312,8 +316,9 @@ class Core {
   // is created remotely; a directory with entries younger than the flush
   // age waits (Flusher::kNotYet) when patient.
   uint32_t PrepareFlush(Key key, bool patient);
-  // One create record sent upstream.
-  uint32_t SendCreate(const LogRecord &r);
+  // One create record sent upstream. fresh: created by this run and never
+  // tried (see never_sent_).
+  uint32_t SendCreate(const LogRecord &r, bool fresh);
   // Creates regular file name in directory pfh at the remote with one of
   // the flush open-owners (chosen by key, the object the file is for) and
   // create mode how, with the ops `more` adds after its GETFH in the same
@@ -337,6 +342,10 @@ class Core {
   // beside it as NAME.nache-conflict-<UTC time> and the file follows the
   // remote again. Nothing is overwritten silently.
   uint32_t CheckForConflict(Key key);
+  // NAME.nache-conflict-<stamp>[-n]; stamp: the time now, UTC.
+  static std::string ConflictName(const std::string &name,
+                                  const std::string &stamp, int n);
+  static std::string UtcStamp();
   uint32_t KeepBothVersions(Key key, const Attrs &remote);
   // The conflict copy appeared in (or, failed, left) directory dir.
   void NoteConflictCopy(Key dir, const upstream::ChangeInfo &ci,
@@ -420,6 +429,10 @@ class Core {
   std::mutex meta_mu_;
   std::condition_variable meta_cv_;  // sending_ changed
   std::set<Key> sending_;  // objects whose create is being sent
+  // Local objects created by this run whose create was never tried: their
+  // name must be free at the remote (else a conflict). After a restart
+  // every record counts as possibly sent.
+  std::set<Key> never_sent_;
   // The open-owners that create flushed files (their own: a flush may run
   // while a pool owner's mutex is held by the thread that needs it;
   // several, since an owner's OPEN and CLOSE are serialised).
@@ -460,10 +473,13 @@ class Core {
   std::atomic<bool> io_limits_known_{false};
   std::mutex root_mu_;     // serialises ResolveRoot
 
-  std::mutex misc_mu_;  // guards cookie_verfs_, lock_serial_, unlistable_
+  std::mutex misc_mu_;  // guards cookie_verfs_, lock_serial_, unlistable_,
+                        // listed_at_
   // Directories whose listing is too big to cache: lookups in them ask
   // name by name.
   std::set<Key> unlistable_;
+  // When a lookup last read each directory's listing (WorthListing).
+  std::map<Key, std::chrono::steady_clock::time_point> listed_at_;
   std::unordered_map<Key, upstream::Verifier> cookie_verfs_;
   uint64_t lock_serial_ = 0;
   std::string owner_prefix_;  // unique per proxy start (immutable)

@@ -1,7 +1,9 @@
 // Conflicts of write-back (proxy/writeback/DESIGN.md, "Disconnected
 // operation and conflicts"): a file we hold unflushed writes for changed
 // at the remote meanwhile. The remote's version stays; ours is written
-// beside it as NAME.nache-conflict-<UTC time>, logged and counted.
+// beside it as NAME.nache-conflict-<UTC time>, logged and counted. (A
+// local create whose name was taken at the remote meanwhile is the other
+// kind of conflict: SendCreate puts ours beside theirs the same way.)
 #include <ctime>
 
 #include "core/core.h"
@@ -12,9 +14,17 @@ namespace {
 
 const char *const kComponent = "NACHE_WRITEBACK";
 
-// "20261122T210501Z": sorts by time, no characters a shell or a Windows
-// client would trip on.
-std::string UtcStamp() {
+}  // namespace
+
+using upstream::Compound;
+using upstream::CompoundReply;
+using upstream::Fh;
+using upstream::Op;
+using upstream::StateId;
+
+std::string Core::UtcStamp() {
+  // "20261122T210501Z": sorts by time, no characters a shell or a Windows
+  // client would trip on.
   time_t now = time(nullptr);
   struct tm tm;
   gmtime_r(&now, &tm);
@@ -23,13 +33,11 @@ std::string UtcStamp() {
   return buf;
 }
 
-}  // namespace
-
-using upstream::Compound;
-using upstream::CompoundReply;
-using upstream::Fh;
-using upstream::Op;
-using upstream::StateId;
+std::string Core::ConflictName(const std::string &name,
+                               const std::string &stamp, int n) {
+  return name + ".nache-conflict-" + stamp +
+         (n ? "-" + std::to_string(n) : std::string());
+}
 
 uint32_t Core::CheckForConflict(Key key) {
   Cache::DirtyBase base;
@@ -88,8 +96,7 @@ uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
   upstream::Delegation deleg;
   st = upstream::kNfs4ErrExist;
   for (int n = 0; n < 100 && st == upstream::kNfs4ErrExist; n++) {
-    cname = name + ".nache-conflict-" + stamp +
-            (n ? "-" + std::to_string(n) : std::string());
+    cname = ConflictName(name, stamp, n);
     rep = CompoundReply();
     st = CreateClosedFile(cr, pfh, cname, upstream::OpenArgs::Create::kGuarded,
                           ca, key, [](Compound *) {}, &rep, &fh, &deleg);

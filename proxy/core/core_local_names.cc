@@ -142,6 +142,7 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
   }
   local_names_->Add(LocalNames::Entry{seq, dir, name, k, type, link_text,
                                       int64_t(time(nullptr))});
+  never_sent_.insert(k);
   cache_->LocalDirEdit(dir, "", name, k);
   NoteLocalWriter(k, cr);
   metrics_->CountLocalCreate();
@@ -170,6 +171,7 @@ uint32_t Core::RemoveLocal(const Creds &cr, Key dir,
   // create back.
   if (!oplog_->Erase({e.seq}, true)) return upstream::kNfs4ErrIo;
   local_names_->Erase(e.key);
+  never_sent_.erase(e.key);
   cache_->Forget(e.key);  // its data need never be sent
   cache_->LocalDirEdit(dir, e.name, "", kNoKey);
   metrics_->CountLocalCancel();
@@ -233,6 +235,7 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
   if (seq == 0) return upstream::kNfs4ErrIo;
   if (target_local) {
     local_names_->Erase(target.key);
+    never_sent_.erase(target.key);
     cache_->Forget(target.key);
     metrics_->CountLocalCancel();
   }
@@ -269,6 +272,7 @@ uint32_t Core::ReaddirLocal(Key dir, uint64_t cookie, nache_dirent_cb cb,
 uint32_t Core::CreateRemotely(Key key) {
   LogRecord r;
   LocalNames::Entry e;
+  bool fresh = false;
   {
     std::unique_lock<std::mutex> g(meta_mu_);
     meta_cv_.wait(g, [&] { return sending_.count(key) == 0; });
@@ -284,11 +288,13 @@ uint32_t Core::CreateRemotely(Key key) {
     // While it is sent, a remove or rename of it waits (they would
     // rewrite a record that is on its way).
     sending_.insert(key);
+    // From this try on it may be at the remote (if the reply is lost).
+    fresh = never_sent_.erase(key) != 0;
   }
   // Its directory first (a record never comes before its directory's).
   uint32_t st = local_names_->IsLocal(e.dir) ? CreateRemotely(e.dir)
                                              : upstream::kNfs4Ok;
-  if (st == upstream::kNfs4Ok) st = SendCreate(r);
+  if (st == upstream::kNfs4Ok) st = SendCreate(r, fresh);
   {
     std::lock_guard<std::mutex> g(meta_mu_);
     sending_.erase(key);
@@ -328,7 +334,7 @@ uint32_t Core::CreateEntriesRemotely(Key dir) {
                      [&](size_t i) { return CreateRemotely(todo[i].key); });
 }
 
-uint32_t Core::SendCreate(const LogRecord &r) {
+uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
   // Its directory is at the remote already (CreateRemotely sent it first).
   Fh pfh;
   if (uint32_t st = FhOf(r.key, &pfh)) return st;
@@ -341,9 +347,26 @@ uint32_t Core::SendCreate(const LogRecord &r) {
   ca.mode = r.attrs.mode;
   Fh fh;
   Attrs after;
-  uint32_t st;
-  if (r.type == FileType::kReg) {
-    // Unchecked: a record sent again after a crash opens what it created.
+  // A record never tried before must find its name free: one taken at the
+  // remote meanwhile is somebody else's object (a conflict, below). One
+  // that may have been sent before (by a run that crashed, or a try whose
+  // reply was lost) finds its own object there instead: a file is opened
+  // UNCHECKED, a directory or symlink looked up after EXIST.
+  auto create_as = [&](const std::string &name) -> uint32_t {
+    if (r.type != FileType::kReg) {
+      Compound c;
+      c.SetTag("flush_create")
+          .Putfh(pfh)
+          .Create(r.type, name, ca, r.text)
+          .Getfh()
+          .Getattr(upstream::kAttrsObject);
+      CompoundReply rep;
+      uint32_t st = Run(c, cr, &rep);
+      if (st) return st;
+      fh = rep.Find(Op::kGetfh)->fh;
+      after = rep.Find(Op::kGetattr)->attrs;
+      return upstream::kNfs4Ok;
+    }
     // A small file goes whole in the same COMPOUND: its data (WRITEs with
     // the anonymous stateid, which our deny-none open does not conflict
     // with) and the attributes set here, then the attributes after. One
@@ -358,8 +381,11 @@ uint32_t Core::SendCreate(const LogRecord &r) {
     bool inline_all = ranges.size() <= 4 && bytes <= max_write_.load();
     CompoundReply rep;
     upstream::Delegation deleg;
-    st = CreateClosedFile(
-        cr, pfh, r.name, upstream::OpenArgs::Create::kUnchecked, ca, r.key2,
+    uint32_t st = CreateClosedFile(
+        cr, pfh, name,
+        fresh ? upstream::OpenArgs::Create::kGuarded
+              : upstream::OpenArgs::Create::kUnchecked,
+        ca, r.key2,
         [&](Compound *c) {
           if (!inline_all) return;
           const uint64_t bs = cache_->block_size();
@@ -388,30 +414,42 @@ uint32_t Core::SendCreate(const LogRecord &r) {
           cache_->Flushed(r.key2, ranges, have_set ? set_epoch : 0, after);
       }
     }
-  } else {
-    Compound c;
-    c.SetTag("flush_create")
+    return upstream::kNfs4Ok;
+  };
+  uint32_t st = create_as(r.name);
+  if (st == upstream::kNfs4ErrExist && fresh && r.type != FileType::kDir) {
+    // Taken at the remote since (a directory is simply shared: its
+    // entries are checked one by one). Ours goes beside it, and is known
+    // here by that name from now on.
+    const std::string stamp = UtcStamp();
+    std::string cname;
+    for (int n = 0; n < 100 && st == upstream::kNfs4ErrExist; n++) {
+      cname = ConflictName(r.name, stamp, n);
+      st = create_as(cname);
+    }
+    if (st) return st;
+    handles_->SetName(r.key2, r.key, cname);
+    cache_->LocalDirEdit(r.key, r.name, cname, r.key2);
+    metrics_->CountConflict();
+    NACHE_LOG(kLogWarn, kComponent,
+              "conflict: %s was created at the remote while ours (key %llu) "
+              "waited to be sent; theirs stays, ours is created beside it "
+              "as %s",
+              r.name.c_str(), (unsigned long long)r.key2, cname.c_str());
+  } else if (st == upstream::kNfs4ErrExist) {
+    // Ours, sent before (or a directory of the same name: shared).
+    Compound l;
+    l.SetTag("flush_create_lookup")
         .Putfh(pfh)
-        .Create(r.type, r.name, ca, r.text)
+        .Lookup(r.name)
         .Getfh()
         .Getattr(upstream::kAttrsObject);
     CompoundReply rep;
-    st = Run(c, cr, &rep);
-    if (st == upstream::kNfs4ErrExist) {
-      // Sent before a crash that kept its record: it is there.
-      Compound l;
-      l.SetTag("flush_create_lookup")
-          .Putfh(pfh)
-          .Lookup(r.name)
-          .Getfh()
-          .Getattr(upstream::kAttrsObject);
-      rep = CompoundReply();
-      st = Run(l, cr, &rep);
-    }
-    if (st) return st;
+    if ((st = Run(l, cr, &rep))) return st;
     fh = rep.Find(Op::kGetfh)->fh;
     after = rep.Find(Op::kGetattr)->attrs;
   }
+  if (st) return st;
   handles_->SetFh(r.key2, fh);
   // The object stays dirty (its data and mtime follow); the remote's
   // attributes only tell what it has.

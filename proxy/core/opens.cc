@@ -5,20 +5,36 @@
 
 namespace nache {
 
-OpenTable::OpenTable(int owners, const std::string &prefix)
-    : owners_(new OwnerSlot[owners]), n_owners_(owners) {
+OpenTable::OpenTable(int owners, const std::string &prefix,
+                     std::function<uint64_t()> epoch)
+    : owners_(new OwnerSlot[owners]),
+      n_owners_(owners),
+      epoch_(std::move(epoch)) {
   for (int i = 0; i < owners; i++) {
     owners_[i].name = prefix + "-o" + std::to_string(i);
   }
 }
 
-OwnerSlot *OpenTable::OwnerForKey(Key key) {
-  return &owners_[key % n_owners_];
+OwnerSlot *OpenTable::PickOwner(size_t start) {
+  const uint64_t epoch = epoch_();
+  OwnerSlot *idle_new = nullptr;
+  for (int i = 0; i < n_owners_; i++) {
+    OwnerSlot *o = &owners_[(start + i) % n_owners_];
+    // Busy (an upstream call of its own in flight): skip, never wait.
+    if (!o->mu.try_lock()) continue;
+    bool known = o->epoch == epoch && o->seqid > 0;
+    o->mu.unlock();
+    if (known) return o;
+    if (!idle_new) idle_new = o;
+  }
+  return idle_new ? idle_new : &owners_[start % n_owners_];
 }
 
+OwnerSlot *OpenTable::OwnerForKey(Key key) { return PickOwner(key); }
+
 OwnerSlot *OpenTable::OwnerFor(Key dir, const std::string &name) {
-  size_t h = std::hash<std::string>()(name) ^ (dir * 0x9e3779b97f4a7c15ull);
-  return &owners_[h % n_owners_];
+  return PickOwner(std::hash<std::string>()(name) ^
+                   (dir * 0x9e3779b97f4a7c15ull));
 }
 
 std::shared_ptr<FileOpen> OpenTable::Get(Key key) {

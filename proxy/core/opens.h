@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -86,7 +87,10 @@ class OpenTable {
  public:
   // owners: size of the open-owner pool; prefix makes names unique per
   // proxy incarnation.
-  OpenTable(int owners, const std::string &prefix);
+  // epoch: the upstream's current epoch (see Upstream::epoch), to tell
+  // which owners the server knows.
+  OpenTable(int owners, const std::string &prefix,
+            std::function<uint64_t()> epoch);
 
   // The FileOpen of key, created if absent (its owner chosen by key), and
   // pinned: it stays in the table until the matching Unpin. A local open
@@ -101,7 +105,11 @@ class OpenTable {
   // Drops f when nobody pins it and it holds no upstream open (after a
   // lingering open was closed).
   void DropIfIdle(const std::shared_ptr<FileOpen> &f);
-  // The owner a by-name open of (dir, name) uses before its key is known.
+  // The owner a by-name open of (dir, name) uses before its key is known,
+  // and the one a file new to the table gets: an idle owner the server
+  // already knows (NFSv4.0 makes a new owner's first OPEN cost an
+  // OPEN_CONFIRM round trip, and an owner's requests wait for each other),
+  // else an idle new one, searched from a slot the name or key picks.
   OwnerSlot *OwnerFor(Key dir, const std::string &name);
   OwnerSlot *OwnerForKey(Key key);
 
@@ -112,8 +120,11 @@ class OpenTable {
   size_t size() const;
 
  private:
+  OwnerSlot *PickOwner(size_t start);
+
   std::unique_ptr<OwnerSlot[]> owners_;  // immutable array, slots own locks
   int n_owners_;
+  std::function<uint64_t()> epoch_;      // immutable
   mutable std::mutex mu_;                // guards files_
   std::unordered_map<Key, std::shared_ptr<FileOpen>> files_;
 };

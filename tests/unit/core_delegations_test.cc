@@ -341,6 +341,26 @@ class CoreDelegationsTest : public ::testing::Test {
     EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
     return open;
   }
+  // Creates name in the root, writes data into it and closes it.
+  Key CreateWritten(const char *name, const std::string &data) {
+    Core::OpenRequest req;
+    req.key = root_;
+    req.name = name;
+    req.access = kBoth;
+    req.mode = NACHE_OPEN_GUARDED;
+    NacheOpen *open = nullptr;
+    Key key = kNoKey;
+    bool created = false;
+    EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
+    EXPECT_TRUE(created);
+    size_t n = 0;
+    int committed = 0;
+    EXPECT_EQ(core_->Write(cr_, key, open, 0, data.size(), data.data(), 2, &n,
+                           &committed),
+              0u);
+    EXPECT_EQ(core_->CloseFile(open), 0u);
+    return key;
+  }
   cb_client::Reply *Recall(int n) {
     cb_client::Args args;
     args.Recall(Sid("deleg", n), false, "f:f");
@@ -514,28 +534,9 @@ TEST_F(CoreDelegationsTest, LocalCreatesAreSentOnlyAsTheyEndUp) {
     cfg->single_writer = true;
     cfg->flush_age_ms = 3600 * 1000;  // nothing by age in this test
   });
-  auto create = [&](const char *name, const std::string &data) {
-    Core::OpenRequest req;
-    req.key = root_;
-    req.name = name;
-    req.access = kBoth;
-    req.mode = NACHE_OPEN_GUARDED;
-    NacheOpen *open = nullptr;
-    Key key = kNoKey;
-    bool created = false;
-    EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
-    EXPECT_TRUE(created);
-    size_t n = 0;
-    int committed = 0;
-    EXPECT_EQ(core_->Write(cr_, key, open, 0, data.size(), data.data(), 2, &n,
-                           &committed),
-              0u);
-    EXPECT_EQ(core_->CloseFile(open), 0u);
-    return key;
-  };
   int opens = up_->Count("OPEN");
-  create("tmp", "short-lived");
-  Key a = create("a", "kept");
+  CreateWritten("tmp", "short-lived");
+  Key a = CreateWritten("a", "kept");
   Key k;
   Attrs attrs;
   ASSERT_EQ(core_->Lookup(cr_, root_, "tmp", &k, &attrs), 0u);
@@ -619,6 +620,31 @@ TEST_F(CoreDelegationsTest, OwnFlushesAreNoConflict) {
             0u);
   ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == "HELLO!"; }));
   EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
+}
+
+// A file created here whose name was taken at the remote before its
+// create was sent: theirs stays, ours is created beside it and keeps its
+// handle.
+TEST_F(CoreDelegationsTest, ANameTakenAtTheRemoteMeanwhileIsAConflict) {
+  Start(DelegationType::kNone, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+    cfg->flush_age_ms = 3600 * 1000;  // sent only when needed below
+  });
+  Key g = CreateWritten("g", "ours");
+  up_->AddFile("g", "theirs");
+  // A size change needs g at the remote: its create is sent now.
+  Attrs set, attrs;
+  set.mask = upstream::kAttrSize;
+  set.size = 3;
+  ASSERT_EQ(core_->Setattr(cr_, g, nullptr, set, &attrs), 0u);
+  std::vector<std::string> copies = up_->Names("g.nache-conflict-");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(up_->Data(copies[0]), "our") << "our file, with our change";
+  EXPECT_EQ(up_->Data("g"), "theirs");
+  Key k;
+  ASSERT_EQ(core_->Lookup(cr_, root_, copies[0], &k, nullptr), 0u);
+  EXPECT_EQ(k, g) << "ours keeps its handle under the new name";
 }
 
 }  // namespace

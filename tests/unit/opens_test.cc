@@ -8,7 +8,7 @@ namespace nache {
 namespace {
 
 TEST(OpenTableTest, OneEntryPerFileWithStickyOwner) {
-  OpenTable t(8, "p");
+  OpenTable t(8, "p", [] { return uint64_t(1); });
   auto a = t.Get(5);
   auto b = t.Get(5);
   EXPECT_EQ(a.get(), b.get());
@@ -22,7 +22,7 @@ TEST(OpenTableTest, OneEntryPerFileWithStickyOwner) {
 }
 
 TEST(OpenTableTest, NewFileAdoptsTheByNameOwnerExistingDoesNot) {
-  OpenTable t(8, "p");
+  OpenTable t(8, "p", [] { return uint64_t(1); });
   OwnerSlot *other = t.OwnerForKey(3);
   ASSERT_NE(other, t.OwnerForKey(5));
   auto a = t.GetOrAdopt(5, other);
@@ -33,8 +33,29 @@ TEST(OpenTableTest, NewFileAdoptsTheByNameOwnerExistingDoesNot) {
   t.Unpin(b);
 }
 
+// NFSv4.0: a new open-owner's first OPEN costs an OPEN_CONFIRM round trip,
+// and an owner's requests are serialised by its seqid: files new to the
+// table get an idle owner the server knows (used in this epoch) when there
+// is one.
+TEST(OpenTableTest, IdleKnownOwnersArePreferred) {
+  uint64_t epoch = 1;
+  OpenTable t(8, "p", [&] { return epoch; });
+  OwnerSlot *known = t.OwnerForKey(3);
+  known->epoch = 1;
+  known->seqid = 2;
+  EXPECT_EQ(t.OwnerForKey(5), known);
+  EXPECT_EQ(t.OwnerFor(9, "name"), known);
+  {
+    std::lock_guard<std::mutex> busy(known->mu);  // an OPEN in flight
+    EXPECT_NE(t.OwnerForKey(5), known);
+  }
+  epoch = 2;  // a new client id: the server knows none of them
+  EXPECT_EQ(t.OwnerForKey(5), t.OwnerForKey(5));
+  EXPECT_NE(t.OwnerForKey(5), known);
+}
+
 TEST(OpenTableTest, EntryWithUpstreamOpenOutlivesPins) {
-  OpenTable t(8, "p");
+  OpenTable t(8, "p", [] { return uint64_t(1); });
   auto a = t.Get(7);
   a->open = true;
   t.Unpin(a);
@@ -79,7 +100,7 @@ TEST(OpenTableTest, SeqidAdvancesExceptOnTheListedErrors) {
 }
 
 TEST(OpenTableTest, OwnerNamesAreDistinct) {
-  OpenTable t(4, "nache-1-abc");
+  OpenTable t(4, "nache-1-abc", [] { return uint64_t(1); });
   EXPECT_NE(t.OwnerForKey(0)->name, t.OwnerForKey(1)->name);
   EXPECT_EQ(t.OwnerForKey(0)->name.rfind("nache-1-abc", 0), 0u);
 }
