@@ -786,6 +786,14 @@ _lab_ganesha_stop() {
 	fi
 	# Threads of a killed ganesha may linger a moment in its group.
 	_lab_kill_spawned "ganesha-$name"
+	# Its leader may be a zombie while other threads still exit, holding
+	# the pid file's lock: a new ganesha would refuse to start ("already
+	# started"). Wait until no thread but the leader is left.
+	local deadline=$(($(_lab_now_us) + 10000000))
+	while [ "$(ls "/proc/$pid/task" 2>/dev/null | wc -l)" -gt 1 ] &&
+		[ "$(_lab_now_us)" -lt "$deadline" ]; do
+		sleep 0.05
+	done
 	rm -f "$LAB_DIR/run/ganesha-$name.pid"
 }
 

@@ -335,7 +335,8 @@ uint32_t Core::ResolveRoot(Fh *fh) {
 void Core::LearnIoLimits() {
   if (io_limits_known_.load()) return;
   // The root's handle is known from an earlier run (else resolving it
-  // learns the limits): ask for them once.
+  // learns the limits): ask for them once (other callers wait for it).
+  std::lock_guard<std::mutex> g(io_limits_mu_);
   Fh fh;
   if (FhOf(root_key_, &fh) || io_limits_known_.load()) return;
   Compound c;

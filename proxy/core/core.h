@@ -379,7 +379,8 @@ class Core {
   uint32_t SendRemoveOf(Key dir, const std::string &name);
   // Sends dir's unsent removes (its flush; its own removal).
   uint32_t SendRemovesIn(Key dir);
-  uint32_t SendRemove(const LocalNames::Removed &w);
+  // Sends these removes of names in dir (in one COMPOUND per remover).
+  uint32_t SendRemoves(Key dir, const std::vector<LocalNames::Removed> &ws);
 
   // Lists dir's local entries after cookie (0: all). Their cookies have
   // the top bit set, which no remote backed by a POSIX file system uses
@@ -490,6 +491,7 @@ class Core {
   std::atomic<uint32_t> max_read_{1 << 20};
   std::atomic<uint32_t> max_write_{1 << 20};
   std::atomic<bool> io_limits_known_{false};
+  std::mutex io_limits_mu_;  // one LearnIoLimits asks at a time
   std::mutex root_mu_;     // serialises ResolveRoot
 
   std::mutex misc_mu_;  // guards cookie_verfs_, lock_serial_, unlistable_,

@@ -10,12 +10,6 @@
 #include "util/log.h"
 
 namespace nache {
-namespace {
-
-const char *const kComponent = "NACHE_WRITEBACK";
-
-}  // namespace
-
 using upstream::Compound;
 using upstream::CompoundReply;
 using upstream::Fh;
@@ -52,7 +46,7 @@ uint32_t Core::CheckForConflict(Key key) {
     // A flush of it was cut off: the remote may hold part of our writes
     // under a change attribute we never saw, so a moved one proves
     // nothing. Ours is sent whole again.
-    NACHE_LOG(kLogDebug, kComponent,
+    NACHE_LOG(kLogDebug, kWritebackComponent,
               "%llu: an earlier flush was cut off, no conflict check",
               (unsigned long long)key);
     return upstream::kNfs4Ok;
@@ -102,7 +96,7 @@ uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
                           ca, key, [](Compound *) {}, &rep, &fh, &deleg);
   }
   if (st) {
-    NACHE_LOG(kLogWarn, kComponent,
+    NACHE_LOG(kLogWarn, kWritebackComponent,
               "conflict on %s (key %llu): could not create %s at the remote "
               "(nfs status %u); our version stays here, retried later",
               name.c_str(), (unsigned long long)key, cname.c_str(), st);
@@ -130,7 +124,7 @@ uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
       if (const upstream::OpResult *r = rmrep.Find(Op::kRemove))
         if (r->status == upstream::kNfs4Ok)
           NoteConflictCopy(dir, r->cinfo, cname, "", kNoKey);
-      NACHE_LOG(kLogWarn, kComponent,
+      NACHE_LOG(kLogWarn, kWritebackComponent,
                 "conflict on %s (key %llu): copying our version to %s "
                 "failed (nfs status %u); it stays here, retried later",
                 name.c_str(), (unsigned long long)key, cname.c_str(), st);
@@ -138,7 +132,7 @@ uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
     }
   }
   metrics_->CountConflict();
-  NACHE_LOG(kLogWarn, kComponent,
+  NACHE_LOG(kLogWarn, kWritebackComponent,
             "conflict: %s (key %llu) changed at the remote (change %llu, "
             "size %llu) while we held unflushed writes; the remote's "
             "version stays, ours is saved beside it as %s",
@@ -208,7 +202,7 @@ uint32_t Core::CopyOurVersion(Key key, const Fh &fh, const Creds &cr,
   CompoundReply rep;
   if (uint32_t st = Run(c, cr, &rep)) return st;
   if (missing)
-    NACHE_LOG(kLogWarn, kComponent,
+    NACHE_LOG(kLogWarn, kWritebackComponent,
               "conflict copy of key %llu: %llu bytes of the file were never "
               "read here and are holes in the copy",
               (unsigned long long)key, (unsigned long long)missing);

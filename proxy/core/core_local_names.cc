@@ -33,7 +33,7 @@ using upstream::StateId;
 
 namespace {
 
-const char *const kComponent = "NACHE_WRITEBACK";
+const char *const kComponent = kWritebackComponent;
 
 upstream::Time Now() {
   timespec ts;

@@ -9,14 +9,9 @@
 // instead (RemoveLocal in core_local_names.cc).
 #include "core/core.h"
 #include "util/log.h"
+#include "util/parallel.h"
 
 namespace nache {
-namespace {
-
-const char *const kComponent = "NACHE_WRITEBACK";
-
-}  // namespace
-
 using upstream::Compound;
 using upstream::CompoundReply;
 using upstream::Fh;
@@ -82,66 +77,111 @@ uint32_t Core::SendRemoveOf(Key dir, const std::string &name) {
   LocalNames::Removed w;
   if (!LocalNamespace() || !local_names_->FindRemoved(dir, name, &w))
     return upstream::kNfs4Ok;
-  return SendRemove(w);
+  return SendRemoves(dir, {w});
 }
 
 uint32_t Core::SendRemovesIn(Key dir) {
   if (!LocalNamespace()) return upstream::kNfs4Ok;
-  for (const LocalNames::Removed &w : local_names_->RemovedIn(dir))
-    if (uint32_t st = SendRemove(w)) return st;
+  std::vector<LocalNames::Removed> all = local_names_->RemovedIn(dir);
+  // Many at once (a mail spool's deletes, an rm -r): up to kBatch REMOVEs
+  // in one COMPOUND, so a round trip removes kBatch names.
+  constexpr size_t kBatch = 32;
+  for (size_t i = 0; i < all.size(); i += kBatch) {
+    std::vector<LocalNames::Removed> batch(
+        all.begin() + i, all.begin() + std::min(all.size(), i + kBatch));
+    if (uint32_t st = SendRemoves(dir, batch)) return st;
+  }
   return upstream::kNfs4Ok;
 }
 
-uint32_t Core::SendRemove(const LocalNames::Removed &w) {
-  LogRecord r;
+uint32_t Core::SendRemoves(Key dir,
+                           const std::vector<LocalNames::Removed> &ws) {
+  // One sender per record: a second REMOVE of a name could land after a
+  // create of it that followed the first.
+  std::vector<LocalNames::Removed> mine;
+  std::vector<LogRecord> recs;
   {
-    // One sender per record: a second REMOVE of the name could land after
-    // a create of it that followed the first.
     std::unique_lock<std::mutex> g(meta_mu_);
-    meta_cv_.wait(g, [&] { return removing_.count(w.seq) == 0; });
-    LocalNames::Removed now;
-    if (!local_names_->FindRemoved(w.dir, w.name, &now) || now.seq != w.seq)
-      return upstream::kNfs4Ok;  // sent meanwhile
-    std::vector<LogRecord> recs = oplog_->Read(w.seq, 1);
-    if (recs.empty() || recs[0].seq != w.seq) {
-      NACHE_LOG(kLogCrit, kComponent, "no remove record %llu for %s",
-                (unsigned long long)w.seq, w.name.c_str());
-      return upstream::kNfs4ErrServerfault;
+    for (const LocalNames::Removed &w : ws) {
+      meta_cv_.wait(g, [&] { return removing_.count(w.seq) == 0; });
+      LocalNames::Removed now;
+      if (!local_names_->FindRemoved(w.dir, w.name, &now) || now.seq != w.seq)
+        continue;  // sent meanwhile
+      std::vector<LogRecord> r = oplog_->Read(w.seq, 1);
+      if (r.empty() || r[0].seq != w.seq) {
+        NACHE_LOG(kLogCrit, kWritebackComponent,
+                  "no remove record %llu for %s", (unsigned long long)w.seq,
+                  w.name.c_str());
+        continue;
+      }
+      removing_.insert(w.seq);
+      mine.push_back(w);
+      recs.push_back(std::move(r[0]));
     }
-    r = std::move(recs[0]);
-    removing_.insert(w.seq);
   }
+  if (mine.empty()) return upstream::kNfs4Ok;
+  // Our own read delegations on them first: the server would recall them
+  // (NFS4ERR_DELAY meanwhile), as from anyone else.
+  ParallelFor(mine.size(), flush_owners_.size(), [&](size_t i) {
+    ReturnIfReadDelegated(mine[i].key);
+    return upstream::kNfs4Ok;
+  });
   Fh dfh;
-  uint32_t st = FhOf(w.dir, &dfh);
-  if (st == upstream::kNfs4Ok) {
+  uint32_t st = FhOf(dir, &dfh);
+  size_t done = 0;  // mine[0, done) are removed at the remote
+  while (st == upstream::kNfs4Ok && done < mine.size()) {
+    // As the remover of the first; the rest in the same COMPOUND when
+    // they were removed by the same user.
     Creds cr;
-    cr.uid = r.attrs.uid;
-    cr.gid = r.attrs.gid;
+    cr.uid = recs[done].attrs.uid;
+    cr.gid = recs[done].attrs.gid;
     Compound c;
-    c.SetTag("flush_remove").Putfh(dfh).Remove(w.name);
+    c.SetTag("flush_remove").Putfh(dfh);
+    size_t n = 0;
+    while (done + n < mine.size() && recs[done + n].attrs.uid == cr.uid &&
+           recs[done + n].attrs.gid == cr.gid) {
+      c.Remove(mine[done + n].name);
+      n++;
+    }
     CompoundReply rep;
     st = Run(c, cr, &rep);
-    // Gone already: this record was sent before a crash that kept it.
+    // Each REMOVE that went through, and one that found the name gone (a
+    // record sent before a crash that kept it), is done; the COMPOUND
+    // stopped at the first other failure.
+    for (size_t i = 0; i < n; i++) {
+      const upstream::OpResult *r = rep.Find(Op::kRemove, int(i));
+      if (!r) break;
+      if (r->status != upstream::kNfs4Ok && r->status != upstream::kNfs4ErrNoent)
+        break;
+      done++;
+      if (r->status == upstream::kNfs4ErrNoent && i + 1 < n) {
+        st = upstream::kNfs4Ok;  // the rest in a new COMPOUND
+        break;
+      }
+    }
     if (st == upstream::kNfs4ErrNoent) st = upstream::kNfs4Ok;
   }
   {
     std::lock_guard<std::mutex> g(meta_mu_);
-    removing_.erase(w.seq);
-    if (st == upstream::kNfs4Ok) {
-      local_names_->EraseRemoved(w.seq);
-      oplog_->Erase({w.seq});
+    std::vector<uint64_t> seqs;
+    for (size_t i = 0; i < mine.size(); i++) {
+      removing_.erase(mine[i].seq);
+      if (i < done) {
+        local_names_->EraseRemoved(mine[i].seq);
+        seqs.push_back(mine[i].seq);
+      }
     }
+    if (!seqs.empty()) oplog_->Erase(seqs);
   }
   meta_cv_.notify_all();
-  if (st) {
-    NACHE_LOG(kLogInfo, kComponent,
-              "remove of %s at the remote failed (nfs status %u); kept, "
-              "retried later",
-              w.name.c_str(), st);
-  } else {
-    metrics_->CountSentRemove();
-  }
-  return st;
+  for (size_t i = 0; i < done; i++) metrics_->CountSentRemove();
+  if (done < mine.size())
+    NACHE_LOG(kLogInfo, kWritebackComponent,
+              "remove of %s at the remote failed (nfs status %u); %zu "
+              "remove(s) kept, retried later",
+              mine[done].name.c_str(), st, mine.size() - done);
+  return done < mine.size() ? (st ? st : upstream::kNfs4ErrDelay)
+                            : upstream::kNfs4Ok;
 }
 
 }  // namespace nache

@@ -52,6 +52,9 @@ constexpr int kLogWarn = NACHE_LOG_WARN;
 constexpr int kLogEvent = NACHE_LOG_EVENT;
 constexpr int kLogInfo = NACHE_LOG_INFO;
 constexpr int kLogDebug = NACHE_LOG_DEBUG;
+
+// Log components shared by several files.
+constexpr const char *kWritebackComponent = "NACHE_WRITEBACK";
 constexpr int kLogFullDebug = NACHE_LOG_FULL_DEBUG;
 #endif
 

@@ -11,7 +11,7 @@
 namespace nache {
 namespace {
 
-const char *const kComponent = "NACHE_WRITEBACK";
+const char *const kComponent = kWritebackComponent;
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
