@@ -283,6 +283,13 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
 }
 
 uint32_t Core::FhOf(Key key, Fh *fh) {
+  // Removed here (the remote is told later): gone for our clients.
+  if (LocalNamespace() && local_names_->IsRemovedKey(key))
+    return upstream::kNfs4ErrStale;
+  return FhOfAny(key, fh);
+}
+
+uint32_t Core::FhOfAny(Key key, Fh *fh) {
   HandleRecord r;
   if (!handles_->Get(key, &r)) return upstream::kNfs4ErrStale;
   if (r.fh.empty()) {
@@ -392,7 +399,10 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
       if (attrs) *attrs = a;
       return upstream::kNfs4Ok;
     }
-    if (local_names_->IsLocal(dir)) return upstream::kNfs4ErrNoent;
+    // Not at the remote, or removed here and not told yet.
+    if (local_names_->IsLocal(dir) ||
+        local_names_->FindRemoved(dir, name, nullptr))
+      return upstream::kNfs4ErrNoent;
   }
   if (name != ".") {
     // Read the whole listing (with every entry's handle and attributes)
@@ -408,7 +418,10 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
     // as by a direct mount that never looked the name up.
     Key k = ListedKey(dir, name);
     Attrs a;
-    if (k != kNoKey && cache_->FreshAttrs(k, &a)) {
+    // (Not a file known to be unlinked: replaced at the remote since.)
+    if (k != kNoKey && cache_->FreshAttrs(k, &a) &&
+        !(a.type == upstream::FileType::kReg &&
+          (a.mask & upstream::kAttrNlink) && a.nlink == 0)) {
       *key = k;
       if (attrs) *attrs = a;
       return upstream::kNfs4Ok;
@@ -735,6 +748,11 @@ uint32_t Core::ReaddirRemote(const Creds &cr, Key dir, uint64_t cookie,
     verf = r->verifier;
     SetCookieVerf(dir, verf);
     for (const auto &e : r->entries) {
+      // Removed here, the remote not told yet.
+      if (LocalNamespace() && local_names_->FindRemoved(dir, e.name, nullptr)) {
+        cookie = e.cookie;
+        continue;
+      }
       Key k;
       upstream::Attrs a = e.attrs;
       if (!e.fh.empty()) {
@@ -778,6 +796,7 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
       return CreateLocal(cr, dir, name, type, attrs, link_text, key, out);
     if (local_names_->Find(dir, name, nullptr))
       return upstream::kNfs4ErrExist;
+    if (uint32_t st = SendRemoveOf(dir, name)) return st;
   }
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
@@ -831,6 +850,8 @@ uint32_t Core::Link(const Creds &cr, Key key, Key dir,
   // A name only we know of: the remote would link over it.
   if (LocalNamespace() && local_names_->Find(dir, name, nullptr))
     return upstream::kNfs4ErrExist;
+  // A name removed here: the remote must drop it before it is reused.
+  if (uint32_t st = SendRemoveOf(dir, name)) return st;
   Fh fh, dfh;
   uint32_t st = FhOf(key, &fh);
   if (st || (st = FhOf(dir, &dfh))) return st;
@@ -859,6 +880,8 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
     // A target only we know of: the remote must know it to replace it.
     if (local_names_->Find(newdir, newname, &target))
       if (uint32_t st = CreateRemotely(target.key)) return st;
+    // A target removed here: the remote drops it first.
+    if (uint32_t st = SendRemoveOf(newdir, newname)) return st;
   }
   Fh ofh, nfh;
   uint32_t st = FhOf(olddir, &ofh);
@@ -917,16 +940,27 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
       // Sent to the remote meanwhile: remove it there.
     }
   }
+  Key target = kNoKey;
+  if (LocalNamespace()) {
+    // What the remote has is removed here too, and told later.
+    bool done = false;
+    uint32_t st = RemoveLogged(cr, dir, name, &done, &target);
+    if (done) return st;
+  }
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
   if (st) return st;
   Key gone = ListedKey(dir, name);
+  if (gone == kNoKey) gone = target;
   if (LocalNamespace()) {
     // A directory with entries only we know of is not empty: the remote
-    // says so once it has them. (Such a directory is known to us by
-    // name: no LOOKUP needed to find it.)
+    // says so once it has them; one whose removes we have not told it
+    // yet is empty only once it has them. (Such a directory is known to
+    // us by name: no LOOKUP needed to find it.)
     Key k = gone != kNoKey ? gone : local_names_->DirNamed(dir, name, *handles_);
-    if (k != kNoKey && (st = CreateEntriesRemotely(k))) return st;
+    if (k != kNoKey &&
+        ((st = SendRemovesIn(k)) || (st = CreateEntriesRemotely(k))))
+      return st;
   }
   ReturnIfReadDelegated(gone);
   Compound c;
@@ -1141,7 +1175,7 @@ uint32_t Core::UpstreamUnlockAll(const Creds &cr, FileOpen *f,
 
 uint32_t Core::UpstreamCloseLocked(const Creds &cr, FileOpen *f) {
   Fh fh;
-  uint32_t st = FhOf(f->key, &fh);
+  uint32_t st = FhOfAny(f->key, &fh);
   if (st) return st;
   for (int attempt = 0; attempt < 2; attempt++) {
     StateId sid;
@@ -1178,7 +1212,7 @@ uint32_t Core::UpstreamCloseLocked(const Creds &cr, FileOpen *f) {
 uint32_t Core::UpstreamDowngrade(const Creds &cr, FileOpen *f,
                                  uint32_t access, uint32_t deny) {
   Fh fh;
-  uint32_t st = FhOf(f->key, &fh);
+  uint32_t st = FhOfAny(f->key, &fh);
   if (st) return st;
   StateId sid;
   {
@@ -1393,8 +1427,13 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     // upstream open kept the old file alive: the client's name lookup was
     // stale. ESTALE makes it look the name up again.
     if (st == upstream::kNfs4Ok && a.type == upstream::FileType::kReg &&
-        (a.mask & upstream::kAttrNlink) && a.nlink == 0)
+        (a.mask & upstream::kAttrNlink) && a.nlink == 0) {
       st = upstream::kNfs4ErrStale;
+      // Its directory's cached listing named it: not any more.
+      HandleRecord rec;
+      if (handles_->Get(key, &rec) && rec.parent != kNoKey)
+        cache_->ExpireAttrs(rec.parent);
+    }
     if (st) {
       CloseFile(*out);
       *out = nullptr;

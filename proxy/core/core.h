@@ -175,9 +175,13 @@ class Core {
   // sends passes here, so this is where upstream metrics are counted.
   uint32_t Run(upstream::Compound &c, const Creds &cr,
                upstream::CompoundReply *rep);
-  // The remote filehandle of key, or NFS4ERR_STALE. Resolves the export
-  // root on first use.
+  // The remote filehandle of key, or NFS4ERR_STALE (also for an object
+  // removed here, the remote not told yet). Resolves the export root on
+  // first use; creates a local object remotely first.
   uint32_t FhOf(Key key, upstream::Fh *fh);
+  // FhOf, also for an object removed here: its upstream state (opens,
+  // delegations) must still be given back.
+  uint32_t FhOfAny(Key key, upstream::Fh *fh);
   // PUTFH + GETATTR(mask) of key.
   uint32_t FetchAttrs(const Creds &cr, Key key, uint64_t mask,
                       const char *tag, Attrs *out);
@@ -363,6 +367,20 @@ class Core {
   // remote way (the target exists remotely).
   uint32_t RenameLocal(const Creds &cr, const LocalNames::Entry &src,
                        Key newdir, const std::string &newname, bool *done);
+  // --- local removes (core_local_removes.cc) -----------------------------
+  // A remove of a file or symlink the remote has, kept local: logged
+  // (synced), the name hidden here, the REMOVE sent later. *done false when
+  // it must go the remote way (a directory, a file with other links);
+  // *target: the object the name denotes (kNoKey when unknown).
+  uint32_t RemoveLogged(const Creds &cr, Key dir, const std::string &name,
+                        bool *done, Key *target);
+  // Sends the unsent remove of (dir, name), if any: before anything that
+  // needs the name free at the remote.
+  uint32_t SendRemoveOf(Key dir, const std::string &name);
+  // Sends dir's unsent removes (its flush; its own removal).
+  uint32_t SendRemovesIn(Key dir);
+  uint32_t SendRemove(const LocalNames::Removed &w);
+
   // Lists dir's local entries after cookie (0: all). Their cookies have
   // the top bit set, which no remote backed by a POSIX file system uses
   // (directory offsets are non-negative 64-bit values), so a later call
@@ -429,6 +447,7 @@ class Core {
   std::mutex meta_mu_;
   std::condition_variable meta_cv_;  // sending_ changed
   std::set<Key> sending_;  // objects whose create is being sent
+  std::set<uint64_t> removing_;  // remove records being sent
   // Local objects created by this run whose create was never tried: their
   // name must be free at the remote (else a conflict). After a restart
   // every record counts as possibly sent.

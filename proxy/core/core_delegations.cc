@@ -259,7 +259,7 @@ void Core::ReturnDelegation(Key key, bool recalled) {
     opens_->Unpin(f);
   }
   Fh fh;
-  uint32_t st = FhOf(key, &fh);
+  uint32_t st = FhOfAny(key, &fh);
   if (st == upstream::kNfs4Ok && d.epoch == up_->epoch()) {
     Compound c;
     c.SetTag("delegreturn").Putfh(fh).DelegReturn(d.stateid);

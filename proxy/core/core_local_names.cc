@@ -291,9 +291,10 @@ uint32_t Core::CreateRemotely(Key key) {
     // From this try on it may be at the remote (if the reply is lost).
     fresh = never_sent_.erase(key) != 0;
   }
-  // Its directory first (a record never comes before its directory's).
+  // Its directory first (a record never comes before its directory's),
+  // and a remove of the same name logged before it.
   uint32_t st = local_names_->IsLocal(e.dir) ? CreateRemotely(e.dir)
-                                             : upstream::kNfs4Ok;
+                                             : SendRemoveOf(e.dir, e.name);
   if (st == upstream::kNfs4Ok) st = SendCreate(r, fresh);
   {
     std::lock_guard<std::mutex> g(meta_mu_);

@@ -126,9 +126,11 @@ uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  // A directory's mtime is set after its entries are created there
-  // (creating them would move it again).
-  if (LocalNamespace() && (st = CreateEntriesRemotely(key))) return st;
+  // A directory's mtime is set after its entries are removed and created
+  // there (that would move it again).
+  if (LocalNamespace() &&
+      ((st = SendRemovesIn(key)) || (st = CreateEntriesRemotely(key))))
+    return st;
   ReturnIfReadDelegated(key);
   Compound c;
   c.SetTag("flush_setattr").Putfh(fh);

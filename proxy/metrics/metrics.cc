@@ -291,6 +291,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Name("nache_delegation_recalls_total")
                   .Help("CB_RECALLs received from the upstream server")
                   .Register(r);
+  local_removes_ = &prometheus::BuildCounter()
+                       .Name("nache_writeback_removes_total")
+                       .Help("Removes of objects the remote has, on "
+                             "write-back single-writer exports, by outcome: "
+                             "logged (kept local), sent (removed at the "
+                             "remote)")
+                       .Register(r);
   conflicts_ = &prometheus::BuildCounter()
                     .Name("nache_writeback_conflicts_total")
                     .Help("Files changed at the remote while nache held "
@@ -384,6 +391,8 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->local_creates_[0] = &local_creates_->Add(with("outcome", "logged"));
   e->local_creates_[1] = &local_creates_->Add(with("outcome", "sent"));
   e->local_creates_[2] = &local_creates_->Add(with("outcome", "cancelled"));
+  e->local_removes_[0] = &local_removes_->Add(with("outcome", "logged"));
+  e->local_removes_[1] = &local_removes_->Add(with("outcome", "sent"));
   e->local_delegs_ = &local_delegs_->Add(ex);
   e->dirty_bytes_ = &dirty_bytes_->Add(ex);
   e->flush_lag_ = &flush_lag_->Add(ex);

@@ -131,6 +131,10 @@ class ExportMetrics {
   // Write-back: a file changed at the remote while we held unflushed
   // writes; ours was saved beside it as a conflict copy.
   void CountConflict() { conflicts_->Increment(); }
+  // Write-back namespace: a remove of an object the remote has, kept
+  // local and logged, then sent.
+  void CountLoggedRemove() { local_removes_[0]->Increment(); }
+  void CountSentRemove() { local_removes_[1]->Increment(); }
   // A delegation returned (DELEGRETURN sent) after a recall (recalled) or
   // before a conflicting operation of ours; seconds from the start of the
   // return to its end.
@@ -200,6 +204,7 @@ class ExportMetrics {
   prometheus::Counter *conflicts_ = nullptr;  // nache_writeback_conflicts_total
   // nache_writeback_creates_total{outcome=logged|sent|cancelled}
   std::array<prometheus::Counter *, 3> local_creates_{};
+  std::array<prometheus::Counter *, 2> local_removes_{};
   // nache_delegation_return_seconds by reason ("recall", "own_conflict").
   prometheus::Histogram *return_recall_ = nullptr;
   prometheus::Histogram *return_own_ = nullptr;
@@ -265,6 +270,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *recalls_ = nullptr;
   prometheus::Family<prometheus::Counter> *conflicts_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_creates_ = nullptr;
+  prometheus::Family<prometheus::Counter> *local_removes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;

@@ -12,6 +12,8 @@ void LocalNames::Load(OpLog *log) {
     for (const LogRecord &r : recs) {
       if (r.op == LogOp::kCreate)
         Add(Entry{r.seq, r.key, r.name, r.key2, r.type, r.text, r.logged_at});
+      else if (r.op == LogOp::kRemove)
+        AddRemoved(Removed{r.seq, r.key, r.name, r.key2});
       from = r.seq + 1;
     }
   }
@@ -110,6 +112,51 @@ int64_t LocalNames::NewestChildTime(Key dir) const {
 size_t LocalNames::size() const {
   std::lock_guard<std::mutex> g(mu_);
   return by_key_.size();
+}
+
+void LocalNames::AddRemoved(const Removed &r) {
+  std::lock_guard<std::mutex> g(mu_);
+  removed_[NameKey(r.dir, r.name)] = r;
+  removed_keys_[r.key] = r.seq;
+  removed_seqs_[r.seq] = NameKey(r.dir, r.name);
+}
+
+void LocalNames::EraseRemoved(uint64_t seq) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto s = removed_seqs_.find(seq);
+  if (s == removed_seqs_.end()) return;
+  auto it = removed_.find(s->second);
+  if (it != removed_.end() && it->second.seq == seq) {
+    auto k = removed_keys_.find(it->second.key);
+    if (k != removed_keys_.end() && k->second == seq) removed_keys_.erase(k);
+    removed_.erase(it);
+  }
+  removed_seqs_.erase(s);
+}
+
+bool LocalNames::FindRemoved(Key dir, const std::string &name,
+                             Removed *out) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = removed_.find(NameKey(dir, name));
+  if (it == removed_.end()) return false;
+  if (out) *out = it->second;
+  return true;
+}
+
+bool LocalNames::IsRemovedKey(Key key) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return removed_keys_.count(key) != 0;
+}
+
+std::vector<LocalNames::Removed> LocalNames::RemovedIn(Key dir) const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<Removed> out;
+  for (auto it = removed_.lower_bound(NameKey(dir, std::string()));
+       it != removed_.end() && it->first.first == dir; ++it)
+    out.push_back(it->second);
+  std::sort(out.begin(), out.end(),
+            [](const Removed &a, const Removed &b) { return a.seq < b.seq; });
+  return out;
 }
 
 }  // namespace nache

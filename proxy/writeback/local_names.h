@@ -6,7 +6,9 @@
 // sends that record. Until then this index answers "which local object is
 // `name` in `dir`", "is key local only" and "what does dir hold that the
 // remote does not": lookups, listings and removes of these names never go
-// upstream. It is rebuilt from the log at start-up, so it says exactly what
+// upstream. It also holds the removes of objects the remote has that are
+// logged and not yet sent ("whiteouts": the remote still lists those
+// names). It is rebuilt from the log at start-up, so it says exactly what
 // the durable log says.
 //
 // Thread safety: all methods are thread-safe.
@@ -36,7 +38,16 @@ class LocalNames {
     int64_t created_at = 0;  // wall-clock seconds when logged
   };
 
-  // The kCreate records of log (one pass over it).
+  // A remove of an object the remote has, logged and not yet sent: until
+  // then the remote still lists the name, and this "whiteout" hides it.
+  struct Removed {
+    uint64_t seq = 0;  // its kRemove record in the log
+    Key dir = kNoKey;
+    std::string name;
+    Key key = kNoKey;  // the object removed
+  };
+
+  // The kCreate and kRemove records of log (one pass over it).
   void Load(OpLog *log);
 
   void Add(const Entry &e);
@@ -55,6 +66,16 @@ class LocalNames {
   // When the newest of dir's local entries was logged; 0 when none.
   int64_t NewestChildTime(Key dir) const;
   size_t size() const;
+
+  void AddRemoved(const Removed &r);
+  void EraseRemoved(uint64_t seq);
+  // The unsent remove of (dir, name), if any (at most one: the name can
+  // only be created again locally, and a local create is sent after it).
+  bool FindRemoved(Key dir, const std::string &name, Removed *out) const;
+  // Whether key was removed here and the remote does not know yet.
+  bool IsRemovedKey(Key key) const;
+  // dir's unsent removes, in log order.
+  std::vector<Removed> RemovedIn(Key dir) const;
   // The directory with local entries whose own name (as handles records
   // it) is (parent, name); kNoKey when none.
   Key DirNamed(Key parent, const std::string &name,
@@ -67,6 +88,9 @@ class LocalNames {
   std::map<NameKey, Key> by_name_;
   // dir -> (seq -> key): children in log order.
   std::unordered_map<Key, std::map<uint64_t, Key>> children_;
+  std::map<NameKey, Removed> removed_;       // whiteouts by name
+  std::unordered_map<Key, uint64_t> removed_keys_;  // object -> seq
+  std::map<uint64_t, NameKey> removed_seqs_;        // seq -> name
 };
 
 }  // namespace nache

@@ -6,7 +6,8 @@
 # none of it (the restart flushes it, creates first); files created and
 # removed before their flush are never sent; a truncate drops unflushed
 # data; an extracted tree reaches the remote with its modes and times; the
-# dirty bound holds a writer back without losing anything.
+# dirty bound holds a writer back without losing anything; removes of what
+# the remote has are logged too, and sent before a name is reused there.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -156,14 +157,52 @@ extracted_tree_reaches_the_remote() {
 }
 
 dirty_bound_holds_a_fast_writer() {
-	local want
+	local want rc=0 sampler seen=$LAB_DIR/dirty.max
 	restart_with 'Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 3600; Dirty_Max = "4M";' || return 1
-	want=$(on 1 "head -c $((24 << 20)) /dev/urandom > /tmp/c && cp /tmp/c $M/wb/c && sync && sha256sum < /tmp/c" | cut -d' ' -f1) &&
+	# Over the WAN (80 ms, 50 Mbit/s) the client writes faster than nache
+	# can flush: the bound makes it wait. The dirty bytes are sampled
+	# meanwhile; one client WRITE (1 MiB) may land past the bound.
+	lab_set_profile wan || return 1
+	rm -f "$seen" "$seen.stop"
+	(
+		max=0
+		until [ -e "$seen.stop" ]; do
+			d=$(dirty) && [ "${d%.*}" -gt "$max" ] && max=${d%.*}
+			echo "$max" >"$seen"
+		done
+	) &
+	sampler=$!
+	want=$(on 1 "head -c $((24 << 20)) /dev/urandom > /tmp/c && cp /tmp/c $M/wb/c && sync && sha256sum < /tmp/c" | cut -d' ' -f1) || rc=1
+	touch "$seen.stop"
+	wait "$sampler"
+	lab_set_profile lan || rc=1
+	[ $rc = 0 ] &&
 		at_least "bytes the bound forced upstream" "$(written_upstream)" $((16 << 20)) &&
+		at_least "dirty bound (4 MiB) plus one WRITE, against the most seen" $(((5 << 20))) "$(cat "$seen")" &&
 		expect_eq "through nache" "$(sha_client 2 wb/c)" "$want" &&
 		restart_with "$SOON" &&
 		lab_wait_until 60 remote_has wb/c "$want" ||
 		{ echo "remote: $(sha_remote wb/c), acknowledged: $want" >&2; return 1; }
+}
+
+removes_of_remote_files_are_logged() {
+	local i r0
+	mkdir -p "$R/wb/rm" && chmod 777 "$R/wb/rm" &&
+		for i in $(seq 1 50); do echo "v$i" >"$R/wb/rm/f$i"; done
+	restart_with "$HOLD" || return 1
+	r0=$(up_ops REMOVE)
+	on 1 "rm $M/wb/rm/f* && echo fresh > $M/wb/rm/f7 && sync" &&
+		expect_eq "REMOVEs sent" $(($(up_ops REMOVE) - r0)) 0 &&
+		expect_eq "removes logged" "$(metric nache_writeback_removes_total 'outcome="logged"')" 50 &&
+		expect_eq "the remote still has them" "$(ls "$R/wb/rm" | wc -l)" 50 &&
+		expect_eq "client 2 lists" "$(on 2 "ls $M/wb/rm")" f7 &&
+		expect_eq "client 2 reads the new f7" "$(on 2 "cat $M/wb/rm/f7")" fresh &&
+		expect_eq "an old name is gone" "$(on 2 "cat $M/wb/rm/f8 2>&1 >/dev/null | grep -c 'No such file'")" 1 ||
+		return 1
+	# Flushed: the remote loses the 50 names, then gets the new f7.
+	restart_with "$SOON" &&
+		lab_wait_until 60 eval '[ "$(ls "$R/wb/rm")" = f7 ] && [ "$(cat "$R/wb/rm/f7" 2>/dev/null)" = fresh ]' ||
+		{ echo "remote: $(ls "$R/wb/rm" | tr '\n' ' ')" >&2; return 1; }
 }
 
 check acknowledged_writes_stay_local_until_flushed acknowledged_writes_stay_local_until_flushed
@@ -175,4 +214,5 @@ check creates_in_a_new_directory_need_no_lookup creates_in_a_new_directory_need_
 check local_renames_and_removes_send_only_the_final_state local_renames_and_removes
 check an_extracted_tree_reaches_the_remote_with_modes_and_times extracted_tree_reaches_the_remote
 check dirty_bound_holds_a_fast_writer dirty_bound_holds_a_fast_writer
+check removes_of_remote_files_are_logged_and_sent_later removes_of_remote_files_are_logged
 itest_finish

@@ -249,6 +249,12 @@ class ScriptedUpstream : public upstream::Upstream {
         f.change++;
         return 0;
       }
+      case OP_REMOVE: {
+        const component4 &n = a.nfs_argop4_u.opremove.target;
+        if (files_.erase("f:" + Str(n.utf8string_val, n.utf8string_len)) == 0)
+          return upstream::kNfs4ErrNoent;
+        return 0;
+      }
       case OP_CLOSE:
       case OP_OPEN_DOWNGRADE:
       case OP_DELEGRETURN:
@@ -645,6 +651,43 @@ TEST_F(CoreDelegationsTest, ANameTakenAtTheRemoteMeanwhileIsAConflict) {
   Key k;
   ASSERT_EQ(core_->Lookup(cr_, root_, copies[0], &k, nullptr), 0u);
   EXPECT_EQ(k, g) << "ours keeps its handle under the new name";
+}
+
+// Write-back of removes (single writer): a file the remote has is removed
+// here at once (gone for our clients) and at the remote later, before its
+// name is used there again.
+TEST_F(CoreDelegationsTest, RemovesAreLoggedAndSentBeforeTheNameIsReused) {
+  Start(DelegationType::kNone, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+    cfg->flush_age_ms = 3600 * 1000;  // sent only when needed below
+  });
+  up_->AddFile("old", "remote data");
+  Key k;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "old", &k, nullptr), 0u);
+  ASSERT_EQ(core_->Remove(cr_, root_, "old"), 0u);
+  EXPECT_EQ(up_->Count("REMOVE"), 0) << "logged, not sent";
+  EXPECT_EQ(up_->Data("old"), "remote data");
+  Key again;
+  EXPECT_EQ(core_->Lookup(cr_, root_, "old", &again, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  Attrs attrs;
+  EXPECT_EQ(core_->Getattr(cr_, k, &attrs), uint32_t(upstream::kNfs4ErrStale))
+      << "the removed object is gone for our clients";
+  EXPECT_EQ(core_->Remove(cr_, root_, "old"),
+            uint32_t(upstream::kNfs4ErrNoent));
+  // The name reused here, then needed at the remote (a size change): the
+  // REMOVE goes first, and the new file is no conflict.
+  Key n = CreateWritten("old", "new!");
+  EXPECT_NE(n, k);
+  Attrs set;
+  set.mask = upstream::kAttrSize;
+  set.size = 3;
+  ASSERT_EQ(core_->Setattr(cr_, n, nullptr, set, &attrs), 0u);
+  ASSERT_EQ(up_->Count("REMOVE"), 1);
+  EXPECT_LT(up_->Index("REMOVE"), up_->Index("OPEN"));
+  EXPECT_EQ(up_->Data("old"), "new");
+  EXPECT_TRUE(up_->Names("old.nache-conflict-").empty());
 }
 
 }  // namespace
