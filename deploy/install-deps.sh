@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what nache needs to build, test and run on Debian 12, and fetches
-# Debian's nfs-ganesha 4.3 source (for the FSAL headers and the daemon build).
-# Idempotent, and silent when nothing is missing.
+# Debian's nfs-ganesha 4.3 source (for the FSAL headers and the daemon build)
+# and Debian's Linux 6.12 kernel from bookworm-backports (for the lab's
+# knfsd under qemu). Idempotent, and silent when nothing is missing.
 #
 # usage: deploy/install-deps.sh [--runtime-only]
 set -euo pipefail
@@ -26,6 +27,8 @@ lab_pkgs=(
   user-mode-linux kmod nfs-kernel-server iproute2 procps psmisc
   python3 coreutils util-linux bc bsdextrautils e2fsprogs
   python3-matplotlib
+  # The lab's knfsd 6.12 under qemu (LAB_KNFSD_KERNEL=6.12, lab/README.md).
+  qemu-system-x86 busybox-static cpio xz-utils
 )
 
 want=("${runtime_pkgs[@]}")
@@ -89,6 +92,49 @@ SRC
   fi
   mv "$tmp/$ganesha_tarball" "$deps_dir/"
   rm -rf "$tmp"
+fi
+
+# Linux 6.12 for the lab's qemu knfsd guest (LAB_KNFSD_KERNEL=6.12): the
+# kernel image and its modules from bookworm-backports' linux-image-amd64,
+# extracted (not installed) into .deps/linux-6.12 and indexed with depmod
+# there. Fetched once; a kernel already extracted there is kept.
+kernel_dir="$deps_dir/linux-6.12"
+if ! ls "$kernel_dir"/lib/modules/*/modules.dep >/dev/null 2>&1; then
+  if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    echo "install-deps: adding Debian's bookworm-backports suite to apt's sources (its packages are never installed by default)"
+    cat > /etc/apt/sources.list.d/nache-backports.sources <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    apt-get update -q >/dev/null
+  fi
+  # The metapackage names the current 6.12 image package.
+  kernel_pkg=$(apt-cache depends linux-image-amd64/bookworm-backports 2>/dev/null |
+    awk '$1 == "Depends:" && $2 ~ /^linux-image-6\.12\./ { print $2; exit }')
+  if [ -z "$kernel_pkg" ]; then
+    echo "install-deps: bookworm-backports' linux-image-amd64 does not name a linux-image-6.12.* package" >&2
+    exit 1
+  fi
+  echo "install-deps: fetching $kernel_pkg (bookworm-backports, ~100 MB) into $kernel_dir"
+  tmp=$(mktemp -d)
+  # (The download runs as root: apt's sandbox user cannot write to $tmp.)
+  if ! (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$kernel_pkg/bookworm-backports" >/dev/null); then
+    echo "install-deps: could not download $kernel_pkg" >&2
+    rm -rf "$tmp"; exit 1
+  fi
+  rm -rf "$kernel_dir.new"
+  dpkg-deb -x "$tmp"/*.deb "$kernel_dir.new"
+  rm -rf "$tmp"
+  version=$(basename "$(ls -d "$kernel_dir.new"/lib/modules/*)")
+  # Only the kernel and its modules are used (no firmware, docs).
+  rm -rf "$kernel_dir.new/usr" "$kernel_dir.new/etc"
+  depmod -b "$kernel_dir.new" "$version"
+  rm -rf "$kernel_dir"
+  mv "$kernel_dir.new" "$kernel_dir"
+  echo "install-deps: Linux $version ready in $kernel_dir"
 fi
 
 # user-mode-linux's modprobe looks in /lib/modules/<uml version>.

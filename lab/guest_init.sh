@@ -1,15 +1,18 @@
 #!/bin/bash
-# PID 1 of every nache lab UML guest (client, router, knfsd server).
+# PID 1 of every nache lab guest (client, router, knfsd server): UML guests,
+# and the qemu knfsd guest (LAB_KNFSD_KERNEL=6.12), which reaches this
+# script through lab/qemu_initramfs.sh.
 #
 # Owns: the guest's mounts, network and role setup, then the command agent.
-# The guest's root is the HOST's root over hostfs, mounted read-only
-# (kernel argument "ro"); everything the guest writes goes to tmpfs, except
-# the lab directory, which is remounted read-write from the host on purpose.
-# It must never write host files outside $LAB_DIR.
+# The guest's root is the HOST's root, mounted read-only (UML: hostfs with
+# kernel argument "ro"; qemu: 9p); everything the guest writes goes to tmpfs,
+# except the lab directory, which is remounted read-write from the host on
+# purpose.  It must never write host files outside $LAB_DIR.
 #
 # The kernel passes "lab_env=FILE" from the command line as an environment
 # variable; FILE (written by lab.sh) sets LAB_GUEST_* variables:
 #   LAB_DIR, LAB_SRC_DIR, LAB_GUEST_NAME, LAB_GUEST_ROLE (client|router|knfsd)
+#   LAB_GUEST_PLATFORM uml | qemu (how host directories and modules are seen)
 #   LAB_GUEST_IFS      "eth0=ADDR/LEN eth1=ADDR/LEN"
 #   LAB_GUEST_ROUTES   "PREFIX via GW;..." (default route: "default via GW")
 #   LAB_GUEST_AGENT    "ADDR PORT"
@@ -33,6 +36,33 @@ fail() {
 	idle_forever
 }
 
+# 9p mount options of the qemu guests' host shares (see lab.sh,
+# _lab_qemu_guest_boot, for the shares and their tags).
+NINEP_OPTS=trans=virtio,version=9p2000.L,msize=262144
+
+# mount_host_dir DIR TAG [ro] — show the host's directory DIR at the same
+# path in the guest: hostfs under UML, the qemu 9p share tagged TAG under
+# qemu (uncached: the host reads and writes these files meanwhile).
+mount_host_dir() {
+	local dir=$1 tag=$2 ro=${3:+ro,}
+	if [ "$LAB_GUEST_PLATFORM" = qemu ]; then
+		mount -t 9p -o "$ro$NINEP_OPTS" "$tag" "$dir"
+	else
+		mount -t hostfs -o "$ro$dir" none "$dir"
+	fi
+}
+
+# qemu_platform_setup — what a qemu guest needs before the common setup:
+# its kernel's modules (not the host's: the share "modules" replaces
+# /lib/modules), and the drivers of its virtio NIC and disk, which nothing
+# else loads (no udev).  UML guests get both from the host (lab.sh links
+# /lib/modules/<uml version>; their drivers are built in).
+qemu_platform_setup() {
+	mount -t 9p -o "ro,cache=loose,$NINEP_OPTS" modules /lib/modules ||
+		fail "9p share 'modules' on /lib/modules"
+	modprobe -a virtio_net virtio_blk || fail "modprobe virtio_net virtio_blk"
+}
+
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 grep -q ' /dev ' /proc/mounts || mount -t devtmpfs devtmpfs /dev
@@ -50,14 +80,15 @@ for dir in /tmp /run /var/tmp /var/lib/nfs /mnt /media /srv; do
 done
 chmod 755 /run /var/lib/nfs /mnt /media /srv
 mkdir -p "$LAB_DIR" /run/lock
-mount -t hostfs -o "$LAB_DIR" none "$LAB_DIR" || fail "hostfs $LAB_DIR"
+mount_host_dir "$LAB_DIR" labdir || fail "host dir $LAB_DIR"
 # The source tree (this script, the agent, test tools) may live under one of
 # those directories too (a CI clone in /tmp): show it again, read-only.
 repo_dir=$(dirname "$LAB_SRC_DIR")
 if [ ! -e "$LAB_SRC_DIR/guest_agent.py" ]; then
 	mkdir -p "$repo_dir"
-	mount -t hostfs -o "ro,$repo_dir" none "$repo_dir" || fail "hostfs $repo_dir"
+	mount_host_dir "$repo_dir" repo ro || fail "host dir $repo_dir"
 fi
+[ "$LAB_GUEST_PLATFORM" != qemu ] || qemu_platform_setup
 
 hostname "lab-$LAB_GUEST_NAME"
 
@@ -98,7 +129,8 @@ router)
 	;;
 knfsd)
 	mkdir -p "$LAB_KNFSD_EXPORT_DIR"
-	mount -t ext4 /dev/ubda "$LAB_KNFSD_EXPORT_DIR" || fail "mount ubda"
+	mount -t ext4 "$LAB_KNFSD_DISK" "$LAB_KNFSD_EXPORT_DIR" ||
+		fail "mount $LAB_KNFSD_DISK"
 	rmdir "$LAB_KNFSD_EXPORT_DIR/lost+found" 2>/dev/null
 	modprobe nfsd || fail "modprobe nfsd"
 	mount -t nfsd nfsd /proc/fs/nfsd || fail "mount nfsd fs"

@@ -3,7 +3,8 @@
 # the proxy under test and real Linux NFS clients (user-mode-linux guests).
 #
 # Owns: everything a test starts (network namespaces nl-<id>-*, UML guests,
-# ganesha.nfsd instances, host helper processes) and its work dir $LAB_DIR.
+# the qemu knfsd guest, ganesha.nfsd instances, host helper processes) and
+# its work dir $LAB_DIR.
 # Sourced by integration tests, the demo and the benchmark runner; see
 # lab/README.md for the topology and a usage example.
 #
@@ -30,7 +31,12 @@ LAB_REPO_DIR=$(dirname "$LAB_SRC_DIR")
 : "${LAB_START_TIMEOUT:=60}"      # ganesha start until it serves
 : "${LAB_STOP_TIMEOUT:=30}"       # ganesha SIGTERM until SIGKILL
 : "${LAB_CLIENT_MEM:=512M}"
-: "${LAB_KNFSD_MEM:=256M}"
+: "${LAB_KNFSD_KERNEL:=6.1}"      # knfsd's kernel: 6.1 (UML) | 6.12 (qemu, TCG)
+: "${LAB_KNFSD_MEM:=}"            # empty: 256M under UML, 512M under qemu
+: "${LAB_QEMU:=/usr/bin/qemu-system-x86_64}"
+# Linux 6.12 for the qemu guest, as deploy/install-deps.sh extracts it from
+# Debian's package: boot/vmlinuz-<version>, lib/modules/<version> (depmod'd).
+: "${LAB_QEMU_KERNEL_DIR:=$LAB_REPO_DIR/.deps/linux-6.12}"
 : "${LAB_KNFSD_SIZE:=512M}"       # ext4 image exported by knfsd
 : "${LAB_KNFSD_LEASE:=30}"
 : "${LAB_NACHE_CALLBACK_PORT:=40049}"
@@ -50,6 +56,7 @@ LAB_ROUTER_REMOTE_ADDR=10.251.3.2 # router guest eth1
 LAB_REMOTE_WAN_ADDR=10.251.3.1   # remote namespace, WAN side
 LAB_REMOTE_ADDR=10.251.4.1       # Ganesha VFS remote (bridge in nl-<id>-rem)
 LAB_KNFSD_ADDR=10.251.4.2        # knfsd guest
+_LAB_KNFSD_MAC=02:4c:00:04:00:02 # its NIC (tap tapk in nl-<id>-rem)
 _LAB_BYPASS_LAN_ADDR=10.251.5.1  # direct veth used by the "lan" profile
 _LAB_BYPASS_REMOTE_ADDR=10.251.5.2
 export LAB_NACHE_ADDR LAB_PROXYV4_ADDR LAB_NACHE_WAN_ADDR LAB_REMOTE_ADDR \
@@ -513,14 +520,36 @@ lab_throughput() {
 _lab_guest_boot() {
 	local name=$1 role=$2 run_ns=$3 reach_ns=$4 mem=$5 agent=$6 ifs=$7
 	local routes=$8 uml_args=$9 extra_env=${10}
-	local envfile=$LAB_DIR/guests/$name.env
+	_lab_guest_prepare "$name" "$role" "$agent" "$ifs" "$routes" \
+		"LAB_GUEST_PLATFORM=uml
+$extra_env" || return 1
+	rm -rf "$LAB_DIR/uml/$name"
+	# shellcheck disable=SC2086
+	_lab_spawn "guest-$name" "$run_ns" "$LAB_DIR" \
+		"$LAB_DIR/logs/$name.console" \
+		env TMPDIR=/dev/shm "$LAB_UML" "mem=$mem" \
+		root=/dev/root rootfstype=hostfs rootflags=/ ro \
+		"init=$LAB_SRC_DIR/guest_init.sh" \
+		"lab_env=$LAB_DIR/guests/$name.env" \
+		"umid=$name" "uml_dir=$LAB_DIR/uml/" \
+		con=null con0=null,fd:1 $uml_args || return 1
+	_lab_guest_register "$name" "$reach_ns" "$agent"
+}
+
+# _lab_guest_prepare NAME ROLE AGENT_ADDR IFS ROUTES EXTRA_ENV — the part of
+# a boot common to UML and qemu guests: refuse a running guest NAME, write
+# its env file ($LAB_DIR/guests/NAME.env, read by guest_init.sh), start a
+# fresh console log (the previous one appended to NAME.console.old) and
+# stamp the boot's start.
+_lab_guest_prepare() {
+	local name=$1 role=$2 agent=$3 ifs=$4 routes=$5 extra_env=$6
 	local console=$LAB_DIR/logs/$name.console old
 	old=$(_lab_pid_of "guest-$name")
 	if [ -n "$old" ] && _lab_alive "$old"; then
 		_lab_err "guest $name already running"
 		return 1
 	fi
-	cat >"$envfile" <<-EOF
+	cat >"$LAB_DIR/guests/$name.env" <<-EOF
 		LAB_DIR='$LAB_DIR'
 		LAB_SRC_DIR='$LAB_SRC_DIR'
 		LAB_GUEST_NAME='$name'
@@ -530,19 +559,126 @@ _lab_guest_boot() {
 		LAB_GUEST_AGENT='$agent $LAB_AGENT_PORT'
 		$extra_env
 	EOF
-	rm -rf "$LAB_DIR/uml/$name"
 	[ ! -s "$console" ] || { cat "$console" >>"$console.old" && : >"$console"; }
 	_lab_now_us >"$LAB_DIR/guests/$name.boot_start"
-	# shellcheck disable=SC2086
-	_lab_spawn "guest-$name" "$run_ns" "$LAB_DIR" "$console" \
-		env TMPDIR=/dev/shm "$LAB_UML" "mem=$mem" \
-		root=/dev/root rootfstype=hostfs rootflags=/ ro \
-		"init=$LAB_SRC_DIR/guest_init.sh" "lab_env=$envfile" \
-		"umid=$name" "uml_dir=$LAB_DIR/uml/" \
-		con=null con0=null,fd:1 $uml_args || return 1
-	_LAB_GUEST_NS[$name]=$reach_ns
-	_LAB_GUEST_ADDR[$name]=$agent
-	echo "$reach_ns $agent" >"$LAB_DIR/guests/$name.agent"
+}
+
+# _lab_guest_register NAME REACH_NS AGENT_ADDR — where guest NAME's agent
+# answers (lab_guest_run and friends look it up).
+_lab_guest_register() {
+	_LAB_GUEST_NS[$1]=$2
+	_LAB_GUEST_ADDR[$1]=$3
+	echo "$2 $3" >"$LAB_DIR/guests/$1.agent"
+}
+
+# ------------------------------------------------------------------ qemu guests
+# A guest running a Debian kernel under qemu with TCG (no KVM: nested
+# virtualisation does not work on the lab's machines), for what UML's 6.1
+# cannot do: knfsd >= 6.6 grants write delegations.  It is set up like a UML
+# guest: the host's root read-only as its root (9p instead of hostfs), the
+# same guest_init.sh as PID 1 and the same agent, taps in the lab's
+# namespaces.  The kernel cannot mount a 9p root by itself (9p is modular in
+# Debian's kernel): a small initramfs (busybox, the 9p modules and
+# qemu_initramfs.sh) mounts it and switches to guest_init.sh.
+
+# _lab_qemu_kernel — find the kernel in LAB_QEMU_KERNEL_DIR; sets
+# _LAB_QEMU_VMLINUZ and _LAB_QEMU_KVER.
+_lab_qemu_kernel() {
+	local kdir=$LAB_QEMU_KERNEL_DIR vmlinuz
+	vmlinuz=$(ls "$kdir"/boot/vmlinuz-* 2>/dev/null | head -n 1)
+	if [ -z "$vmlinuz" ] || [ ! -s "$kdir/lib/modules/${vmlinuz##*/vmlinuz-}/modules.dep" ]; then
+		_lab_err "no Linux 6.12 kernel with modules in $kdir: run deploy/install-deps.sh"
+		return 1
+	fi
+	_LAB_QEMU_VMLINUZ=$vmlinuz
+	_LAB_QEMU_KVER=${vmlinuz##*/vmlinuz-}
+}
+
+# _lab_qemu_initramfs — build $LAB_DIR/qemu/initramfs.gz (once per lab):
+# busybox-static, the modules that mounting the 9p root needs (uncompressed,
+# in load order) and lab/qemu_initramfs.sh as /init.
+_lab_qemu_initramfs() {
+	local out=$LAB_DIR/qemu/initramfs.gz root=$LAB_DIR/qemu/initramfs
+	local kdir=$LAB_QEMU_KERNEL_DIR applet line ko deps
+	[ ! -s "$out" ] || return 0
+	[ -x /bin/busybox ] || _lab_err "no /bin/busybox (busybox-static)" ||
+		return 1
+	rm -rf "$root"
+	mkdir -p "$root"/{bin,dev,proc,newroot,modules}
+	cp /bin/busybox "$root/bin/" || return 1
+	for applet in sh mount umount insmod switch_root; do
+		ln -s busybox "$root/bin/$applet"
+	done
+	cp "$LAB_SRC_DIR/qemu_initramfs.sh" "$root/init" && chmod 755 "$root/init" ||
+		return 1
+	# "insmod PATH" lines, dependencies first.
+	deps=$(modprobe -d "$kdir" -S "$_LAB_QEMU_KVER" --show-depends -a \
+		9pnet_virtio 9p) || _lab_err "modules of 9p not found in $kdir" ||
+		return 1
+	while read -r line; do
+		[[ $line == insmod\ * ]] || continue
+		ko=${line#insmod }
+		ko=${ko%% *}
+		[ ! -e "$root/modules/${ko##*/}" ] || continue
+		case $ko in
+		*.xz) xz -dc "$ko" ;;
+		*.zst) zstd -qdc "$ko" ;;
+		*) cat "$ko" ;;
+		esac >"$root/modules/${ko##*/}" || _lab_err "cannot unpack $ko" ||
+			return 1
+		echo "${ko##*/}" >>"$root/modules.order"
+	done <<<"$deps"
+	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out.tmp" &&
+		mv "$out.tmp" "$out" && rm -rf "$root"
+}
+
+# _lab_qemu_share PATH TAG [ro] — qemu arguments exporting the host's PATH
+# over 9p as TAG (guest_init.sh mounts the tags).  "none": files keep the
+# host's owners (qemu runs as root); "remap": inode numbers stay unique
+# across the host file systems a share spans (the root spans them all).
+_lab_qemu_share() {
+	local opts="local,path=${1//,/,,},mount_tag=$2,security_model=none,multidevs=remap"
+	[ -z "${3:-}" ] || opts+=",readonly=on"
+	echo "-virtfs"
+	echo "$opts"
+}
+
+# _lab_qemu_guest_boot NAME ROLE RUN_NS REACH_NS MEM AGENT_ADDR IFS ROUTES
+#                      EXTRA_ENV [QEMU_ARG...]
+# Start a qemu guest (one CPU, TCG) in RUN_NS, like _lab_guest_boot: its
+# agent will listen on AGENT_ADDR, reachable from REACH_NS.  QEMU_ARGs add
+# devices (NICs, disks).  Its 9p shares: the host's root (read-only, the
+# guest's root), $LAB_DIR (read-write), the source tree and the kernel's
+# modules (read-only).  Console in $LAB_DIR/logs/NAME.console; the spawned
+# process is qemu itself (killing it powers the guest off).
+_lab_qemu_guest_boot() {
+	local name=$1 role=$2 run_ns=$3 reach_ns=$4 mem=$5 agent=$6 ifs=$7
+	local routes=$8 extra_env=$9
+	shift 9
+	command -v "$LAB_QEMU" >/dev/null ||
+		_lab_err "no $LAB_QEMU (qemu-system-x86): run deploy/install-deps.sh" ||
+		return 1
+	_lab_qemu_kernel && _lab_qemu_initramfs || return 1
+	_lab_guest_prepare "$name" "$role" "$agent" "$ifs" "$routes" \
+		"LAB_GUEST_PLATFORM=qemu
+$extra_env" || return 1
+	local shares=()
+	mapfile -t shares < <(_lab_qemu_share / hostroot ro
+		_lab_qemu_share "$LAB_DIR" labdir
+		_lab_qemu_share "$LAB_REPO_DIR" repo ro
+		_lab_qemu_share "$LAB_QEMU_KERNEL_DIR/lib/modules" modules ro)
+	# No default devices (NIC, VGA, CD-ROM), no display, the serial console
+	# on stdout (the console log); "panic=-1" with -no-reboot ends qemu when
+	# the guest panics (PID 1 failing early), so the boot wait sees it die.
+	_lab_spawn "guest-$name" "$run_ns" "$LAB_DIR" \
+		"$LAB_DIR/logs/$name.console" \
+		"$LAB_QEMU" -name "lab-$name" -accel tcg -cpu max -smp 1 -m "$mem" \
+		-nodefaults -no-user-config -display none -no-reboot \
+		-serial stdio -kernel "$_LAB_QEMU_VMLINUZ" \
+		-initrd "$LAB_DIR/qemu/initramfs.gz" \
+		-append "console=ttyS0 panic=-1 lab_init=$LAB_SRC_DIR/guest_init.sh lab_env=$LAB_DIR/guests/$name.env" \
+		"${shares[@]}" "$@" || return 1
+	_lab_guest_register "$name" "$reach_ns" "$agent"
 }
 
 # _lab_guest_wait NAME... — wait (in parallel, bounded by LAB_BOOT_TIMEOUT)
@@ -930,6 +1066,10 @@ lab_proxyv4_log() { echo "$LAB_DIR/logs/proxyv4.log"; }
 # LAB_KNFSD_ADDR:$LAB_KNFSD_EXPORT_DIR (v3).  Lease LAB_KNFSD_LEASE s.
 # Returns once NFS answers.  A first boot skips the NFSv4 grace period; after
 # lab_remote_knfsd_restart it runs: lab_knfsd_wait_grace waits it out.
+# LAB_KNFSD_KERNEL picks the server's kernel: 6.1 (default) boots a UML
+# guest; 6.12 boots the same guest under qemu (TCG, slower; knfsd 6.12
+# grants write delegations, 6.1 only read ones).  Every lab_knfsd_* function
+# works the same on both.
 lab_remote_knfsd_start() {
 	_lab_need_init || return 1
 	LAB_KNFSD_EXPORT_DIR=/srv/knfsd
@@ -945,22 +1085,57 @@ lab_remote_knfsd_start() {
 		ip -n "$LAB_NS_REMOTE" tuntap add dev tapk mode tap || return 1
 		ip -n "$LAB_NS_REMOTE" link set tapk master br0 up || return 1
 	fi
-	_lab_guest_start knfsd knfsd "$LAB_NS_REMOTE" "$LAB_NS_REMOTE" \
-		"$LAB_KNFSD_MEM" "$LAB_KNFSD_ADDR" "eth0=$LAB_KNFSD_ADDR/24" \
-		"default via $LAB_REMOTE_ADDR" \
-		"ubd0=$LAB_KNFSD_IMAGE eth0=tuntap,tapk,02:4c:00:04:00:02" \
-		"LAB_KNFSD_EXPORT_DIR='$LAB_KNFSD_EXPORT_DIR'
-		LAB_KNFSD_LEASE='$LAB_KNFSD_LEASE'
-		LAB_KNFSD_GRACE='$LAB_KNFSD_GRACE'
-		LAB_KNFSD_THREADS='$LAB_KNFSD_THREADS'
-		LAB_KNFSD_NLM_GRACE='$LAB_KNFSD_NLM_GRACE'
-		LAB_KNFSD_CLD_DIR='$LAB_DIR/knfsd/nfsdcld'" || return 1
+	case $LAB_KNFSD_KERNEL in
+	6.1)
+		_lab_guest_boot knfsd knfsd "$LAB_NS_REMOTE" "$LAB_NS_REMOTE" \
+			"${LAB_KNFSD_MEM:-256M}" "$LAB_KNFSD_ADDR" \
+			"eth0=$LAB_KNFSD_ADDR/24" "default via $LAB_REMOTE_ADDR" \
+			"ubd0=$LAB_KNFSD_IMAGE eth0=tuntap,tapk,$_LAB_KNFSD_MAC" \
+			"$(_lab_knfsd_env /dev/ubda)" || return 1
+		;;
+	6.12) _lab_qemu_knfsd_boot || return 1 ;;
+	*)
+		_lab_err "LAB_KNFSD_KERNEL='$LAB_KNFSD_KERNEL': 6.1 (UML) or 6.12 (qemu)"
+		return 1
+		;;
+	esac
+	_lab_guest_wait knfsd || return 1
 	local rc=0
 	_lab_ns "$LAB_NS_REMOTE" "${_LAB_TOOL[@]}" wait-rpc "$LAB_KNFSD_ADDR" \
 		--timeout "$LAB_START_TIMEOUT" &
 	wait $! || rc=$?
 	[ $rc = 0 ] || _lab_err "knfsd does not answer NFS NULL" || return 1
-	_lab_log "knfsd serving on $LAB_KNFSD_ADDR ($(lab_knfsd_run 'cat /proc/fs/nfsd/versions'))"
+	_lab_log "knfsd serving on $LAB_KNFSD_ADDR ($(lab_knfsd_run 'echo "Linux $(uname -r),"; cat /proc/fs/nfsd/versions' | tr '\n' ' '))"
+}
+
+# _lab_knfsd_env DISK — the knfsd guest's env lines (guest_init.sh), its
+# export on the block device DISK.
+_lab_knfsd_env() {
+	cat <<-EOF
+		LAB_KNFSD_DISK='$1'
+		LAB_KNFSD_EXPORT_DIR='$LAB_KNFSD_EXPORT_DIR'
+		LAB_KNFSD_LEASE='$LAB_KNFSD_LEASE'
+		LAB_KNFSD_GRACE='$LAB_KNFSD_GRACE'
+		LAB_KNFSD_THREADS='$LAB_KNFSD_THREADS'
+		LAB_KNFSD_NLM_GRACE='$LAB_KNFSD_NLM_GRACE'
+		LAB_KNFSD_CLD_DIR='$LAB_DIR/knfsd/nfsdcld'
+	EOF
+}
+
+# _lab_qemu_knfsd_boot — boot the knfsd guest under qemu (Linux 6.12,
+# LAB_KNFSD_KERNEL=6.12): the export image as a virtio disk, its NIC on the
+# tap tapk that the UML knfsd would use.  Does not wait.
+_lab_qemu_knfsd_boot() {
+	# cache=unsafe: qemu skips the host fsync of the guest's flushes;
+	# killing qemu (a server crash) loses nothing the guest wrote, only a
+	# crash of the host would.
+	_lab_qemu_guest_boot knfsd knfsd "$LAB_NS_REMOTE" "$LAB_NS_REMOTE" \
+		"${LAB_KNFSD_MEM:-512M}" "$LAB_KNFSD_ADDR" \
+		"eth0=$LAB_KNFSD_ADDR/24" "default via $LAB_REMOTE_ADDR" \
+		"$(_lab_knfsd_env /dev/vda)" \
+		-drive "file=${LAB_KNFSD_IMAGE//,/,,},format=raw,if=virtio,cache=unsafe" \
+		-netdev tap,id=net0,ifname=tapk,script=no,downscript=no \
+		-device "virtio-net-pci,netdev=net0,mac=$_LAB_KNFSD_MAC"
 }
 
 # lab_knfsd_wait_grace — wait until knfsd's NFSv4 grace period has ended

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Linux 6.12 knfsd (under qemu, LAB_KNFSD_KERNEL=6.12) as the remote grants
+# WRITE delegations, which the lab's UML 6.1 knfsd never does: a UML client
+# mounting knfsd directly (NFSv4.1) and holding a file open for reading and
+# writing is shown one in the server's own state file (read, not assumed).
+# nache in front of the same knfsd: its client's read-only open gets nache a
+# read delegation; a read-write open reaches knfsd as one, and knfsd gives
+# nache no write delegation for it: knfsd (since 6.6) offers write
+# delegations only to NFSv4.1+ clients, and nache's upstream client speaks
+# NFSv4.0.  The last check fails the day that changes.
+set -uo pipefail
+export LAB_KNFSD_KERNEL=6.12
+# knfsd grants no delegation while any lock manager is in grace, lockd's
+# included (50 s after boot by default): shorten lockd's.
+export LAB_KNFSD_NLM_GRACE=10
+source "$(dirname "$0")/itest.sh"
+
+lab_init && lab_net_up lan && lab_remote_knfsd_start &&
+	LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
+		lab_nache_start 'Open_Linger = 1;' &&
+	lab_clients_start 1 2 || { echo "lab did not start"; exit 1; }
+K=$LAB_KNFSD_EXPORT_DIR
+lab_client_mount 1 "$LAB_KNFSD_ADDR" / /mnt/k vers=4.1 &&
+	mount_nache 2 /mnt/n vers=4.1 || { echo "mounts failed"; exit 1; }
+# The files are written inside the knfsd guest: no NFS client's recent
+# write or open stands in the way of a delegation.
+lab_knfsd_run "echo direct > $K/direct && echo nache-r > $K/nache-r &&
+	echo nache-rw > $K/nache-rw" || { echo "cannot create files at the remote"; exit 1; }
+C1=$(lab_client_addr 1)
+NACHE='name: "nache/'            # in the info of nache's client at knfsd
+
+# states_count WHO PATTERN FILE — lines of knfsd's state files matching
+# PATTERN (an awk regex) on FILE (its path in the export, "/f") for the
+# clients whose info contains WHO (all clients: "").
+states_count() {
+	lab_knfsd_states | awk -v who="$1" -v pat="$2" -v file="filename: \"$3\"" '
+		/^# client/ { ours = 0 }
+		who == "" || index($0, who) { ours = 1 }
+		ours && $0 ~ pat && index($0, file) { n++ }
+		END { print n + 0 }'
+}
+write_delegs() { states_count "$1" 'type: deleg, access: w' "$2"; }
+read_delegs() { states_count "$1" 'type: deleg, access: r' "$2"; }
+
+# hold N MODE FILE TAG — client N opens FILE (MODE "<>": read-write, "<":
+# read-only) and keeps it open (fd 3 of a shell in the background of the
+# guest) until release N TAG; returns once the open succeeded.
+hold() {
+	on "$1" "exec 3$2$3 || exit 1; touch /tmp/$4; while [ -e /tmp/$4 ]; do sleep 0.2; done" \
+		>/dev/null 2>&1 &
+	lab_wait_until 30 on "$1" "test -e /tmp/$4"
+}
+release() { on "$1" "rm -f /tmp/$2"; }
+
+# held_until_delegated N MODE FILE TAG COUNT — hold FILE open in client N
+# until COUNT (a function printing the delegations of interest) is >= 1.
+# knfsd delegates nothing while its or lockd's grace period runs (and some
+# time after a recall): then each new open asks again.  The file stays
+# open on success.
+held_until_delegated() {
+	local n=$1 mode=$2 file=$3 tag=$4 count=$5 try
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		hold "$n" "$mode" "$file" "$tag" || return 1
+		lab_wait_until 5 eval '[ "$($count)" -ge 1 ]' && return 0
+		release "$n" "$tag"
+		# The client's (or nache's lingering) upstream open must close
+		# first, or the next open is no new OPEN at knfsd.
+		lab_wait_until 15 eval '[ "$(states_count "" "type: open" /${file##*/})" = 0 ]'
+	done
+	return 1
+}
+
+knfsd_runs_linux_6_12() {
+	local release
+	release=$(lab_knfsd_run 'uname -r') || return 1
+	echo "knfsd guest: Linux $release" >&2
+	[[ $release == 6.12.* ]] || { echo "expected Linux 6.12.*, got $release" >&2; return 1; }
+}
+
+c1_direct_writes() { write_delegs "address: \"$C1:" /direct; }
+
+direct_client_gets_write_delegation() {
+	local rc=0
+	held_until_delegated 1 '<>' /mnt/k/direct direct c1_direct_writes || rc=1
+	echo "--- knfsd's states while client 1 holds /direct open read-write:" >&2
+	lab_knfsd_states >&2
+	# Writing through the delegated open works and reaches the server.
+	[ $rc = 0 ] && on 1 "echo written-under-delegation >/mnt/k/direct" || rc=1
+	release 1 direct
+	[ $rc = 0 ] && on 1 "umount /mnt/k" &&
+		expect_eq "the server's copy" "$(lab_knfsd_run "cat $K/direct")" written-under-delegation
+}
+
+callback_up() { [ "$(metric nache_callback_path_up)" = 1 ]; }
+nache_reads() { read_delegs "$NACHE" /nache-r; }
+
+nache_read_open_gets_read_delegation() {
+	local rc=0
+	lab_wait_until 30 callback_up || { echo "nache's callback path never came up" >&2; return 1; }
+	held_until_delegated 2 '<' /mnt/n/nache-r nache-r nache_reads || rc=1
+	[ $rc = 0 ] || lab_knfsd_states >&2
+	release 2 nache-r
+	[ $rc = 0 ] && at_least "read delegations granted (nache's metric)" \
+		"$(metric nache_delegations_granted_total 'type="read"')" 1
+}
+
+nache_rw_opens() { states_count "$NACHE" 'type: open, access: rw' /nache-rw; }
+
+nache_read_write_open_gets_no_write_delegation() {
+	local rc=0 granted
+	# Unless knfsd delegates to nache at all by now (grace periods over,
+	# callback path up), a missing write delegation would prove nothing.
+	at_least "read delegations granted before (nache's metric)" \
+		"$(metric nache_delegations_granted_total 'type="read"')" 1 &&
+		callback_up || return 1
+	hold 2 '<>' /mnt/n/nache-rw nache-rw || return 1
+	# A delegation comes with the OPEN that the state file shows.
+	lab_wait_until 30 eval '[ "$(nache_rw_opens)" -ge 1 ]' ||
+		{ echo "knfsd shows no read-write open of nache's on /nache-rw" >&2; rc=1; }
+	echo "--- knfsd's states while nache's client holds /nache-rw open read-write:" >&2
+	lab_knfsd_states >&2
+	granted=$(metric nache_delegations_granted_total 'type="write"') || rc=1
+	echo "nache_delegations_granted_total{type=\"write\"} = $granted" >&2
+	if [ $rc = 0 ] && [ "$(write_delegs "$NACHE" /nache-rw)" != 0 ]; then
+		echo "knfsd delegated /nache-rw to nache for writing: nache's upstream speaks NFSv4.1 now? Then assert it here" >&2
+		rc=1
+	fi
+	release 2 nache-rw
+	[ $rc = 0 ] && expect_eq "write delegations granted (nache's metric)" "$granted" 0
+}
+
+check knfsd_guest_runs_linux_6_12 knfsd_runs_linux_6_12
+check direct_nfsv41_client_holding_a_file_read_write_gets_a_write_delegation direct_client_gets_write_delegation
+check nache_client_read_open_gets_nache_a_read_delegation_from_knfsd_6_12 nache_read_open_gets_read_delegation
+check nache_read_write_open_gets_no_write_delegation_knfsd_offers_none_to_nfsv40 nache_read_write_open_gets_no_write_delegation
+itest_finish
