@@ -38,6 +38,11 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
   if (!flusher_->WaitForRoom(len, std::chrono::milliseconds(
                                       cfg_.call_timeout_ms)))
     return upstream::kNfs4ErrDelay;
+  struct Used {
+    Flusher *f;
+    size_t n;
+    ~Used() { f->RoomUsed(n); }
+  } used{flusher_.get(), len};
   for (int attempt = 0; attempt < 4; attempt++) {
     uint64_t need = UINT64_MAX;
     if (cache_->LocalWrite(key, offset, buf, len, &need)) {

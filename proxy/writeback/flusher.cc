@@ -54,13 +54,26 @@ bool Flusher::WaitForRoom(uint64_t bytes, std::chrono::milliseconds timeout) {
   Clock::time_point end = Clock::now() + timeout;
   std::unique_lock<std::mutex> g(mu_);
   for (;;) {
-    if (cache_->dirty_bytes() + bytes <= opts_.dirty_max) return true;
+    // Reserved: writes let in before this one and not yet in the cache
+    // count, so parallel writers cannot all slip under the bound at once.
+    if (cache_->dirty_bytes() + reserved_ + bytes <= opts_.dirty_max) {
+      reserved_ += bytes;
+      return true;
+    }
     if (Clock::now() >= end || stop_) return false;
     kicked_ = true;  // the flusher makes room, whatever the files' age
     cv_.notify_all();
     // Woken when a file's flush ends; the bound is re-read then.
     cv_.wait_until(g, std::min(end, Clock::now() + std::chrono::seconds(1)));
   }
+}
+
+void Flusher::RoomUsed(uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    reserved_ -= std::min(reserved_, bytes);
+  }
+  cv_.notify_all();
 }
 
 uint32_t Flusher::FlushFile(Key key) { return FlushFileAs(key, false); }

@@ -71,9 +71,12 @@ class Flusher {
   bool FlushAll(std::chrono::steady_clock::time_point deadline);
   // Dirty data above the bound: flush without waiting for the age.
   void Kick();
-  // Waits until dirty bytes are at most bytes below the bound, or the
-  // timeout passes (false).
+  // Waits until dirty bytes (and room already granted) are at most bytes
+  // below the bound, then grants that room; false when the timeout passes.
+  // Every true is followed by RoomUsed(bytes) once the write is in the
+  // cache (or failed).
   bool WaitForRoom(uint64_t bytes, std::chrono::milliseconds timeout);
+  void RoomUsed(uint64_t bytes);
 
   uint64_t flushed_bytes() const;  // sent upstream since start
 
@@ -96,6 +99,7 @@ class Flusher {
   std::set<Key> busy_;          // files being flushed
   bool stop_ = false;
   bool kicked_ = false;
+  uint64_t reserved_ = 0;       // room granted, not yet in the cache
   uint64_t flushed_bytes_ = 0;
   std::thread thread_;          // Loop
 };

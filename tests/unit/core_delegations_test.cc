@@ -482,7 +482,18 @@ TEST_F(CoreDelegationsTest, WriteBackFlushReturnsOurReadDelegationFirst) {
     cfg->single_writer = true;
     cfg->flush_age_ms = 0;
   });
-  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);  // brings the delegation
+  // An open by name goes upstream (on a single-writer export one by
+  // handle is local) and brings the delegation.
+  Core::OpenRequest req;
+  req.key = root_;
+  req.name = "f";
+  req.access = kRead;
+  NacheOpen *open = nullptr;
+  Key key;
+  bool created;
+  ASSERT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
+  ASSERT_EQ(core_->CloseFile(open), 0u);
+  ASSERT_EQ(up_->Count("OPEN"), 1);
   std::string data(10, 'w');
   size_t n = 0;
   int committed = -1;
@@ -494,7 +505,29 @@ TEST_F(CoreDelegationsTest, WriteBackFlushReturnsOurReadDelegationFirst) {
   // The flusher returns the read delegation (our WRITE would conflict
   // with it) and then writes: it must not wait for its own flush.
   ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Count("WRITE") > 0; }));
+  ASSERT_GE(up_->Index("DELEGRETURN"), 0) << "the delegation was returned";
   EXPECT_LT(up_->Index("DELEGRETURN"), up_->Index("WRITE"));
+}
+
+// Single writer: nobody else uses the remote, so opens of files it has are
+// granted here (no OPEN upstream, I/O with the anonymous stateid) and
+// attributes validated once since start need no revalidation; a lock
+// opens upstream on demand.
+TEST_F(CoreDelegationsTest, SingleWriterOpensLocallyAndTrustsItsCache) {
+  Start(DelegationType::kNone, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+  });
+  int getattrs = up_->Count("GETATTR");
+  for (int i = 0; i < 3; i++) ASSERT_EQ(core_->CloseFile(OpenF(kBoth)), 0u);
+  EXPECT_EQ(up_->Count("OPEN"), 0) << "opens granted here";
+  EXPECT_EQ(up_->Count("GETATTR"), getattrs) << "no revalidation";
+  NacheOpen *o = OpenF(kBoth);
+  ASSERT_NE(o, nullptr);
+  core_->Lock(cr_, file_, o, "lock-owner", NACHE_LOCK, true, 0, 10,
+              false, nullptr);
+  EXPECT_EQ(up_->Count("OPEN"), 1) << "a lock needs the upstream open";
+  EXPECT_EQ(core_->CloseFile(o), 0u);
 }
 
 // Not delegations: the open linger, against the same scripted upstream.
