@@ -268,7 +268,6 @@ bool Cache::IsFresh(const Object &o) const {
   if (!o.have_attrs) return false;
   if (IsDirtyObj(o)) return true;  // ours is newest
   if (o.validated != Clock::time_point()) {
-    if (opts_.authoritative) return true;
     Clock::time_point now = Clock::now();
     if (o.delegated && lease_clock_ && now < lease_clock_()) return true;
     if (now - o.validated < std::chrono::milliseconds(opts_.attr_timeout_ms))

@@ -65,10 +65,6 @@ struct CacheOptions {
   uint64_t size_bytes = 4ull << 30;  // bound on cached block bytes
   uint32_t block_size = 256 << 10;   // bytes per data block
   uint32_t attr_timeout_ms = 3000;   // attribute window
-  // Nothing but us changes the remote (a write-back single-writer
-  // export): what was validated once since start stays fresh until we
-  // drop or expire it ourselves.
-  bool authoritative = false;
 };
 
 // A cached directory entry (a complete listing is a vector of these).

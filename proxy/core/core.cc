@@ -112,11 +112,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   metrics::Metrics *m =
       cfg.metrics ? cfg.metrics : &metrics::Metrics::Global();
   c->metrics_ = m->ForExport(cfg.export_id);
-  CacheOptions co = cfg.cache;
-  // Single writer: nobody else changes the remote, so our view of it needs
-  // no revalidation (once validated since start).
-  co.authoritative = cfg.write_back && cfg.single_writer;
-  c->cache_.reset(new Cache(c->store_.get(), co, c->metrics_));
+  c->cache_.reset(new Cache(c->store_.get(), cfg.cache, c->metrics_));
 
   // Open-owner names must not collide with a previous run's, whose seqids
   // the server may still remember until our new client id replaces it.
@@ -1388,10 +1384,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     f->deleg_creds = cr;
   }
   // Not at the remote yet: nobody there to share with. Or the remote is
-  // unreachable and we serve what we have. Or nobody but us uses the
-  // remote (single writer): no share reservation to take there, and I/O
-  // goes with the anonymous stateid (a lock opens upstream on demand).
-  if (!covered && (DecidedLocally(key) || LocalNamespace())) covered = true;
+  // unreachable and we serve what we have.
+  if (!covered && DecidedLocally(key)) covered = true;
   if (!covered) {
     st = UpstreamOpenByHandle(cr, f.get(), want_access, want_deny, attrs);
     if (st == upstream::kNfs4Ok) {
@@ -1421,11 +1415,6 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   // went upstream), and cached data of a changed file is dropped; a
   // delegation vouches for the cached attributes instead.
   Attrs a;
-  if (!have_attrs && LocalNamespace() && cache_->FreshAttrs(key, &a)) {
-    // Single writer: validated since start, nothing else changed it.
-    have_attrs = true;
-    if (attrs) *attrs = a;
-  }
   if (!have_attrs &&
       (Delegated(key) || cache_->IsDirty(key) || ServingStale()) &&
       cache_->KnownAttrs(key, &a)) {
@@ -1842,12 +1831,6 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
   FileOpen *f = open->file.get();
   std::lock_guard<std::mutex> fg(f->owner->mu);
   ResetIfStale(f);
-  if (!f->open && op != NACHE_UNLOCK && LocalNamespace()) {
-    // Opened locally (single writer): locks need the upstream open now.
-    uint32_t ost = UpstreamOpenByHandle(cr, f, f->WantAccess() | open->access,
-                                        f->WantDeny(), nullptr);
-    if (ost && ost != upstream::kNfs4ErrNoent) return ost;
-  }
   if (!f->open) {
     // Locks hang off an upstream open; a file we could not open by name
     // upstream cannot carry them.

@@ -509,27 +509,6 @@ TEST_F(CoreDelegationsTest, WriteBackFlushReturnsOurReadDelegationFirst) {
   EXPECT_LT(up_->Index("DELEGRETURN"), up_->Index("WRITE"));
 }
 
-// Single writer: nobody else uses the remote, so opens of files it has are
-// granted here (no OPEN upstream, I/O with the anonymous stateid) and
-// attributes validated once since start need no revalidation; a lock
-// opens upstream on demand.
-TEST_F(CoreDelegationsTest, SingleWriterOpensLocallyAndTrustsItsCache) {
-  Start(DelegationType::kNone, [](CoreConfig *cfg) {
-    cfg->write_back = true;
-    cfg->single_writer = true;
-  });
-  int getattrs = up_->Count("GETATTR");
-  for (int i = 0; i < 3; i++) ASSERT_EQ(core_->CloseFile(OpenF(kBoth)), 0u);
-  EXPECT_EQ(up_->Count("OPEN"), 0) << "opens granted here";
-  EXPECT_EQ(up_->Count("GETATTR"), getattrs) << "no revalidation";
-  NacheOpen *o = OpenF(kBoth);
-  ASSERT_NE(o, nullptr);
-  core_->Lock(cr_, file_, o, "lock-owner", NACHE_LOCK, true, 0, 10,
-              false, nullptr);
-  EXPECT_EQ(up_->Count("OPEN"), 1) << "a lock needs the upstream open";
-  EXPECT_EQ(core_->CloseFile(o), 0u);
-}
-
 // Not delegations: the open linger, against the same scripted upstream.
 TEST_F(CoreDelegationsTest, UpstreamOpenLingersAfterTheLastCloseThenCloses) {
   Start(DelegationType::kNone,
