@@ -420,9 +420,7 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
     Key k = ListedKey(dir, name);
     Attrs a;
     // (Not a file known to be unlinked: replaced at the remote since.)
-    if (k != kNoKey && cache_->FreshAttrs(k, &a) &&
-        !(a.type == upstream::FileType::kReg &&
-          (a.mask & upstream::kAttrNlink) && a.nlink == 0)) {
+    if (k != kNoKey && cache_->FreshAttrs(k, &a) && !Unlinked(a)) {
       *key = k;
       if (attrs) *attrs = a;
       return upstream::kNfs4Ok;
@@ -1427,8 +1425,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     // Replaced at the remote (saved over by rename, or removed) while our
     // upstream open kept the old file alive: the client's name lookup was
     // stale. ESTALE makes it look the name up again.
-    if (st == upstream::kNfs4Ok && a.type == upstream::FileType::kReg &&
-        (a.mask & upstream::kAttrNlink) && a.nlink == 0) {
+    if (st == upstream::kNfs4Ok && Unlinked(a)) {
       st = upstream::kNfs4ErrStale;
       // Its directory's cached listing named it: not any more.
       HandleRecord rec;

@@ -269,6 +269,12 @@ class Core {
   // The flusher's send: one dirty range upstream, FILE_SYNC.
   uint32_t FlushRange(Key key, uint64_t offset, const std::string &data,
                       Attrs *after);
+  // Writes [offset, offset+len) to fh FILE_SYNC, in WRITEs no bigger than
+  // the server takes; *after (unless null): the attributes after the last.
+  uint32_t WriteStable(const Creds &cr, const upstream::Fh &fh,
+                       const upstream::StateId &sid, uint64_t offset,
+                       const char *data, size_t len, const char *tag,
+                       Attrs *after);
   // The flusher's SETATTR of attributes set locally.
   uint32_t FlushSetattr(Key key, const Attrs &set, Attrs *after);
   // The credentials a flush of key uses: its last local writer's (as
@@ -296,6 +302,12 @@ class Core {
   // Created here and not sent yet: it has no remote handle.
   bool NotAtRemote(Key key) const {
     return LocalNamespace() && local_names_->IsLocal(key);
+  }
+  // A regular file with no links left (removed or replaced at the remote
+  // while an open of ours kept it alive).
+  static bool Unlinked(const Attrs &a) {
+    return a.type == upstream::FileType::kReg &&
+           (a.mask & upstream::kAttrNlink) && a.nlink == 0;
   }
   // Opens and ACCESS of key are decided here: the remote does not have it
   // yet, or cannot be asked.

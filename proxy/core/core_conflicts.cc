@@ -162,9 +162,7 @@ uint32_t Core::CopyOurVersion(Key key, const Fh &fh, const Creds &cr,
   Attrs mine;
   if (!cache_->KnownAttrs(key, &mine)) return upstream::kNfs4ErrStale;
   *copied_change = mine.change;
-  LearnIoLimits();
   const uint64_t bs = cache_->block_size();
-  const size_t per = std::max<size_t>(4096, max_write_.load());
   uint64_t missing = 0;
   for (uint64_t idx = 0; idx * bs < mine.size; idx++) {
     std::string b;
@@ -175,20 +173,10 @@ uint32_t Core::CopyOurVersion(Key key, const Fh &fh, const Creds &cr,
         missing += std::min<uint64_t>(bs, mine.size - idx * bs);
       continue;
     }
-    for (size_t done = 0; done < b.size();) {
-      size_t n = std::min(per, b.size() - done);
-      Compound c;
-      c.SetTag("conflict_copy")
-          .Putfh(fh)
-          .Write(StateId::Anonymous(), idx * bs + done,
-                 upstream::StableHow::kFileSync, b.data() + done,
-                 uint32_t(n));
-      CompoundReply rep;
-      if (uint32_t st = Run(c, cr, &rep)) return st;
-      uint32_t wrote = rep.Find(Op::kWrite)->count;
-      if (wrote == 0) return upstream::kNfs4ErrIo;
-      done += wrote;
-    }
+    if (uint32_t st = WriteStable(cr, fh, StateId::Anonymous(), idx * bs,
+                                  b.data(), b.size(), "conflict_copy",
+                                  nullptr))
+      return st;
   }
   // Our size (a hole may end it) and our mtime.
   Attrs set;

@@ -71,23 +71,30 @@ uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
   StateId sid;
   if (!DelegationCovers(key, upstream::kShareAccessWrite, 0, &sid))
     sid = StateId::Anonymous();
+  return WriteStable(cr, fh, sid, offset, data.data(), data.size(), "flush",
+                     after);
+}
+
+uint32_t Core::WriteStable(const Creds &cr, const Fh &fh, const StateId &sid,
+                           uint64_t offset, const char *data, size_t len,
+                           const char *tag, Attrs *after) {
   LearnIoLimits();
   const size_t per = std::max<size_t>(4096, max_write_.load());
-  for (size_t done = 0; done < data.size();) {
-    size_t n = std::min(per, data.size() - done);
-    bool last = done + n == data.size();
+  for (size_t done = 0; done < len;) {
+    size_t n = std::min(per, len - done);
+    bool last = done + n == len;
     Compound c;
-    c.SetTag("flush").Putfh(fh).Write(sid, offset + done,
-                                      upstream::StableHow::kFileSync,
-                                      data.data() + done, uint32_t(n));
-    if (last) c.Getattr(upstream::kAttrsObject);
+    c.SetTag(tag).Putfh(fh).Write(sid, offset + done,
+                                  upstream::StableHow::kFileSync, data + done,
+                                  uint32_t(n));
+    if (last && after) c.Getattr(upstream::kAttrsObject);
     CompoundReply rep;
-    st = Run(c, cr, &rep);
+    uint32_t st = Run(c, cr, &rep);
     if (st) return st;
     uint32_t wrote = rep.Find(Op::kWrite)->count;
     if (wrote == 0) return upstream::kNfs4ErrIo;
     done += wrote;
-    if (last && wrote == n) *after = rep.Find(Op::kGetattr)->attrs;
+    if (last && wrote == n && after) *after = rep.Find(Op::kGetattr)->attrs;
   }
   return upstream::kNfs4Ok;
 }
