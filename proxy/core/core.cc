@@ -74,6 +74,14 @@ Core::~Core() {
     recall_cv_.notify_all();
     recall_thread_.join();
   }
+  if (reclaim_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> g(reclaim_mu_);
+      reclaim_stop_ = true;
+    }
+    reclaim_cv_.notify_all();
+    reclaim_thread_.join();
+  }
   if (linger_thread_.joinable()) {
     {
       std::lock_guard<std::mutex> g(linger_mu_);
@@ -146,7 +154,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   // The callback service listens before SETCLIENTID advertises it (the
   // server probes it right after the client id is confirmed).
   if (!c->StartCallbackService(&uo.callback_uaddr, err)) return nullptr;
-  uo.on_new_clientid = [core](uint64_t) { core->DropAllDelegations(); };
+  uo.on_new_clientid = [core](uint64_t epoch) { core->OnNewClientId(epoch); };
   c->up_ = cfg.make_upstream ? cfg.make_upstream(uo)
                              : upstream::Upstream::Create(uo);
   if (!c->up_) {
@@ -155,6 +163,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   }
   if (c->cb_server_)
     c->recall_thread_ = std::thread([core] { core->RecallLoop(); });
+  c->reclaim_thread_ = std::thread([core] { core->ReclaimLoop(); });
   uint32_t ra_blocks = cfg.readahead_max / cfg.cache.block_size;
   c->reader_.reset(new BlockReader(
       c->cache_.get(),
@@ -1026,12 +1035,9 @@ void Core::ResetIfStale(FileOpen *f) {
     f->owner->seqid = 0;
     f->owner->epoch = epoch;
   }
-  if (f->open && f->epoch != epoch) {
-    std::lock_guard<std::mutex> g(state_mu_);
-    f->open = false;
-    f->up_access = f->up_deny = 0;
-    f->lock_owners.clear();
-  }
+  // Our open under an earlier client id: reclaimed (core_reclaim.cc), or
+  // dropped and reopened on demand.
+  if (f->open && f->epoch != epoch) ReclaimLocked(f, epoch);
 }
 
 uint32_t Core::ConfirmIfAsked(const Creds &cr, const OpResult &open,
@@ -1134,6 +1140,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
     f->up_access |= access;
     f->up_deny |= deny;
   }
+  f->open_creds = cr;
   if (got != rec.fh) {
     // The name now denotes another file (renamed or replaced outside):
     // give that open back; ours is served statelessly if it still exists
@@ -1166,8 +1173,10 @@ uint32_t Core::UpstreamUnlockAll(const Creds &cr, FileOpen *f,
                0, UINT64_MAX);
     CompoundReply rep;
     Run(c, cr, &rep);
-    if (const OpResult *r = rep.Find(Op::kLocku))
+    if (const OpResult *r = rep.Find(Op::kLocku)) {
       OpenTable::AdvanceSeqid(&lo.second.seqid, r->status);
+      if (!r->status) lo.second.held.clear();
+    }
   }
   return upstream::kNfs4Ok;
 }
@@ -1348,6 +1357,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
         f->up_access |= req.access;
         f->up_deny |= req.deny;
       }
+      f->open_creds = cr;
       f->Count(req.access, req.deny, +1);
       *out = new NacheOpen{f, req.access, req.deny};
       *key_out = key;
@@ -1828,6 +1838,13 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
   FileOpen *f = open->file.get();
   std::lock_guard<std::mutex> fg(f->owner->mu);
   ResetIfStale(f);
+  if (!f->open && op == NACHE_LOCK) {
+    // Opened locally under our read delegation: locks are the server's
+    // business even so (others may lock the file too), and hang off an
+    // upstream open.
+    st = UpstreamOpenByHandle(cr, f, f->WantAccess(), f->WantDeny(), nullptr);
+    if (st && st != upstream::kNfs4ErrNoent) return st;
+  }
   if (!f->open) {
     // Locks hang off an upstream open; a file we could not open by name
     // upstream cannot carry them.
@@ -1855,17 +1872,35 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
     st = Run(c, cr, &rep);
     if (const OpResult *r = rep.Find(Op::kLocku)) {
       OpenTable::AdvanceSeqid(&lo.seqid, r->status);
-      if (!r->status) lo.stateid = r->stateid;
+      if (!r->status) {
+        lo.stateid = r->stateid;
+        RemoveHeldLock(&lo.held, offset, up_len);
+      }
     }
     return st;
   }
 
+  // A local client's reclaim (after nache restarted) is a new lock
+  // upstream: the remote has no grace period for us then, and the lock
+  // our previous incarnation held went with its client id.
+  (void)reclaim;
+  lo.creds = cr;
+  CompoundReply rep;
+  st = SendLock(cr, f, fh, &lo, type, offset, up_len, false, &rep);
+  if (st == upstream::kNfs4ErrDenied) fill_conflict(rep, Op::kLock);
+  return st;
+}
+
+uint32_t Core::SendLock(const Creds &cr, FileOpen *f, const Fh &fh,
+                        LockOwnerState *lo, upstream::LockType type,
+                        uint64_t offset, uint64_t length, bool reclaim,
+                        CompoundReply *rep) {
   upstream::LockArgs a;
   a.type = type;
   a.reclaim = reclaim;
   a.offset = offset;
-  a.length = up_len;
-  if (!lo.established) {
+  a.length = length;
+  if (!lo->established) {
     a.new_lock_owner = true;
     a.open_seqid = f->owner->seqid;
     {
@@ -1873,29 +1908,30 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
       a.open_stateid = f->stateid;
     }
     a.lock_seqid = 0;
-    a.owner = lo.name;
+    a.owner = lo->name;
   } else {
-    a.lock_stateid = lo.stateid;
-    a.lock_seqid = lo.seqid;
+    a.lock_stateid = lo->stateid;
+    a.lock_seqid = lo->seqid;
   }
   Compound c;
-  c.SetTag("lock").Putfh(fh).Lock(a);
-  CompoundReply rep;
-  st = Run(c, cr, &rep);
-  const OpResult *r = rep.Find(Op::kLock);
+  c.SetTag(reclaim ? "lock_reclaim" : "lock").Putfh(fh).Lock(a);
+  uint32_t st = Run(c, cr, rep);
+  const OpResult *r = rep->Find(Op::kLock);
   if (r) {
     if (a.new_lock_owner) {
       OpenTable::AdvanceSeqid(&f->owner->seqid, r->status);
       if (!r->status) {
-        lo.established = true;
-        lo.seqid = 1;
+        lo->established = true;
+        lo->seqid = 1;
       }
     } else {
-      OpenTable::AdvanceSeqid(&lo.seqid, r->status);
+      OpenTable::AdvanceSeqid(&lo->seqid, r->status);
     }
-    if (!r->status) lo.stateid = r->stateid;
+    if (!r->status) {
+      lo->stateid = r->stateid;
+      AddHeldLock(&lo->held, type, offset, length);
+    }
   }
-  if (st == upstream::kNfs4ErrDenied) fill_conflict(rep, Op::kLock);
   return st;
 }
 

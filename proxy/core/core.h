@@ -246,7 +246,29 @@ class Core {
                           upstream::StateId *sid,
                           const ReopenAfterConfirm &again,
                           upstream::Delegation *deleg);
+  // Brings f's upstream open to the current client id: reclaims it (see
+  // ReclaimLocked) when it belongs to an earlier one.
   void ResetIfStale(FileOpen *f);
+  // One LOCK of [offset, offset+length) for lo on f (introducing lo to the
+  // server when new), advancing the seqids and recording what is held.
+  uint32_t SendLock(const Creds &cr, FileOpen *f, const upstream::Fh &fh,
+                    LockOwnerState *lo, upstream::LockType type,
+                    uint64_t offset, uint64_t length, bool reclaim,
+                    upstream::CompoundReply *rep);
+
+  // After a server restart (core_reclaim.cc).
+  // The upstream confirmed a new client id: every delegation is gone; the
+  // state of the previous client id is handed to the reclaim thread.
+  void OnNewClientId(uint64_t epoch);
+  void ReclaimLoop();
+  // f's open of an earlier client id: reclaimed in the server's grace
+  // period (with the delegation held on f, and f's locks), else opened and
+  // locked anew when the server has no grace period, else dropped (lost
+  // locks are logged and counted). owner->mu held. True: f is open
+  // upstream under epoch.
+  bool ReclaimLocked(FileOpen *f, uint64_t epoch);
+  // Takes f's held lock ranges again under the current client id.
+  void RelockLocked(FileOpen *f, const upstream::Fh &fh, bool reclaim);
   uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                                 uint32_t access, uint32_t deny,
                                 Attrs *attrs);
@@ -437,8 +459,9 @@ class Core {
   void RecallLocalDelegations(Key key);
   void QueueRecall(Key key);
   void RecallLoop();
-  // The client id changed: every delegation is gone.
-  void DropAllDelegations();
+  // The client id changed or the lease lapsed: every delegation is gone
+  // (returned: the ones that were held).
+  std::vector<std::pair<Key, HeldDelegation>> DropAllDelegations();
   // Has every local delegation recalled (queues the up-calls only).
   void RecallAllLocal();
 
@@ -495,6 +518,15 @@ class Core {
   std::deque<Key> recalls_;
   bool recall_stop_ = false;
   std::thread recall_thread_;  // RecallLoop
+  // Reclaims after a server restart.
+  std::mutex reclaim_mu_;  // guards the three below
+  std::condition_variable reclaim_cv_;
+  uint64_t reclaim_epoch_ = 0;  // a new client id to reclaim under (0: none)
+  bool reclaim_stop_ = false;
+  // Delegations held under the previous client id, to ask back with the
+  // reclaim of their file's open.
+  std::unordered_map<Key, upstream::DelegationType> reclaim_delegs_;
+  std::thread reclaim_thread_;  // ReclaimLoop
   metrics::ExportMetrics *metrics_ = nullptr;  // owned by the registry
   uint64_t sampler_token_ = 0;  // our gauge sampler in metrics_ (immutable)
   Key root_key_ = kNoKey;  // the export root's key (immutable after Open)

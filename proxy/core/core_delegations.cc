@@ -332,10 +332,12 @@ void Core::RecallAllLocal() {
   for (auto &kv : local_delegs_) local_recall_(kv.first);
 }
 
-void Core::DropAllDelegations() {
-  for (Key key : delegs_->Clear()) cache_->SetDelegated(key, false);
+std::vector<std::pair<Key, HeldDelegation>> Core::DropAllDelegations() {
+  auto gone = delegs_->Clear();
+  for (const auto &kv : gone) cache_->SetDelegated(kv.first, false);
   // What Ganesha delegated to our clients under them goes too.
   RecallAllLocal();
+  return gone;
 }
 
 }  // namespace nache

@@ -70,13 +70,12 @@ void DelegationTable::Forget(Key key, const upstream::StateId &sid) {
     held_.erase(it);
 }
 
-std::vector<Key> DelegationTable::Clear() {
+std::vector<std::pair<Key, HeldDelegation>> DelegationTable::Clear() {
   std::lock_guard<std::mutex> g(mu_);
-  std::vector<Key> keys;
-  keys.reserve(held_.size());
-  for (auto &kv : held_) keys.push_back(kv.first);
+  std::vector<std::pair<Key, HeldDelegation>> gone(held_.begin(),
+                                                   held_.end());
   held_.clear();
-  return keys;
+  return gone;
 }
 
 size_t DelegationTable::Count(DelegationType type) const {

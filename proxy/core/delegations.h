@@ -54,8 +54,8 @@ class DelegationTable {
   // Forgets key's delegation if it is still the one with sid's "other"
   // (a new one granted meanwhile stays).
   void Forget(Key key, const upstream::StateId &sid);
-  // Forgets every delegation (the client id changed); returns their keys.
-  std::vector<Key> Clear();
+  // Forgets every delegation (the client id changed); returns them.
+  std::vector<std::pair<Key, HeldDelegation>> Clear();
   // Delegations held, by type.
   size_t Count(upstream::DelegationType type) const;
 

@@ -1,6 +1,7 @@
 // Upstream open bookkeeping. See opens.h.
 #include "core/opens.h"
 
+#include <algorithm>
 #include <functional>
 
 namespace nache {
@@ -72,6 +73,54 @@ void OpenTable::DropIfIdle(const std::shared_ptr<FileOpen> &f) {
 size_t OpenTable::size() const {
   std::lock_guard<std::mutex> g(mu_);
   return files_.size();
+}
+
+std::vector<std::shared_ptr<FileOpen>> OpenTable::Snapshot() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<std::shared_ptr<FileOpen>> out;
+  out.reserve(files_.size());
+  for (const auto &kv : files_) out.push_back(kv.second);
+  return out;
+}
+
+namespace {
+uint64_t RangeEnd(uint64_t offset, uint64_t length) {
+  return length > UINT64_MAX - offset ? UINT64_MAX : offset + length;
+}
+}  // namespace
+
+void RemoveHeldLock(std::vector<HeldLock> *held, uint64_t offset,
+                    uint64_t length) {
+  uint64_t end = RangeEnd(offset, length);
+  std::vector<HeldLock> out;
+  for (const HeldLock &h : *held) {
+    if (h.end <= offset || h.offset >= end) {
+      out.push_back(h);
+      continue;
+    }
+    if (h.offset < offset) out.push_back({h.type, h.offset, offset});
+    if (h.end > end) out.push_back({h.type, end, h.end});
+  }
+  held->swap(out);
+}
+
+void AddHeldLock(std::vector<HeldLock> *held, upstream::LockType type,
+                 uint64_t offset, uint64_t length) {
+  RemoveHeldLock(held, offset, length);
+  HeldLock n{type, offset, RangeEnd(offset, length)};
+  auto at = std::find_if(held->begin(), held->end(),
+                         [&](const HeldLock &h) { return h.offset > offset; });
+  held->insert(at, n);
+  // Neighbours of the same type merge (what the server holds is one
+  // range then, and a reclaim one LOCK).
+  std::vector<HeldLock> out;
+  for (const HeldLock &h : *held) {
+    if (!out.empty() && out.back().type == h.type && out.back().end == h.offset)
+      out.back().end = h.end;
+    else
+      out.push_back(h);
+  }
+  held->swap(out);
 }
 
 void OpenTable::AdvanceSeqid(uint32_t *seqid, uint32_t status) {

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "handles/handle_map.h"
 #include "upstream/types.h"
@@ -35,11 +36,30 @@ struct OwnerSlot {
   uint64_t epoch = ~0ull; // upstream epoch the owner was used in (mu)
 };
 
+// A byte range an upstream lock-owner holds: [offset, end), end
+// UINT64_MAX meaning to the end of the file.
+struct HeldLock {
+  upstream::LockType type = upstream::LockType::kRead;
+  uint64_t offset = 0;
+  uint64_t end = 0;
+};
+
+// The ranges held after a granted LOCK of [offset, offset+length) (length
+// UINT64_MAX: to the end of the file): it replaces what the owner held
+// there, as POSIX locks of one owner do.
+void AddHeldLock(std::vector<HeldLock> *held, upstream::LockType type,
+                 uint64_t offset, uint64_t length);
+// The ranges held after a LOCKU of [offset, offset+length).
+void RemoveHeldLock(std::vector<HeldLock> *held, uint64_t offset,
+                    uint64_t length);
+
 struct LockOwnerState {
   std::string name;            // lock-owner name sent upstream
   upstream::StateId stateid;   // lock stateid once the server gave one
   uint32_t seqid = 0;          // next lock seqid
   bool established = false;    // the server knows this lock-owner
+  std::vector<HeldLock> held;  // what the server granted, sorted by offset
+  upstream::Creds creds;       // of the last LOCK (a reclaim uses them)
 };
 
 // The upstream open of one file. Guarded by owner->mu.
@@ -63,6 +83,9 @@ struct FileOpen {
   // Credentials of the last local open granted under our delegation: a
   // recall opens the file upstream with them.
   upstream::Creds deleg_creds;
+  // Credentials of the last upstream OPEN: a reclaim after a server
+  // restart uses them.
+  upstream::Creds open_creds;
   // Lock-owners on this file, by local owner bytes.
   std::map<std::string, LockOwnerState> lock_owners;
 
@@ -118,6 +141,8 @@ class OpenTable {
   static void AdvanceSeqid(uint32_t *seqid, uint32_t status);
 
   size_t size() const;
+  // Every file in the table (for the reclaim after a server restart).
+  std::vector<std::shared_ptr<FileOpen>> Snapshot() const;
 
  private:
   OwnerSlot *PickOwner(size_t start);

@@ -298,6 +298,19 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                              "logged (kept local), sent (removed at the "
                              "remote)")
                        .Register(r);
+  reclaims_ = &prometheus::BuildCounter()
+                   .Name("nache_upstream_reclaims_total")
+                   .Help("Upstream opens, lock ranges and delegations of an "
+                         "earlier client id (the remote restarted), by "
+                         "state and outcome: reclaimed in the remote's "
+                         "grace period, reacquired (no grace period), lost")
+                   .Register(r);
+  unchanged_bytes_ = &prometheus::BuildCounter()
+                         .Name("nache_writeback_unchanged_bytes_total")
+                         .Help("Bytes written locally on write-back exports "
+                               "that were equal to what the cache held: not "
+                               "dirtied, never sent")
+                         .Register(r);
   conflicts_ = &prometheus::BuildCounter()
                     .Name("nache_writeback_conflicts_total")
                     .Help("Files changed at the remote while nache held "
@@ -388,11 +401,19 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->deleg_granted_write_ = &deleg_granted_->Add(with("type", "write"));
   e->recalls_ = &recalls_->Add(ex);
   e->conflicts_ = &conflicts_->Add(ex);
+  e->unchanged_bytes_ = &unchanged_bytes_->Add(ex);
   e->local_creates_[0] = &local_creates_->Add(with("outcome", "logged"));
   e->local_creates_[1] = &local_creates_->Add(with("outcome", "sent"));
   e->local_creates_[2] = &local_creates_->Add(with("outcome", "cancelled"));
   e->local_removes_[0] = &local_removes_->Add(with("outcome", "logged"));
   e->local_removes_[1] = &local_removes_->Add(with("outcome", "sent"));
+  static const char *const kStates[] = {"open", "lock", "delegation"};
+  static const char *const kOutcomes[] = {"reclaimed", "reacquired", "lost"};
+  for (size_t i = 0; i < size_t(ReclaimState::kCount); i++)
+    for (size_t j = 0; j < size_t(ReclaimOutcome::kCount); j++)
+      e->reclaims_[i][j] = &reclaims_->Add({{"export", e->export_label_},
+                                            {"state", kStates[i]},
+                                            {"outcome", kOutcomes[j]}});
   e->local_delegs_ = &local_delegs_->Add(ex);
   e->dirty_bytes_ = &dirty_bytes_->Add(ex);
   e->flush_lag_ = &flush_lag_->Add(ex);

@@ -77,6 +77,11 @@ const char *LocalOpName(LocalOp op);
 enum class CacheKind : uint8_t { kData, kAttrs, kAccess, kDirents, kCount };
 const char *CacheKindName(CacheKind k);
 
+// Upstream state re-established after the client id changed (a server
+// restart): label state="<name>", outcome="<name>".
+enum class ReclaimState : uint8_t { kOpen, kLock, kDelegation, kCount };
+enum class ReclaimOutcome : uint8_t { kReclaimed, kReacquired, kLost, kCount };
+
 // State of one export read at scrape time (cheaper than tracking every
 // change, and always current).
 struct ExportGauges {
@@ -135,6 +140,16 @@ class ExportMetrics {
   // local and logged, then sent.
   void CountLoggedRemove() { local_removes_[0]->Increment(); }
   void CountSentRemove() { local_removes_[1]->Increment(); }
+  // Write-back: bytes a local write put back as the cache held them (not
+  // dirtied, never sent).
+  void CountUnchangedWrite(uint64_t bytes) {
+    unchanged_bytes_->Increment(double(bytes));
+  }
+  // Upstream state of an earlier client id: reclaimed in the server's
+  // grace period, acquired anew (no grace period), or lost.
+  void CountReclaim(ReclaimState s, ReclaimOutcome o) {
+    reclaims_[size_t(s)][size_t(o)]->Increment();
+  }
   // A delegation returned (DELEGRETURN sent) after a recall (recalled) or
   // before a conflicting operation of ours; seconds from the start of the
   // return to its end.
@@ -202,9 +217,14 @@ class ExportMetrics {
   prometheus::Gauge *flush_lag_ = nullptr;     // nache_flush_lag_seconds
   prometheus::Counter *recalls_ = nullptr;  // nache_delegation_recalls_total
   prometheus::Counter *conflicts_ = nullptr;  // nache_writeback_conflicts_total
+  prometheus::Counter *unchanged_bytes_ = nullptr;  // ..._unchanged_bytes_total
   // nache_writeback_creates_total{outcome=logged|sent|cancelled}
   std::array<prometheus::Counter *, 3> local_creates_{};
   std::array<prometheus::Counter *, 2> local_removes_{};
+  // nache_upstream_reclaims_total{state, outcome}
+  std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,
+             size_t(ReclaimState::kCount)>
+      reclaims_{};
   // nache_delegation_return_seconds by reason ("recall", "own_conflict").
   prometheus::Histogram *return_recall_ = nullptr;
   prometheus::Histogram *return_own_ = nullptr;
@@ -271,6 +291,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *conflicts_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_creates_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_removes_ = nullptr;
+  prometheus::Family<prometheus::Counter> *reclaims_ = nullptr;
+  prometheus::Family<prometheus::Counter> *unchanged_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;

@@ -113,6 +113,10 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   bool stopping_ = false;            // Shutdown started
   bool client_ready_ = false;        // a confirmed client id is in use
   bool recovery_requested_ = false;  // a reply said the id is stale
+  // A connection came back while the id was in use: the server may have
+  // restarted, so the id is checked now rather than at the next renewal
+  // (its grace period for our reclaims is short).
+  bool check_now_ = false;
   std::deque<std::unique_ptr<PendingCall>> held_;  // waiting for a client id
 
   std::atomic<uint64_t> clientid_{0};    // current confirmed client id
@@ -286,6 +290,7 @@ void UpstreamImpl::TriggerRecovery(uint64_t generation) {
 void UpstreamImpl::OnConnectionUp(int index) {
   connected_count_.fetch_add(1);
   std::lock_guard<std::mutex> lk(mu_);
+  if (client_ready_) check_now_ = true;
   cv_.notify_all();
 }
 
@@ -369,10 +374,12 @@ void UpstreamImpl::StateLoop() {
       uint32_t lease = std::max<uint32_t>(lease_time_.load(), 3);
       Clock::time_point next_renew =
           Clock::now() + std::chrono::milliseconds(lease * 1000 / 3);
-      WaitLocked(lk, next_renew,
-                 [this] { return stopping_ || recovery_requested_; });
+      WaitLocked(lk, next_renew, [this] {
+        return stopping_ || recovery_requested_ || check_now_;
+      });
       if (stopping_) return;
       if (recovery_requested_) break;
+      check_now_ = false;
       lk.unlock();
       bool alive = RenewLease();
       lk.lock();

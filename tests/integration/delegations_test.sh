@@ -6,7 +6,9 @@
 # file directly at the remote recalls nache's delegation, also while a
 # nache client holds the file open, and both sides see each other's data;
 # with the callback path blocked there are no delegations and everything
-# stays correct; a remote restart drops the delegations safely. Ganesha
+# stays correct; a remote restart while a client holds a lock and nache
+# a delegation has them reclaimed in knfsd's grace period, and drops the
+# delegations of files nobody has open. Ganesha
 # delegates to nache's own clients (Delegations = readwrite): a recall from
 # the remote reaches them first, and a conflict between two of them is
 # resolved inside the office with no recall from the remote.
@@ -40,13 +42,16 @@ knfsd_op() {
 	esac
 	lab_knfsd_stats | awk -v f=$((n + 3)) '$1 == "proc4ops" { print $f }'
 }
-# nache_delegs — read delegations knfsd shows for nache's client (its
-# client id string starts with "nache/").
-nache_delegs() {
-	lab_knfsd_states | awk '/^# client/ { ours = 0 }
+# nache_states TYPE — states of TYPE (open, lock, deleg) knfsd shows for
+# nache's client.
+nache_states() {
+	lab_knfsd_states | awk -v t="type: $1," '/^# client/ { ours = 0 }
 		/name: "nache\// { ours = 1 }
-		ours && /type: deleg/ { n++ } END { print n + 0 }'
+		ours && index($0, t) { n++ } END { print n + 0 }'
 }
+# nache_delegs — delegations knfsd shows for nache's client (its client id
+# string starts with "nache/").
+nache_delegs() { nache_states deleg; }
 callback_up() { [ "$(metric nache_callback_path_up)" = 1 ]; }
 # The files are written inside the knfsd guest, so no NFS client's recent
 # write stands in the way of a delegation.
@@ -192,6 +197,44 @@ lease_lapse_serves_no_stale_data() {
 		expect_eq "client 2 after the cut" "$(on 2 "cat $M/d/e3")" direct-e3
 }
 
+# knfsd crashes and reboots while client 1 holds an exclusive lock on
+# [0, 10) of d/e5 (through an open for read and write, so no delegation)
+# and client 2 holds d/e6 open for reading, which knfsd delegated to nache.
+# In knfsd's grace period nache reclaims both opens (e6's with its
+# delegation) and the lock: after the grace knfsd shows them, and a
+# direct client's conflicting lock is still refused until client 1 lets
+# go. Without the reclaim the lock would be free at the remote while
+# client 1 believes it holds it.
+remote_restart_reclaims_opens_locks_and_delegations() {
+	local locker="python3 $ITEST_DIR/tools/locker.py" rc=0
+	on 1 "rm -f /tmp/locked /tmp/release; setsid $locker hold $M/d/e5 0 10 /tmp/locked /tmp/release 300 >/tmp/holder.log 2>&1 </dev/null &" &&
+		lab_wait_until 30 on 1 "test -e /tmp/locked" || return 1
+	on 2 "exec 3<$M/d/e6; echo held > /tmp/held6; while [ -e /tmp/held6 ]; do sleep 0.2; done" &
+	local holder=$!
+	{ lab_wait_until 10 on 2 "test -e /tmp/held6" &&
+		lab_wait_until 30 knfsd_delegated d/e6 &&
+		lab_knfsd_states | grep 'type: lock' | grep -q '"d/e5"'; } ||
+		{ echo "before the restart: no delegation on d/e6 or no lock on d/e5" >&2; lab_knfsd_states >&2; rc=1; }
+	if [ $rc = 0 ]; then
+		lab_remote_knfsd_restart && lab_knfsd_wait_grace || rc=1
+	fi
+	if [ $rc = 0 ]; then
+		echo "--- knfsd's states after its restart and grace period:" >&2
+		lab_knfsd_states >&2
+		at_least "opens reclaimed" "$(metric nache_upstream_reclaims_total 'state="open",outcome="reclaimed"')" 2 &&
+			at_least "locks reclaimed" "$(metric nache_upstream_reclaims_total 'state="lock",outcome="reclaimed"')" 1 &&
+			at_least "delegations reclaimed" "$(metric nache_upstream_reclaims_total 'state="delegation",outcome="reclaimed"')" 1 &&
+			# (knfsd names a file reclaimed by handle "/" in its states.)
+			at_least "delegations knfsd shows for nache" "$(nache_delegs)" 1 &&
+			at_least "locks knfsd shows for nache" "$(nache_states lock)" 1 &&
+			{ on 3 "$locker try $D/d/e5 0 10"; expect_eq "direct client's lock after the restart" $? 3; } || rc=1
+	fi
+	on 1 "touch /tmp/release"
+	on 2 "rm -f /tmp/held6"
+	wait $holder
+	[ $rc = 0 ] && lab_wait_until 30 on 3 "$locker try $D/d/e5 0 10"
+}
+
 remote_restart_drops_delegations() {
 	local e0
 	e0=$(metric nache_upstream_clientid_epoch)
@@ -232,6 +275,7 @@ check nache_write_returns_delegation_and_direct_reader_sees_it nache_write_then_
 check remote_recall_reaches_a_local_clients_delegation_first remote_recall_reaches_local_delegation
 check conflict_between_local_clients_needs_no_recall_from_the_remote local_conflict_needs_no_remote_recall
 check wan_cut_longer_than_the_lease_serves_no_stale_data lease_lapse_serves_no_stale_data
+check remote_restart_reclaims_opens_locks_and_delegations remote_restart_reclaims_opens_locks_and_delegations
 check remote_restart_drops_delegations_without_stale_data remote_restart_drops_delegations
 check callback_path_blocked_no_delegations_still_correct callback_blocked_means_no_delegations
 itest_finish

@@ -7,7 +7,9 @@
 // attributes trusted under it past the attribute window; a recall that
 // flushes queued writes and turns local opens into upstream opens before
 // DELEGRETURN; CB_GETATTR from the core's view; a read delegation returned
-// before our own open for write; a lapsed lease ending the trust.
+// before our own open for write; a lapsed lease ending the trust; after a
+// server restart, opens, locks and delegations reclaimed in the grace
+// period, or taken anew without one.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -58,10 +60,13 @@ StateId Sid(const char *tag, uint32_t n) {
 
 // The scripted server: a root directory holding regular files, opens that
 // never need OPEN_CONFIRM, and the delegation type the test sets granted on
-// every OPEN. Logs each operation it completed, in order.
+// every OPEN. Logs each operation it completed, in order ("OP!": failed).
 class ScriptedUpstream : public upstream::Upstream {
  public:
   DelegationType grant = DelegationType::kNone;  // given with each OPEN
+  // Set by the core: called by Restart like the real client's state
+  // thread after it confirmed a new client id.
+  std::function<void(uint64_t)> on_new_clientid;
   std::atomic<bool> hold_writes{false};          // WRITEs wait while true
   std::atomic<Clock::rep> lease_end{
       (Clock::now() + std::chrono::hours(1)).time_since_epoch().count()};
@@ -122,6 +127,49 @@ class ScriptedUpstream : public upstream::Upstream {
     return it == files_.end() ? "<none>" : it->second.data;
   }
 
+  // The server restarts: every open and lock is forgotten, and with
+  // grace, reclaims (and only reclaims) are accepted until EndGrace.
+  void Restart(bool grace) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      epoch_++;
+      in_grace_ = grace;
+      locks_.erase(std::remove_if(locks_.begin(), locks_.end(),
+                                  [](const HeldRange &l) {
+                                    return l.owner != "foreign";
+                                  }),
+                   locks_.end());
+      lock_owners_.clear();
+    }
+    on_new_clientid(epoch_.load());
+  }
+  // Another client of the server holds [offset, end).
+  void ForeignLock(uint64_t offset, uint64_t end) {
+    std::lock_guard<std::mutex> g(mu_);
+    locks_.push_back({"foreign", offset, end});
+  }
+  // Whether one of the core's lock-owners holds a lock overlapping
+  // [offset, end).
+  bool Locked(uint64_t offset, uint64_t end) {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const HeldRange &l : locks_)
+      if (l.owner != "foreign" && l.offset < end && offset < l.end)
+        return true;
+    return false;
+  }
+  // The delegation type asked back by the last CLAIM_PREVIOUS open.
+  DelegationType Reclaimed() {
+    std::lock_guard<std::mutex> g(mu_);
+    return reclaimed_;
+  }
+  // Waits (bounded) until op was completed n times.
+  bool WaitCount(const std::string &op, int n) {
+    std::unique_lock<std::mutex> g(mu_);
+    return done_cv_.wait_for(g, std::chrono::seconds(10), [&] {
+      return std::count(log_.begin(), log_.end(), op) >= n;
+    });
+  }
+
   bool WaitReady(int) override { return true; }
   CallStatus Call(Compound &c, const Creds &, CompoundReply *rep) override {
     std::unique_lock<std::mutex> g(mu_);
@@ -136,10 +184,14 @@ class ScriptedUpstream : public upstream::Upstream {
       rep->results.push_back(r);
       if (r.status) {
         rep->status = r.status;
+        log_.push_back(std::string(upstream::OpName(r.op)) + "!");
+        mark_.clear();
         break;
       }
-      log_.push_back(upstream::OpName(r.op));
+      log_.push_back(mark_.empty() ? upstream::OpName(r.op) : mark_);
+      mark_.clear();
     }
+    done_cv_.notify_all();
     return CallStatus::kOk;
   }
   void CallAsync(Compound c, const Creds &cr, Callback cb) override {
@@ -148,7 +200,7 @@ class ScriptedUpstream : public upstream::Upstream {
     cb(s, std::move(rep));
   }
   uint64_t clientid() const override { return 1; }
-  uint64_t epoch() const override { return 0; }
+  uint64_t epoch() const override { return epoch_.load(); }
   upstream::UpstreamState state() const override {
     return upstream::UpstreamState::kReady;
   }
@@ -163,6 +215,10 @@ class ScriptedUpstream : public upstream::Upstream {
   struct File {
     std::string name, data;
     uint64_t change = 1;
+  };
+  struct HeldRange {
+    std::string owner;
+    uint64_t offset, end;
   };
 
   static std::string Str(const char *p, u_int n) { return std::string(p, n); }
@@ -216,6 +272,19 @@ class ScriptedUpstream : public upstream::Upstream {
         return 0;
       case OP_OPEN: {
         const OPEN4args &o = a.nfs_argop4_u.opopen;
+        if (o.claim.claim == CLAIM_PREVIOUS) {
+          if (!in_grace_) return upstream::kNfs4ErrNoGrace;
+          mark_ = "OPEN(previous)";
+          reclaimed_ =
+              DelegationType(o.claim.open_claim4_u.delegate_type);
+          r->stateid = Sid("open", ++opens_);
+          if (reclaimed_ != DelegationType::kNone) {
+            r->delegation.type = reclaimed_;
+            r->delegation.stateid = Sid("deleg", ++delegs_);
+          }
+          return 0;
+        }
+        if (in_grace_) return upstream::kNfs4ErrGrace;
         const component4 &n = o.claim.open_claim4_u.file;
         Fh fh = "f:" + Str(n.utf8string_val, n.utf8string_len);
         if (o.openhow.opentype == OPEN4_CREATE && files_.count(fh) &&
@@ -255,6 +324,50 @@ class ScriptedUpstream : public upstream::Upstream {
           return upstream::kNfs4ErrNoent;
         return 0;
       }
+      case OP_LOCK: {
+        const LOCK4args &l = a.nfs_argop4_u.oplock;
+        if (in_grace_ != bool(l.reclaim))
+          return in_grace_ ? upstream::kNfs4ErrGrace
+                           : upstream::kNfs4ErrNoGrace;
+        std::string owner;
+        if (l.locker.new_lock_owner) {
+          const lock_owner4 &lo = l.locker.locker4_u.open_owner.lock_owner;
+          owner = Str(lo.owner.owner_val, lo.owner.owner_len);
+        } else {
+          auto it = lock_owners_.find(Str(
+              l.locker.locker4_u.lock_owner.lock_stateid.other, 12));
+          if (it == lock_owners_.end()) return upstream::kNfs4ErrBadStateid;
+          owner = it->second;
+        }
+        uint64_t end = l.length == UINT64_MAX ? UINT64_MAX
+                                              : l.offset + l.length;
+        for (const HeldRange &h : locks_)
+          if (h.owner != owner && h.offset < end && l.offset < h.end)
+            return upstream::kNfs4ErrDenied;
+        locks_.push_back({owner, l.offset, end});
+        r->stateid = Sid("lock", ++lock_sids_);
+        lock_owners_[Str(reinterpret_cast<const char *>(r->stateid.other),
+                         12)] = owner;
+        if (l.reclaim) mark_ = "LOCK(reclaim)";
+        return 0;
+      }
+      case OP_LOCKU: {
+        const LOCKU4args &l = a.nfs_argop4_u.oplocku;
+        auto it = lock_owners_.find(Str(l.lock_stateid.other, 12));
+        if (it == lock_owners_.end()) return upstream::kNfs4ErrBadStateid;
+        uint64_t end = l.length == UINT64_MAX ? UINT64_MAX
+                                              : l.offset + l.length;
+        // Whole ranges only: enough for these tests.
+        for (auto h = locks_.begin(); h != locks_.end();)
+          if (h->owner == it->second && h->offset >= l.offset &&
+              h->end <= end)
+            h = locks_.erase(h);
+          else
+            ++h;
+        r->stateid.seqid = l.lock_stateid.seqid;
+        memcpy(r->stateid.other, l.lock_stateid.other, 12);
+        return 0;
+      }
       case OP_CLOSE:
       case OP_OPEN_DOWNGRADE:
       case OP_DELEGRETURN:
@@ -281,8 +394,15 @@ class ScriptedUpstream : public upstream::Upstream {
   std::mutex mu_;  // guards everything below; Call holds it throughout
   std::condition_variable cv_;  // hold_writes changed
   std::map<Fh, File> files_;
+  std::condition_variable done_cv_;  // an op was completed
   std::vector<std::string> log_;  // ops completed, in order
-  uint32_t opens_ = 0, delegs_ = 0;
+  std::string mark_;  // the current op's name in the log, when special
+  uint32_t opens_ = 0, delegs_ = 0, lock_sids_ = 0;
+  std::atomic<uint64_t> epoch_{0};  // client ids confirmed before this one
+  bool in_grace_ = false;
+  std::vector<HeldRange> locks_;
+  std::map<std::string, std::string> lock_owners_;  // lock stateid -> owner
+  DelegationType reclaimed_ = DelegationType::kNone;
 };
 
 // A TCP port on 127.0.0.1 that was free a moment ago.
@@ -323,7 +443,8 @@ class CoreDelegationsTest : public ::testing::Test {
     cfg.open_linger_ms = 0;  // CLOSE at the last local close
     cfg.metrics = &metrics_;
     ScriptedUpstream *up = up_;
-    cfg.make_upstream = [up](const upstream::UpstreamOptions &) {
+    cfg.make_upstream = [up](const upstream::UpstreamOptions &o) {
+      up->on_new_clientid = o.on_new_clientid;
       return std::unique_ptr<upstream::Upstream>(up);
     };
     if (tune) tune(&cfg);
@@ -700,6 +821,71 @@ TEST_F(CoreDelegationsTest, RemovesAreLoggedAndSentBeforeTheNameIsReused) {
   EXPECT_LT(up_->Index("REMOVE"), up_->Index("OPEN"));
   EXPECT_EQ(up_->Data("old"), "new");
   EXPECT_TRUE(up_->Names("old.nache-conflict-").empty());
+}
+
+// The remote restarts while a local client holds the file open with two
+// lock ranges and nache holds a read delegation on it: the open is
+// reclaimed with CLAIM_PREVIOUS asking the read delegation back, each
+// range with a reclaiming LOCK, and the local client's later unlock
+// reaches the remote under the new lock stateid.
+TEST_F(CoreDelegationsTest, ServerRestartReclaimsOpenLocksAndDelegation) {
+  Start(DelegationType::kRead);
+  NacheOpen *open = OpenF(kRead);
+  ASSERT_NE(open, nullptr);
+  nache_lock_conflict conflict{};
+  ASSERT_EQ(core_->Lock(cr_, file_, open, "owner-1", NACHE_LOCK, false, 0, 100,
+                        false, &conflict),
+            0u);
+  ASSERT_EQ(core_->Lock(cr_, file_, open, "owner-1", NACHE_LOCK, false, 200,
+                        0, false, &conflict),
+            0u);
+  ASSERT_TRUE(up_->Locked(0, 100));
+  up_->Restart(true);
+  ASSERT_TRUE(up_->WaitCount("LOCK(reclaim)", 2)) << "locks not reclaimed";
+  EXPECT_EQ(up_->Count("OPEN(previous)"), 1);
+  EXPECT_EQ(up_->Reclaimed(), DelegationType::kRead);
+  EXPECT_TRUE(up_->Locked(0, 100));
+  EXPECT_TRUE(up_->Locked(1000, 1001)) << "the range to the end of the file";
+  // The delegation came back: attributes need no GETATTR (the attribute
+  // window is 0), and a local client may be delegated the file again.
+  int getattrs = up_->Count("GETATTR");
+  Attrs a;
+  EXPECT_EQ(core_->Getattr(cr_, file_, &a), 0u);
+  EXPECT_EQ(up_->Count("GETATTR"), getattrs);
+  EXPECT_EQ(core_->AcquireLocalDelegation(file_, false), 0u);
+  core_->ReleaseLocalDelegation(file_);
+  ASSERT_EQ(core_->Lock(cr_, file_, open, "owner-1", NACHE_UNLOCK, false, 0,
+                        100, false, &conflict),
+            0u);
+  EXPECT_FALSE(up_->Locked(0, 100));
+  EXPECT_TRUE(up_->Locked(1000, 1001));
+  EXPECT_EQ(core_->CloseFile(open), 0u);
+}
+
+// Without a grace period (the server answers NO_GRACE to reclaims) the
+// open and its locks are taken anew; a range someone else took meanwhile
+// is lost, and only that one.
+TEST_F(CoreDelegationsTest, WithoutAGracePeriodOpensAndLocksAreTakenAnew) {
+  Start(DelegationType::kNone);
+  NacheOpen *open = OpenF(kBoth);
+  ASSERT_NE(open, nullptr);
+  nache_lock_conflict conflict{};
+  ASSERT_EQ(core_->Lock(cr_, file_, open, "owner-1", NACHE_LOCK, true, 0, 100,
+                        false, &conflict),
+            0u);
+  ASSERT_EQ(core_->Lock(cr_, file_, open, "owner-2", NACHE_LOCK, true, 500,
+                        10, false, &conflict),
+            0u);
+  int opens = up_->Count("OPEN");
+  up_->ForeignLock(500, 510);  // taken while our state was gone
+  up_->Restart(false);
+  ASSERT_TRUE(up_->WaitCount("OPEN", opens + 1)) << "not opened again";
+  ASSERT_TRUE(up_->WaitCount("LOCK", 3)) << "lock not taken again";
+  ASSERT_TRUE(up_->WaitCount("LOCK!", 1)) << "the taken range not tried";
+  EXPECT_EQ(up_->Count("OPEN(previous)"), 0);
+  EXPECT_TRUE(up_->Locked(0, 100));
+  EXPECT_FALSE(up_->Locked(500, 510));
+  EXPECT_EQ(core_->CloseFile(open), 0u);
 }
 
 }  // namespace

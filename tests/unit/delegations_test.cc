@@ -48,8 +48,10 @@ TEST(DelegationTableTest, AnotherEpochMeansTheServerForgotIt) {
   EXPECT_TRUE(t.Usable(1, 3));
   EXPECT_FALSE(t.Usable(1, 4));
   EXPECT_FALSE(t.Covers(1, 4, kRead, 0, nullptr));
-  std::vector<Key> gone = t.Clear();
-  EXPECT_EQ(gone, std::vector<Key>{1});
+  auto gone = t.Clear();
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].first, 1u);
+  EXPECT_EQ(gone[0].second.type, DelegationType::kRead);
   EXPECT_FALSE(t.Usable(1, 3));
 }
 

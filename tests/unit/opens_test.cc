@@ -105,5 +105,36 @@ TEST(OpenTableTest, OwnerNamesAreDistinct) {
   EXPECT_EQ(t.OwnerForKey(0)->name.rfind("nache-1-abc", 0), 0u);
 }
 
+// What an upstream lock-owner holds, as POSIX locks of one owner behave:
+// a new lock replaces the overlapped part, an unlock splits, neighbours of
+// one type merge.
+TEST(HeldLockTest, RangesFollowLocksAndUnlocks) {
+  using upstream::LockType;
+  std::vector<HeldLock> held;
+  AddHeldLock(&held, LockType::kRead, 0, 100);
+  AddHeldLock(&held, LockType::kWrite, 50, 10);
+  ASSERT_EQ(held.size(), 3u);
+  EXPECT_EQ(held[0].end, 50u);
+  EXPECT_EQ(held[1].type, LockType::kWrite);
+  EXPECT_EQ(held[1].offset, 50u);
+  EXPECT_EQ(held[2].offset, 60u);
+  EXPECT_EQ(held[2].type, LockType::kRead);
+  AddHeldLock(&held, LockType::kRead, 50, 10);  // back to one read range
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].offset, 0u);
+  EXPECT_EQ(held[0].end, 100u);
+  RemoveHeldLock(&held, 20, 10);
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0].end, 20u);
+  EXPECT_EQ(held[1].offset, 30u);
+  // To the end of the file, and an unlock of everything.
+  AddHeldLock(&held, LockType::kWrite, 1000, UINT64_MAX);
+  EXPECT_EQ(held.back().end, UINT64_MAX);
+  AddHeldLock(&held, LockType::kWrite, UINT64_MAX - 5, 100);  // saturates
+  EXPECT_EQ(held.back().end, UINT64_MAX);
+  RemoveHeldLock(&held, 0, UINT64_MAX);
+  EXPECT_TRUE(held.empty());
+}
+
 }  // namespace
 }  // namespace nache

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """POSIX byte-range lock helper run inside lab clients.
 
-  locker.py hold PATH START LEN MARKER RELEASE TIMEOUT
-      takes an exclusive lock (blocking), creates MARKER, waits until RELEASE
-      exists (or TIMEOUT seconds), then unlocks; exit 0 if it held the lock.
+  locker.py hold PATH START LEN MARKER RELEASE TIMEOUT [shared]
+      takes an exclusive lock (blocking; shared: a read lock on a read-only
+      open), creates MARKER, waits until RELEASE exists (or TIMEOUT
+      seconds), then unlocks; exit 0 if it held the lock.
   locker.py try PATH START LEN [shared]
       non-blocking lock attempt: exit 0 when granted, 3 on conflict.
   locker.py test PATH START LEN
@@ -17,9 +18,9 @@ import sys
 import time
 
 
-def hold(path, start, length, marker, release, timeout):
-    fd = os.open(path, os.O_RDWR)
-    fcntl.lockf(fd, fcntl.LOCK_EX, length, start)
+def hold(path, start, length, marker, release, timeout, shared):
+    fd = os.open(path, os.O_RDONLY if shared else os.O_RDWR)
+    fcntl.lockf(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX, length, start)
     open(marker, "w").close()
     deadline = time.monotonic() + timeout
     while not os.path.exists(release):
@@ -63,7 +64,7 @@ def main(argv):
     cmd = argv[1]
     if cmd == "hold":
         return hold(argv[2], int(argv[3]), int(argv[4]), argv[5], argv[6],
-                    float(argv[7]))
+                    float(argv[7]), len(argv) > 8 and argv[8] == "shared")
     if cmd == "try":
         return try_lock(argv[2], int(argv[3]), int(argv[4]),
                         len(argv) > 5 and argv[5] == "shared")
