@@ -789,7 +789,7 @@ void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
 // --- write-back -------------------------------------------------------------
 
 bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
-                       uint64_t *need) {
+                       uint64_t *need, uint64_t *unchanged) {
   std::lock_guard<std::mutex> g(mu_);
   Object *o = Obj(key);
   if (!o->have_attrs) return false;
@@ -809,6 +809,7 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
     uint32_t lo, hi;
   };
   std::vector<Touch> touched;
+  uint64_t same = 0;  // bytes the write left as they were
   for (uint64_t idx = first; idx <= last; idx++) {
     // Blocks between the old last block and the write stay holes: not
     // stored, read as zeros (ReadsAsZeros), left holes by the flush.
@@ -829,6 +830,14 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
     if (!cached && outside) {
       *need = idx;
       return false;
+    }
+    // The write puts back what the block holds (a file rewritten in place
+    // with mostly the same bytes): nothing of this block to send.
+    if (cached && whi > wlo && whi <= old_size &&
+        t.block.size() >= whi - bstart &&
+        memcmp(&t.block[wlo - bstart], buf + (wlo - off), whi - wlo) == 0) {
+      same += whi - wlo;
+      continue;
     }
     t.block.resize(blen, '\0');
     // Bytes beyond the old size (the gap up to the write) read as zeros.
@@ -868,7 +877,14 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
                               DirtyMark{lo, hi, epoch}));
     dirty_bytes_ += hi - lo;
   }
-  if (o->dirty_since == Clock::time_point() && o->dirty_blocks > 0)
+  if (touched.empty() && same > 0) {
+    // No data to send, but the remote's mtime must move as our clients
+    // saw it move.
+    o->set_mask |= upstream::kAttrMtime;
+    o->set_epoch++;
+  }
+  if (unchanged) *unchanged = same;
+  if (o->dirty_since == Clock::time_point() && IsDirtyObj(*o))
     o->dirty_since = Clock::now();
   IndexDirtyLocked(key, *o);
   // Our view of the attributes: size, times, a change clients can see move.

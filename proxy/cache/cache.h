@@ -178,9 +178,11 @@ class Cache {
   // (below the remote's size), must be cached: otherwise returns false
   // with *need set to its index, and changes nothing. Extending the file
   // zero-fills the rest of its old last block (which then counts as
-  // written).
+  // written). Bytes the write puts back as the cache holds them are not
+  // dirtied, so never re-sent (*unchanged: how many; a write changing
+  // nothing at all leaves only the mtime to flush).
   bool LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
-                  uint64_t *need);
+                  uint64_t *need, uint64_t *unchanged = nullptr);
   // Whether block idx of a dirty file is not cached and lies wholly beyond
   // the remote's data (a hole our writes made: it reads as zeros).
   bool ReadsAsZeros(Key key, uint64_t idx);

@@ -44,8 +44,9 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
     ~Used() { f->RoomUsed(n); }
   } used{flusher_.get(), len};
   for (int attempt = 0; attempt < 4; attempt++) {
-    uint64_t need = UINT64_MAX;
-    if (cache_->LocalWrite(key, offset, buf, len, &need)) {
+    uint64_t need = UINT64_MAX, unchanged = 0;
+    if (cache_->LocalWrite(key, offset, buf, len, &need, &unchanged)) {
+      if (unchanged) metrics_->CountUnchangedWrite(unchanged);
       NoteLocalWriter(key, cr);
       *nwritten = len;
       *committed = 2;  // FILE_SYNC: it is on our stable storage

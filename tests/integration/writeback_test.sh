@@ -7,7 +7,8 @@
 # removed before their flush are never sent; a truncate drops unflushed
 # data; an extracted tree reaches the remote with its modes and times; the
 # dirty bound holds a writer back without losing anything; removes of what
-# the remote has are logged too, and sent before a name is reused there.
+# the remote has are logged too, and sent before a name is reused there; a
+# file rewritten with the bytes it had sends no data.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -185,6 +186,25 @@ dirty_bound_holds_a_fast_writer() {
 		{ echo "remote: $(sha_remote wb/c), acknowledged: $want" >&2; return 1; }
 }
 
+# A file rewritten in place with the bytes it had (rsync --inplace, a
+# tool saving what it loaded): nothing of it is sent; the flush only
+# moves the remote's mtime, as the clients saw it move.
+rewritten_unchanged_sends_no_data() {
+	local w0 u0 m0 want
+	head -c $((2 << 20)) /dev/urandom >"$R/wb/same" && chmod 666 "$R/wb/same" &&
+		want=$(sha_remote wb/same) && m0=$(stat -c %y "$R/wb/same") &&
+		restart_with "$SOON" &&
+		expect_eq "read through nache" "$(sha_client 1 wb/same)" "$want" || return 1
+	w0=$(written_upstream) u0=$(metric nache_writeback_unchanged_bytes_total)
+	on 1 "cp $M/wb/same /tmp/same && dd if=/tmp/same of=$M/wb/same bs=64k conv=notrunc,fsync status=none" &&
+		lab_wait_until 30 eval '[ "$(dirty)" = 0 ] && [ "$(metric nache_flush_lag_seconds)" = 0 ]' &&
+		expect_eq "bytes sent upstream" $(($(written_upstream) - w0)) 0 &&
+		at_least "bytes found unchanged" $(($(metric nache_writeback_unchanged_bytes_total) - u0)) $((2 << 20)) &&
+		expect_eq "the remote's data" "$(sha_remote wb/same)" "$want" &&
+		lab_wait_until 10 eval '[ "$(stat -c %y "$R/wb/same")" != "$m0" ]' ||
+		{ echo "the remote's mtime did not move ($m0)" >&2; return 1; }
+}
+
 removes_of_remote_files_are_logged() {
 	local i r0
 	mkdir -p "$R/wb/rm" && chmod 777 "$R/wb/rm" &&
@@ -215,4 +235,5 @@ check local_renames_and_removes_send_only_the_final_state local_renames_and_remo
 check an_extracted_tree_reaches_the_remote_with_modes_and_times extracted_tree_reaches_the_remote
 check dirty_bound_holds_a_fast_writer dirty_bound_holds_a_fast_writer
 check removes_of_remote_files_are_logged_and_sent_later removes_of_remote_files_are_logged
+check a_file_rewritten_with_the_same_bytes_sends_no_data rewritten_unchanged_sends_no_data
 itest_finish

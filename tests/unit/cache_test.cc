@@ -250,6 +250,45 @@ TEST_F(CacheTest, LocalWritesAreDurableAuthoritativeAndFlushedByEpoch) {
   EXPECT_EQ(d, "hello world");
 }
 
+// A file rewritten in place with mostly the same bytes: the blocks the
+// write puts back as they were are not dirtied (never re-sent); a write
+// changing nothing leaves only the mtime to flush.
+TEST_F(CacheTest, BytesWrittenBackUnchangedAreNotDirtied) {
+  Fill(1, 5, 3, 'c');
+  std::string data(3 * kBs, 'c');
+  data[kBs + 7] = 'X';  // only block 1 changes
+  uint64_t need = 0, unchanged = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, data.data(), data.size(), &need,
+                                 &unchanged));
+  EXPECT_EQ(unchanged, 2u * kBs);
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].idx, 1u);
+  EXPECT_EQ(cache_->dirty_bytes(), uint64_t(kBs));
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(1, 1, &d));
+  EXPECT_EQ(d[7], 'X');
+  Attrs set;
+  uint64_t epoch = 0;
+  EXPECT_FALSE(cache_->PendingSetattr(1, &set, &epoch))
+      << "the data write moves the remote's mtime";
+
+  Fill(2, 5, 2, 'e');
+  std::string same(2 * kBs, 'e');
+  ASSERT_TRUE(cache_->LocalWrite(2, 0, same.data(), same.size(), &need,
+                                 &unchanged));
+  EXPECT_EQ(unchanged, 2u * kBs);
+  EXPECT_TRUE(cache_->DirtyRanges(2).empty());
+  ASSERT_TRUE(cache_->PendingSetattr(2, &set, &epoch));
+  EXPECT_EQ(set.mask, uint64_t(upstream::kAttrMtime));
+  EXPECT_TRUE(cache_->IsDirty(2));
+  // Extending the file is a change, even with the bytes of its last block.
+  ASSERT_TRUE(cache_->LocalWrite(2, kBs, same.data(), same.size(), &need,
+                                 &unchanged));
+  EXPECT_EQ(unchanged, uint64_t(kBs));
+  EXPECT_EQ(cache_->DirtyRanges(2).size(), 1u);
+}
+
 TEST_F(CacheTest, PartialWriteOverUncachedRemoteDataNeedsTheBlock) {
   cache_->Validated(1, FileAttrs(5, 2 * kBs));  // remote data, not cached
   uint64_t need = 99;
