@@ -827,7 +827,11 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
     uint64_t known_end = std::min(bstart + blen, std::max(old_size, o->remote_size));
     bool outside = (bstart < wlo && bstart < known_end) ||
                    (whi < known_end && whi < bstart + blen);
-    if (!cached && outside) {
+    // A block wholly beyond the remote's data that we never wrote is a
+    // hole an earlier write of ours left (writes arrive out of order when
+    // a client flushes its pages in parallel): zeros, nothing to fetch.
+    bool hole = bstart >= o->remote_size;
+    if (!cached && outside && !hole) {
       *need = idx;
       return false;
     }
@@ -969,6 +973,10 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
         b->second.dirty_epoch != r.epoch)
       continue;  // written again meanwhile: still dirty
     BlockInfo &bi = b->second;
+    // The remote holds these bytes now (also when `after` is unknown): a
+    // block below remote_size is never taken for a hole of ours.
+    o->remote_size = std::max(o->remote_size,
+                              r.idx * opts_.block_size + bi.dirty_hi);
     dirty_bytes_ -= bi.dirty_hi - bi.dirty_lo;
     bi.dirty = false;
     bi.dirty_lo = bi.dirty_hi = 0;

@@ -289,6 +289,27 @@ TEST_F(CacheTest, BytesWrittenBackUnchangedAreNotDirtied) {
   EXPECT_EQ(cache_->DirtyRanges(2).size(), 1u);
 }
 
+// Writes reaching a file's holes out of order (a client flushing its
+// pages in parallel): a block between the remote's end and a later write
+// holds zeros, not remote data, so a partial write into it needs no
+// fetch (the remote has nothing to give: the fetch would never cache it).
+TEST_F(CacheTest, PartialWriteIntoAHoleOfOurOwnNeedsNoFetch) {
+  cache_->Validated(1, FileAttrs(5, 10));
+  std::string head(10, 'h');
+  ASSERT_TRUE(cache_->PutBlock(1, 0, cache_->Generation(1), head));
+  uint64_t need = 99;
+  ASSERT_TRUE(cache_->LocalWrite(1, 3 * kBs, "far", 3, &need));
+  ASSERT_TRUE(cache_->LocalWrite(1, kBs + 100, "mid", 3, &need))
+      << "asked for block " << need;
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(1, 1, &d));
+  ASSERT_EQ(d.size(), size_t(kBs));
+  EXPECT_EQ(d.substr(100, 3), "mid");
+  EXPECT_EQ(d[0], '\0');
+  EXPECT_EQ(d[kBs - 1], '\0');
+  EXPECT_TRUE(cache_->ReadsAsZeros(1, 2)) << "block 2 is still a hole";
+}
+
 TEST_F(CacheTest, PartialWriteOverUncachedRemoteDataNeedsTheBlock) {
   cache_->Validated(1, FileAttrs(5, 2 * kBs));  // remote data, not cached
   uint64_t need = 99;
