@@ -33,6 +33,7 @@
 #   NACHE_WB_EXTRA  what nache-wb adds (default
 #             'Write_Policy = "write_back"; Single_Writer = true;')
 #   BENCH_OUT  output base directory                    (default bench/out)
+#   BENCH_SLACK  a personality cell's bound beyond DURATION, s (default 900)
 set -uo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 : "${NACHE_SOURCE_DIR:=$(dirname "$BENCH_DIR")}"
@@ -395,7 +396,7 @@ run_cell() {
 	# ready; counters; go.
 	pids=()
 	local timeout=$JOB_TIMEOUT
-	[[ $PERSONALITIES == *" $w "* ]] && timeout=$((${DURATION:-60} + 900))
+	[[ $PERSONALITIES == *" $w "* ]] && timeout=$((${DURATION:-60} + ${BENCH_SLACK:-900}))
 	for i in $(seq 1 "$n"); do
 		LAB_CMD_TIMEOUT=$timeout lab_client_run "$i" \
 			"$(client_cmd "$w" "$cli/c$i" "$i" "$sync")" \
