@@ -397,8 +397,10 @@ class Core {
   // Removes the local object e (named in dir) before it was ever created
   // remotely: its create record is dropped, with its data.
   uint32_t RemoveLocal(const Creds &cr, Key dir, const LocalNames::Entry &e);
-  // Renames a local non-directory object; *done false when it must go the
-  // remote way (the target exists remotely).
+  // Renames a local non-directory object, also over a remote file or
+  // symlink (whose remove is logged with it); *done false when it must go
+  // the remote way (the target is a remote directory, or has other
+  // links).
   uint32_t RenameLocal(const Creds &cr, const LocalNames::Entry &src,
                        Key newdir, const std::string &newname, bool *done);
   // --- local removes (core_local_removes.cc) -----------------------------
@@ -408,6 +410,16 @@ class Core {
   // *target: the object the name denotes (kNoKey when unknown).
   uint32_t RemoveLogged(const Creds &cr, Key dir, const std::string &name,
                         bool *done, Key *target);
+  // Whether a remove of k (attributes a) may be logged instead of sent: a
+  // file or symlink with one link that the remote has.
+  bool RemoveMayBeLogged(Key k, const Attrs &a);
+  // A sticky directory's rule: only the owner of the entry or of the
+  // directory (or root) may remove or replace it.
+  static bool StickyForbids(const Creds &cr, const Attrs &dir,
+                            const Attrs &a);
+  // The kRemove record of (dir, name) = k, removed by cr.
+  static LogRecord RemoveRecord(const Creds &cr, Key dir,
+                                const std::string &name, Key k);
   // Sends the unsent remove of (dir, name), if any: before anything that
   // needs the name free at the remote.
   uint32_t SendRemoveOf(Key dir, const std::string &name);

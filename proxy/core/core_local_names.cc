@@ -195,11 +195,21 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
     return upstream::kNfs4ErrAccess;
   LocalNames::Entry target;
   bool target_local = local_names_->Find(newdir, newname, &target);
+  // A file or symlink of the remote's that the rename replaces (an
+  // editor saving through a temporary file): its remove is logged with
+  // the rename, in one synced write.
+  Key replaced = kNoKey;
   if (!target_local) {
     Key k;
-    st = Lookup(cr, newdir, newname, &k, nullptr);
-    if (st == upstream::kNfs4Ok) return upstream::kNfs4Ok;  // remote way
-    if (st != upstream::kNfs4ErrNoent) return st;
+    Attrs ta;
+    st = Lookup(cr, newdir, newname, &k, &ta);
+    if (st == upstream::kNfs4Ok) {
+      if (!RemoveMayBeLogged(k, ta)) return upstream::kNfs4Ok;  // remote way
+      if (StickyForbids(cr, nda, ta)) return upstream::kNfs4ErrPerm;
+      replaced = k;
+    } else if (st != upstream::kNfs4ErrNoent) {
+      return st;
+    }
   }
 
   std::unique_lock<std::mutex> g(meta_mu_);
@@ -217,7 +227,9 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
       return upstream::kNfs4Ok;
     }
     if (target.type == FileType::kDir) return upstream::kNfs4ErrExist;
-  } else if (target_local) {
+  } else if (target_local ||
+             (replaced != kNoKey &&
+              local_names_->FindRemoved(newdir, newname, nullptr))) {
     return upstream::kNfs4ErrDelay;  // the target changed meanwhile
   }
   std::vector<LogRecord> rec = oplog_->Read(src.seq, 1);
@@ -231,8 +243,18 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
     // Replaced: the target is dropped as if removed.
     if (!oplog_->Erase({target.seq}, false)) return upstream::kNfs4ErrIo;
   }
-  uint64_t seq = oplog_->Replace(src.seq, r);
-  if (seq == 0) return upstream::kNfs4ErrIo;
+  std::vector<LogRecord> recs;
+  if (replaced != kNoKey)
+    recs.push_back(RemoveRecord(cr, newdir, newname, replaced));
+  recs.push_back(std::move(r));
+  if (!oplog_->Replace(src.seq, &recs)) return upstream::kNfs4ErrIo;
+  uint64_t seq = recs.back().seq;
+  if (replaced != kNoKey) {
+    local_names_->AddRemoved(
+        LocalNames::Removed{recs[0].seq, newdir, newname, replaced});
+    cache_->Forget(replaced);  // its unflushed data need never be sent
+    metrics_->CountLoggedRemove();
+  }
   if (target_local) {
     local_names_->Erase(target.key);
     never_sent_.erase(target.key);

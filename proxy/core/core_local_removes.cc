@@ -31,12 +31,7 @@ uint32_t Core::RemoveLogged(const Creds &cr, Key dir, const std::string &name,
     *done = true;
     return st;
   }
-  // Directories (their removal needs the remote's word that they are
-  // empty) and files with other links (their nlink and data live on) go
-  // the remote way.
-  if ((a.type != FileType::kReg && a.type != FileType::kLnk) ||
-      ((a.mask & upstream::kAttrNlink) && a.nlink > 1) || NotAtRemote(k))
-    return upstream::kNfs4Ok;
+  if (!RemoveMayBeLogged(k, a)) return upstream::kNfs4Ok;
   // The remote's rules, decided here: write and search permission on the
   // directory, and with its sticky bit, owning the file or the directory.
   Attrs da;
@@ -49,16 +44,8 @@ uint32_t Core::RemoveLogged(const Creds &cr, Key dir, const std::string &name,
   *done = true;
   if ((st = Access(cr, dir, need, &allowed))) return st;
   if ((allowed & need) != need) return upstream::kNfs4ErrAccess;
-  if ((da.mode & 01000) && cr.uid != 0 && cr.uid != a.uid && cr.uid != da.uid)
-    return upstream::kNfs4ErrPerm;
-  LogRecord r;
-  r.op = LogOp::kRemove;
-  r.key = dir;
-  r.name = name;
-  r.key2 = k;
-  r.attrs.mask = upstream::kAttrOwner | upstream::kAttrOwnerGroup;
-  r.attrs.uid = cr.uid;  // the remover, as whom it is sent
-  r.attrs.gid = cr.gid;
+  if (StickyForbids(cr, da, a)) return upstream::kNfs4ErrPerm;
+  LogRecord r = RemoveRecord(cr, dir, name, k);
   {
     std::lock_guard<std::mutex> g(meta_mu_);
     // Synced: once the client hears "removed", a crash must not bring the
@@ -71,6 +58,32 @@ uint32_t Core::RemoveLogged(const Creds &cr, Key dir, const std::string &name,
   cache_->LocalDirEdit(dir, name, "", kNoKey);
   metrics_->CountLoggedRemove();
   return upstream::kNfs4Ok;
+}
+
+bool Core::RemoveMayBeLogged(Key k, const Attrs &a) {
+  // Directories (their removal needs the remote's word that they are
+  // empty) and files with other links (their nlink and data live on) go
+  // the remote way.
+  return (a.type == FileType::kReg || a.type == FileType::kLnk) &&
+         !((a.mask & upstream::kAttrNlink) && a.nlink > 1) && !NotAtRemote(k);
+}
+
+bool Core::StickyForbids(const Creds &cr, const Attrs &dir, const Attrs &a) {
+  return (dir.mode & 01000) && cr.uid != 0 && cr.uid != a.uid &&
+         cr.uid != dir.uid;
+}
+
+LogRecord Core::RemoveRecord(const Creds &cr, Key dir, const std::string &name,
+                             Key k) {
+  LogRecord r;
+  r.op = LogOp::kRemove;
+  r.key = dir;
+  r.name = name;
+  r.key2 = k;
+  r.attrs.mask = upstream::kAttrOwner | upstream::kAttrOwnerGroup;
+  r.attrs.uid = cr.uid;  // the remover, as whom it is sent
+  r.attrs.gid = cr.gid;
+  return r;
 }
 
 uint32_t Core::SendRemoveOf(Key dir, const std::string &name) {

@@ -206,30 +206,42 @@ bool OpLog::Erase(const std::vector<uint64_t> &seqs, bool sync) {
 }
 
 uint64_t OpLog::Replace(uint64_t old_seq, LogRecord r) {
-  if (r.logged_at == 0) r.logged_at = int64_t(time(nullptr));
+  std::vector<LogRecord> rs{std::move(r)};
+  return Replace(old_seq, &rs) ? rs[0].seq : 0;
+}
+
+bool OpLog::Replace(uint64_t old_seq, std::vector<LogRecord> *rs) {
   std::lock_guard<std::mutex> g(mu_);
-  r.seq = next_seq_;
-  std::string v = Encode(r);
   rocksdb::WriteBatch b;
   b.Delete(store_->family(Store::kWbLog), SeqKey(old_seq));
-  b.Put(store_->family(Store::kWbLog), SeqKey(r.seq), v);
+  std::vector<uint32_t> sizes;
+  uint64_t seq = next_seq_;
+  for (LogRecord &r : *rs) {
+    if (r.logged_at == 0) r.logged_at = int64_t(time(nullptr));
+    r.seq = seq++;
+    std::string v = Encode(r);
+    sizes.push_back(uint32_t(v.size()));
+    b.Put(store_->family(Store::kWbLog), SeqKey(r.seq), v);
+  }
   rocksdb::WriteOptions w;
   w.sync = true;  // durable before the client hears "done"
   rocksdb::Status st = store_->db()->Write(w, &b);
   if (!st.ok()) {
     NACHE_LOG(kLogCrit, kComponent, "write-back log replace failed: %s",
               st.ToString().c_str());
-    return 0;
+    return false;
   }
-  next_seq_++;
+  next_seq_ = seq;
   auto it = size_.find(old_seq);
   if (it != size_.end()) {
     bytes_ -= it->second;
     size_.erase(it);
   }
-  size_[r.seq] = uint32_t(v.size());
-  bytes_ += v.size();
-  return r.seq;
+  for (size_t i = 0; i < rs->size(); i++) {
+    size_[(*rs)[i].seq] = sizes[i];
+    bytes_ += sizes[i];
+  }
+  return true;
 }
 
 size_t OpLog::records() const {

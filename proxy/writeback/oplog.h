@@ -77,6 +77,11 @@ class OpLog {
   // synced write (a local rename of an object not yet created remotely).
   // Returns r's new sequence number, or 0 when the store failed.
   uint64_t Replace(uint64_t old_seq, LogRecord r);
+  // Replaces record old_seq by the records rs, appended in order, in one
+  // synced write (a local rename that also replaces a remote file: its
+  // remove, then the moved create). Assigns their seqs; false when the
+  // store failed.
+  bool Replace(uint64_t old_seq, std::vector<LogRecord> *rs);
 
   size_t records() const;     // records in the log
   uint64_t bytes() const;     // their encoded size

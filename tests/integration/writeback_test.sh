@@ -8,7 +8,8 @@
 # data; an extracted tree reaches the remote with its modes and times; the
 # dirty bound holds a writer back without losing anything; removes of what
 # the remote has are logged too, and sent before a name is reused there; a
-# file rewritten with the bytes it had sends no data.
+# file rewritten with the bytes it had sends no data; an editor's save
+# (a temporary file renamed over the remote's file) is logged whole.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -205,6 +206,31 @@ rewritten_unchanged_sends_no_data() {
 		{ echo "the remote's mtime did not move ($m0)" >&2; return 1; }
 }
 
+# An editor's save: the new version written to a temporary file, renamed
+# over the remote's file. Logged as the remove of the old file and the
+# create of the new one under its final name: nothing goes upstream
+# meanwhile, a kill -9 loses nothing, and the temporary name never
+# reaches the remote.
+save_over_a_remote_file_is_logged() {
+	local r0 m0 o0
+	echo v1 >"$R/wb/doc" && chmod 666 "$R/wb/doc" &&
+		restart_with "$HOLD" &&
+		expect_eq "read through nache" "$(on 1 "cat $M/wb/doc")" v1 || return 1
+	r0=$(up_ops REMOVE) m0=$(up_ops RENAME) o0=$(up_ops OPEN)
+	on 1 "echo v2 > $M/wb/.doc.swp && mv $M/wb/.doc.swp $M/wb/doc && sync" &&
+		expect_eq "REMOVE, RENAME, OPEN sent" \
+			"$(($(up_ops REMOVE) - r0)) $(($(up_ops RENAME) - m0)) $(($(up_ops OPEN) - o0))" "0 0 0" &&
+		expect_eq "client 2 reads the new version" "$(on 2 "cat $M/wb/doc")" v2 &&
+		expect_eq "client 2 lists" "$(on 2 "ls -a $M/wb | grep doc")" doc &&
+		expect_eq "the remote before the flush" "$(cat "$R/wb/doc")" v1 &&
+		restart_with "$SOON" kill &&
+		lab_wait_until 60 eval '[ "$(cat "$R/wb/doc" 2>/dev/null)" = v2 ]' ||
+		{ echo "remote: $(cat "$R/wb/doc")" >&2; return 1; }
+	expect_eq "the temporary name at the remote" "$(ls -a "$R/wb" | grep -c 'doc.swp')" 0 &&
+		expect_eq "conflict copies" "$(ls "$R/wb" | grep -c 'doc.nache-conflict')" 0 &&
+		expect_eq "client 1 after the restart" "$(on 1 "cat $M/wb/doc")" v2
+}
+
 removes_of_remote_files_are_logged() {
 	local i r0
 	mkdir -p "$R/wb/rm" && chmod 777 "$R/wb/rm" &&
@@ -236,4 +262,5 @@ check an_extracted_tree_reaches_the_remote_with_modes_and_times extracted_tree_r
 check dirty_bound_holds_a_fast_writer dirty_bound_holds_a_fast_writer
 check removes_of_remote_files_are_logged_and_sent_later removes_of_remote_files_are_logged
 check a_file_rewritten_with_the_same_bytes_sends_no_data rewritten_unchanged_sends_no_data
+check a_save_over_a_remote_file_is_logged_and_survives_kill_9 save_over_a_remote_file_is_logged
 itest_finish

@@ -823,6 +823,47 @@ TEST_F(CoreDelegationsTest, RemovesAreLoggedAndSentBeforeTheNameIsReused) {
   EXPECT_TRUE(up_->Names("old.nache-conflict-").empty());
 }
 
+// An editor's save: the new version written to a temporary file, renamed
+// over the remote's file. Nothing is sent; the old file is gone for our
+// clients at once; when the name is needed at the remote, the REMOVE of
+// the old file goes first, then the create of the new one under its
+// final name (the temporary name never reaches the remote).
+TEST_F(CoreDelegationsTest, ASaveOverARemoteFileIsLoggedAsRemoveAndCreate) {
+  Start(DelegationType::kNone, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+    cfg->flush_age_ms = 3600 * 1000;  // sent only when needed below
+  });
+  up_->AddFile("doc", "v1");
+  Key old;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "doc", &old, nullptr), 0u);
+  int opens = up_->Count("OPEN");
+  Key tmp = CreateWritten("doc.tmp", "v2!");
+  ASSERT_EQ(core_->Rename(cr_, root_, "doc.tmp", root_, "doc"), 0u);
+  EXPECT_EQ(up_->Count("OPEN"), opens);
+  EXPECT_EQ(up_->Count("REMOVE") + up_->Count("RENAME"), 0) << "all logged";
+  EXPECT_EQ(up_->Data("doc"), "v1");
+  Key k;
+  Attrs attrs;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "doc", &k, &attrs), 0u);
+  EXPECT_EQ(k, tmp);
+  EXPECT_EQ(attrs.size, 3u);
+  EXPECT_EQ(core_->Lookup(cr_, root_, "doc.tmp", &k, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  EXPECT_EQ(core_->Getattr(cr_, old, &attrs),
+            uint32_t(upstream::kNfs4ErrStale));
+  Attrs set;
+  set.mask = upstream::kAttrSize;
+  set.size = 2;
+  ASSERT_EQ(core_->Setattr(cr_, tmp, nullptr, set, &attrs), 0u);
+  ASSERT_EQ(up_->Count("REMOVE"), 1);
+  EXPECT_LT(up_->Index("REMOVE"), up_->Index("OPEN", opens));
+  EXPECT_EQ(up_->Data("doc"), "v2");
+  EXPECT_EQ(up_->Data("doc.tmp"), "<none>");
+  EXPECT_EQ(up_->Count("RENAME"), 0);
+  EXPECT_TRUE(up_->Names("doc.nache-conflict-").empty());
+}
+
 // The remote restarts while a local client holds the file open with two
 // lock ranges and nache holds a read delegation on it: the open is
 // reclaimed with CLAIM_PREVIOUS asking the read delegation back, each

@@ -157,5 +157,34 @@ TEST_F(OpLogTest, ReplaceMovesARecordToTheEndDurably) {
   EXPECT_EQ(log_->first_seq(), b);
 }
 
+// A rename over a remote file: the remove of the file replaced and the
+// moved create land together, in that order, in place of the old create.
+TEST_F(OpLogTest, ReplaceWithSeveralRecordsKeepsTheirOrder) {
+  LogRecord c;
+  c.op = LogOp::kCreate;
+  c.key = 1;
+  c.key2 = 7;
+  c.name = "doc.tmp";
+  uint64_t a = log_->Append(c);
+  LogRecord rm;
+  rm.op = LogOp::kRemove;
+  rm.key = 1;
+  rm.key2 = 5;
+  rm.name = "doc";
+  c.name = "doc";
+  std::vector<LogRecord> rs{rm, c};
+  ASSERT_TRUE(log_->Replace(a, &rs));
+  EXPECT_LT(rs[0].seq, rs[1].seq);
+  EXPECT_GT(rs[0].seq, a);
+  Reopen();
+  std::vector<LogRecord> got = log_->Read(0, 10);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].op, LogOp::kRemove);
+  EXPECT_EQ(got[0].key2, 5u);
+  EXPECT_EQ(got[1].op, LogOp::kCreate);
+  EXPECT_EQ(got[1].name, "doc");
+  EXPECT_EQ(log_->records(), 2u);
+}
+
 }  // namespace
 }  // namespace nache
