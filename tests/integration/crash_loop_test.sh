@@ -6,7 +6,12 @@
 # in flushes. The client journals, on its own disk, every change it was told
 # succeeded (fsync of each file; rm; mv). After the last restart, once
 # everything is flushed, the remote holds every acknowledged file with the
-# acknowledged content and none that an acknowledged rm or mv took away.
+# acknowledged content, none that an acknowledged rm or mv took away, and
+# no conflict copy.
+#
+# CRASH_REMOTE (vfs: Ganesha VFS on the host, the default; knfsd: Linux
+# knfsd in its guest) and CRASH_PROFILE (lan, wan) choose the remote and
+# the link to it (crash_loop_knfsd_wan_test.sh runs knfsd over wan).
 set -uo pipefail
 # The client's workload runs for the whole loop as one command.
 : "${LAB_CMD_TIMEOUT:=900}"
@@ -14,14 +19,28 @@ export LAB_CMD_TIMEOUT
 source "$(dirname "$0")/itest.sh"
 
 ROUNDS=${CRASH_ROUNDS:-20}
+REMOTE=${CRASH_REMOTE:-vfs}
+PROFILE=${CRASH_PROFILE:-lan}
 WB='Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 2;'
-lab_init && lab_net_up lan && lab_remote_vfs_start &&
-	lab_nache_start "$WB" && lab_clients_start 1 ||
-	{ echo "lab did not start"; exit 1; }
+lab_init && lab_net_up "$PROFILE" || { echo "lab did not start"; exit 1; }
+case $REMOTE in
+vfs)
+	lab_remote_vfs_start || { echo "remote did not start"; exit 1; }
+	R=$LAB_REMOTE_EXPORT_DIR
+	on_remote() { bash -c "$1"; }
+	;;
+knfsd)
+	lab_remote_knfsd_start || { echo "remote did not start"; exit 1; }
+	export LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/
+	R=$LAB_KNFSD_EXPORT_DIR
+	on_remote() { lab_knfsd_run "$1"; }
+	;;
+*) echo "CRASH_REMOTE: vfs or knfsd, not '$REMOTE'"; exit 1 ;;
+esac
+lab_nache_start "$WB" && lab_clients_start 1 || { echo "lab did not start"; exit 1; }
 M=/mnt/n
-R=$LAB_REMOTE_EXPORT_DIR
 mount_nache 1 $M vers=4.1 || { echo "mount failed"; exit 1; }
-mkdir -p "$R/cl" && chmod 777 "$R/cl"
+on_remote "mkdir -p $R/cl && chmod 777 $R/cl" || { echo "no cl/ at the remote"; exit 1; }
 
 # The workload: file w<i> of a random size up to 1 MiB, acknowledged when
 # dd's fsync and close succeed; every 5th step removes an earlier file,
@@ -49,10 +68,11 @@ while [ ! -e /tmp/stop ]; do
 done
 echo "steps $i"'
 
-# verify JOURNAL — the remote's cl/ against the journal; prints what is
-# wrong, fails when anything is.
-verify() {
-	python3 - "$R/cl" "$1" <<'EOF'
+# verify JOURNAL — the remote's cl/ against the journal (run where the
+# remote's files are: the host, or the knfsd guest, which sees the lab
+# directory); prints what is wrong, fails when anything is.
+VERIFY=$LAB_DIR/verify.py
+cat >"$VERIFY" <<'EOF'
 import hashlib, os, sys
 root, journal = sys.argv[1], sys.argv[2]
 want = {}       # name -> sha it must have
@@ -96,12 +116,15 @@ gone = {l.split()[1] for l in open(journal) if l.startswith("rm ")}
 gone |= {l.split()[1] for l in open(journal) if l.startswith("mv ")}
 for name in sorted((gone & present) - set(want) - unsure):
     bad.append(f"{name}: removed or renamed (acknowledged), still at the remote")
+# Our own flush cut off by a kill is no conflict with ourselves.
+for name in sorted(n for n in present if ".nache-conflict-" in n):
+    bad.append(f"{name}: a conflict copy (nothing else wrote the remote)")
 print(f"{len(want)} acknowledged files, {len(bad)} wrong", file=sys.stderr)
 for b in bad[:20]:
     print(b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 EOF
-}
+verify() { on_remote "python3 $VERIFY $R/cl $1"; }
 
 crash_loop_loses_no_acknowledged_change() {
 	local r pid kills=0
@@ -115,7 +138,7 @@ crash_loop_loses_no_acknowledged_change() {
 	done
 	on 1 "touch /tmp/stop" && wait "$pid" ||
 		{ echo "workload: $(cat "$LAB_DIR/workload.out")" >&2; return 1; }
-	echo "$(cat "$LAB_DIR/workload.out"), $kills kills" >&2
+	echo "$(cat "$LAB_DIR/workload.out"), $kills kills ($REMOTE remote, $PROFILE)" >&2
 	on 1 "cat /tmp/journal" >"$LAB_DIR/journal" || return 1
 	at_least "acknowledged files" "$(grep -c '^w[0-9]* ' "$LAB_DIR/journal")" 50 &&
 		lab_wait_until 180 verify "$LAB_DIR/journal" ||
