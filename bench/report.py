@@ -354,6 +354,7 @@ def cmd_summarize(a):
     if plots is None:
         out += ["_No plots: python3-matplotlib is not installed "
                 "(`apt-get install python3-matplotlib`)._", ""]
+    out += overview(data)
     groups = sorted({(w, p) for (w, p, _) in data})
     for w, p in groups:
         out.append("## %s — %s" % (w, p))
@@ -392,6 +393,40 @@ def cmd_summarize(a):
               "summary.md but no plots (install python3-matplotlib)",
               file=sys.stderr)
     return 0
+
+
+FIXED_WORK = ("untar", "lslr", "build", "seqread")
+
+
+def overview(data):
+    """One row per workload, profile and client count: each
+    configuration's result (ops/s, or seconds for fixed-work jobs) and the
+    server operations it cost (per client op, or in all)."""
+    configs = ordered_configs({c for cell in data.values() for c in cell})
+    out = ["## Overview", "",
+           "Personalities: ops/s (all clients) · server ops per client op. "
+           "Fixed-work jobs: seconds (slowest client) · server ops in all. "
+           "`failed`: a client's report is missing.", "",
+           "| workload | profile | clients | " + " | ".join(configs) + " |",
+           "|---|---|---:|" + "---:|" * len(configs)]
+    for (w, p, n) in sorted(data, key=lambda k: (k[1], k[0], k[2])):
+        cell = data[(w, p, n)]
+        row = []
+        for c in configs:
+            m = cell.get(c)
+            if m is None:
+                row.append("")
+            elif "failed" in m:
+                row.append("failed")
+            elif w in FIXED_WORK:
+                row.append("%s s · %s" % (show(m.get("duration_s")),
+                                          show(m.get("server_ops_total"))))
+            else:
+                row.append("%s · %s" % (show(m.get("ops_per_s")),
+                                        show(m.get("server_ops_per_op"))))
+        out.append("| %s | %s | %d | %s |" % (w, p, n, " | ".join(row)))
+    out.append("")
+    return out
 
 
 def make_plots(rundir, data):
