@@ -410,6 +410,11 @@ class Core {
   // *target: the object the name denotes (kNoKey when unknown).
   uint32_t RemoveLogged(const Creds &cr, Key dir, const std::string &name,
                         bool *done, Key *target);
+  // Whether directory dir (the remote has it) is empty as our clients see
+  // it: no local entries, and none of the remote's but those removed here
+  // (*empty). False when that cannot be told without asking the remote
+  // to remove it (a listing too big to keep).
+  bool EmptyHere(const Creds &cr, Key dir, bool *empty);
   // Whether a remove of k (attributes a) may be logged instead of sent: a
   // file or symlink with one link that the remote has.
   bool RemoveMayBeLogged(Key k, const Attrs &a);

@@ -1,6 +1,7 @@
 // Removes kept local on write-back single-writer exports
 // (proxy/writeback/DESIGN.md): a remove of a file or symlink the remote
-// has is acknowledged once its kRemove record is synced to the log; the
+// has, or of a directory that is empty here (its entries' removes may be
+// unsent), is acknowledged once its kRemove record is synced to the log; the
 // name is hidden here at once (a whiteout in LocalNames), and the remote
 // REMOVE is sent later, before anything that needs the name free there
 // (a create of the same name, a rename or link onto it, the directory's
@@ -31,7 +32,20 @@ uint32_t Core::RemoveLogged(const Creds &cr, Key dir, const std::string &name,
     *done = true;
     return st;
   }
-  if (!RemoveMayBeLogged(k, a)) return upstream::kNfs4Ok;
+  // A directory the remote has: when it is empty here (its entries'
+  // removes may still be unsent), its own remove is logged the same way
+  // and sent after theirs.
+  bool is_dir = a.type == FileType::kDir && !NotAtRemote(k);
+  if (is_dir) {
+    bool empty = false;
+    if (!EmptyHere(cr, k, &empty)) return upstream::kNfs4Ok;  // remote way
+    if (!empty) {
+      *done = true;
+      return upstream::kNfs4ErrNotempty;
+    }
+  } else if (!RemoveMayBeLogged(k, a)) {
+    return upstream::kNfs4Ok;
+  }
   // The remote's rules, decided here: write and search permission on the
   // directory, and with its sticky bit, owning the file or the directory.
   Attrs da;
@@ -58,6 +72,21 @@ uint32_t Core::RemoveLogged(const Creds &cr, Key dir, const std::string &name,
   cache_->LocalDirEdit(dir, name, "", kNoKey);
   metrics_->CountLoggedRemove();
   return upstream::kNfs4Ok;
+}
+
+bool Core::EmptyHere(const Creds &cr, Key dir, bool *empty) {
+  *empty = false;
+  if (!local_names_->Children(dir).empty()) return true;
+  auto listing = cache_->Listing(dir);
+  if (!listing) {
+    PrefetchListing(cr, dir);
+    listing = cache_->Listing(dir);
+  }
+  if (!listing) return false;  // too big to keep: the remote decides
+  for (const CachedDirent &e : *listing)
+    if (!local_names_->FindRemoved(dir, e.name, nullptr)) return true;
+  *empty = true;
+  return true;
 }
 
 bool Core::RemoveMayBeLogged(Key k, const Attrs &a) {
@@ -111,6 +140,10 @@ uint32_t Core::SendRemoves(Key dir,
                            const std::vector<LocalNames::Removed> &ws) {
   // One sender per record: a second REMOVE of a name could land after a
   // create of it that followed the first.
+  // A directory's entries leave the remote before the directory.
+  for (const LocalNames::Removed &w : ws)
+    if (!local_names_->RemovedIn(w.key).empty())
+      if (uint32_t st = SendRemovesIn(w.key)) return st;
   std::vector<LocalNames::Removed> mine;
   std::vector<LogRecord> recs;
   {
@@ -140,7 +173,8 @@ uint32_t Core::SendRemoves(Key dir,
     return upstream::kNfs4Ok;
   });
   Fh dfh;
-  uint32_t st = FhOf(dir, &dfh);
+  // (dir may be removed here itself, its own remove waiting for these.)
+  uint32_t st = FhOfAny(dir, &dfh);
   size_t done = 0;  // mine[0, done) are removed at the remote
   while (st == upstream::kNfs4Ok && done < mine.size()) {
     // As the remover of the first; the rest in the same COMPOUND when

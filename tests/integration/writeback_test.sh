@@ -9,7 +9,8 @@
 # dirty bound holds a writer back without losing anything; removes of what
 # the remote has are logged too, and sent before a name is reused there; a
 # file rewritten with the bytes it had sends no data; an editor's save
-# (a temporary file renamed over the remote's file) is logged whole.
+# (a temporary file renamed over the remote's file) is logged whole; so is
+# rm -r of a tree the remote has, directories included.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -251,6 +252,33 @@ removes_of_remote_files_are_logged() {
 		{ echo "remote: $(ls "$R/wb/rm" | tr '\n' ' ')" >&2; return 1; }
 }
 
+# rm -r of a tree the remote has (5 directories of 10 files): every
+# remove is logged, directories included (each is empty here once its
+# files are), and the flush sends the files' REMOVEs before their
+# directory's.
+tree_removed_as_one_log() {
+	local d i r0
+	for d in 1 2 3 4 5; do
+		mkdir -p "$R/wb/tree/d$d" && for i in $(seq 1 10); do echo "$d-$i" >"$R/wb/tree/d$d/f$i"; done
+	done
+	chmod -R a+rwX "$R/wb/tree"
+	restart_with "$HOLD" || return 1
+	r0=$(up_ops REMOVE)
+	on 1 "rm -r $M/wb/tree/d1 $M/wb/tree/d2 $M/wb/tree/d3 $M/wb/tree/d4 $M/wb/tree/d5 && sync" &&
+		expect_eq "REMOVEs sent" $(($(up_ops REMOVE) - r0)) 0 &&
+		expect_eq "client 2 lists" "$(on 2 "ls -A $M/wb/tree")" "" &&
+		expect_eq "the remote still has them" "$(find "$R/wb/tree" -type f | wc -l)" 50 &&
+		expect_eq "rmdir of a directory with entries here" \
+			"$(on 2 "mkdir $M/wb/tree/n && touch $M/wb/tree/n/x && rmdir $M/wb/tree/n 2>&1 | grep -c 'not empty'")" 1 ||
+		return 1
+	restart_with "$SOON" &&
+		lab_wait_until 60 eval '[ "$(ls -A "$R/wb/tree" 2>/dev/null)" = n ]' ||
+		{ echo "remote: $(find "$R/wb/tree" | head -5 | tr '\n' ' ')" >&2; return 1; }
+	# (The stopping nache flushed it: the directories left the remote, so
+	# their files went first, or the remote would have refused.)
+	expect_eq "directories left at the remote" "$(find "$R/wb/tree" -mindepth 1 -type d | tr '\n' ' ')" "$R/wb/tree/n "
+}
+
 check acknowledged_writes_stay_local_until_flushed acknowledged_writes_stay_local_until_flushed
 check kill_9_loses_no_acknowledged_write kill_9_loses_no_acknowledged_write
 check files_removed_before_their_flush_send_no_data removed_before_flush_sends_no_data
@@ -263,4 +291,5 @@ check dirty_bound_holds_a_fast_writer dirty_bound_holds_a_fast_writer
 check removes_of_remote_files_are_logged_and_sent_later removes_of_remote_files_are_logged
 check a_file_rewritten_with_the_same_bytes_sends_no_data rewritten_unchanged_sends_no_data
 check a_save_over_a_remote_file_is_logged_and_survives_kill_9 save_over_a_remote_file_is_logged
+check rm_r_of_a_remote_tree_is_logged_directories_included tree_removed_as_one_log
 itest_finish
