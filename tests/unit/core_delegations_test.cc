@@ -458,6 +458,23 @@ class CoreDelegationsTest : public ::testing::Test {
     ASSERT_TRUE(client_.Connect(port_));
     ASSERT_NE(client_.Call(CB_NULL, nullptr), nullptr);
   }
+  // Start with write-back on a single-writer export (namespace logged);
+  // flush_age_ms 0: flushed at once, large: only when something needs it.
+  void StartWriteBack(DelegationType grant, uint32_t flush_age_ms) {
+    Start(grant, [flush_age_ms](CoreConfig *cfg) {
+      cfg->write_back = true;
+      cfg->single_writer = true;
+      cfg->flush_age_ms = flush_age_ms;
+    });
+  }
+  // Truncates key to size: a size change goes upstream, so key (and what
+  // its create depends on) is sent first.
+  void TruncateTo(Key key, uint64_t size) {
+    Attrs set, attrs;
+    set.mask = upstream::kAttrSize;
+    set.size = size;
+    ASSERT_EQ(core_->Setattr(cr_, key, nullptr, set, &attrs), 0u);
+  }
   NacheOpen *OpenF(uint32_t access) {
     Core::OpenRequest req;
     req.key = file_;
@@ -598,11 +615,7 @@ TEST_F(CoreDelegationsTest, ReadDelegationIsReturnedBeforeOurOwnWriteOpen) {
 }
 
 TEST_F(CoreDelegationsTest, WriteBackFlushReturnsOurReadDelegationFirst) {
-  Start(DelegationType::kRead, [](CoreConfig *cfg) {
-    cfg->write_back = true;
-    cfg->single_writer = true;
-    cfg->flush_age_ms = 0;
-  });
+  StartWriteBack(DelegationType::kRead, 0);
   // An open by name goes upstream (on a single-writer export one by
   // handle is local) and brings the delegation.
   Core::OpenRequest req;
@@ -668,11 +681,8 @@ TEST_F(CoreDelegationsTest, LapsedLeaseEndsTheTrust) {
 // the remote; one removed before that is never sent, one renamed is sent
 // once, under its last name.
 TEST_F(CoreDelegationsTest, LocalCreatesAreSentOnlyAsTheyEndUp) {
-  Start(DelegationType::kNone, [](CoreConfig *cfg) {
-    cfg->write_back = true;
-    cfg->single_writer = true;
-    cfg->flush_age_ms = 3600 * 1000;  // nothing by age in this test
-  });
+  // Nothing by age in this test.
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);
   int opens = up_->Count("OPEN");
   CreateWritten("tmp", "short-lived");
   Key a = CreateWritten("a", "kept");
@@ -690,10 +700,7 @@ TEST_F(CoreDelegationsTest, LocalCreatesAreSentOnlyAsTheyEndUp) {
   EXPECT_EQ(up_->Count("WRITE"), 0);
   EXPECT_EQ(up_->Count("REMOVE") + up_->Count("RENAME"), 0);
   // A size change goes upstream: b is created there first, with its data.
-  Attrs set;
-  set.mask = upstream::kAttrSize;
-  set.size = 3;
-  ASSERT_EQ(core_->Setattr(cr_, a, nullptr, set, &attrs), 0u);
+  TruncateTo(a, 3);
   EXPECT_EQ(up_->Data("b"), "kep");
   EXPECT_EQ(up_->Data("a"), "<none>");
   EXPECT_EQ(up_->Data("tmp"), "<none>");
@@ -704,11 +711,7 @@ TEST_F(CoreDelegationsTest, LocalCreatesAreSentOnlyAsTheyEndUp) {
 // unflushed writes. The remote's version stays; ours is written beside it
 // as NAME.nache-conflict-<time>, and the file follows the remote again.
 TEST_F(CoreDelegationsTest, ConflictKeepsBothVersions) {
-  Start(DelegationType::kNone, [](CoreConfig *cfg) {
-    cfg->write_back = true;
-    cfg->single_writer = true;
-    cfg->flush_age_ms = 0;
-  });
+  StartWriteBack(DelegationType::kNone, 0);
   // Someone else writes f after we read its attributes: our write is on
   // top of a version the remote no longer has.
   up_->ForeignWrite("f", "theirs, longer");
@@ -742,11 +745,7 @@ TEST_F(CoreDelegationsTest, ConflictKeepsBothVersions) {
 // No conflict without a foreign change: a file written twice, flushed in
 // between, is written in place both times.
 TEST_F(CoreDelegationsTest, OwnFlushesAreNoConflict) {
-  Start(DelegationType::kNone, [](CoreConfig *cfg) {
-    cfg->write_back = true;
-    cfg->single_writer = true;
-    cfg->flush_age_ms = 0;
-  });
+  StartWriteBack(DelegationType::kNone, 0);
   size_t n = 0;
   int committed = 0;
   // (Whole-file writes: the scripted server has no READ.)
@@ -765,18 +764,12 @@ TEST_F(CoreDelegationsTest, OwnFlushesAreNoConflict) {
 // create was sent: theirs stays, ours is created beside it and keeps its
 // handle.
 TEST_F(CoreDelegationsTest, ANameTakenAtTheRemoteMeanwhileIsAConflict) {
-  Start(DelegationType::kNone, [](CoreConfig *cfg) {
-    cfg->write_back = true;
-    cfg->single_writer = true;
-    cfg->flush_age_ms = 3600 * 1000;  // sent only when needed below
-  });
+  // Sent only when needed below.
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);
   Key g = CreateWritten("g", "ours");
   up_->AddFile("g", "theirs");
   // A size change needs g at the remote: its create is sent now.
-  Attrs set, attrs;
-  set.mask = upstream::kAttrSize;
-  set.size = 3;
-  ASSERT_EQ(core_->Setattr(cr_, g, nullptr, set, &attrs), 0u);
+  TruncateTo(g, 3);
   std::vector<std::string> copies = up_->Names("g.nache-conflict-");
   ASSERT_EQ(copies.size(), 1u);
   EXPECT_EQ(up_->Data(copies[0]), "our") << "our file, with our change";
@@ -790,11 +783,8 @@ TEST_F(CoreDelegationsTest, ANameTakenAtTheRemoteMeanwhileIsAConflict) {
 // here at once (gone for our clients) and at the remote later, before its
 // name is used there again.
 TEST_F(CoreDelegationsTest, RemovesAreLoggedAndSentBeforeTheNameIsReused) {
-  Start(DelegationType::kNone, [](CoreConfig *cfg) {
-    cfg->write_back = true;
-    cfg->single_writer = true;
-    cfg->flush_age_ms = 3600 * 1000;  // sent only when needed below
-  });
+  // Sent only when needed below.
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);
   up_->AddFile("old", "remote data");
   Key k;
   ASSERT_EQ(core_->Lookup(cr_, root_, "old", &k, nullptr), 0u);
@@ -813,10 +803,7 @@ TEST_F(CoreDelegationsTest, RemovesAreLoggedAndSentBeforeTheNameIsReused) {
   // REMOVE goes first, and the new file is no conflict.
   Key n = CreateWritten("old", "new!");
   EXPECT_NE(n, k);
-  Attrs set;
-  set.mask = upstream::kAttrSize;
-  set.size = 3;
-  ASSERT_EQ(core_->Setattr(cr_, n, nullptr, set, &attrs), 0u);
+  TruncateTo(n, 3);
   ASSERT_EQ(up_->Count("REMOVE"), 1);
   EXPECT_LT(up_->Index("REMOVE"), up_->Index("OPEN"));
   EXPECT_EQ(up_->Data("old"), "new");
@@ -829,11 +816,8 @@ TEST_F(CoreDelegationsTest, RemovesAreLoggedAndSentBeforeTheNameIsReused) {
 // the old file goes first, then the create of the new one under its
 // final name (the temporary name never reaches the remote).
 TEST_F(CoreDelegationsTest, ASaveOverARemoteFileIsLoggedAsRemoveAndCreate) {
-  Start(DelegationType::kNone, [](CoreConfig *cfg) {
-    cfg->write_back = true;
-    cfg->single_writer = true;
-    cfg->flush_age_ms = 3600 * 1000;  // sent only when needed below
-  });
+  // Sent only when needed below.
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);
   up_->AddFile("doc", "v1");
   Key old;
   ASSERT_EQ(core_->Lookup(cr_, root_, "doc", &old, nullptr), 0u);
@@ -852,10 +836,7 @@ TEST_F(CoreDelegationsTest, ASaveOverARemoteFileIsLoggedAsRemoveAndCreate) {
             uint32_t(upstream::kNfs4ErrNoent));
   EXPECT_EQ(core_->Getattr(cr_, old, &attrs),
             uint32_t(upstream::kNfs4ErrStale));
-  Attrs set;
-  set.mask = upstream::kAttrSize;
-  set.size = 2;
-  ASSERT_EQ(core_->Setattr(cr_, tmp, nullptr, set, &attrs), 0u);
+  TruncateTo(tmp, 2);
   ASSERT_EQ(up_->Count("REMOVE"), 1);
   EXPECT_LT(up_->Index("REMOVE"), up_->Index("OPEN", opens));
   EXPECT_EQ(up_->Data("doc"), "v2");

@@ -23,6 +23,16 @@ LogRecord Write(Key key, uint64_t off, const std::string &data) {
   return r;
 }
 
+// A namespace record: op of name in directory dir, about object obj.
+LogRecord NameRecord(LogOp op, Key dir, Key obj, const std::string &name) {
+  LogRecord r;
+  r.op = op;
+  r.key = dir;
+  r.key2 = obj;
+  r.name = name;
+  return r;
+}
+
 class OpLogTest : public ::testing::Test {
  protected:
   void SetUp() override { Reopen(); }
@@ -131,11 +141,7 @@ TEST(Crc32cTest, KnownValue) {
 // A local rename: the record moves to the end of the log in one durable
 // step (never both, never neither); a synced erase stays erased.
 TEST_F(OpLogTest, ReplaceMovesARecordToTheEndDurably) {
-  LogRecord c;
-  c.op = LogOp::kCreate;
-  c.key = 1;
-  c.key2 = 7;
-  c.name = "a";
+  LogRecord c = NameRecord(LogOp::kCreate, 1, 7, "a");
   uint64_t a = log_->Append(c);
   c.key2 = 8;
   c.name = "other";
@@ -160,19 +166,9 @@ TEST_F(OpLogTest, ReplaceMovesARecordToTheEndDurably) {
 // A rename over a remote file: the remove of the file replaced and the
 // moved create land together, in that order, in place of the old create.
 TEST_F(OpLogTest, ReplaceWithSeveralRecordsKeepsTheirOrder) {
-  LogRecord c;
-  c.op = LogOp::kCreate;
-  c.key = 1;
-  c.key2 = 7;
-  c.name = "doc.tmp";
-  uint64_t a = log_->Append(c);
-  LogRecord rm;
-  rm.op = LogOp::kRemove;
-  rm.key = 1;
-  rm.key2 = 5;
-  rm.name = "doc";
-  c.name = "doc";
-  std::vector<LogRecord> rs{rm, c};
+  uint64_t a = log_->Append(NameRecord(LogOp::kCreate, 1, 7, "doc.tmp"));
+  std::vector<LogRecord> rs{NameRecord(LogOp::kRemove, 1, 5, "doc"),
+                            NameRecord(LogOp::kCreate, 1, 7, "doc")};
   ASSERT_TRUE(log_->Replace(a, &rs));
   EXPECT_LT(rs[0].seq, rs[1].seq);
   EXPECT_GT(rs[0].seq, a);
