@@ -467,6 +467,13 @@ class CoreDelegationsTest : public ::testing::Test {
       cfg->flush_age_ms = flush_age_ms;
     });
   }
+  // A byte-range lock (or unlock) of file_ by local owner, through open.
+  uint32_t LockF(NacheOpen *open, const char *owner, nache_lock_op op,
+                 bool write, uint64_t offset, uint64_t length) {
+    nache_lock_conflict conflict{};
+    return core_->Lock(cr_, file_, open, owner, op, write, offset, length,
+                       false, &conflict);
+  }
   // Truncates key to size: a size change goes upstream, so key (and what
   // its create depends on) is sent first.
   void TruncateTo(Key key, uint64_t size) {
@@ -854,13 +861,8 @@ TEST_F(CoreDelegationsTest, ServerRestartReclaimsOpenLocksAndDelegation) {
   Start(DelegationType::kRead);
   NacheOpen *open = OpenF(kRead);
   ASSERT_NE(open, nullptr);
-  nache_lock_conflict conflict{};
-  ASSERT_EQ(core_->Lock(cr_, file_, open, "owner-1", NACHE_LOCK, false, 0, 100,
-                        false, &conflict),
-            0u);
-  ASSERT_EQ(core_->Lock(cr_, file_, open, "owner-1", NACHE_LOCK, false, 200,
-                        0, false, &conflict),
-            0u);
+  ASSERT_EQ(LockF(open, "owner-1", NACHE_LOCK, false, 0, 100), 0u);
+  ASSERT_EQ(LockF(open, "owner-1", NACHE_LOCK, false, 200, 0), 0u);
   ASSERT_TRUE(up_->Locked(0, 100));
   up_->Restart(true);
   ASSERT_TRUE(up_->WaitCount("LOCK(reclaim)", 2)) << "locks not reclaimed";
@@ -876,9 +878,7 @@ TEST_F(CoreDelegationsTest, ServerRestartReclaimsOpenLocksAndDelegation) {
   EXPECT_EQ(up_->Count("GETATTR"), getattrs);
   EXPECT_EQ(core_->AcquireLocalDelegation(file_, false), 0u);
   core_->ReleaseLocalDelegation(file_);
-  ASSERT_EQ(core_->Lock(cr_, file_, open, "owner-1", NACHE_UNLOCK, false, 0,
-                        100, false, &conflict),
-            0u);
+  ASSERT_EQ(LockF(open, "owner-1", NACHE_UNLOCK, false, 0, 100), 0u);
   EXPECT_FALSE(up_->Locked(0, 100));
   EXPECT_TRUE(up_->Locked(1000, 1001));
   EXPECT_EQ(core_->CloseFile(open), 0u);
@@ -891,13 +891,8 @@ TEST_F(CoreDelegationsTest, WithoutAGracePeriodOpensAndLocksAreTakenAnew) {
   Start(DelegationType::kNone);
   NacheOpen *open = OpenF(kBoth);
   ASSERT_NE(open, nullptr);
-  nache_lock_conflict conflict{};
-  ASSERT_EQ(core_->Lock(cr_, file_, open, "owner-1", NACHE_LOCK, true, 0, 100,
-                        false, &conflict),
-            0u);
-  ASSERT_EQ(core_->Lock(cr_, file_, open, "owner-2", NACHE_LOCK, true, 500,
-                        10, false, &conflict),
-            0u);
+  ASSERT_EQ(LockF(open, "owner-1", NACHE_LOCK, true, 0, 100), 0u);
+  ASSERT_EQ(LockF(open, "owner-2", NACHE_LOCK, true, 500, 10), 0u);
   int opens = up_->Count("OPEN");
   up_->ForeignLock(500, 510);  // taken while our state was gone
   up_->Restart(false);
