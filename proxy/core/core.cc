@@ -207,6 +207,15 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     c->oplog_.reset(new OpLog(c->store_.get()));
     c->local_names_.reset(new LocalNames());
     c->local_names_->Load(c->oplog_.get());
+    // Unsent removes go out with their directory's flush: the directory's
+    // dirty mark is written after the synced log record, and a power loss
+    // may have taken it. Marked again here.
+    for (Key dir : c->local_names_->DirsWithRemoved())
+      if (!c->cache_->LocalDirEdit(dir, "", "", kNoKey))
+        NACHE_LOG(kLogWarn, kWritebackComponent,
+                  "directory %llu has unsent removes but no known "
+                  "attributes: they are sent with its next change",
+                  (unsigned long long)dir);
   }
   if (cfg.write_back) {
     FlusherOptions fo;

@@ -148,6 +148,15 @@ bool LocalNames::IsRemovedKey(Key key) const {
   return removed_keys_.count(key) != 0;
 }
 
+std::vector<Key> LocalNames::DirsWithRemoved() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<Key> out;
+  for (const auto &kv : removed_)
+    if (out.empty() || out.back() != kv.first.first)
+      out.push_back(kv.first.first);
+  return out;
+}
+
 std::vector<LocalNames::Removed> LocalNames::RemovedIn(Key dir) const {
   std::lock_guard<std::mutex> g(mu_);
   std::vector<Removed> out;

@@ -76,6 +76,8 @@ class LocalNames {
   bool IsRemovedKey(Key key) const;
   // dir's unsent removes, in log order.
   std::vector<Removed> RemovedIn(Key dir) const;
+  // The directories with unsent removes.
+  std::vector<Key> DirsWithRemoved() const;
   // The directory with local entries whose own name (as handles records
   // it) is (parent, name); kNoKey when none.
   Key DirNamed(Key parent, const std::string &name,
