@@ -418,6 +418,9 @@ class Core {
   // Whether a remove of k (attributes a) may be logged instead of sent: a
   // file or symlink with one link that the remote has.
   bool RemoveMayBeLogged(Key k, const Attrs &a);
+  // Whether a REMOVE failing with status is refused for good (a logged
+  // remove that fails so is dropped, and logged, not retried forever).
+  static bool RemoveRefused(uint32_t status);
   // A sticky directory's rule: only the owner of the entry or of the
   // directory (or root) may remove or replace it.
   static bool StickyForbids(const Creds &cr, const Attrs &dir,

@@ -89,6 +89,23 @@ bool Core::EmptyHere(const Creds &cr, Key dir, bool *empty) {
   return true;
 }
 
+bool Core::RemoveRefused(uint32_t status) {
+  // Answers that no retry changes: the remote's permissions or contents
+  // (a directory someone else filled) say no.
+  switch (status) {
+    case upstream::kNfs4ErrAccess:
+    case upstream::kNfs4ErrPerm:
+    case upstream::kNfs4ErrNotempty:
+    case upstream::kNfs4ErrRofs:
+    case upstream::kNfs4ErrNotdir:
+    case upstream::kNfs4ErrInval:
+    case upstream::kNfs4ErrNametoolong:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool Core::RemoveMayBeLogged(Key k, const Attrs &a) {
   // Directories (their removal needs the remote's word that they are
   // empty) and files with other links (their nlink and data live on) go
@@ -175,7 +192,8 @@ uint32_t Core::SendRemoves(Key dir,
   Fh dfh;
   // (dir may be removed here itself, its own remove waiting for these.)
   uint32_t st = FhOfAny(dir, &dfh);
-  size_t done = 0;  // mine[0, done) are removed at the remote
+  size_t done = 0;  // mine[0, done) are removed at the remote (or refused)
+  std::vector<size_t> refused;  // indexes in mine the remote refused
   while (st == upstream::kNfs4Ok && done < mine.size()) {
     // As the remover of the first; the rest in the same COMPOUND when
     // they were removed by the same user.
@@ -192,21 +210,32 @@ uint32_t Core::SendRemoves(Key dir,
     }
     CompoundReply rep;
     st = Run(c, cr, &rep);
-    // Each REMOVE that went through, and one that found the name gone (a
-    // record sent before a crash that kept it), is done; the COMPOUND
-    // stopped at the first other failure.
+    // Each REMOVE that went through, one that found the name gone (a
+    // record sent before a crash that kept it), and one the remote
+    // refuses for good, is done; the COMPOUND stopped at the first failure.
     for (size_t i = 0; i < n; i++) {
       const upstream::OpResult *r = rep.Find(Op::kRemove, int(i));
       if (!r) break;
-      if (r->status != upstream::kNfs4Ok && r->status != upstream::kNfs4ErrNoent)
-        break;
+      bool gone = r->status == upstream::kNfs4ErrNoent ||
+                  r->status == upstream::kNfs4ErrStale;
+      bool refused_here = RemoveRefused(r->status);
+      if (r->status != upstream::kNfs4Ok && !gone && !refused_here) break;
+      if (refused_here) {
+        refused.push_back(done);
+        NACHE_LOG(kLogMajor, kWritebackComponent,
+                  "the remote refuses the remove of %s (%s), logged here "
+                  "earlier: it keeps the object, and so do we",
+                  mine[done].name.c_str(), nache_status_name(r->status));
+      }
       done++;
-      if (r->status == upstream::kNfs4ErrNoent && i + 1 < n) {
-        st = upstream::kNfs4Ok;  // the rest in a new COMPOUND
+      if (r->status != upstream::kNfs4Ok) {
+        if (i + 1 < n) st = upstream::kNfs4Ok;  // the rest in a new COMPOUND
         break;
       }
     }
-    if (st == upstream::kNfs4ErrNoent) st = upstream::kNfs4Ok;
+    if (st == upstream::kNfs4ErrNoent || st == upstream::kNfs4ErrStale ||
+        RemoveRefused(st))
+      st = upstream::kNfs4Ok;
   }
   {
     std::lock_guard<std::mutex> g(meta_mu_);
@@ -221,7 +250,13 @@ uint32_t Core::SendRemoves(Key dir,
     if (!seqs.empty()) oplog_->Erase(seqs);
   }
   meta_cv_.notify_all();
-  for (size_t i = 0; i < done; i++) metrics_->CountSentRemove();
+  for (size_t i = 0; i < done - refused.size(); i++)
+    metrics_->CountSentRemove();
+  for (size_t i : refused) {
+    // Shown again once the directory follows the remote.
+    metrics_->CountRefusedRemove();
+    cache_->ExpireAttrs(mine[i].key);
+  }
   if (done < mine.size())
     NACHE_LOG(kLogInfo, kWritebackComponent,
               "remove of %s at the remote failed (nfs status %u); %zu "

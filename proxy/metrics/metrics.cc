@@ -296,7 +296,8 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Help("Removes of objects the remote has, on "
                              "write-back single-writer exports, by outcome: "
                              "logged (kept local), sent (removed at the "
-                             "remote)")
+                             "remote), refused (the remote said no for good: "
+                             "the object stays)")
                        .Register(r);
   reclaims_ = &prometheus::BuildCounter()
                    .Name("nache_upstream_reclaims_total")
@@ -407,6 +408,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->local_creates_[2] = &local_creates_->Add(with("outcome", "cancelled"));
   e->local_removes_[0] = &local_removes_->Add(with("outcome", "logged"));
   e->local_removes_[1] = &local_removes_->Add(with("outcome", "sent"));
+  e->local_removes_[2] = &local_removes_->Add(with("outcome", "refused"));
   static const char *const kStates[] = {"open", "lock", "delegation"};
   static const char *const kOutcomes[] = {"reclaimed", "reacquired", "lost"};
   for (size_t i = 0; i < size_t(ReclaimState::kCount); i++)

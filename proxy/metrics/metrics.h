@@ -140,6 +140,7 @@ class ExportMetrics {
   // local and logged, then sent.
   void CountLoggedRemove() { local_removes_[0]->Increment(); }
   void CountSentRemove() { local_removes_[1]->Increment(); }
+  void CountRefusedRemove() { local_removes_[2]->Increment(); }
   // Write-back: bytes a local write put back as the cache held them (not
   // dirtied, never sent).
   void CountUnchangedWrite(uint64_t bytes) {
@@ -220,7 +221,7 @@ class ExportMetrics {
   prometheus::Counter *unchanged_bytes_ = nullptr;  // ..._unchanged_bytes_total
   // nache_writeback_creates_total{outcome=logged|sent|cancelled}
   std::array<prometheus::Counter *, 3> local_creates_{};
-  std::array<prometheus::Counter *, 2> local_removes_{};
+  std::array<prometheus::Counter *, 3> local_removes_{};
   // nache_upstream_reclaims_total{state, outcome}
   std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,
              size_t(ReclaimState::kCount)>

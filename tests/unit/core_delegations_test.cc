@@ -64,6 +64,8 @@ StateId Sid(const char *tag, uint32_t n) {
 class ScriptedUpstream : public upstream::Upstream {
  public:
   DelegationType grant = DelegationType::kNone;  // given with each OPEN
+  // REMOVEs of these names fail with the status given.
+  std::map<std::string, uint32_t> remove_refused;
   // Set by the core: called by Restart like the real client's state
   // thread after it confirmed a new client id.
   std::function<void(uint64_t)> on_new_clientid;
@@ -320,6 +322,9 @@ class ScriptedUpstream : public upstream::Upstream {
       }
       case OP_REMOVE: {
         const component4 &n = a.nfs_argop4_u.opremove.target;
+        auto refuse =
+            remove_refused.find(Str(n.utf8string_val, n.utf8string_len));
+        if (refuse != remove_refused.end()) return refuse->second;
         if (files_.erase("f:" + Str(n.utf8string_val, n.utf8string_len)) == 0)
           return upstream::kNfs4ErrNoent;
         return 0;
@@ -815,6 +820,28 @@ TEST_F(CoreDelegationsTest, RemovesAreLoggedAndSentBeforeTheNameIsReused) {
   EXPECT_LT(up_->Index("REMOVE"), up_->Index("OPEN"));
   EXPECT_EQ(up_->Data("old"), "new");
   EXPECT_TRUE(up_->Names("old.nache-conflict-").empty());
+}
+
+// A logged remove the remote refuses for good (its permissions changed,
+// say) is dropped, not retried forever: the object stays, at the remote
+// and for our clients; the other removes sent with it go through.
+TEST_F(CoreDelegationsTest, ARemoveTheRemoteRefusesIsDroppedNotRetried) {
+  StartWriteBack(DelegationType::kNone, 0);
+  up_->AddFile("keep", "theirs");
+  up_->AddFile("gone", "x");
+  up_->remove_refused["keep"] = upstream::kNfs4ErrAccess;
+  ASSERT_EQ(core_->Remove(cr_, root_, "keep"), 0u);
+  ASSERT_EQ(core_->Remove(cr_, root_, "gone"), 0u);
+  // The directory's flush sends both, then sets its mtime: it is not
+  // held back by the refused one.
+  ASSERT_TRUE(up_->WaitCount("SETATTR", 1)) << "the directory's flush stuck";
+  EXPECT_EQ(up_->Count("REMOVE"), 1);
+  EXPECT_EQ(up_->Data("gone"), "<none>");
+  EXPECT_EQ(up_->Data("keep"), "theirs");
+  Key k;
+  EXPECT_EQ(core_->Lookup(cr_, root_, "keep", &k, nullptr), 0u)
+      << "the remote kept it: so do we";
+  EXPECT_EQ(up_->Count("REMOVE!"), 1);
 }
 
 // An editor's save: the new version written to a temporary file, renamed
