@@ -155,12 +155,12 @@ uint32_t Core::SendRemovesIn(Key dir) {
 
 uint32_t Core::SendRemoves(Key dir,
                            const std::vector<LocalNames::Removed> &ws) {
-  // One sender per record: a second REMOVE of a name could land after a
-  // create of it that followed the first.
   // A directory's entries leave the remote before the directory.
   for (const LocalNames::Removed &w : ws)
     if (!local_names_->RemovedIn(w.key).empty())
       if (uint32_t st = SendRemovesIn(w.key)) return st;
+  // One sender per record: a second REMOVE of a name could land after a
+  // create of it that followed the first.
   std::vector<LocalNames::Removed> mine;
   std::vector<LogRecord> recs;
   {
