@@ -65,6 +65,37 @@ OpResult Result(Op op, uint32_t status, uint32_t count = 0) {
   return r;
 }
 
+// Reclaims after a remote restart and the write-back counters of this
+// stop move their own series only.
+TEST(MetricsTest, ReclaimAndWriteBackOutcomesHaveTheirSeries) {
+  Metrics m;
+  ExportMetrics *e = m.ForExport(3);
+  e->CountReclaim(ReclaimState::kLock, ReclaimOutcome::kLost);
+  e->CountReclaim(ReclaimState::kOpen, ReclaimOutcome::kReclaimed);
+  e->CountReclaim(ReclaimState::kOpen, ReclaimOutcome::kReclaimed);
+  e->CountUnchangedWrite(4096);
+  e->CountRefusedRemove();
+  const std::string r = "nache_upstream_reclaims_total";
+  EXPECT_EQ(CounterValue(m, r, {{"export", "3"}, {"state", "lock"},
+                                {"outcome", "lost"}}),
+            1);
+  EXPECT_EQ(CounterValue(m, r, {{"export", "3"}, {"state", "open"},
+                                {"outcome", "reclaimed"}}),
+            2);
+  EXPECT_EQ(CounterValue(m, r, {{"export", "3"}, {"state", "delegation"},
+                                {"outcome", "reacquired"}}),
+            0);
+  EXPECT_EQ(CounterValue(m, "nache_writeback_unchanged_bytes_total",
+                         {{"export", "3"}}),
+            4096);
+  EXPECT_EQ(CounterValue(m, "nache_writeback_removes_total",
+                         {{"export", "3"}, {"outcome", "refused"}}),
+            1);
+  EXPECT_EQ(CounterValue(m, "nache_writeback_removes_total",
+                         {{"export", "3"}, {"outcome", "sent"}}),
+            0);
+}
+
 TEST(MetricsTest, LocalOpsCountedPerOperationAndExport) {
   Metrics m;
   ExportMetrics *e = m.ForExport(7);
