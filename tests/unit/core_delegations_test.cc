@@ -64,6 +64,9 @@ StateId Sid(const char *tag, uint32_t n) {
 class ScriptedUpstream : public upstream::Upstream {
  public:
   DelegationType grant = DelegationType::kNone;  // given with each OPEN
+  // A delegation given back by a reclaim comes with "recall" set (the
+  // server cannot call us back yet).
+  bool recall_reclaimed = false;
   // REMOVEs of these names fail with the status given.
   std::map<std::string, uint32_t> remove_refused;
   // Set by the core: called by Restart like the real client's state
@@ -283,6 +286,7 @@ class ScriptedUpstream : public upstream::Upstream {
           if (reclaimed_ != DelegationType::kNone) {
             r->delegation.type = reclaimed_;
             r->delegation.stateid = Sid("deleg", ++delegs_);
+            r->delegation.recall = recall_reclaimed;
           }
           return 0;
         }
@@ -908,6 +912,24 @@ TEST_F(CoreDelegationsTest, ServerRestartReclaimsOpenLocksAndDelegation) {
   ASSERT_EQ(LockF(open, "owner-1", NACHE_UNLOCK, false, 0, 100), 0u);
   EXPECT_FALSE(up_->Locked(0, 100));
   EXPECT_TRUE(up_->Locked(1000, 1001));
+  EXPECT_EQ(core_->CloseFile(open), 0u);
+}
+
+// A reclaimed delegation the server wants back at once (RFC 7530
+// 16.16.5, "recall": knfsd sets it while its callback path is not up yet)
+// is returned, not trusted.
+TEST_F(CoreDelegationsTest, AReclaimedDelegationMarkedRecallIsReturned) {
+  Start(DelegationType::kRead);
+  NacheOpen *open = OpenF(kRead);
+  ASSERT_NE(open, nullptr);
+  up_->recall_reclaimed = true;
+  up_->Restart(true);
+  ASSERT_TRUE(up_->WaitCount("OPEN(previous)", 1));
+  ASSERT_TRUE(up_->WaitCount("DELEGRETURN", 1)) << "not returned";
+  int getattrs = up_->Count("GETATTR");
+  Attrs a;
+  EXPECT_EQ(core_->Getattr(cr_, file_, &a), 0u);
+  EXPECT_EQ(up_->Count("GETATTR"), getattrs + 1) << "still trusted";
   EXPECT_EQ(core_->CloseFile(open), 0u);
 }
 
