@@ -52,14 +52,12 @@ upstream::Attrs TruncateAttrs() {
   return t;
 }
 
-// The status of the first op of kind op in rep, or the compound status when
-// the server did not reach it.
+}  // namespace
+
 uint32_t OpStatus(const CompoundReply &rep, Op op) {
   const OpResult *r = rep.Find(op);
   return r ? r->status : rep.status;
 }
-
-}  // namespace
 
 Core::~Core() {
   // First, so that no scrape samples a half-destroyed core.
@@ -413,7 +411,9 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
     // is not at the remote either, nothing else.
     LocalNames::Entry e;
     Attrs a;
-    if (local_names_->Find(dir, name, &e) && cache_->KnownAttrs(e.key, &a)) {
+    if (local_names_->Find(dir, name, &e) &&
+        (e.moved ? Getattr(cr, e.key, &a) == upstream::kNfs4Ok
+                 : cache_->KnownAttrs(e.key, &a))) {
       *key = e.key;
       if (attrs) *attrs = a;
       return upstream::kNfs4Ok;
@@ -681,12 +681,12 @@ uint32_t Core::Readdir(const Creds &cr, Key dir, uint64_t cookie,
     // Entries not at the remote yet come after the remote's, with cookies
     // of their own (see ReaddirLocal).
     if (IsLocalCookie(cookie) || local_names_->IsLocal(dir))
-      return ReaddirLocal(dir, cookie, cb, ctx, eof);
+      return ReaddirLocal(cr, dir, cookie, cb, ctx, eof);
     if (local_names_->LastChildSeq(dir) != 0) {
       bool remote_eof = false;
       uint32_t st = ReaddirRemote(cr, dir, cookie, cb, ctx, &remote_eof);
       if (st || !remote_eof) return st;
-      return ReaddirLocal(dir, 0, cb, ctx, eof);
+      return ReaddirLocal(cr, dir, 0, cb, ctx, eof);
     }
   }
   return ReaddirRemote(cr, dir, cookie, cb, ctx, eof);
@@ -886,14 +886,20 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   if (LocalNamespace()) {
     LocalNames::Entry src, target;
     if (local_names_->Find(olddir, oldname, &src)) {
-      if (src.type != upstream::FileType::kDir) {
+      if (!src.moved && src.type != upstream::FileType::kDir) {
         bool done = false;
         uint32_t st = RenameLocal(cr, src, newdir, newname, &done);
         if (st || done) return st;
       }
-      // The remote way: the object must be there first.
+      // Otherwise the object must be at the remote under this name first
+      // (a moved one: its pending RENAME is sent).
       if (uint32_t st = CreateRemotely(src.key)) return st;
     }
+    // Something the remote has: logged when it may be.
+    bool done = false;
+    if (uint32_t st = RenameLogged(cr, olddir, oldname, newdir, newname, &done))
+      return st;
+    if (done) return upstream::kNfs4Ok;
     // A target only we know of: the remote must know it to replace it.
     if (local_names_->Find(newdir, newname, &target))
       if (uint32_t st = CreateRemotely(target.key)) return st;
@@ -952,9 +958,15 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   if (LocalNamespace()) {
     LocalNames::Entry e;
     if (local_names_->Find(dir, name, &e)) {
-      uint32_t st = RemoveLocal(cr, dir, e);
-      if (st != upstream::kNfs4ErrDelay) return st;
-      // Sent to the remote meanwhile: remove it there.
+      if (e.moved) {
+        // Renamed here: the remote gets the RENAME first, then this
+        // remove like any other.
+        if (uint32_t st = CreateRemotely(e.key)) return st;
+      } else {
+        uint32_t st = RemoveLocal(cr, dir, e);
+        if (st != upstream::kNfs4ErrDelay) return st;
+        // Sent to the remote meanwhile: remove it there.
+      }
     }
   }
   Key target = kNoKey;

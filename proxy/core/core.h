@@ -98,6 +98,10 @@ struct CoreConfig {
       make_upstream;
 };
 
+// The status of the first op of kind op in rep, or the compound status when
+// the server did not reach it.
+uint32_t OpStatus(const upstream::CompoundReply &rep, upstream::Op op);
+
 class Core {
  public:
   ~Core();
@@ -415,6 +419,15 @@ class Core {
   // (*empty). False when that cannot be told without asking the remote
   // to remove it (a listing too big to keep).
   bool EmptyHere(const Creds &cr, Key dir, bool *empty);
+  // A rename of a file or symlink the remote has, kept local: logged
+  // (synced) with the remove of a remote file it replaces, the new name
+  // shown here at once, the RENAME sent later (core_local_renames.cc).
+  // *done false when it must go the remote way.
+  uint32_t RenameLogged(const Creds &cr, Key olddir,
+                        const std::string &oldname, Key newdir,
+                        const std::string &newname, bool *done);
+  // Sends a kRename record's RENAME (its directories are at the remote).
+  uint32_t SendRename(const LogRecord &r);
   // Whether a remove of k (attributes a) may be logged instead of sent: a
   // file or symlink with one link that the remote has.
   bool RemoveMayBeLogged(Key k, const Attrs &a);
@@ -440,8 +453,8 @@ class Core {
   // the top bit set, which no remote backed by a POSIX file system uses
   // (directory offsets are non-negative 64-bit values), so a later call
   // can tell them from the remote's.
-  uint32_t ReaddirLocal(Key dir, uint64_t cookie, nache_dirent_cb cb,
-                        void *ctx, bool *eof);
+  uint32_t ReaddirLocal(const Creds &cr, Key dir, uint64_t cookie,
+                        nache_dirent_cb cb, void *ctx, bool *eof);
   static constexpr uint64_t kLocalCookie = 1ull << 63;
   static bool IsLocalCookie(uint64_t c) { return (c & kLocalCookie) != 0; }
   // The remote's listing of dir (Readdir without local entries).

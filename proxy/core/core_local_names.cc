@@ -273,8 +273,8 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
   return upstream::kNfs4Ok;
 }
 
-uint32_t Core::ReaddirLocal(Key dir, uint64_t cookie, nache_dirent_cb cb,
-                            void *ctx, bool *eof) {
+uint32_t Core::ReaddirLocal(const Creds &cr, Key dir, uint64_t cookie,
+                            nache_dirent_cb cb, void *ctx, bool *eof) {
   // Cookies are the entries' log sequence numbers, marked: increasing in
   // listing order, never reused.
   uint64_t after = IsLocalCookie(cookie) ? cookie & ~kLocalCookie : 0;
@@ -282,7 +282,11 @@ uint32_t Core::ReaddirLocal(Key dir, uint64_t cookie, nache_dirent_cb cb,
     if (e.seq <= after) continue;
     uint64_t c = kLocalCookie | e.seq;
     Attrs a;
-    if (!cache_->KnownAttrs(e.key, &a)) continue;  // removed meanwhile
+    // (An object renamed here is the remote's: its attributes may need
+    // asking for.)
+    if (e.moved ? Getattr(cr, e.key, &a) != upstream::kNfs4Ok
+                : !cache_->KnownAttrs(e.key, &a))
+      continue;  // removed meanwhile
     nache_attrs ca;
     AttrsToC(a, e.key, &ca);
     if (!cb(ctx, e.name.c_str(), e.key, &ca, c)) return upstream::kNfs4Ok;
@@ -300,9 +304,11 @@ uint32_t Core::CreateRemotely(Key key) {
     meta_cv_.wait(g, [&] { return sending_.count(key) == 0; });
     if (!local_names_->Get(key, &e)) return upstream::kNfs4Ok;
     std::vector<LogRecord> recs = oplog_->Read(e.seq, 1);
-    if (recs.empty() || recs[0].seq != e.seq || recs[0].key2 != key) {
+    if (recs.empty() || recs[0].seq != e.seq ||
+        (e.moved ? recs[0].op != LogOp::kRename || Key(recs[0].offset) != key
+                 : recs[0].key2 != key)) {
       NACHE_LOG(kLogCrit, kComponent,
-                "no create record %llu for local object %llu",
+                "no create or rename record %llu for local object %llu",
                 (unsigned long long)e.seq, (unsigned long long)key);
       return upstream::kNfs4ErrServerfault;
     }
@@ -317,12 +323,14 @@ uint32_t Core::CreateRemotely(Key key) {
   // and a remove of the same name logged before it.
   uint32_t st = local_names_->IsLocal(e.dir) ? CreateRemotely(e.dir)
                                              : SendRemoveOf(e.dir, e.name);
-  if (st == upstream::kNfs4Ok) st = SendCreate(r, fresh);
+  if (st == upstream::kNfs4Ok)
+    st = e.moved ? SendRename(r) : SendCreate(r, fresh);
   {
     std::lock_guard<std::mutex> g(meta_mu_);
     sending_.erase(key);
     if (st == upstream::kNfs4Ok) {
       local_names_->Erase(key);
+      if (e.moved) local_names_->EraseRemoved(r.seq);  // its old name
       oplog_->Erase({r.seq});
     }
   }

@@ -155,17 +155,25 @@ uint32_t Core::SendRemovesIn(Key dir) {
 
 uint32_t Core::SendRemoves(Key dir,
                            const std::vector<LocalNames::Removed> &ws) {
-  // A directory's entries leave the remote before the directory.
-  for (const LocalNames::Removed &w : ws)
+  // The old name of an object renamed here is freed by its RENAME; a
+  // directory's entries leave the remote before the directory.
+  std::vector<LocalNames::Removed> plain;
+  for (const LocalNames::Removed &w : ws) {
+    if (w.moved) {
+      if (uint32_t st = CreateRemotely(w.key)) return st;
+      continue;
+    }
     if (!local_names_->RemovedIn(w.key).empty())
       if (uint32_t st = SendRemovesIn(w.key)) return st;
+    plain.push_back(w);
+  }
   // One sender per record: a second REMOVE of a name could land after a
   // create of it that followed the first.
   std::vector<LocalNames::Removed> mine;
   std::vector<LogRecord> recs;
   {
     std::unique_lock<std::mutex> g(meta_mu_);
-    for (const LocalNames::Removed &w : ws) {
+    for (const LocalNames::Removed &w : plain) {
       meta_cv_.wait(g, [&] { return removing_.count(w.seq) == 0; });
       LocalNames::Removed now;
       if (!local_names_->FindRemoved(w.dir, w.name, &now) || now.seq != w.seq)

@@ -312,6 +312,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                "that were equal to what the cache held: not "
                                "dirtied, never sent")
                          .Register(r);
+  local_renames_ = &prometheus::BuildCounter()
+                       .Name("nache_writeback_renames_total")
+                       .Help("Renames of files and symlinks the remote has, "
+                             "on write-back single-writer exports, by "
+                             "outcome: logged (kept local), sent (renamed at "
+                             "the remote), refused (the remote said no for "
+                             "good: the object keeps its old name)")
+                       .Register(r);
   conflicts_ = &prometheus::BuildCounter()
                     .Name("nache_writeback_conflicts_total")
                     .Help("Files changed at the remote while nache held "
@@ -409,6 +417,9 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->local_removes_[0] = &local_removes_->Add(with("outcome", "logged"));
   e->local_removes_[1] = &local_removes_->Add(with("outcome", "sent"));
   e->local_removes_[2] = &local_removes_->Add(with("outcome", "refused"));
+  e->local_renames_[0] = &local_renames_->Add(with("outcome", "logged"));
+  e->local_renames_[1] = &local_renames_->Add(with("outcome", "sent"));
+  e->local_renames_[2] = &local_renames_->Add(with("outcome", "refused"));
   static const char *const kStates[] = {"open", "lock", "delegation"};
   static const char *const kOutcomes[] = {"reclaimed", "reacquired", "lost"};
   for (size_t i = 0; i < size_t(ReclaimState::kCount); i++)

@@ -141,6 +141,10 @@ class ExportMetrics {
   void CountLoggedRemove() { local_removes_[0]->Increment(); }
   void CountSentRemove() { local_removes_[1]->Increment(); }
   void CountRefusedRemove() { local_removes_[2]->Increment(); }
+  // Write-back namespace: a rename of an object the remote has.
+  void CountLoggedRename() { local_renames_[0]->Increment(); }
+  void CountSentRename() { local_renames_[1]->Increment(); }
+  void CountRefusedRename() { local_renames_[2]->Increment(); }
   // Write-back: bytes a local write put back as the cache held them (not
   // dirtied, never sent).
   void CountUnchangedWrite(uint64_t bytes) {
@@ -222,6 +226,7 @@ class ExportMetrics {
   // nache_writeback_creates_total{outcome=logged|sent|cancelled}
   std::array<prometheus::Counter *, 3> local_creates_{};
   std::array<prometheus::Counter *, 3> local_removes_{};
+  std::array<prometheus::Counter *, 3> local_renames_{};
   // nache_upstream_reclaims_total{state, outcome}
   std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,
              size_t(ReclaimState::kCount)>
@@ -292,6 +297,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *conflicts_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_creates_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_removes_ = nullptr;
+  prometheus::Family<prometheus::Counter> *local_renames_ = nullptr;
   prometheus::Family<prometheus::Counter> *reclaims_ = nullptr;
   prometheus::Family<prometheus::Counter> *unchanged_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;

@@ -14,6 +14,11 @@ void LocalNames::Load(OpLog *log) {
         Add(Entry{r.seq, r.key, r.name, r.key2, r.type, r.text, r.logged_at});
       else if (r.op == LogOp::kRemove)
         AddRemoved(Removed{r.seq, r.key, r.name, r.key2});
+      else if (r.op == LogOp::kRename) {
+        Add(Entry{r.seq, r.key2, r.name2, Key(r.offset), r.type, "",
+                  r.logged_at, true});
+        AddRemoved(Removed{r.seq, r.key, r.name, Key(r.offset), true});
+      }
       from = r.seq + 1;
     }
   }
@@ -67,7 +72,10 @@ bool LocalNames::Get(Key key, Entry *out) const {
   return true;
 }
 
-bool LocalNames::IsLocal(Key key) const { return Get(key, nullptr); }
+bool LocalNames::IsLocal(Key key) const {
+  Entry e;
+  return Get(key, &e) && !e.moved;
+}
 
 std::vector<LocalNames::Entry> LocalNames::Children(Key dir) const {
   std::vector<Entry> out;
@@ -117,7 +125,7 @@ size_t LocalNames::size() const {
 void LocalNames::AddRemoved(const Removed &r) {
   std::lock_guard<std::mutex> g(mu_);
   removed_[NameKey(r.dir, r.name)] = r;
-  removed_keys_[r.key] = r.seq;
+  if (!r.moved) removed_keys_[r.key] = r.seq;
   removed_seqs_[r.seq] = NameKey(r.dir, r.name);
 }
 

@@ -29,13 +29,16 @@ namespace nache {
 class LocalNames {
  public:
   struct Entry {
-    uint64_t seq = 0;  // its kCreate record in the log
+    uint64_t seq = 0;  // its kCreate (or kRename) record in the log
     Key dir = kNoKey;
     std::string name;
     Key key = kNoKey;
     upstream::FileType type = upstream::FileType::kNone;
     std::string text;  // a symlink's target
     int64_t created_at = 0;  // wall-clock seconds when logged
+    // An object the remote has, renamed here to (dir, name) and not there
+    // yet (a kRename record; its old name is a moved Removed).
+    bool moved = false;
   };
 
   // A remove of an object the remote has, logged and not yet sent: until
@@ -45,9 +48,12 @@ class LocalNames {
     Key dir = kNoKey;
     std::string name;
     Key key = kNoKey;  // the object removed
+    // The old name of a moved object (the kRename record's seq): the
+    // object lives on under its new name, so its handle stays valid.
+    bool moved = false;
   };
 
-  // The kCreate and kRemove records of log (one pass over it).
+  // The kCreate, kRemove and kRename records of log (one pass over it).
   void Load(OpLog *log);
 
   void Add(const Entry &e);
@@ -58,6 +64,8 @@ class LocalNames {
 
   bool Find(Key dir, const std::string &name, Entry *out) const;
   bool Get(Key key, Entry *out) const;
+  // Whether key was created here and is not at the remote yet (a moved
+  // object is at the remote).
   bool IsLocal(Key key) const;
   // The local entries of dir, in creation (log) order.
   std::vector<Entry> Children(Key dir) const;

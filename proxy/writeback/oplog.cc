@@ -213,7 +213,7 @@ uint64_t OpLog::Replace(uint64_t old_seq, LogRecord r) {
 bool OpLog::Replace(uint64_t old_seq, std::vector<LogRecord> *rs) {
   std::lock_guard<std::mutex> g(mu_);
   rocksdb::WriteBatch b;
-  b.Delete(store_->family(Store::kWbLog), SeqKey(old_seq));
+  if (old_seq != 0) b.Delete(store_->family(Store::kWbLog), SeqKey(old_seq));
   std::vector<uint32_t> sizes;
   uint64_t seq = next_seq_;
   for (LogRecord &r : *rs) {

@@ -37,7 +37,8 @@ enum class LogOp : uint8_t {
   kCreate = 3,   // key: directory; name; key2: the new object; type;
                  // attrs; text: symlink target
   kRemove = 4,   // key: directory; name; key2: the object removed
-  kRename = 5,   // key: old directory; name; key2: new directory; name2
+  kRename = 5,   // key: old directory; name; key2: new directory; name2;
+                 // offset: the object (one the remote has); type
   kLink = 6,     // key: the object; key2: directory; name
 };
 
@@ -77,10 +78,10 @@ class OpLog {
   // synced write (a local rename of an object not yet created remotely).
   // Returns r's new sequence number, or 0 when the store failed.
   uint64_t Replace(uint64_t old_seq, LogRecord r);
-  // Replaces record old_seq by the records rs, appended in order, in one
-  // synced write (a local rename that also replaces a remote file: its
-  // remove, then the moved create). Assigns their seqs; false when the
-  // store failed.
+  // Replaces record old_seq (0: none) by the records rs, appended in
+  // order, in one synced write (a local rename that also replaces a remote
+  // file: its remove, then the moved create). Assigns their seqs; false
+  // when the store failed.
   bool Replace(uint64_t old_seq, std::vector<LogRecord> *rs);
 
   size_t records() const;     // records in the log

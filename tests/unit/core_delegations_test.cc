@@ -125,11 +125,11 @@ class ScriptedUpstream : public upstream::Upstream {
         out.push_back(kv.second.name);
     return out;
   }
-  // The file's data, or "<none>" when the server never had it.
+  // The data of the file named name, or "<none>" when there is none.
   std::string Data(const std::string &name) {
     std::lock_guard<std::mutex> g(mu_);
-    auto it = files_.find("f:" + name);
-    return it == files_.end() ? "<none>" : it->second.data;
+    Fh fh = Named(name);
+    return fh.empty() ? "<none>" : files_[fh].data;
   }
 
   // The server restarts: every open and lock is forgotten, and with
@@ -261,9 +261,28 @@ class ScriptedUpstream : public upstream::Upstream {
         return 0;
       case OP_LOOKUP: {
         const component4 &n = a.nfs_argop4_u.oplookup.objname;
-        Fh fh = "f:" + Str(n.utf8string_val, n.utf8string_len);
-        if (files_.count(fh) == 0) return upstream::kNfs4ErrNoent;
+        Fh fh = Named(Str(n.utf8string_val, n.utf8string_len));
+        if (fh.empty()) return upstream::kNfs4ErrNoent;
         *cur = fh;
+        return 0;
+      }
+      case OP_SAVEFH:
+        saved_ = *cur;
+        return 0;
+      case OP_RENAME: {
+        const RENAME4args &rn = a.nfs_argop4_u.oprename;
+        std::string from = Str(rn.oldname.utf8string_val,
+                               rn.oldname.utf8string_len);
+        std::string to = Str(rn.newname.utf8string_val,
+                             rn.newname.utf8string_len);
+        Fh fh = Named(from);
+        if (fh.empty()) return upstream::kNfs4ErrNoent;
+        Fh old_target = Named(to);
+        if (!old_target.empty() && old_target != fh) files_.erase(old_target);
+        files_[fh].name = to;
+        files_[fh].change++;
+        aliases_.erase(from);
+        aliases_[to] = fh;
         return 0;
       }
       case OP_GETFH:
@@ -292,14 +311,20 @@ class ScriptedUpstream : public upstream::Upstream {
         }
         if (in_grace_) return upstream::kNfs4ErrGrace;
         const component4 &n = o.claim.open_claim4_u.file;
-        Fh fh = "f:" + Str(n.utf8string_val, n.utf8string_len);
-        if (o.openhow.opentype == OPEN4_CREATE && files_.count(fh) &&
+        std::string name = Str(n.utf8string_val, n.utf8string_len);
+        Fh fh = Named(name);
+        if (o.openhow.opentype == OPEN4_CREATE && !fh.empty() &&
             o.openhow.openflag4_u.how.mode == GUARDED4)
           return upstream::kNfs4ErrExist;
-        if (files_.count(fh) == 0) {
+        if (fh.empty()) {
           if (o.openhow.opentype != OPEN4_CREATE)
             return upstream::kNfs4ErrNoent;
-          files_[fh].name = Str(n.utf8string_val, n.utf8string_len);
+          // A new object: its own handle, also when another object that
+          // once had this name keeps "f:<name>".
+          fh = "f:" + name;
+          if (files_.count(fh)) fh += "#" + std::to_string(++renamed_);
+          files_[fh].name = name;
+          aliases_[name] = fh;
         }
         *cur = fh;
         r->stateid = Sid("open", ++opens_);
@@ -329,8 +354,11 @@ class ScriptedUpstream : public upstream::Upstream {
         auto refuse =
             remove_refused.find(Str(n.utf8string_val, n.utf8string_len));
         if (refuse != remove_refused.end()) return refuse->second;
-        if (files_.erase("f:" + Str(n.utf8string_val, n.utf8string_len)) == 0)
-          return upstream::kNfs4ErrNoent;
+        std::string name = Str(n.utf8string_val, n.utf8string_len);
+        Fh fh = Named(name);
+        if (fh.empty()) return upstream::kNfs4ErrNoent;
+        files_.erase(fh);
+        aliases_.erase(name);
         return 0;
       }
       case OP_LOCK: {
@@ -400,6 +428,15 @@ class ScriptedUpstream : public upstream::Upstream {
     }
   }
 
+  // The handle of the file named name now ("" when none): "f:<name>"
+  // unless a rename or a create after one gave it another. mu_ held.
+  Fh Named(const std::string &name) {
+    auto a = aliases_.find(name);
+    if (a != aliases_.end()) return a->second;
+    auto it = files_.find("f:" + name);
+    return it != files_.end() && it->second.name == name ? it->first : Fh();
+  }
+
   std::mutex mu_;  // guards everything below; Call holds it throughout
   std::condition_variable cv_;  // hold_writes changed
   std::map<Fh, File> files_;
@@ -412,6 +449,9 @@ class ScriptedUpstream : public upstream::Upstream {
   std::vector<HeldRange> locks_;
   std::map<std::string, std::string> lock_owners_;  // lock stateid -> owner
   DelegationType reclaimed_ = DelegationType::kNone;
+  std::map<std::string, Fh> aliases_;  // names whose handle is not f:<name>
+  Fh saved_;                            // SAVEFH
+  uint32_t renamed_ = 0;
 };
 
 // A TCP port on 127.0.0.1 that was free a moment ago.
@@ -824,6 +864,47 @@ TEST_F(CoreDelegationsTest, RemovesAreLoggedAndSentBeforeTheNameIsReused) {
   EXPECT_LT(up_->Index("REMOVE"), up_->Index("OPEN"));
   EXPECT_EQ(up_->Data("old"), "new");
   EXPECT_TRUE(up_->Names("old.nache-conflict-").empty());
+}
+
+// A rename of a file the remote has: logged, nothing sent; the new name
+// shows the same object at once and the old one is gone; a file it
+// replaces has its remove logged with it. When the old name is needed at
+// the remote (a new file created under it), the replaced file's REMOVE,
+// then one RENAME, then the create go out, in that order.
+TEST_F(CoreDelegationsTest, RenamesOfRemoteFilesAreLoggedThenSentOnce) {
+  // Sent only when needed below.
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);
+  up_->AddFile("log", "L");
+  up_->AddFile("dst", "D");
+  Key k, got;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "log", &k, nullptr), 0u);
+  ASSERT_EQ(core_->Rename(cr_, root_, "log", root_, "dst"), 0u);
+  EXPECT_EQ(up_->Count("RENAME") + up_->Count("REMOVE"), 0) << "logged";
+  EXPECT_EQ(up_->Data("log"), "L");
+  EXPECT_EQ(up_->Data("dst"), "D");
+  ASSERT_EQ(core_->Lookup(cr_, root_, "dst", &got, nullptr), 0u);
+  EXPECT_EQ(got, k) << "the same object under its new name";
+  EXPECT_EQ(core_->Lookup(cr_, root_, "log", &got, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  Attrs a;
+  EXPECT_EQ(core_->Getattr(cr_, k, &a), 0u) << "its handle stays valid";
+  Key fresh = CreateWritten("log", "new");
+  TruncateTo(fresh, 2);
+  ASSERT_EQ(up_->Count("RENAME"), 1);
+  ASSERT_EQ(up_->Count("REMOVE"), 1);
+  EXPECT_LT(up_->Index("REMOVE"), up_->Index("RENAME"));
+  EXPECT_LT(up_->Index("RENAME"), up_->Index("WRITE"));
+  EXPECT_EQ(up_->Data("dst"), "L");
+  EXPECT_EQ(up_->Data("log"), "ne");
+  // Renamed again once at the remote: logged again; removed then, its
+  // pending RENAME goes first and the remove is logged.
+  ASSERT_EQ(core_->Rename(cr_, root_, "dst", root_, "dst.1"), 0u);
+  EXPECT_EQ(up_->Count("RENAME"), 1);
+  ASSERT_EQ(core_->Remove(cr_, root_, "dst.1"), 0u);
+  EXPECT_EQ(up_->Count("RENAME"), 2);
+  EXPECT_EQ(up_->Data("dst.1"), "L") << "the remove is logged";
+  EXPECT_EQ(core_->Lookup(cr_, root_, "dst.1", &got, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
 }
 
 // A logged remove the remote refuses for good (its permissions changed,

@@ -1,0 +1,167 @@
+// Renames of what the remote has, kept local on write-back single-writer
+// exports (proxy/writeback/DESIGN.md): a rename of a file or symlink with
+// one link is acknowledged once its kRename record (old directory and
+// name, new directory and name, the object) is synced to the log. The old
+// name becomes a "moved" whiteout and the new one a "moved" entry in
+// LocalNames, so lookups and listings show the new name at once, while
+// the object keeps its handle (and the remote its old name, which opens
+// by name still use) until the RENAME is sent: with the flush of either
+// directory, or earlier when something needs one of the names at the
+// remote. A file the rename replaces has its remove logged in the same
+// synced batch. Renaming a moved object again, or removing it, sends the
+// pending RENAME first (one round trip) and goes on from there.
+#include "core/core.h"
+#include "util/log.h"
+
+namespace nache {
+using upstream::Compound;
+using upstream::CompoundReply;
+using upstream::Fh;
+using upstream::FileType;
+using upstream::Op;
+
+uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
+                            const std::string &oldname, Key newdir,
+                            const std::string &newname, bool *done) {
+  *done = false;
+  if (NotAtRemote(olddir) || NotAtRemote(newdir)) return upstream::kNfs4Ok;
+  Key k;
+  Attrs a;
+  uint32_t st = Lookup(cr, olddir, oldname, &k, &a);
+  if (st) {
+    *done = true;
+    return st;
+  }
+  // Files and symlinks with one link: a directory moves a subtree, a file
+  // with other links has other names to keep right.
+  if (!RemoveMayBeLogged(k, a)) return upstream::kNfs4Ok;
+  LocalNames::Entry t;
+  if (local_names_->Find(newdir, newname, &t)) return upstream::kNfs4Ok;
+  *done = true;
+  Attrs nda, oda;
+  if ((st = CheckNewName(cr, newdir, newname, &nda)) ||
+      (st = Getattr(cr, olddir, &oda)))
+    return st;
+  const uint32_t need = upstream::kAccessModify | upstream::kAccessExtend |
+                        upstream::kAccessLookup;
+  uint32_t a1 = 0, a2 = 0;
+  if ((st = Access(cr, olddir, need, &a1)) ||
+      (st = Access(cr, newdir, need, &a2)))
+    return st;
+  if ((a1 & need) != need || (a2 & need) != need)
+    return upstream::kNfs4ErrAccess;
+  if (StickyForbids(cr, oda, a)) return upstream::kNfs4ErrPerm;
+  if (olddir == newdir && oldname == newname) return upstream::kNfs4Ok;
+  // The target: none, or a file or symlink of the remote's it replaces.
+  Key replaced = kNoKey, tk;
+  Attrs ta;
+  st = Lookup(cr, newdir, newname, &tk, &ta);
+  if (st == upstream::kNfs4Ok) {
+    if (tk == k) return upstream::kNfs4Ok;  // the same object
+    if (!RemoveMayBeLogged(tk, ta)) {
+      *done = false;  // the remote way
+      return upstream::kNfs4Ok;
+    }
+    if (StickyForbids(cr, nda, ta)) return upstream::kNfs4ErrPerm;
+    replaced = tk;
+  } else if (st != upstream::kNfs4ErrNoent) {
+    return st;
+  }
+
+  LogRecord mv;
+  mv.op = LogOp::kRename;
+  mv.key = olddir;
+  mv.name = oldname;
+  mv.key2 = newdir;
+  mv.name2 = newname;
+  mv.offset = k;
+  mv.type = a.type;
+  mv.attrs.mask = upstream::kAttrOwner | upstream::kAttrOwnerGroup;
+  mv.attrs.uid = cr.uid;  // the renamer, as whom it is sent
+  mv.attrs.gid = cr.gid;
+  {
+    std::lock_guard<std::mutex> g(meta_mu_);
+    // Changed while we were checking: the client retries.
+    if (local_names_->FindRemoved(olddir, oldname, nullptr) ||
+        local_names_->Find(newdir, newname, nullptr) ||
+        (replaced != kNoKey &&
+         local_names_->FindRemoved(newdir, newname, nullptr)))
+      return upstream::kNfs4ErrDelay;
+    std::vector<LogRecord> recs;
+    if (replaced != kNoKey)
+      recs.push_back(RemoveRecord(cr, newdir, newname, replaced));
+    recs.push_back(mv);
+    // Synced, in one write: the client hears "renamed" only then.
+    if (!oplog_->Replace(0, &recs)) return upstream::kNfs4ErrIo;
+    uint64_t seq = recs.back().seq;
+    if (replaced != kNoKey)
+      local_names_->AddRemoved(
+          LocalNames::Removed{recs[0].seq, newdir, newname, replaced});
+    local_names_->Add(LocalNames::Entry{seq, newdir, newname, k, a.type, "",
+                                        int64_t(time(nullptr)), true});
+    local_names_->AddRemoved(
+        LocalNames::Removed{seq, olddir, oldname, k, true});
+  }
+  if (replaced != kNoKey) {
+    cache_->Forget(replaced);  // its unflushed data need never be sent
+    metrics_->CountLoggedRemove();
+  }
+  if (olddir == newdir) {
+    cache_->LocalDirEdit(newdir, oldname, newname, k);
+  } else {
+    cache_->LocalDirEdit(olddir, oldname, "", kNoKey);
+    cache_->LocalDirEdit(newdir, "", newname, k);
+  }
+  metrics_->CountLoggedRename();
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::SendRename(const LogRecord &r) {
+  const Key k = Key(r.offset);
+  Fh ofh, nfh;
+  uint32_t st = FhOf(r.key, &ofh);
+  if (st || (st = FhOf(r.key2, &nfh))) return st;
+  // Our own read delegation on it first: the server would recall it.
+  ReturnIfReadDelegated(k);
+  Creds cr;
+  cr.uid = r.attrs.uid;
+  cr.gid = r.attrs.gid;
+  Compound c;
+  c.SetTag("flush_rename")
+      .Putfh(ofh)
+      .Savefh()
+      .Putfh(nfh)
+      .Rename(r.name, r.name2)
+      .Lookup(r.name2)
+      .Getfh();
+  CompoundReply rep;
+  st = Run(c, cr, &rep);
+  uint32_t rst = OpStatus(rep, Op::kRename);
+  const upstream::OpResult *got = rep.Find(Op::kGetfh);
+  HandleRecord h;
+  bool ours = got && handles_->Get(k, &h) && got->fh == h.fh;
+  if (rst == upstream::kNfs4Ok ||
+      (rst == upstream::kNfs4ErrNoent && ours)) {
+    // (NOENT with our object under the new name: a try before a crash
+    // went through.)
+    handles_->SetName(k, r.key2, r.name2);
+    metrics_->CountSentRename();
+    return upstream::kNfs4Ok;
+  }
+  if (rst == upstream::kNfs4ErrNoent || RemoveRefused(rst) ||
+      rst == upstream::kNfs4ErrExist || rst == upstream::kNfs4ErrXdev) {
+    // Gone at the remote, or refused for good: the object stays (if at
+    // all) under its old name there; ours follows once the directories
+    // are revalidated.
+    NACHE_LOG(kLogMajor, kWritebackComponent,
+              "the remote refuses the rename of %s to %s (%s), logged here "
+              "earlier: the object keeps its old name",
+              r.name.c_str(), r.name2.c_str(), nache_status_name(rst));
+    metrics_->CountRefusedRename();
+    cache_->ExpireAttrs(k);
+    return upstream::kNfs4Ok;
+  }
+  return st ? st : upstream::kNfs4ErrServerfault;
+}
+
+}  // namespace nache
