@@ -20,9 +20,15 @@ _itest_fail=0
 _itest_results=()
 
 # check NAME CMD... — runs CMD; records NAME as passed when it exits 0.
+# ITEST_ONLY (an extended regex, for runs by hand) runs only the checks
+# whose name matches; unset, every check runs.
 check() {
 	local name=$1 rc=0
 	shift
+	if [ -n "${ITEST_ONLY:-}" ] && ! [[ $name =~ $ITEST_ONLY ]]; then
+		echo "=== $ITEST_NAME: $name not run (ITEST_ONLY)" >&2
+		return 0
+	fi
 	echo "=== $ITEST_NAME: $name" >&2
 	"$@" || rc=$?
 	if [ $rc = 0 ]; then
