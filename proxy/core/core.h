@@ -426,6 +426,9 @@ class Core {
   uint32_t RenameLogged(const Creds &cr, Key olddir,
                         const std::string &oldname, Key newdir,
                         const std::string &newname, bool *done);
+  // Whether cr may rename entries from olddir to newdir (write and search
+  // permission on both), decided here by their access bits.
+  uint32_t MayRenameBetween(const Creds &cr, Key olddir, Key newdir);
   // Sends a kRename record's RENAME (its directories are at the remote).
   uint32_t SendRename(const LogRecord &r);
   // Whether a remove of k (attributes a) may be logged instead of sent: a

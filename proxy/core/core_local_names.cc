@@ -185,14 +185,7 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
   Attrs nda;
   uint32_t st = CheckNewName(cr, newdir, newname, &nda);
   if (st) return st;
-  const uint32_t need = upstream::kAccessModify | upstream::kAccessExtend |
-                        upstream::kAccessLookup;
-  uint32_t a1 = 0, a2 = 0;
-  if ((st = Access(cr, src.dir, need, &a1)) ||
-      (st = Access(cr, newdir, need, &a2)))
-    return st;
-  if ((a1 & need) != need || (a2 & need) != need)
-    return upstream::kNfs4ErrAccess;
+  if ((st = MayRenameBetween(cr, src.dir, newdir))) return st;
   LocalNames::Entry target;
   bool target_local = local_names_->Find(newdir, newname, &target);
   // A file or symlink of the remote's that the rename replaces (an

@@ -42,14 +42,7 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
   if ((st = CheckNewName(cr, newdir, newname, &nda)) ||
       (st = Getattr(cr, olddir, &oda)))
     return st;
-  const uint32_t need = upstream::kAccessModify | upstream::kAccessExtend |
-                        upstream::kAccessLookup;
-  uint32_t a1 = 0, a2 = 0;
-  if ((st = Access(cr, olddir, need, &a1)) ||
-      (st = Access(cr, newdir, need, &a2)))
-    return st;
-  if ((a1 & need) != need || (a2 & need) != need)
-    return upstream::kNfs4ErrAccess;
+  if ((st = MayRenameBetween(cr, olddir, newdir))) return st;
   if (StickyForbids(cr, oda, a)) return upstream::kNfs4ErrPerm;
   if (olddir == newdir && oldname == newname) return upstream::kNfs4Ok;
   // The target: none, or a file or symlink of the remote's it replaces.
@@ -114,6 +107,21 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
   }
   metrics_->CountLoggedRename();
   return upstream::kNfs4Ok;
+}
+
+uint32_t Core::MayRenameBetween(const Creds &cr, Key olddir, Key newdir) {
+  // The remote's rule, decided here: write and search permission on both
+  // directories.
+  const uint32_t need = upstream::kAccessModify | upstream::kAccessExtend |
+                        upstream::kAccessLookup;
+  uint32_t a1 = 0, a2 = 0;
+  uint32_t st;
+  if ((st = Access(cr, olddir, need, &a1)) ||
+      (st = Access(cr, newdir, need, &a2)))
+    return st;
+  return (a1 & need) != need || (a2 & need) != need
+             ? upstream::kNfs4ErrAccess
+             : upstream::kNfs4Ok;
 }
 
 uint32_t Core::SendRename(const LogRecord &r) {
