@@ -886,11 +886,13 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   if (LocalNamespace()) {
     LocalNames::Entry src, target;
     if (local_names_->Find(olddir, oldname, &src)) {
-      if (!src.moved && src.type != upstream::FileType::kDir) {
-        bool done = false;
-        uint32_t st = RenameLocal(cr, src, newdir, newname, &done);
-        if (st || done) return st;
-      }
+      bool done = false;
+      uint32_t st = upstream::kNfs4Ok;
+      if (src.moved)
+        st = RenameMoved(cr, src, newdir, newname, &done);
+      else if (src.type != upstream::FileType::kDir)
+        st = RenameLocal(cr, src, newdir, newname, &done);
+      if (st || done) return st;
       // Otherwise the object must be at the remote under this name first
       // (a moved one: its pending RENAME is sent).
       if (uint32_t st = CreateRemotely(src.key)) return st;
@@ -959,9 +961,9 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
     LocalNames::Entry e;
     if (local_names_->Find(dir, name, &e)) {
       if (e.moved) {
-        // Renamed here: the remote gets the RENAME first, then this
-        // remove like any other.
-        if (uint32_t st = CreateRemotely(e.key)) return st;
+        // Renamed here: the remote is told only of the remove.
+        uint32_t st = RemoveMoved(cr, dir, e);
+        if (st != upstream::kNfs4ErrDelay) return st;
       } else {
         uint32_t st = RemoveLocal(cr, dir, e);
         if (st != upstream::kNfs4ErrDelay) return st;

@@ -426,6 +426,14 @@ class Core {
   uint32_t RenameLogged(const Creds &cr, Key olddir,
                         const std::string &oldname, Key newdir,
                         const std::string &newname, bool *done);
+  // A moved object (src) renamed again: its kRename record now names the
+  // new target (or is dropped when that is its remote name); *done false
+  // when it must go the remote way.
+  uint32_t RenameMoved(const Creds &cr, const LocalNames::Entry &src,
+                       Key newdir, const std::string &newname, bool *done);
+  // A moved object removed: its kRename record becomes the kRemove of its
+  // remote name.
+  uint32_t RemoveMoved(const Creds &cr, Key dir, const LocalNames::Entry &e);
   // Whether cr may rename entries from olddir to newdir (write and search
   // permission on both), decided here by their access bits.
   uint32_t MayRenameBetween(const Creds &cr, Key olddir, Key newdir);

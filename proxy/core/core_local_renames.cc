@@ -8,8 +8,9 @@
 // by name still use) until the RENAME is sent: with the flush of either
 // directory, or earlier when something needs one of the names at the
 // remote. A file the rename replaces has its remove logged in the same
-// synced batch. Renaming a moved object again, or removing it, sends the
-// pending RENAME first (one round trip) and goes on from there.
+// synced batch. Renaming a moved object again rewrites its record (a chain
+// costs one RENAME, none when it ends under the name the remote knows);
+// removing it turns the record into the remove of that name.
 #include "core/core.h"
 #include "util/log.h"
 
@@ -106,6 +107,122 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
     cache_->LocalDirEdit(newdir, "", newname, k);
   }
   metrics_->CountLoggedRename();
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::RenameMoved(const Creds &cr, const LocalNames::Entry &src,
+                           Key newdir, const std::string &newname,
+                           bool *done) {
+  *done = false;
+  if (NotAtRemote(newdir)) return upstream::kNfs4Ok;  // the remote way
+  if (local_names_->Find(newdir, newname, nullptr))
+    return upstream::kNfs4Ok;  // onto a local entry: the remote way
+  *done = true;
+  Attrs nda, sda, a;
+  uint32_t st;
+  if ((st = CheckNewName(cr, newdir, newname, &nda)) ||
+      (st = Getattr(cr, src.dir, &sda)) || (st = Getattr(cr, src.key, &a)) ||
+      (st = MayRenameBetween(cr, src.dir, newdir)))
+    return st;
+  if (StickyForbids(cr, sda, a)) return upstream::kNfs4ErrPerm;
+  if (src.dir == newdir && src.name == newname) return upstream::kNfs4Ok;
+  Key replaced = kNoKey, tk;
+  Attrs ta;
+  st = Lookup(cr, newdir, newname, &tk, &ta);
+  if (st == upstream::kNfs4Ok) {
+    if (!RemoveMayBeLogged(tk, ta)) {
+      *done = false;
+      return upstream::kNfs4Ok;
+    }
+    if (StickyForbids(cr, nda, ta)) return upstream::kNfs4ErrPerm;
+    replaced = tk;
+  } else if (st != upstream::kNfs4ErrNoent) {
+    return st;
+  }
+
+  std::unique_lock<std::mutex> g(meta_mu_);
+  meta_cv_.wait(g, [&] { return sending_.count(src.key) == 0; });
+  LocalNames::Entry now;
+  if (!local_names_->Get(src.key, &now) || now.seq != src.seq ||
+      local_names_->Find(newdir, newname, nullptr))
+    return upstream::kNfs4ErrDelay;  // changed meanwhile: the client retries
+  std::vector<LogRecord> rec = oplog_->Read(src.seq, 1);
+  if (rec.empty() || rec[0].seq != src.seq || rec[0].op != LogOp::kRename)
+    return upstream::kNfs4ErrServerfault;
+  const LogRecord &r = rec[0];
+  std::vector<LogRecord> recs;
+  bool back = newdir == r.key && newname == r.name;  // its remote name
+  if (!back) {
+    if (replaced != kNoKey)
+      recs.push_back(RemoveRecord(cr, newdir, newname, replaced));
+    LogRecord again = r;
+    again.key2 = newdir;
+    again.name2 = newname;
+    again.logged_at = 0;
+    recs.push_back(again);
+  }
+  // One synced write: the chain keeps one record (none when the object is
+  // back under its remote name).
+  if (!oplog_->Replace(src.seq, &recs)) return upstream::kNfs4ErrIo;
+  local_names_->Erase(src.key);
+  local_names_->EraseRemoved(src.seq);
+  if (!back) {
+    uint64_t seq = recs.back().seq;
+    if (replaced != kNoKey)
+      local_names_->AddRemoved(
+          LocalNames::Removed{recs[0].seq, newdir, newname, replaced});
+    local_names_->Add(LocalNames::Entry{seq, newdir, newname, src.key,
+                                        src.type, "",
+                                        int64_t(time(nullptr)), true});
+    local_names_->AddRemoved(
+        LocalNames::Removed{seq, r.key, r.name, src.key, true});
+  }
+  g.unlock();
+  if (replaced != kNoKey) {
+    cache_->Forget(replaced);
+    metrics_->CountLoggedRemove();
+  }
+  if (newdir == src.dir) {
+    cache_->LocalDirEdit(newdir, src.name, newname, src.key);
+  } else {
+    cache_->LocalDirEdit(src.dir, src.name, "", kNoKey);
+    cache_->LocalDirEdit(newdir, "", newname, src.key);
+  }
+  metrics_->CountLoggedRename();
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::RemoveMoved(const Creds &cr, Key dir,
+                           const LocalNames::Entry &e) {
+  Attrs da, a;
+  uint32_t allowed = 0;
+  const uint32_t need = upstream::kAccessModify | upstream::kAccessLookup;
+  uint32_t st;
+  if ((st = Getattr(cr, dir, &da)) || (st = Getattr(cr, e.key, &a)) ||
+      (st = Access(cr, dir, need, &allowed)))
+    return st;
+  if ((allowed & need) != need) return upstream::kNfs4ErrAccess;
+  if (StickyForbids(cr, da, a)) return upstream::kNfs4ErrPerm;
+  std::unique_lock<std::mutex> g(meta_mu_);
+  meta_cv_.wait(g, [&] { return sending_.count(e.key) == 0; });
+  LocalNames::Entry now;
+  if (!local_names_->Get(e.key, &now) || now.seq != e.seq)
+    return upstream::kNfs4ErrDelay;  // sent or moved meanwhile: retried
+  std::vector<LogRecord> rec = oplog_->Read(e.seq, 1);
+  if (rec.empty() || rec[0].seq != e.seq || rec[0].op != LogOp::kRename)
+    return upstream::kNfs4ErrServerfault;
+  // The remote only ever sees the remove, under the name it knows.
+  std::vector<LogRecord> recs{RemoveRecord(cr, rec[0].key, rec[0].name,
+                                           e.key)};
+  if (!oplog_->Replace(e.seq, &recs)) return upstream::kNfs4ErrIo;
+  local_names_->Erase(e.key);
+  local_names_->EraseRemoved(e.seq);
+  local_names_->AddRemoved(
+      LocalNames::Removed{recs[0].seq, rec[0].key, rec[0].name, e.key});
+  g.unlock();
+  cache_->Forget(e.key);  // its unflushed data need never be sent
+  cache_->LocalDirEdit(dir, e.name, "", kNoKey);
+  metrics_->CountLoggedRemove();
   return upstream::kNfs4Ok;
 }
 

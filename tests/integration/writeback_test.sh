@@ -234,8 +234,8 @@ save_over_a_remote_file_is_logged() {
 
 # Renames of files the remote has: a log rotation (log -> log.1, a new
 # log), a move into a subdirectory, a rename over another remote file,
-# and a rename followed by a remove (which sends that RENAME first).
-# Nothing else reaches the remote until the flush; a kill -9 before it
+# and a rename followed by a remove (the remote only ever hears of the
+# remove). Nothing reaches the remote until the flush; a kill -9 before it
 # loses none of it; then the remote has exactly the final names.
 renames_of_remote_files_are_logged() {
 	local m0 r0
@@ -244,11 +244,10 @@ renames_of_remote_files_are_logged() {
 		chmod -R a+rwX "$R/wb/mv" && restart_with "$HOLD" || return 1
 	m0=$(up_ops RENAME) r0=$(up_ops REMOVE)
 	on 1 "cd $M/wb/mv && ls -l >/dev/null && mv log log.1 && echo L2 > log && mv a sub/a && mv b c && mv d d2 && rm d2 && sync" &&
-		# (d2's remove sends d's pending RENAME first; the remove is logged.)
-		expect_eq "RENAMEs, REMOVEs sent" "$(($(up_ops RENAME) - m0)) $(($(up_ops REMOVE) - r0))" "1 0" &&
+		expect_eq "RENAMEs, REMOVEs sent" "$(($(up_ops RENAME) - m0)) $(($(up_ops REMOVE) - r0))" "0 0" &&
 		expect_eq "client 2 lists" "$(on 2 "cd $M/wb/mv && ls | tr '\n' ' '; ls sub | tr '\n' ' '")" "c log log.1 sub a " &&
 		expect_eq "client 2 reads" "$(on 2 "cd $M/wb/mv && cat log.1 log c sub/a | tr '\n' ' '")" "L L2 B A " &&
-		expect_eq "the remote before the flush" "$(cd "$R/wb/mv" && find . -mindepth 1 | sort | sed 's,^\./,,' | tr '\n' ' ')" "a b c d2 log sub " &&
+		expect_eq "the remote before the flush" "$(cd "$R/wb/mv" && find . -mindepth 1 | sort | sed 's,^\./,,' | tr '\n' ' ')" "a b c d log sub " &&
 		restart_with "$SOON" kill &&
 		lab_wait_until 60 eval '[ "$(cd "$R/wb/mv" && find . -mindepth 1 | sort | sed "s,^\./,," | tr "\n" " ")" = "c log log.1 sub sub/a " ]' ||
 		{ echo "remote: $(cd "$R/wb/mv" && find . | tr '\n' ' ')" >&2; return 1; }

@@ -896,15 +896,31 @@ TEST_F(CoreDelegationsTest, RenamesOfRemoteFilesAreLoggedThenSentOnce) {
   EXPECT_LT(up_->Index("RENAME"), up_->Index("WRITE"));
   EXPECT_EQ(up_->Data("dst"), "L");
   EXPECT_EQ(up_->Data("log"), "ne");
-  // Renamed again once at the remote: logged again; removed then, its
-  // pending RENAME goes first and the remove is logged.
+  // A chain of renames keeps one record; one that ends under the name
+  // the remote knows leaves none.
   ASSERT_EQ(core_->Rename(cr_, root_, "dst", root_, "dst.1"), 0u);
-  EXPECT_EQ(up_->Count("RENAME"), 1);
-  ASSERT_EQ(core_->Remove(cr_, root_, "dst.1"), 0u);
-  EXPECT_EQ(up_->Count("RENAME"), 2);
-  EXPECT_EQ(up_->Data("dst.1"), "L") << "the remove is logged";
+  ASSERT_EQ(core_->Rename(cr_, root_, "dst.1", root_, "dst.2"), 0u);
+  ASSERT_EQ(core_->Rename(cr_, root_, "dst.2", root_, "dst"), 0u);
+  ASSERT_EQ(core_->Lookup(cr_, root_, "dst", &got, nullptr), 0u);
+  EXPECT_EQ(got, k);
   EXPECT_EQ(core_->Lookup(cr_, root_, "dst.1", &got, nullptr),
             uint32_t(upstream::kNfs4ErrNoent));
+  // Renamed, then removed: the remote is told only of the remove, under
+  // the name it knows (logged, sent with the directory's flush).
+  ASSERT_EQ(core_->Rename(cr_, root_, "dst", root_, "x"), 0u);
+  ASSERT_EQ(core_->Remove(cr_, root_, "x"), 0u);
+  EXPECT_EQ(core_->Lookup(cr_, root_, "x", &got, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  EXPECT_EQ(core_->Lookup(cr_, root_, "dst", &got, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  EXPECT_EQ(core_->Getattr(cr_, k, &a), uint32_t(upstream::kNfs4ErrStale));
+  EXPECT_EQ(up_->Count("RENAME"), 1) << "no RENAME for the chains";
+  EXPECT_EQ(up_->Data("dst"), "L") << "the remove is logged";
+  Key again = CreateWritten("dst", "NN");
+  TruncateTo(again, 1);
+  EXPECT_EQ(up_->Count("RENAME"), 1);
+  EXPECT_EQ(up_->Count("REMOVE"), 2);
+  EXPECT_EQ(up_->Data("dst"), "N");
 }
 
 // A logged remove the remote refuses for good (its permissions changed,
