@@ -434,6 +434,14 @@ class Core {
   // A moved object removed: its kRename record becomes the kRemove of its
   // remote name.
   uint32_t RemoveMoved(const Creds &cr, Key dir, const LocalNames::Entry &e);
+  // What a rename kept local would replace at (newdir, newname) (nda: the
+  // directory's attributes): nothing (*replaced kNoKey), or a file or
+  // symlink of the remote's whose remove is logged with it; *remote when
+  // the rename must go the remote way (a directory, a file with other
+  // links).
+  uint32_t ReplacedByRename(const Creds &cr, Key newdir,
+                            const std::string &newname, const Attrs &nda,
+                            Key *replaced, bool *remote);
   // Whether cr may rename entries from olddir to newdir (write and search
   // permission on both), decided here by their access bits.
   uint32_t MayRenameBetween(const Creds &cr, Key olddir, Key newdir);

@@ -193,16 +193,10 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
   // the rename, in one synced write.
   Key replaced = kNoKey;
   if (!target_local) {
-    Key k;
-    Attrs ta;
-    st = Lookup(cr, newdir, newname, &k, &ta);
-    if (st == upstream::kNfs4Ok) {
-      if (!RemoveMayBeLogged(k, ta)) return upstream::kNfs4Ok;  // remote way
-      if (StickyForbids(cr, nda, ta)) return upstream::kNfs4ErrPerm;
-      replaced = k;
-    } else if (st != upstream::kNfs4ErrNoent) {
+    bool remote = false;
+    if ((st = ReplacedByRename(cr, newdir, newname, nda, &replaced, &remote)))
       return st;
-    }
+    if (remote) return upstream::kNfs4Ok;
   }
 
   std::unique_lock<std::mutex> g(meta_mu_);

@@ -47,20 +47,15 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
   if (StickyForbids(cr, oda, a)) return upstream::kNfs4ErrPerm;
   if (olddir == newdir && oldname == newname) return upstream::kNfs4Ok;
   // The target: none, or a file or symlink of the remote's it replaces.
-  Key replaced = kNoKey, tk;
-  Attrs ta;
-  st = Lookup(cr, newdir, newname, &tk, &ta);
-  if (st == upstream::kNfs4Ok) {
-    if (tk == k) return upstream::kNfs4Ok;  // the same object
-    if (!RemoveMayBeLogged(tk, ta)) {
-      *done = false;  // the remote way
-      return upstream::kNfs4Ok;
-    }
-    if (StickyForbids(cr, nda, ta)) return upstream::kNfs4ErrPerm;
-    replaced = tk;
-  } else if (st != upstream::kNfs4ErrNoent) {
+  Key replaced = kNoKey;
+  bool remote = false;
+  if ((st = ReplacedByRename(cr, newdir, newname, nda, &replaced, &remote)))
     return st;
+  if (remote) {
+    *done = false;
+    return upstream::kNfs4Ok;
   }
+  if (replaced == k) return upstream::kNfs4Ok;  // the same object
 
   LogRecord mv;
   mv.op = LogOp::kRename;
@@ -126,18 +121,13 @@ uint32_t Core::RenameMoved(const Creds &cr, const LocalNames::Entry &src,
     return st;
   if (StickyForbids(cr, sda, a)) return upstream::kNfs4ErrPerm;
   if (src.dir == newdir && src.name == newname) return upstream::kNfs4Ok;
-  Key replaced = kNoKey, tk;
-  Attrs ta;
-  st = Lookup(cr, newdir, newname, &tk, &ta);
-  if (st == upstream::kNfs4Ok) {
-    if (!RemoveMayBeLogged(tk, ta)) {
-      *done = false;
-      return upstream::kNfs4Ok;
-    }
-    if (StickyForbids(cr, nda, ta)) return upstream::kNfs4ErrPerm;
-    replaced = tk;
-  } else if (st != upstream::kNfs4ErrNoent) {
+  Key replaced = kNoKey;
+  bool remote = false;
+  if ((st = ReplacedByRename(cr, newdir, newname, nda, &replaced, &remote)))
     return st;
+  if (remote) {
+    *done = false;
+    return upstream::kNfs4Ok;
   }
 
   std::unique_lock<std::mutex> g(meta_mu_);
@@ -223,6 +213,26 @@ uint32_t Core::RemoveMoved(const Creds &cr, Key dir,
   cache_->Forget(e.key);  // its unflushed data need never be sent
   cache_->LocalDirEdit(dir, e.name, "", kNoKey);
   metrics_->CountLoggedRemove();
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::ReplacedByRename(const Creds &cr, Key newdir,
+                                const std::string &newname, const Attrs &nda,
+                                Key *replaced, bool *remote) {
+  *replaced = kNoKey;
+  *remote = false;
+  Key k;
+  Attrs a;
+  uint32_t st = Lookup(cr, newdir, newname, &k, &a);
+  if (st == upstream::kNfs4ErrNoent) return upstream::kNfs4Ok;  // free
+  if (st) return st;
+  // A directory, or a file with other links: the remote decides.
+  if (!RemoveMayBeLogged(k, a)) {
+    *remote = true;
+    return upstream::kNfs4Ok;
+  }
+  if (StickyForbids(cr, nda, a)) return upstream::kNfs4ErrPerm;
+  *replaced = k;
   return upstream::kNfs4Ok;
 }
 
