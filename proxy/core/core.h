@@ -434,6 +434,17 @@ class Core {
   // A moved object removed: its kRename record becomes the kRemove of its
   // remote name.
   uint32_t RemoveMoved(const Creds &cr, Key dir, const LocalNames::Entry &e);
+  // Bookkeeping of renames kept local (meta_mu_ held for the first two):
+  // the remote file or symlink `replaced` at (dir, name), whose kRemove
+  // record is seq; a moved object k (its kRename record is seq); and the
+  // cached listings of both directories.
+  void NoteReplaced(uint64_t seq, Key dir, const std::string &name,
+                    Key replaced);
+  void AddMoved(uint64_t seq, Key olddir, const std::string &oldname,
+                Key newdir, const std::string &newname, Key k,
+                upstream::FileType type);
+  void EditListingsForRename(Key olddir, const std::string &oldname,
+                             Key newdir, const std::string &newname, Key k);
   // What a rename kept local would replace at (newdir, newname) (nda: the
   // directory's attributes): nothing (*replaced kNoKey), or a file or
   // symlink of the remote's whose remove is logged with it; *remote when

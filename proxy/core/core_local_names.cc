@@ -236,12 +236,7 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
   recs.push_back(std::move(r));
   if (!oplog_->Replace(src.seq, &recs)) return upstream::kNfs4ErrIo;
   uint64_t seq = recs.back().seq;
-  if (replaced != kNoKey) {
-    local_names_->AddRemoved(
-        LocalNames::Removed{recs[0].seq, newdir, newname, replaced});
-    cache_->Forget(replaced);  // its unflushed data need never be sent
-    metrics_->CountLoggedRemove();
-  }
+  if (replaced != kNoKey) NoteReplaced(recs[0].seq, newdir, newname, replaced);
   if (target_local) {
     local_names_->Erase(target.key);
     never_sent_.erase(target.key);
@@ -250,12 +245,7 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
   }
   local_names_->Move(src.key, seq, newdir, newname);
   handles_->SetName(src.key, newdir, newname);
-  if (newdir == src.dir) {
-    cache_->LocalDirEdit(newdir, src.name, newname, src.key);
-  } else {
-    cache_->LocalDirEdit(src.dir, src.name, "", kNoKey);
-    cache_->LocalDirEdit(newdir, "", newname, src.key);
-  }
+  EditListingsForRename(src.dir, src.name, newdir, newname, src.key);
   *done = true;
   return upstream::kNfs4Ok;
 }

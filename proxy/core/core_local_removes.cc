@@ -76,7 +76,7 @@ uint32_t Core::RemoveLogged(const Creds &cr, Key dir, const std::string &name,
 
 bool Core::EmptyHere(const Creds &cr, Key dir, bool *empty) {
   *empty = false;
-  if (!local_names_->Children(dir).empty()) return true;
+  if (local_names_->LastChildSeq(dir) != 0) return true;
   auto listing = cache_->Listing(dir);
   if (!listing) {
     PrefetchListing(cr, dir);

@@ -82,27 +82,39 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
     recs.push_back(mv);
     // Synced, in one write: the client hears "renamed" only then.
     if (!oplog_->Replace(0, &recs)) return upstream::kNfs4ErrIo;
-    uint64_t seq = recs.back().seq;
     if (replaced != kNoKey)
-      local_names_->AddRemoved(
-          LocalNames::Removed{recs[0].seq, newdir, newname, replaced});
-    local_names_->Add(LocalNames::Entry{seq, newdir, newname, k, a.type, "",
-                                        int64_t(time(nullptr)), true});
-    local_names_->AddRemoved(
-        LocalNames::Removed{seq, olddir, oldname, k, true});
+      NoteReplaced(recs[0].seq, newdir, newname, replaced);
+    AddMoved(recs.back().seq, olddir, oldname, newdir, newname, k, a.type);
   }
-  if (replaced != kNoKey) {
-    cache_->Forget(replaced);  // its unflushed data need never be sent
-    metrics_->CountLoggedRemove();
-  }
+  EditListingsForRename(olddir, oldname, newdir, newname, k);
+  metrics_->CountLoggedRename();
+  return upstream::kNfs4Ok;
+}
+
+void Core::NoteReplaced(uint64_t seq, Key dir, const std::string &name,
+                        Key replaced) {
+  local_names_->AddRemoved(LocalNames::Removed{seq, dir, name, replaced});
+  cache_->Forget(replaced);  // its unflushed data need never be sent
+  metrics_->CountLoggedRemove();
+}
+
+void Core::AddMoved(uint64_t seq, Key olddir, const std::string &oldname,
+                    Key newdir, const std::string &newname, Key k,
+                    upstream::FileType type) {
+  local_names_->Add(LocalNames::Entry{seq, newdir, newname, k, type, "",
+                                      int64_t(time(nullptr)), true});
+  local_names_->AddRemoved(LocalNames::Removed{seq, olddir, oldname, k, true});
+}
+
+void Core::EditListingsForRename(Key olddir, const std::string &oldname,
+                                 Key newdir, const std::string &newname,
+                                 Key k) {
   if (olddir == newdir) {
     cache_->LocalDirEdit(newdir, oldname, newname, k);
   } else {
     cache_->LocalDirEdit(olddir, oldname, "", kNoKey);
     cache_->LocalDirEdit(newdir, "", newname, k);
   }
-  metrics_->CountLoggedRename();
-  return upstream::kNfs4Ok;
 }
 
 uint32_t Core::RenameMoved(const Creds &cr, const LocalNames::Entry &src,
@@ -157,27 +169,13 @@ uint32_t Core::RenameMoved(const Creds &cr, const LocalNames::Entry &src,
   local_names_->Erase(src.key);
   local_names_->EraseRemoved(src.seq);
   if (!back) {
-    uint64_t seq = recs.back().seq;
     if (replaced != kNoKey)
-      local_names_->AddRemoved(
-          LocalNames::Removed{recs[0].seq, newdir, newname, replaced});
-    local_names_->Add(LocalNames::Entry{seq, newdir, newname, src.key,
-                                        src.type, "",
-                                        int64_t(time(nullptr)), true});
-    local_names_->AddRemoved(
-        LocalNames::Removed{seq, r.key, r.name, src.key, true});
+      NoteReplaced(recs[0].seq, newdir, newname, replaced);
+    AddMoved(recs.back().seq, r.key, r.name, newdir, newname, src.key,
+             src.type);
   }
   g.unlock();
-  if (replaced != kNoKey) {
-    cache_->Forget(replaced);
-    metrics_->CountLoggedRemove();
-  }
-  if (newdir == src.dir) {
-    cache_->LocalDirEdit(newdir, src.name, newname, src.key);
-  } else {
-    cache_->LocalDirEdit(src.dir, src.name, "", kNoKey);
-    cache_->LocalDirEdit(newdir, "", newname, src.key);
-  }
+  EditListingsForRename(src.dir, src.name, newdir, newname, src.key);
   metrics_->CountLoggedRename();
   return upstream::kNfs4Ok;
 }
