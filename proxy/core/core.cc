@@ -208,8 +208,10 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     // Unsent removes go out with their directory's flush: the directory's
     // dirty mark is written after the synced log record, and a power loss
     // may have taken it. Marked again here.
+    // (A directory removed here itself sends them with its own remove.)
     for (Key dir : c->local_names_->DirsWithRemoved())
-      if (!c->cache_->LocalDirEdit(dir, "", "", kNoKey))
+      if (!c->local_names_->IsRemovedKey(dir) &&
+          !c->cache_->LocalDirEdit(dir, "", "", kNoKey))
         NACHE_LOG(kLogWarn, kWritebackComponent,
                   "directory %llu has unsent removes but no known "
                   "attributes: they are sent with its next change",
@@ -907,6 +909,9 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
       if (uint32_t st = CreateRemotely(target.key)) return st;
     // A target removed here: the remote drops it first.
     if (uint32_t st = SendRemoveOf(newdir, newname)) return st;
+    // Directories moved here go first: this one, sent before them, could
+    // make a cycle at the remote.
+    if (uint32_t st = SendDirRenamesBefore(UINT64_MAX)) return st;
   }
   Fh ofh, nfh;
   uint32_t st = FhOf(olddir, &ofh);

@@ -419,10 +419,10 @@ class Core {
   // (*empty). False when that cannot be told without asking the remote
   // to remove it (a listing too big to keep).
   bool EmptyHere(const Creds &cr, Key dir, bool *empty);
-  // A rename of a file or symlink the remote has, kept local: logged
-  // (synced) with the remove of a remote file it replaces, the new name
-  // shown here at once, the RENAME sent later (core_local_renames.cc).
-  // *done false when it must go the remote way.
+  // A rename of a file or symlink (one link) or a directory the remote
+  // has, kept local: logged (synced) with the remove of a remote file it
+  // replaces, the new name shown here at once, the RENAME sent later
+  // (core_local_renames.cc). *done false when it must go the remote way.
   uint32_t RenameLogged(const Creds &cr, Key olddir,
                         const std::string &oldname, Key newdir,
                         const std::string &newname, bool *done);
@@ -453,6 +453,15 @@ class Core {
   uint32_t ReplacedByRename(const Creds &cr, Key newdir,
                             const std::string &newname, const Attrs &nda,
                             Key *replaced, bool *remote);
+  // Whether directory k may move from olddir into newdir, decided here:
+  // not into itself or its subtree (INVAL), and with write permission on
+  // k when its parent changes. *remote when only the remote can tell (an
+  // ancestor of newdir unknown here).
+  uint32_t MayMoveDir(const Creds &cr, Key k, Key olddir, Key newdir,
+                      bool *remote);
+  // Sends the RENAMEs of moved directories logged before seq, oldest
+  // first (UINT64_MAX: all of them).
+  uint32_t SendDirRenamesBefore(uint64_t seq);
   // Whether cr may rename entries from olddir to newdir (write and search
   // permission on both), decided here by their access bits.
   uint32_t MayRenameBetween(const Creds &cr, Key olddir, Key newdir);

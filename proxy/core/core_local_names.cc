@@ -5,11 +5,14 @@
 // Invariants:
 // - An object is local (LocalNames has it) exactly while its kCreate
 //   record is in the log; its handle record has no filehandle then.
-// - A directory is created remotely before anything in it. A local rename moves the record to the end of
-//   the log (OpLog::Replace), which keeps that order: only non-directories
-//   are renamed locally, and the target directory's record is older.
-//   Nothing else orders records: names are unique among local objects, and
-//   operations on remote objects go upstream at once.
+// - A directory is created remotely before anything in it. A local rename
+//   moves the record to the end of the log (OpLog::Replace), which keeps
+//   that order: only non-directories created here are renamed locally,
+//   and the target directory's record is older. Directories the remote
+//   has are moved by handle-independent kRename records, sent in log order
+//   among themselves (core_local_renames.cc). Nothing else orders records:
+//   names are unique among local objects, and whiteouts make a name's
+//   remove or rename go before its reuse.
 // - Anything that needs the remote handle of a local object goes through
 //   FhOf, which creates it remotely first (CreateRemotely).
 #include <time.h>
@@ -297,9 +300,12 @@ uint32_t Core::CreateRemotely(Key key) {
     fresh = never_sent_.erase(key) != 0;
   }
   // Its directory first (a record never comes before its directory's),
-  // and a remove of the same name logged before it.
+  // and a remove of the same name logged before it; a moved directory
+  // after the directories moved before it.
   uint32_t st = local_names_->IsLocal(e.dir) ? CreateRemotely(e.dir)
                                              : SendRemoveOf(e.dir, e.name);
+  if (st == upstream::kNfs4Ok && e.moved && e.type == FileType::kDir)
+    st = SendDirRenamesBefore(e.seq);
   if (st == upstream::kNfs4Ok)
     st = e.moved ? SendRename(r) : SendCreate(r, fresh);
   {

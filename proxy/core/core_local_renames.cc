@@ -1,16 +1,25 @@
 // Renames of what the remote has, kept local on write-back single-writer
 // exports (proxy/writeback/DESIGN.md): a rename of a file or symlink with
-// one link is acknowledged once its kRename record (old directory and
-// name, new directory and name, the object) is synced to the log. The old
-// name becomes a "moved" whiteout and the new one a "moved" entry in
-// LocalNames, so lookups and listings show the new name at once, while
-// the object keeps its handle (and the remote its old name, which opens
-// by name still use) until the RENAME is sent: with the flush of either
-// directory, or earlier when something needs one of the names at the
-// remote. A file the rename replaces has its remove logged in the same
+// one link, or of a directory, is acknowledged once its kRename record
+// (old directory and name, new directory and name, the object) is synced
+// to the log. The old name becomes a "moved" whiteout and the new one a
+// "moved" entry in LocalNames, so lookups and listings show the new name
+// at once, while the object keeps its handle (and the remote its old name,
+// which opens by name still use) until the RENAME is sent: with the flush
+// of either directory, or earlier when something needs one of the names at
+// the remote. A file the rename replaces has its remove logged in the same
 // synced batch. Renaming a moved object again rewrites its record (a chain
 // costs one RENAME, none when it ends under the name the remote knows);
 // removing it turns the record into the remove of that name.
+//
+// Directories: everything in a moved directory is known by the
+// directory's handle, which the rename does not change, so its entries'
+// records need no order against its RENAME. Two directory RENAMEs do: sent
+// out of log order, they could make a cycle at the remote (a moved out of
+// b, then b moved into a), so each waits for the older ones, and a rename
+// that goes the remote way sends them all first. A move into the moved
+// directory's own subtree is refused here, as the remote would; where the
+// ancestry is unknown here the rename goes the remote way.
 #include "core/core.h"
 #include "util/log.h"
 
@@ -33,12 +42,18 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
     *done = true;
     return st;
   }
-  // Files and symlinks with one link: a directory moves a subtree, a file
-  // with other links has other names to keep right.
-  if (!RemoveMayBeLogged(k, a)) return upstream::kNfs4Ok;
+  // Files and symlinks with one link (a file with other links has other
+  // names to keep right), and directories the remote has.
+  const bool is_dir = a.type == FileType::kDir && !NotAtRemote(k);
+  if (!is_dir && !RemoveMayBeLogged(k, a)) return upstream::kNfs4Ok;
   LocalNames::Entry t;
   if (local_names_->Find(newdir, newname, &t)) return upstream::kNfs4Ok;
+  bool remote = false;
+  if (is_dir && (st = MayMoveDir(cr, k, olddir, newdir, &remote),
+                 remote))
+    return upstream::kNfs4Ok;
   *done = true;
+  if (st) return st;
   Attrs nda, oda;
   if ((st = CheckNewName(cr, newdir, newname, &nda)) ||
       (st = Getattr(cr, olddir, &oda)))
@@ -46,16 +61,16 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
   if ((st = MayRenameBetween(cr, olddir, newdir))) return st;
   if (StickyForbids(cr, oda, a)) return upstream::kNfs4ErrPerm;
   if (olddir == newdir && oldname == newname) return upstream::kNfs4Ok;
-  // The target: none, or a file or symlink of the remote's it replaces.
+  // The target: none, or a file or symlink of the remote's it replaces
+  // (a directory over anything: the remote decides).
   Key replaced = kNoKey;
-  bool remote = false;
   if ((st = ReplacedByRename(cr, newdir, newname, nda, &replaced, &remote)))
     return st;
-  if (remote) {
+  if (replaced == k) return upstream::kNfs4Ok;  // the same object
+  if (remote || (is_dir && replaced != kNoKey)) {
     *done = false;
     return upstream::kNfs4Ok;
   }
-  if (replaced == k) return upstream::kNfs4Ok;  // the same object
 
   LogRecord mv;
   mv.op = LogOp::kRename;
@@ -133,11 +148,15 @@ uint32_t Core::RenameMoved(const Creds &cr, const LocalNames::Entry &src,
     return st;
   if (StickyForbids(cr, sda, a)) return upstream::kNfs4ErrPerm;
   if (src.dir == newdir && src.name == newname) return upstream::kNfs4Ok;
+  const bool is_dir = src.type == FileType::kDir;
   Key replaced = kNoKey;
   bool remote = false;
-  if ((st = ReplacedByRename(cr, newdir, newname, nda, &replaced, &remote)))
+  if (is_dir && (st = MayMoveDir(cr, src.key, src.dir, newdir, &remote)))
     return st;
-  if (remote) {
+  if (!remote &&
+      (st = ReplacedByRename(cr, newdir, newname, nda, &replaced, &remote)))
+    return st;
+  if (remote || (is_dir && replaced != kNoKey)) {
     *done = false;
     return upstream::kNfs4Ok;
   }
@@ -191,11 +210,23 @@ uint32_t Core::RemoveMoved(const Creds &cr, Key dir,
     return st;
   if ((allowed & need) != need) return upstream::kNfs4ErrAccess;
   if (StickyForbids(cr, da, a)) return upstream::kNfs4ErrPerm;
+  if (e.type == FileType::kDir) {
+    // Removed only when empty here, as any directory the remote has.
+    bool empty = false;
+    if (!EmptyHere(cr, e.key, &empty)) {
+      // Only the remote can tell: it must have the directory under the
+      // name our client used first. (The caller then goes the remote way.)
+      if ((st = CreateRemotely(e.key))) return st;
+      return upstream::kNfs4ErrDelay;
+    }
+    if (!empty) return upstream::kNfs4ErrNotempty;
+  }
   std::unique_lock<std::mutex> g(meta_mu_);
   meta_cv_.wait(g, [&] { return sending_.count(e.key) == 0; });
   LocalNames::Entry now;
-  if (!local_names_->Get(e.key, &now) || now.seq != e.seq)
-    return upstream::kNfs4ErrDelay;  // sent or moved meanwhile: retried
+  if (!local_names_->Get(e.key, &now) || now.seq != e.seq ||
+      (e.type == FileType::kDir && local_names_->LastChildSeq(e.key) != 0))
+    return upstream::kNfs4ErrDelay;  // changed meanwhile: retried
   std::vector<LogRecord> rec = oplog_->Read(e.seq, 1);
   if (rec.empty() || rec[0].seq != e.seq || rec[0].op != LogOp::kRename)
     return upstream::kNfs4ErrServerfault;
@@ -234,6 +265,40 @@ uint32_t Core::ReplacedByRename(const Creds &cr, Key newdir,
   return upstream::kNfs4Ok;
 }
 
+uint32_t Core::MayMoveDir(const Creds &cr, Key k, Key olddir, Key newdir,
+                          bool *remote) {
+  *remote = false;
+  if (olddir == newdir) return upstream::kNfs4Ok;  // no new ancestors
+  // Not into itself or below: walk up from newdir (at most as deep as a
+  // path can be).
+  Key x = newdir;
+  for (int depth = 0; x != root_key_; depth++) {
+    if (x == k) return upstream::kNfs4ErrInval;
+    LocalNames::Entry e;
+    HandleRecord h;
+    Key up = local_names_->Get(x, &e) ? e.dir
+             : handles_->Get(x, &h)    ? h.parent
+                                       : kNoKey;
+    if (up == kNoKey || depth > 4096) {
+      *remote = true;  // ancestry unknown here: the remote decides
+      return upstream::kNfs4Ok;
+    }
+    x = up;
+  }
+  // Its ".." changes: the remote asks for write permission on it.
+  uint32_t allowed = 0;
+  uint32_t st = Access(cr, k, upstream::kAccessModify, &allowed);
+  if (st) return st;
+  return (allowed & upstream::kAccessModify) ? upstream::kNfs4Ok
+                                             : upstream::kNfs4ErrAccess;
+}
+
+uint32_t Core::SendDirRenamesBefore(uint64_t seq) {
+  for (const LocalNames::Entry &e : local_names_->MovedDirsBefore(seq))
+    if (uint32_t st = CreateRemotely(e.key)) return st;
+  return upstream::kNfs4Ok;
+}
+
 uint32_t Core::MayRenameBetween(const Creds &cr, Key olddir, Key newdir) {
   // The remote's rule, decided here: write and search permission on both
   // directories.
@@ -252,7 +317,8 @@ uint32_t Core::MayRenameBetween(const Creds &cr, Key olddir, Key newdir) {
 uint32_t Core::SendRename(const LogRecord &r) {
   const Key k = Key(r.offset);
   Fh ofh, nfh;
-  uint32_t st = FhOf(r.key, &ofh);
+  // (The old directory may be removed here, its remove waiting for this.)
+  uint32_t st = FhOfAny(r.key, &ofh);
   if (st || (st = FhOf(r.key2, &nfh))) return st;
   // Our own read delegation on it first: the server would recall it.
   ReturnIfReadDelegated(k);

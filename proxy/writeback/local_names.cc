@@ -93,6 +93,21 @@ uint64_t LocalNames::LastChildSeq(Key dir) const {
                                                     : c->second.rbegin()->first;
 }
 
+std::vector<LocalNames::Entry> LocalNames::MovedDirsBefore(
+    uint64_t seq) const {
+  std::vector<Entry> out;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const auto &kv : by_key_)
+      if (kv.second.moved && kv.second.type == upstream::FileType::kDir &&
+          kv.second.seq < seq)
+        out.push_back(kv.second);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Entry &a, const Entry &b) { return a.seq < b.seq; });
+  return out;
+}
+
 Key LocalNames::DirNamed(Key parent, const std::string &name,
                          const HandleMap &handles) const {
   std::vector<Key> dirs;

@@ -73,6 +73,10 @@ class LocalNames {
   uint64_t LastChildSeq(Key dir) const;
   // When the newest of dir's local entries was logged; 0 when none.
   int64_t NewestChildTime(Key dir) const;
+  // The moved directories whose kRename record is older than seq, in log
+  // order (their RENAMEs must reach the remote in that order: sent out of
+  // it, two could make a cycle there).
+  std::vector<Entry> MovedDirsBefore(uint64_t seq) const;
   size_t size() const;
 
   void AddRemoved(const Removed &r);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Crash loop (issue: write-back): a client writes, removes and renames files
-# through nache with write-back on a single-writer export while nache is
+# Crash loop (issue: write-back): a client writes, removes and renames
+# files, moves them into a directory and renames that directory, through nache with write-back on a single-writer export while nache is
 # killed with SIGKILL at random moments and restarted, 20 times; flushes run
 # meanwhile (Flush_Age 2 s), so kills land in local writes, in creates and
 # in flushes. The client journals, on its own disk, every change it was told
@@ -44,10 +44,13 @@ on_remote "mkdir -p $R/cl && chmod 777 $R/cl" || { echo "no cl/ at the remote"; 
 
 # The workload: file w<i> of a random size up to 1 MiB, acknowledged when
 # dd's fsync and close succeed; every 5th step removes an earlier file,
-# every 7th renames one. "try" lines mark a change whose outcome the client
-# may not have heard (nache died meanwhile): either outcome is then right.
+# every 7th renames one, every 11th moves one into the directory $D, every
+# 13th renames that directory (with what it holds) to d<i>. "try" lines
+# mark a change whose outcome the client may not have heard (nache died
+# meanwhile): either outcome is then right. (A failed directory rename is
+# settled by looking: the directory has one name as the client sees it.)
 WORKLOAD='cd '$M'/cl || exit 1
-J=/tmp/journal; : > $J; i=0
+J=/tmp/journal; : > $J; i=0; D=d0
 while [ ! -e /tmp/stop ]; do
 	i=$((i + 1))
 	head -c $(( (RANDOM % 1024 + 1) * 1024 )) /dev/urandom > /tmp/blob
@@ -64,6 +67,18 @@ while [ ! -e /tmp/stop ]; do
 	if [ $((i % 7)) = 0 ] && grep -q "^w$j " $J; then
 		echo "try mv w$j r$j" >> $J
 		mv w$j r$j 2>/dev/null && echo "mv w$j r$j" >> $J
+	fi
+	j=$((i - 2))
+	if [ $((i % 11)) = 0 ] && grep -q "^w$j " $J && mkdir -p $D; then
+		echo "try mv w$j $D/w$j" >> $J
+		mv w$j $D/w$j 2>/dev/null && echo "mv w$j $D/w$j" >> $J
+	fi
+	if [ $((i % 13)) = 0 ] && [ -d $D ]; then
+		echo "try mv $D d$i" >> $J
+		if mv $D d$i 2>/dev/null || { [ -d d$i ] && [ ! -e $D ]; }; then
+			echo "mv $D d$i" >> $J
+			D=d$i
+		fi
 	fi
 done
 echo "steps $i"'
@@ -94,16 +109,19 @@ for line in open(journal):
         want.pop(f[1], None)
         unsure.discard(f[1])
     elif f[0] == "mv":
-        if f[1] in want:
-            want[f[2]] = want.pop(f[1])
+        # A file, or a directory with the files in it.
+        for name in [n for n in want if n == f[1] or n.startswith(f[1] + "/")]:
+            want[f[2] + name[len(f[1]):]] = want.pop(name)
         unsure.discard(f[1]); unsure.discard(f[2])
     else:
         want[f[0]] = f[1]
         unsure.discard(f[0])
 bad = []
+def is_unsure(name):
+    return any(name == u or name.startswith(u + "/") for u in unsure)
 for name, sha in want.items():
     p = os.path.join(root, name)
-    if name in unsure:
+    if is_unsure(name):
         continue
     if not os.path.exists(p):
         bad.append(f"{name}: acknowledged, missing at the remote")
@@ -111,15 +129,20 @@ for name, sha in want.items():
     got = hashlib.sha256(open(p, "rb").read()).hexdigest()
     if got != sha:
         bad.append(f"{name}: content differs from the acknowledged one")
-present = set(os.listdir(root))
+present = set()
+for d, dirs, files in os.walk(root):
+    for n in dirs + files:
+        present.add(os.path.relpath(os.path.join(d, n), root))
 gone = {l.split()[1] for l in open(journal) if l.startswith("rm ")}
 gone |= {l.split()[1] for l in open(journal) if l.startswith("mv ")}
-for name in sorted((gone & present) - set(want) - unsure):
+for name in sorted(n for n in (gone & present) - set(want) if not is_unsure(n)):
     bad.append(f"{name}: removed or renamed (acknowledged), still at the remote")
 # Our own flush cut off by a kill is no conflict with ourselves.
 for name in sorted(n for n in present if ".nache-conflict-" in n):
     bad.append(f"{name}: a conflict copy (nothing else wrote the remote)")
-print(f"{len(want)} acknowledged files, {len(bad)} wrong", file=sys.stderr)
+moved = sum("/" in n for n in want)
+print(f"{len(want)} acknowledged files ({moved} in a renamed directory), "
+      f"{len(bad)} wrong", file=sys.stderr)
 for b in bad[:20]:
     print(b, file=sys.stderr)
 sys.exit(1 if bad else 0)

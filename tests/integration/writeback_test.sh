@@ -10,7 +10,8 @@
 # the remote has are logged too, and sent before a name is reused there; a
 # file rewritten with the bytes it had sends no data; an editor's save
 # (a temporary file renamed over the remote's file) is logged whole; so is
-# rm -r of a tree the remote has, directories included.
+# rm -r of a tree the remote has, directories included; so are renames
+# of files and of directories the remote has.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -301,6 +302,33 @@ tree_removed_as_one_log() {
 	expect_eq "directories left at the remote" "$(find "$R/wb/tree" -mindepth 1 -type d | tr '\n' ' ')" "$R/wb/tree/n "
 }
 
+# Renames of directories the remote has: a directory renamed in place,
+# one moved under another, a directory moved out of a moved one, a file
+# moved out of that into the first, the emptied directory removed, and
+# a renamed empty directory removed (the remote hears only of its
+# remove). Creates go into the moved directories at once. Nothing is sent
+# until the flush; after a kill -9 the remote ends with exactly the tree
+# the clients saw.
+renames_of_remote_directories_are_logged() {
+	local want m0
+	mkdir -p "$R/wb/dm/a" "$R/wb/dm/b/c" "$R/wb/dm/p" "$R/wb/dm/e" &&
+		echo X >"$R/wb/dm/a/x" && echo Y >"$R/wb/dm/a/y" && echo Z >"$R/wb/dm/b/c/z" &&
+		chmod -R a+rwX "$R/wb/dm" && restart_with "$HOLD" || return 1
+	m0=$(up_ops RENAME)
+	want="a2 a2/new a2/sub a2/sub/s a2/x a2/y a2/z p p/b "
+	on 1 "cd $M/wb/dm && ls -lR >/dev/null && mv a a2 && mv b p/b && echo N > a2/new && mv p/b/c c && mkdir a2/sub && echo S > a2/sub/s && mv c/z a2/z && rmdir c && mv e e2 && rmdir e2 && sync" &&
+		expect_eq "RENAMEs sent" $(($(up_ops RENAME) - m0)) 0 &&
+		expect_eq "renames logged" "$(metric nache_writeback_renames_total 'outcome="logged"')" 5 &&
+		expect_eq "client 2 sees" "$(on 2 "cd $M/wb/dm && find . -mindepth 1 | sort | sed 's,^\./,,' | tr '\n' ' '")" "$want" &&
+		expect_eq "client 2 reads" "$(on 2 "cd $M/wb/dm && cat a2/x a2/z a2/new a2/sub/s | tr '\n' ' '")" "X Z N S " &&
+		expect_eq "the remote before the flush" "$(cd "$R/wb/dm" && find . -mindepth 1 | sort | sed 's,^\./,,' | tr '\n' ' ')" "a a/x a/y b b/c b/c/z e p " &&
+		restart_with "$SOON" kill &&
+		lab_wait_until 60 eval '[ "$(cd "$R/wb/dm" && find . -mindepth 1 | sort | sed "s,^\./,," | tr "\n" " ")" = "$want" ]' ||
+		{ echo "remote: $(cd "$R/wb/dm" && find . | sort | tr '\n' ' ')" >&2; return 1; }
+	expect_eq "the remote's contents" "$(cd "$R/wb/dm" && cat a2/x a2/y a2/z a2/new a2/sub/s | tr '\n' ' ')" "X Y Z N S " &&
+		expect_eq "conflict copies" "$(find "$R/wb/dm" -name '*nache-conflict*' | wc -l)" 0
+}
+
 check acknowledged_writes_stay_local_until_flushed acknowledged_writes_stay_local_until_flushed
 check kill_9_loses_no_acknowledged_write kill_9_loses_no_acknowledged_write
 check files_removed_before_their_flush_send_no_data removed_before_flush_sends_no_data
@@ -315,4 +343,5 @@ check a_file_rewritten_with_the_same_bytes_sends_no_data rewritten_unchanged_sen
 check a_save_over_a_remote_file_is_logged_and_survives_kill_9 save_over_a_remote_file_is_logged
 check rm_r_of_a_remote_tree_is_logged_directories_included tree_removed_as_one_log
 check renames_of_remote_files_are_logged_and_survive_kill_9 renames_of_remote_files_are_logged
+check renames_of_remote_directories_are_logged_and_survive_kill_9 renames_of_remote_directories_are_logged
 itest_finish

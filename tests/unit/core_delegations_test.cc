@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,8 +59,9 @@ StateId Sid(const char *tag, uint32_t n) {
   return s;
 }
 
-// The scripted server: a root directory holding regular files, opens that
-// never need OPEN_CONFIRM, and the delegation type the test sets granted on
+// The scripted server: a tree of directories and regular files ("a/b/f";
+// an object's handle is "f:<path it was made under>" unless a rename or a
+// create after one gave it another), opens that never need OPEN_CONFIRM, and the delegation type the test sets granted on
 // every OPEN. Logs each operation it completed, in order ("OP!": failed).
 class ScriptedUpstream : public upstream::Upstream {
  public:
@@ -76,11 +78,27 @@ class ScriptedUpstream : public upstream::Upstream {
   std::atomic<Clock::rep> lease_end{
       (Clock::now() + std::chrono::hours(1)).time_since_epoch().count()};
 
-  void AddFile(const std::string &name, const std::string &data) {
+  void AddFile(const std::string &path, const std::string &data) {
     std::lock_guard<std::mutex> g(mu_);
-    File &f = files_["f:" + name];
-    f.name = name;
-    f.data = data;
+    Add(path).data = data;
+  }
+  void AddDir(const std::string &path) {
+    std::lock_guard<std::mutex> g(mu_);
+    Add(path).dir = true;
+  }
+  // Every path the server has, sorted, directories with a trailing "/".
+  std::string Tree() {
+    std::lock_guard<std::mutex> g(mu_);
+    std::set<std::string> paths;
+    for (const auto &kv : files_) {
+      std::string p = kv.second.name;
+      for (Fh up = kv.second.parent; up != "root"; up = files_[up].parent)
+        p = files_[up].name + "/" + p;
+      paths.insert(p + (kv.second.dir ? "/" : ""));
+    }
+    std::string out;
+    for (const std::string &p : paths) out += (out.empty() ? "" : " ") + p;
+    return out;
   }
   std::vector<std::string> Log() {
     std::lock_guard<std::mutex> g(mu_);
@@ -104,31 +122,36 @@ class ScriptedUpstream : public upstream::Upstream {
     }
     cv_.notify_all();
   }
-  uint64_t Change(const std::string &name) {
+  uint64_t Change(const std::string &path) {
     std::lock_guard<std::mutex> g(mu_);
-    return files_["f:" + name].change;
+    return Add(path).change;
   }
   // Someone else writes the file at the server.
-  void ForeignWrite(const std::string &name, const std::string &data) {
+  void ForeignWrite(const std::string &path, const std::string &data) {
     std::lock_guard<std::mutex> g(mu_);
-    File &f = files_["f:" + name];
-    f.name = name;
+    File &f = Add(path);
     f.data = data;
     f.change++;
   }
-  // Names of the files whose name starts with prefix.
+  // Names of the files in the root whose name starts with prefix.
   std::vector<std::string> Names(const std::string &prefix) {
     std::lock_guard<std::mutex> g(mu_);
     std::vector<std::string> out;
     for (const auto &kv : files_)
-      if (kv.second.name.compare(0, prefix.size(), prefix) == 0)
+      if (kv.second.parent == "root" &&
+          kv.second.name.compare(0, prefix.size(), prefix) == 0)
         out.push_back(kv.second.name);
     return out;
   }
-  // The data of the file named name, or "<none>" when there is none.
-  std::string Data(const std::string &name) {
+  // The data of the file at path, or "<none>" when there is none.
+  std::string Data(const std::string &path) {
     std::lock_guard<std::mutex> g(mu_);
-    Fh fh = Named(name);
+    Fh fh = "root";
+    for (size_t from = 0; !fh.empty() && from <= path.size();) {
+      size_t slash = std::min(path.find('/', from), path.size());
+      fh = Named(fh, path.substr(from, slash - from));
+      from = slash + 1;
+    }
     return fh.empty() ? "<none>" : files_[fh].data;
   }
 
@@ -219,6 +242,8 @@ class ScriptedUpstream : public upstream::Upstream {
  private:
   struct File {
     std::string name, data;
+    Fh parent = "root";
+    bool dir = false;
     uint64_t change = 1;
   };
   struct HeldRange {
@@ -243,7 +268,11 @@ class ScriptedUpstream : public upstream::Upstream {
       return a;
     }
     const File &f = files_[fh];
-    a.type = upstream::FileType::kReg;
+    a.type = f.dir ? upstream::FileType::kDir : upstream::FileType::kReg;
+    if (f.dir) {
+      a.mode = 0755;
+      a.nlink = 2;
+    }
     a.change = f.change;
     a.size = f.data.size();
     return a;
@@ -261,7 +290,7 @@ class ScriptedUpstream : public upstream::Upstream {
         return 0;
       case OP_LOOKUP: {
         const component4 &n = a.nfs_argop4_u.oplookup.objname;
-        Fh fh = Named(Str(n.utf8string_val, n.utf8string_len));
+        Fh fh = Named(*cur, Str(n.utf8string_val, n.utf8string_len));
         if (fh.empty()) return upstream::kNfs4ErrNoent;
         *cur = fh;
         return 0;
@@ -275,14 +304,22 @@ class ScriptedUpstream : public upstream::Upstream {
                                rn.oldname.utf8string_len);
         std::string to = Str(rn.newname.utf8string_val,
                              rn.newname.utf8string_len);
-        Fh fh = Named(from);
+        Fh fh = Named(saved_, from);
         if (fh.empty()) return upstream::kNfs4ErrNoent;
-        Fh old_target = Named(to);
-        if (!old_target.empty() && old_target != fh) files_.erase(old_target);
+        // Never into itself or below (a cycle).
+        for (Fh up = *cur; files_[fh].dir && up != "root";
+             up = files_[up].parent)
+          if (up == fh) return upstream::kNfs4ErrInval;
+        Fh old_target = Named(*cur, to);
+        if (!old_target.empty() && old_target != fh) {
+          if (HasChildren(old_target)) return upstream::kNfs4ErrNotempty;
+          files_.erase(old_target);
+        }
         files_[fh].name = to;
+        files_[fh].parent = *cur;
         files_[fh].change++;
-        aliases_.erase(from);
-        aliases_[to] = fh;
+        aliases_.erase(saved_ + "/" + from);
+        aliases_[*cur + "/" + to] = fh;
         return 0;
       }
       case OP_GETFH:
@@ -312,7 +349,7 @@ class ScriptedUpstream : public upstream::Upstream {
         if (in_grace_) return upstream::kNfs4ErrGrace;
         const component4 &n = o.claim.open_claim4_u.file;
         std::string name = Str(n.utf8string_val, n.utf8string_len);
-        Fh fh = Named(name);
+        Fh fh = Named(*cur, name);
         if (o.openhow.opentype == OPEN4_CREATE && !fh.empty() &&
             o.openhow.openflag4_u.how.mode == GUARDED4)
           return upstream::kNfs4ErrExist;
@@ -321,10 +358,11 @@ class ScriptedUpstream : public upstream::Upstream {
             return upstream::kNfs4ErrNoent;
           // A new object: its own handle, also when another object that
           // once had this name keeps "f:<name>".
-          fh = "f:" + name;
+          fh = FhFor(*cur, name);
           if (files_.count(fh)) fh += "#" + std::to_string(++renamed_);
           files_[fh].name = name;
-          aliases_[name] = fh;
+          files_[fh].parent = *cur;
+          aliases_[*cur + "/" + name] = fh;
         }
         *cur = fh;
         r->stateid = Sid("open", ++opens_);
@@ -355,10 +393,27 @@ class ScriptedUpstream : public upstream::Upstream {
             remove_refused.find(Str(n.utf8string_val, n.utf8string_len));
         if (refuse != remove_refused.end()) return refuse->second;
         std::string name = Str(n.utf8string_val, n.utf8string_len);
-        Fh fh = Named(name);
+        Fh fh = Named(*cur, name);
         if (fh.empty()) return upstream::kNfs4ErrNoent;
+        if (HasChildren(fh)) return upstream::kNfs4ErrNotempty;
         files_.erase(fh);
-        aliases_.erase(name);
+        aliases_.erase(*cur + "/" + name);
+        return 0;
+      }
+      case OP_CREATE: {  // directories only
+        const CREATE4args &cr = a.nfs_argop4_u.opcreate;
+        if (cr.objtype.type != NF4DIR) return upstream::kNfs4ErrNotsupp;
+        std::string name =
+            Str(cr.objname.utf8string_val, cr.objname.utf8string_len);
+        if (!Named(*cur, name).empty()) return upstream::kNfs4ErrExist;
+        Fh fh = FhFor(*cur, name);
+        if (files_.count(fh)) fh += "#" + std::to_string(++renamed_);
+        File &f = files_[fh];
+        f.name = name;
+        f.parent = *cur;
+        f.dir = true;
+        aliases_[*cur + "/" + name] = fh;
+        *cur = fh;
         return 0;
       }
       case OP_LOCK: {
@@ -428,13 +483,42 @@ class ScriptedUpstream : public upstream::Upstream {
     }
   }
 
-  // The handle of the file named name now ("" when none): "f:<name>"
-  // unless a rename or a create after one gave it another. mu_ held.
-  Fh Named(const std::string &name) {
-    auto a = aliases_.find(name);
+  // The handle an object made as name in dir gets: "f:<its path>".
+  static Fh FhFor(const Fh &dir, const std::string &name) {
+    return dir == "root" ? "f:" + name : dir + "/" + name;
+  }
+  // The object at path (made if missing, its directories too). mu_ held.
+  File &Add(const std::string &path) {
+    size_t slash = path.rfind('/');
+    Fh dir = "root";
+    std::string name = path;
+    if (slash != std::string::npos) {
+      dir = FhFor("root", path.substr(0, slash));
+      files_[dir].dir = true;
+      Add(path.substr(0, slash));
+      name = path.substr(slash + 1);
+    }
+    File &f = files_[FhFor(dir, name)];
+    f.name = name;
+    f.parent = dir;
+    return f;
+  }
+  bool HasChildren(const Fh &dir) {
+    for (const auto &kv : files_)
+      if (kv.second.parent == dir) return true;
+    return false;
+  }
+  // The handle of the object named name in dir now ("" when none):
+  // FhFor(dir, name) unless a rename or a create after one gave it
+  // another. mu_ held.
+  Fh Named(const Fh &dir, const std::string &name) {
+    auto a = aliases_.find(dir + "/" + name);
     if (a != aliases_.end()) return a->second;
-    auto it = files_.find("f:" + name);
-    return it != files_.end() && it->second.name == name ? it->first : Fh();
+    auto it = files_.find(FhFor(dir, name));
+    return it != files_.end() && it->second.name == name &&
+                   it->second.parent == dir
+               ? it->first
+               : Fh();
   }
 
   std::mutex mu_;  // guards everything below; Call holds it throughout
@@ -449,7 +533,8 @@ class ScriptedUpstream : public upstream::Upstream {
   std::vector<HeldRange> locks_;
   std::map<std::string, std::string> lock_owners_;  // lock stateid -> owner
   DelegationType reclaimed_ = DelegationType::kNone;
-  std::map<std::string, Fh> aliases_;  // names whose handle is not f:<name>
+  // "<dir handle>/<name>" of objects whose handle is not FhFor's.
+  std::map<std::string, Fh> aliases_;
   Fh saved_;                            // SAVEFH
   uint32_t renamed_ = 0;
 };
@@ -921,6 +1006,48 @@ TEST_F(CoreDelegationsTest, RenamesOfRemoteFilesAreLoggedThenSentOnce) {
   EXPECT_EQ(up_->Count("RENAME"), 1);
   EXPECT_EQ(up_->Count("REMOVE"), 2);
   EXPECT_EQ(up_->Data("dst"), "N");
+}
+
+// Renames of directories the remote has are logged too, and their RENAMEs
+// reach the remote in log order: "a" moved out of "b", then "b" moved into
+// "a" is a cycle at the remote if sent the other way round. A move into
+// the directory's own subtree is refused here, as the remote would.
+TEST_F(CoreDelegationsTest, DirectoryRenamesAreLoggedAndSentInOrder) {
+  // Sent only when needed below.
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);
+  up_->AddFile("b/a/f", "F");
+  Key a, b, got;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "b", &b, nullptr), 0u);
+  ASSERT_EQ(core_->Lookup(cr_, b, "a", &a, nullptr), 0u);
+  ASSERT_EQ(core_->Rename(cr_, b, "a", root_, "a"), 0u);
+  ASSERT_EQ(core_->Rename(cr_, root_, "b", a, "b"), 0u);
+  EXPECT_EQ(core_->Rename(cr_, root_, "a", b, "a"),
+            uint32_t(upstream::kNfs4ErrInval))
+      << "a into b, which is in a now";
+  EXPECT_EQ(core_->Rename(cr_, root_, "a", a, "x"),
+            uint32_t(upstream::kNfs4ErrInval))
+      << "a into itself";
+  EXPECT_EQ(up_->Count("RENAME") + up_->Count("RENAME!"), 0) << "logged";
+  EXPECT_EQ(up_->Tree(), "b/ b/a/ b/a/f f");  // (f: the fixture's)
+  ASSERT_EQ(core_->Lookup(cr_, root_, "a", &got, nullptr), 0u);
+  EXPECT_EQ(got, a);
+  ASSERT_EQ(core_->Lookup(cr_, a, "b", &got, nullptr), 0u);
+  EXPECT_EQ(got, b);
+  ASSERT_EQ(core_->Lookup(cr_, a, "f", &got, nullptr), 0u)
+      << "what the moved directory holds is found in it";
+  ASSERT_EQ(core_->Lookup(cr_, b, "..", &got, nullptr), 0u);
+  EXPECT_EQ(got, a) << "the parent of a moved directory is its new one";
+  EXPECT_EQ(core_->Lookup(cr_, root_, "b", &got, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  // A new "b" in the root needs the name free at the remote: b's RENAME
+  // goes first, and a's before it.
+  Key nb = CreateWritten("b", "new");
+  TruncateTo(nb, 1);
+  EXPECT_EQ(up_->Count("RENAME!"), 0);
+  ASSERT_EQ(up_->Count("RENAME"), 2);
+  EXPECT_EQ(up_->Tree(), "a/ a/b/ a/f b f");
+  EXPECT_EQ(up_->Data("a/f"), "F");
+  EXPECT_EQ(up_->Data("b"), "n");
 }
 
 // A logged remove the remote refuses for good (its permissions changed,
