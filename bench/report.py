@@ -12,6 +12,12 @@
       count, configurations side by side) and, when matplotlib is importable,
       RUNDIR/plots/*.png; says so clearly when it is not.
 
+  report.py merge OUTDIR RUNDIR [RUNDIR ...]
+      One table from several runs (a matrix run in parts): their
+      results.csv rows in OUTDIR/results.csv (a cell measured again in a
+      later RUNDIR replaces the earlier one), OUTDIR/params.txt naming
+      the runs, then summarize OUTDIR.
+
 Server op counts: with --server knfsd, the difference of the knfsd guest's
 /proc/net/rpc/nfsd between the snapshots ("proc4ops": one counter per NFSv4
 operation number, "proc4": NULL and COMPOUND calls).  With --server nache,
@@ -518,6 +524,40 @@ def make_plots(rundir, data):
     return made
 
 
+def cmd_merge(a):
+    cells = {}   # (workload, profile, clients, config) -> rows
+    header = None
+    for rundir in a.rundirs:
+        with open(os.path.join(rundir, "results.csv"), newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader)
+            mine = {}
+            for row in reader:
+                mine.setdefault(tuple(row[:4]), []).append(row)
+        cells.update(mine)  # later runs win, whole cells at a time
+    os.makedirs(a.outdir, exist_ok=True)
+    with open(os.path.join(a.outdir, "results.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for key in sorted(cells):
+            w.writerows(cells[key])
+    with open(os.path.join(a.outdir, "params.txt"), "w") as f:
+        f.write("merged_runs=%s\n" % " ".join(
+            os.path.basename(os.path.abspath(r)) for r in a.rundirs))
+        for rundir in a.rundirs:
+            ppath = os.path.join(rundir, "params.txt")
+            if not os.path.exists(ppath):
+                continue
+            with open(ppath) as p:
+                got = dict(l.rstrip("\n").partition("=")[::2] for l in p)
+            f.write("%s=%s; %s; clients %s; commit %s; scale %s\n" % (
+                got.get("run_id", os.path.basename(rundir)),
+                got.get("workloads", "?"), got.get("profiles", "?"),
+                got.get("clients", "?"), got.get("commit", "?"),
+                got.get("scale", "?")))
+    return cmd_summarize(argparse.Namespace(rundir=a.outdir))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -532,8 +572,12 @@ def main():
                    choices=["knfsd", "nache", "none"])
     p = sub.add_parser("summarize")
     p.add_argument("rundir")
+    p = sub.add_parser("merge")
+    p.add_argument("outdir")
+    p.add_argument("rundirs", nargs="+")
     a = ap.parse_args()
-    return cmd_cell(a) if a.cmd == "cell" else cmd_summarize(a)
+    return {"cell": cmd_cell, "summarize": cmd_summarize,
+            "merge": cmd_merge}[a.cmd](a)
 
 
 if __name__ == "__main__":
