@@ -39,6 +39,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "rpc/xdr.h"
 #include "util/log.h"
 
 namespace nache {
@@ -86,48 +87,19 @@ struct CbArgs {
 // right before libnfs calls ServeCompound().
 thread_local CbArgs tls_args;
 
-// A bounded XDR reader over the rest of a decode stream.
-class XdrIn {
- public:
-  XdrIn(const char *p, uint32_t n) : p_(p), left_(n) {}
-  bool Fixed(void *out, uint32_t n) {
-    if (n > left_) return false;
-    memcpy(out, p_, n);
-    p_ += n;
-    left_ -= n;
-    return true;
-  }
-  bool U32(uint32_t *v) {
-    if (!Fixed(v, 4)) return false;
-    *v = ntohl(*v);
-    return true;
-  }
-  // opaque<max>: *data points into the buffer.
-  bool Opaque(const char **data, uint32_t *len, uint32_t max) {
-    if (!U32(len) || *len > max || *len > left_) return false;
-    const uint32_t padded = (*len + 3) & ~3u;
-    if (padded > left_) return false;
-    *data = p_;
-    p_ += padded;
-    left_ -= padded;
-    return true;
-  }
-  // bitmap4, keeping word 0 only (the only one holding bits we serve).
-  bool Bitmap(uint32_t *word0) {
-    uint32_t n, w = 0;
-    if (!U32(&n) || n > left_ / 4) return false;
-    *word0 = 0;
-    for (uint32_t i = 0; i < n; ++i) {
-      (void)U32(&w);  // cannot fail: n words are there
-      if (i == 0) *word0 = w;
-    }
-    return true;
-  }
+using rpc::XdrIn;
 
- private:
-  const char *p_;   // next byte
-  uint32_t left_;   // bytes left
-};
+// bitmap4, keeping word 0 only (the only one holding bits we serve).
+bool Bitmap(XdrIn *in, uint32_t *word0) {
+  uint32_t n, w = 0;
+  if (!in->U32(&n) || n > in->left() / 4) return false;
+  *word0 = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    (void)in->U32(&w);  // cannot fail: n words are there
+    if (i == 0) *word0 = w;
+  }
+  return true;
+}
 
 // libnfs decode procedure for CB_COMPOUND4args (see the file comment).
 // Returns false (libnfs replies GARBAGE_ARGS) on malformed arguments.
@@ -135,7 +107,7 @@ uint32_t DecodeCbCompound(ZDR *zdr, void * /*no buffer*/, ...) {
   CbArgs *a = &tls_args;
   memset(a, 0, sizeof(*a));
   if (zdr->pos < 0 || zdr->pos > zdr->size) return 0;
-  XdrIn in(zdr->buf + zdr->pos, uint32_t(zdr->size - zdr->pos));
+  XdrIn in(zdr->buf + zdr->pos, size_t(zdr->size - zdr->pos));
   uint32_t count;
   if (!in.Opaque(&a->tag, &a->tag_len, UINT32_MAX) ||
       !in.U32(&a->minorversion) || !in.U32(&a->callback_ident) ||
@@ -152,7 +124,7 @@ uint32_t DecodeCbCompound(ZDR *zdr, void * /*no buffer*/, ...) {
     bool ok;
     if (op.op == OP_CB_GETATTR) {
       ok = in.Opaque(&op.fh, &op.fh_len, upstream::kMaxFhSize) &&
-           in.Bitmap(&op.attr_word0);
+           Bitmap(&in, &op.attr_word0);
     } else if (op.op == OP_CB_RECALL) {
       ok = in.U32(&op.seqid) && in.Fixed(op.other, sizeof(op.other)) &&
            in.U32(&op.truncate) &&

@@ -1,0 +1,352 @@
+// See rpc_transport.h.
+#include "rpc/rpc_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace nache {
+namespace rpc {
+
+namespace {
+
+// RFC 5531's numbers.
+constexpr uint32_t kRpcVersion = 2;
+constexpr uint32_t kMsgCall = 0, kMsgReply = 1;
+constexpr uint32_t kMsgAccepted = 0, kMsgDenied = 1;
+constexpr uint32_t kAuthNone = 0, kAuthSys = 1;
+constexpr uint32_t kMaxAuthBytes = 400;
+constexpr uint32_t kAcceptSuccess = 0, kAcceptProgUnavail = 1,
+                   kAcceptProgMismatch = 2, kAcceptProcUnavail = 3,
+                   kAcceptGarbageArgs = 4, kAcceptSystemErr = 5;
+constexpr uint32_t kRejectRpcMismatch = 0, kRejectAuthError = 1;
+constexpr uint32_t kLastFragment = 0x80000000u;
+constexpr size_t kReadChunk = 256 * 1024;
+
+uint32_t AcceptStatOf(ReplyStatus s) {
+  switch (s) {
+    case ReplyStatus::kOk:
+      return kAcceptSuccess;
+    case ReplyStatus::kProgUnavail:
+      return kAcceptProgUnavail;
+    case ReplyStatus::kProcUnavail:
+      return kAcceptProcUnavail;
+    case ReplyStatus::kGarbageArgs:
+      return kAcceptGarbageArgs;
+    default:
+      return kAcceptSystemErr;
+  }
+}
+
+void PutAuthSys(XdrOut *x, const AuthSys &a) {
+  std::string body;
+  XdrOut b(&body);
+  b.U32(a.stamp);
+  b.Opaque(a.machine.data(), std::min<size_t>(a.machine.size(), 255));
+  b.U32(a.uid);
+  b.U32(a.gid);
+  size_t n = std::min<size_t>(a.gids.size(), 16);
+  b.U32(uint32_t(n));
+  for (size_t i = 0; i < n; i++) b.U32(a.gids[i]);
+  x->U32(kAuthSys);
+  x->Opaque(body);
+}
+
+}  // namespace
+
+const char *ReplyStatusName(ReplyStatus s) {
+  switch (s) {
+    case ReplyStatus::kOk:
+      return "ok";
+    case ReplyStatus::kProgUnavail:
+      return "program unavailable";
+    case ReplyStatus::kProgMismatch:
+      return "program version mismatch";
+    case ReplyStatus::kProcUnavail:
+      return "procedure unavailable";
+    case ReplyStatus::kGarbageArgs:
+      return "garbage arguments";
+    case ReplyStatus::kSystemErr:
+      return "system error";
+    case ReplyStatus::kRpcMismatch:
+      return "RPC version mismatch";
+    case ReplyStatus::kAuthError:
+      return "authentication error";
+    case ReplyStatus::kBadReply:
+      return "malformed reply";
+    case ReplyStatus::kDisconnected:
+      return "disconnected";
+  }
+  return "?";
+}
+
+Transport::Transport(int fd, size_t max_record)
+    : fd_(fd), max_record_(max_record) {
+  int fl = fcntl(fd_, F_GETFL);
+  if (fl >= 0) fcntl(fd_, F_SETFL, fl | O_NONBLOCK);
+  // XIDs of a new connection should not repeat a previous one's: a server's
+  // duplicate request cache keys on them.
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  next_xid_ = uint32_t(ts.tv_nsec) ^ uint32_t(ts.tv_sec << 12) ^
+              uint32_t(getpid() << 20);
+}
+
+Transport::~Transport() {
+  FailAll();
+  if (fd_ >= 0) close(fd_);
+}
+
+uint32_t Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
+                         const AuthSys *auth, const std::string &args,
+                         ReplyFn done) {
+  uint32_t xid = next_xid_++;
+  while (pending_.count(xid)) xid = next_xid_++;
+  std::string rec;
+  rec.reserve(4 + 64 + (auth ? 64 + auth->machine.size() : 0) + args.size());
+  rec.append(4, '\0');  // the marker, filled below
+  XdrOut x(&rec);
+  x.U32(xid);
+  x.U32(kMsgCall);
+  x.U32(kRpcVersion);
+  x.U32(prog);
+  x.U32(vers);
+  x.U32(proc);
+  if (auth) {
+    PutAuthSys(&x, *auth);
+  } else {
+    x.U32(kAuthNone);
+    x.U32(0);
+  }
+  x.U32(kAuthNone);  // verifier
+  x.U32(0);
+  rec.append(args);
+  x.PatchU32(0, kLastFragment | uint32_t(rec.size() - 4));
+  pending_.emplace(xid, std::move(done));
+  out_.push_back(std::move(rec));
+  return xid;
+}
+
+bool Transport::Cancel(uint32_t xid) { return pending_.erase(xid) != 0; }
+
+short Transport::WantEvents() const {
+  return short(POLLIN | (out_.empty() ? 0 : POLLOUT));
+}
+
+size_t Transport::queued_bytes() const {
+  size_t n = 0;
+  for (const std::string &r : out_) n += r.size();
+  return n - out_off_;
+}
+
+void Transport::FailAll() {
+  std::unordered_map<uint32_t, ReplyFn> failed;
+  failed.swap(pending_);
+  for (auto &kv : failed) kv.second(ReplyStatus::kDisconnected, nullptr);
+}
+
+bool Transport::Fail(const std::string &why) {
+  if (error_.empty()) error_ = why;
+  return false;
+}
+
+bool Transport::Service(short revents) {
+  if (!error_.empty()) return false;
+  if (revents & (POLLERR | POLLNVAL)) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+    return Fail(std::string("socket error: ") +
+                (err ? strerror(err) : "POLLERR"));
+  }
+  // Read first: a reply may free the peer to read what we send next.
+  if ((revents & (POLLIN | POLLHUP)) && !ReadAll()) return false;
+  if (!Parse()) return false;
+  // Writes also when not asked: replies queued while parsing go at once.
+  return WriteAll();
+}
+
+bool Transport::ReadAll() {
+  for (;;) {
+    if (in_off_ > 0 && in_off_ == in_.size()) {
+      in_.clear();
+      in_off_ = 0;
+    }
+    size_t have = in_.size();
+    in_.resize(have + kReadChunk);
+    ssize_t n = recv(fd_, &in_[have], kReadChunk, MSG_DONTWAIT);
+    in_.resize(have + (n > 0 ? size_t(n) : 0));
+    if (n > 0) {
+      // Parse as we go: a large reply should not sit in the buffer whole
+      // twice over.
+      if (!Parse()) return false;
+      continue;
+    }
+    if (n == 0) return Fail("connection closed by the peer");
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+    if (errno == EINTR) continue;
+    return Fail(std::string("recv: ") + strerror(errno));
+  }
+}
+
+bool Transport::WriteAll() {
+  while (!out_.empty()) {
+    const std::string &r = out_.front();
+    ssize_t n = send(fd_, r.data() + out_off_, r.size() - out_off_,
+                     MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EINTR) continue;
+      return Fail(std::string("send: ") + strerror(errno));
+    }
+    out_off_ += size_t(n);
+    if (out_off_ == r.size()) {
+      out_.pop_front();
+      out_off_ = 0;
+    }
+  }
+  return true;
+}
+
+bool Transport::Parse() {
+  while (in_.size() - in_off_ >= 4) {
+    XdrIn m(in_.data() + in_off_, 4);
+    uint32_t marker;
+    m.U32(&marker);
+    const size_t len = marker & ~kLastFragment;
+    if (record_.size() + len > max_record_)
+      return Fail("a record of more than " + std::to_string(max_record_) +
+                  " bytes");
+    if (in_.size() - in_off_ - 4 < len) break;  // the rest is on its way
+    const char *frag = in_.data() + in_off_ + 4;
+    in_off_ += 4 + len;
+    if (!(marker & kLastFragment)) {
+      record_.append(frag, len);
+      continue;
+    }
+    bool ok;
+    if (record_.empty()) {
+      ok = Dispatch(frag, len);
+    } else {
+      record_.append(frag, len);
+      std::string rec;
+      rec.swap(record_);
+      ok = Dispatch(rec.data(), rec.size());
+    }
+    if (!ok) return false;
+  }
+  // Drop what was parsed once it is most of the buffer.
+  if (in_off_ > 0 && in_off_ >= in_.size() / 2) {
+    in_.erase(0, in_off_);
+    in_off_ = 0;
+  }
+  return true;
+}
+
+bool Transport::Dispatch(const char *rec, size_t len) {
+  XdrIn in(rec, len);
+  uint32_t xid, type;
+  if (!in.U32(&xid) || !in.U32(&type))
+    return Fail("a record too short for an RPC message");
+  if (type == kMsgReply) {
+    HandleReply(xid, &in);
+    return true;
+  }
+  if (type == kMsgCall) {
+    ServePeerCall(xid, &in);
+    return true;
+  }
+  return Fail("an RPC message of unknown type " + std::to_string(type));
+}
+
+void Transport::HandleReply(uint32_t xid, XdrIn *in) {
+  auto it = pending_.find(xid);
+  if (it == pending_.end()) {
+    dropped_replies_++;
+    return;
+  }
+  ReplyFn done = std::move(it->second);
+  pending_.erase(it);
+  uint32_t stat, flavor, what;
+  const char *verf;
+  uint32_t verf_len;
+  if (!in->U32(&stat)) return done(ReplyStatus::kBadReply, nullptr);
+  if (stat == kMsgDenied) {
+    if (!in->U32(&what)) return done(ReplyStatus::kBadReply, nullptr);
+    return done(what == kRejectRpcMismatch ? ReplyStatus::kRpcMismatch
+                : what == kRejectAuthError ? ReplyStatus::kAuthError
+                                           : ReplyStatus::kBadReply,
+                nullptr);
+  }
+  if (stat != kMsgAccepted || !in->U32(&flavor) ||
+      !in->Opaque(&verf, &verf_len, kMaxAuthBytes) || !in->U32(&what))
+    return done(ReplyStatus::kBadReply, nullptr);
+  switch (what) {
+    case kAcceptSuccess:
+      return done(ReplyStatus::kOk, in);
+    case kAcceptProgUnavail:
+      return done(ReplyStatus::kProgUnavail, nullptr);
+    case kAcceptProgMismatch:
+      return done(ReplyStatus::kProgMismatch, nullptr);
+    case kAcceptProcUnavail:
+      return done(ReplyStatus::kProcUnavail, nullptr);
+    case kAcceptGarbageArgs:
+      return done(ReplyStatus::kGarbageArgs, nullptr);
+    case kAcceptSystemErr:
+      return done(ReplyStatus::kSystemErr, nullptr);
+    default:
+      return done(ReplyStatus::kBadReply, nullptr);
+  }
+}
+
+void Transport::ServePeerCall(uint32_t xid, XdrIn *in) {
+  PeerCall c;
+  c.xid = xid;
+  uint32_t rpcvers, verf_flavor;
+  const char *body;
+  uint32_t body_len;
+  std::string rec(4, '\0');
+  XdrOut x(&rec);
+  x.U32(xid);
+  x.U32(kMsgReply);
+  bool parsed = in->U32(&rpcvers) && in->U32(&c.prog) && in->U32(&c.vers) &&
+                in->U32(&c.proc) && in->U32(&c.cred_flavor) &&
+                in->Opaque(&body, &body_len, kMaxAuthBytes) &&
+                in->U32(&verf_flavor) &&
+                in->Opaque(&body, &body_len, kMaxAuthBytes);
+  if (parsed && rpcvers != kRpcVersion) {
+    x.U32(kMsgDenied);
+    x.U32(kRejectRpcMismatch);
+    x.U32(kRpcVersion);
+    x.U32(kRpcVersion);
+    QueueRecord(std::move(rec));
+    return;
+  }
+  x.U32(kMsgAccepted);
+  x.U32(kAuthNone);  // our verifier
+  x.U32(0);
+  const size_t stat_at = x.pos();
+  x.U32(kAcceptGarbageArgs);
+  if (parsed) {
+    ReplyStatus st = ReplyStatus::kProgUnavail;
+    if (handler_) st = handler_(c, in, &rec);
+    if (st != ReplyStatus::kOk) rec.resize(stat_at + 4);  // no results
+    x.PatchU32(stat_at, AcceptStatOf(st));
+  }
+  QueueRecord(std::move(rec));
+}
+
+void Transport::QueueRecord(std::string rec) {
+  XdrOut(&rec).PatchU32(0, kLastFragment | uint32_t(rec.size() - 4));
+  out_.push_back(std::move(rec));
+}
+
+}  // namespace rpc
+}  // namespace nache

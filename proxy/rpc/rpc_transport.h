@@ -1,0 +1,138 @@
+// ONC RPC version 2 (RFC 5531) over one connected TCP stream, in both
+// directions: our calls, their replies matched by XID; and calls from the
+// peer on the same stream (the NFSv4.1 back channel: the server calls us on
+// the connection we opened), handed to a handler whose reply goes back on
+// it. Record marking with fragments reassembled (RFC 5531 section 11).
+//
+// Why our own: libnfs 4.0.0's client context drops a CALL record it
+// receives (it takes every record for a reply), and its server context
+// takes every record for a call (proxy/upstream/NFSV41.md). libnfs stays
+// the XDR of NFSv4.0's operations; this is only the envelope.
+//
+// It owns no thread and never blocks: the owner's event loop polls fd() for
+// WantEvents() and calls Service(revents). Timeouts are the owner's
+// (Cancel). Thread safety: none; one thread (the loop's) calls everything,
+// and the callbacks run on it, inside Service or FailAll.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rpc/xdr.h"
+
+namespace nache {
+namespace rpc {
+
+// AUTH_SYS (RFC 5531 appendix A).
+struct AuthSys {
+  uint32_t stamp = 0;
+  std::string machine;         // at most 255 bytes
+  uint32_t uid = 0, gid = 0;
+  std::vector<uint32_t> gids;  // at most 16 are sent
+};
+
+// How a call ended.
+enum class ReplyStatus {
+  kOk,            // accepted, SUCCESS: the results follow
+  kProgUnavail,   // accepted, PROG_UNAVAIL
+  kProgMismatch,  // accepted, PROG_MISMATCH
+  kProcUnavail,   // accepted, PROC_UNAVAIL
+  kGarbageArgs,   // accepted, GARBAGE_ARGS
+  kSystemErr,     // accepted, SYSTEM_ERR
+  kRpcMismatch,   // denied, RPC_MISMATCH
+  kAuthError,     // denied, AUTH_ERROR
+  kBadReply,      // the reply to it did not parse
+  kDisconnected,  // the transport failed or closed before a reply came
+};
+const char *ReplyStatusName(ReplyStatus s);
+
+// A call the peer made to us.
+struct PeerCall {
+  uint32_t xid = 0;
+  uint32_t prog = 0, vers = 0, proc = 0;
+  uint32_t cred_flavor = 0;  // AUTH_NONE 0, AUTH_SYS 1, ...
+};
+
+class Transport {
+ public:
+  // The reply to one of our calls. results: the procedure's results (kOk
+  // only, else null), valid during the call only.
+  using ReplyFn = std::function<void(ReplyStatus, XdrIn *results)>;
+  // Serves a call from the peer: appends the procedure's results to
+  // *results and returns kOk, or returns kProgUnavail, kProcUnavail,
+  // kGarbageArgs or kSystemErr (nothing appended). args: the arguments.
+  using CallHandler = std::function<ReplyStatus(const PeerCall &, XdrIn *args,
+                                                std::string *results)>;
+
+  // fd: a connected stream socket; the transport makes it non-blocking and
+  // closes it when destroyed. A record (all fragments) longer than
+  // max_record ends the connection.
+  explicit Transport(int fd, size_t max_record = 16u << 20);
+  ~Transport();  // FailAll, then closes the socket
+  Transport(const Transport &) = delete;
+  Transport &operator=(const Transport &) = delete;
+
+  int fd() const { return fd_; }
+  // Calls from the peer go to h; without one they are answered
+  // PROG_UNAVAIL.
+  void SetCallHandler(CallHandler h) { handler_ = std::move(h); }
+
+  // Queues a call (prog, vers, proc) with XDR-encoded args, as auth (null:
+  // AUTH_NONE); done runs once with the outcome. Returns the call's XID.
+  uint32_t Call(uint32_t prog, uint32_t vers, uint32_t proc,
+                const AuthSys *auth, const std::string &args, ReplyFn done);
+  // Forgets a pending call (timed out): a late reply is dropped, and done
+  // never runs. False when xid is not pending.
+  bool Cancel(uint32_t xid);
+
+  // POLLIN, and POLLOUT while bytes wait to be sent.
+  short WantEvents() const;
+  // Sends and receives what the socket takes and has, running the reply
+  // callbacks and the call handler. False once the connection failed, the
+  // peer closed it or broke the protocol (error() says which): the owner
+  // then destroys the transport.
+  bool Service(short revents);
+  const std::string &error() const { return error_; }
+  // Fails every pending call with kDisconnected.
+  void FailAll();
+
+  size_t pending() const { return pending_.size(); }
+  size_t queued_bytes() const;
+  // Replies that matched no pending call (cancelled, or never ours).
+  uint64_t dropped_replies() const { return dropped_replies_; }
+
+ private:
+  bool Fail(const std::string &why);
+  bool ReadAll();
+  bool WriteAll();
+  bool Parse();
+  bool Dispatch(const char *rec, size_t len);
+  void ServePeerCall(uint32_t xid, XdrIn *in);
+  void HandleReply(uint32_t xid, XdrIn *in);
+  void QueueRecord(std::string rec);
+
+  int fd_;
+  const size_t max_record_;
+  CallHandler handler_;
+  uint32_t next_xid_;
+  std::unordered_map<uint32_t, ReplyFn> pending_;  // by XID
+  // Records to send, each with its 4-byte marker; out_off_: bytes of the
+  // first already sent.
+  std::deque<std::string> out_;
+  size_t out_off_ = 0;
+  // Received bytes not yet parsed start at in_off_; fragments of a record
+  // not yet complete are gathered in record_.
+  std::string in_;
+  size_t in_off_ = 0;
+  std::string record_;
+  std::string error_;
+  uint64_t dropped_replies_ = 0;
+};
+
+}  // namespace rpc
+}  // namespace nache

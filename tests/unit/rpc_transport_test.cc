@@ -1,0 +1,365 @@
+// rpc::Transport against a peer scripted on the other end of a socketpair:
+// the bytes of a call, replies matched by XID (out of order, fragmented,
+// trickling in), error replies, calls from the peer served on the same
+// connection, and the ways a connection ends.
+#include "rpc/rpc_transport.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace nache {
+namespace rpc {
+namespace {
+
+constexpr uint32_t kNfsProg = 100003, kCbProg = 0x40000000;
+
+class RpcTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(16u << 20); }
+  void TearDown() override {
+    t_.reset();
+    if (peer_ >= 0) close(peer_);
+  }
+  void Open(size_t max_record) {
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    t_.reset(new Transport(sv[0], max_record));
+    peer_ = sv[1];
+  }
+  // Services the transport until cond holds (or a bounded number of
+  // rounds passed, each waiting for the socket at most 100 ms).
+  bool ServiceUntil(const std::function<bool()> &cond) {
+    for (int i = 0; i < 200 && !cond(); i++) {
+      pollfd p{t_->fd(), t_->WantEvents(), 0};
+      poll(&p, 1, 100);
+      if (!t_->Service(p.revents)) return cond();
+    }
+    return cond();
+  }
+  // The peer: writes bytes; reads one whole record (all fragments).
+  void PeerWrite(const std::string &b) {
+    ASSERT_EQ(write(peer_, b.data(), b.size()), ssize_t(b.size()));
+  }
+  std::string PeerReadRecord() {
+    std::string rec;
+    for (bool last = false; !last;) {
+      uint32_t m = 0;
+      std::string mb = PeerReadN(4);
+      XdrIn(mb.data(), 4).U32(&m);
+      last = m & 0x80000000u;
+      rec += PeerReadN(m & 0x7fffffffu);
+    }
+    return rec;
+  }
+  std::string PeerReadN(size_t n) {
+    std::string b(n, '\0');
+    size_t got = 0;
+    while (got < n) {
+      // The transport only sends from Service: drive it meanwhile.
+      pollfd p{peer_, POLLIN, 0};
+      if (poll(&p, 1, 0) == 0) {
+        pollfd q{t_->fd(), t_->WantEvents(), 0};
+        poll(&q, 1, 10);
+        t_->Service(q.revents);
+        continue;
+      }
+      ssize_t r = read(peer_, &b[got], n - got);
+      if (r <= 0) return b.substr(0, got);
+      got += size_t(r);
+    }
+    return b;
+  }
+  // A record: the marker (last fragment) and the body.
+  static std::string Record(const std::string &body) {
+    std::string r;
+    XdrOut(&r).U32(0x80000000u | uint32_t(body.size()));
+    return r + body;
+  }
+  // An accepted reply to xid with accept_stat and results.
+  static std::string Reply(uint32_t xid, uint32_t accept_stat,
+                           const std::string &results = "") {
+    std::string b;
+    XdrOut x(&b);
+    x.U32(xid);
+    x.U32(1);  // REPLY
+    x.U32(0);  // MSG_ACCEPTED
+    x.U32(0);  // verifier AUTH_NONE
+    x.U32(0);
+    x.U32(accept_stat);
+    return b + results;
+  }
+  static std::string Str(const std::string &s) {
+    std::string b;
+    XdrOut(&b).Opaque(s);
+    return b;
+  }
+  // Results of a call that ended: status, and the results' text (an XDR
+  // string) when ok.
+  struct Outcome {
+    bool done = false;
+    ReplyStatus status = ReplyStatus::kOk;
+    std::string text;
+  };
+  Transport::ReplyFn Into(Outcome *o) {
+    return [o](ReplyStatus st, XdrIn *results) {
+      o->done = true;
+      o->status = st;
+      if (results) results->Opaque(&o->text, 1 << 20);
+    };
+  }
+
+  std::unique_ptr<Transport> t_;
+  int peer_ = -1;
+};
+
+TEST_F(RpcTransportTest, ACallIsEncodedAsRfc5531Says) {
+  AuthSys auth;
+  auth.stamp = 7;
+  auth.machine = "nache";
+  auth.uid = 1000;
+  auth.gid = 100;
+  auth.gids = {100, 4};
+  Outcome o;
+  uint32_t xid = t_->Call(kNfsProg, 4, 1, &auth, "ABCD", Into(&o));
+  std::string rec = PeerReadRecord();
+  XdrIn in(rec.data(), rec.size());
+  uint32_t v[6];
+  for (uint32_t &w : v) ASSERT_TRUE(in.U32(&w));
+  EXPECT_EQ(v[0], xid);
+  EXPECT_EQ(v[1], 0u) << "CALL";
+  EXPECT_EQ(v[2], 2u) << "RPC version";
+  EXPECT_EQ(v[3], kNfsProg);
+  EXPECT_EQ(v[4], 4u);
+  EXPECT_EQ(v[5], 1u);
+  uint32_t flavor;
+  std::string body;
+  ASSERT_TRUE(in.U32(&flavor) && in.Opaque(&body, 400));
+  EXPECT_EQ(flavor, 1u) << "AUTH_SYS";
+  XdrIn b(body.data(), body.size());
+  uint32_t stamp, uid, gid, ngids, g0, g1;
+  std::string machine;
+  ASSERT_TRUE(b.U32(&stamp) && b.Opaque(&machine, 255) && b.U32(&uid) &&
+              b.U32(&gid) && b.U32(&ngids) && b.U32(&g0) && b.U32(&g1));
+  EXPECT_EQ(stamp, 7u);
+  EXPECT_EQ(machine, "nache");
+  EXPECT_EQ(uid, 1000u);
+  EXPECT_EQ(gid, 100u);
+  EXPECT_EQ(ngids, 2u);
+  EXPECT_EQ(g1, 4u);
+  EXPECT_EQ(b.left(), 0u);
+  uint32_t vflavor, vlen;
+  ASSERT_TRUE(in.U32(&vflavor) && in.U32(&vlen));
+  EXPECT_EQ(vflavor + vlen, 0u) << "verifier AUTH_NONE";
+  ASSERT_EQ(in.left(), 4u);
+  EXPECT_EQ(std::string(in.pos(), 4), "ABCD");
+  EXPECT_EQ(t_->pending(), 1u);
+  EXPECT_FALSE(o.done);
+  t_.reset();  // (o dies with this test: nothing may call it later)
+  EXPECT_EQ(o.status, ReplyStatus::kDisconnected);
+}
+
+TEST_F(RpcTransportTest, RepliesAreMatchedByXidOutOfOrderAndInFragments) {
+  Outcome a, b;
+  uint32_t xa = t_->Call(kNfsProg, 4, 1, nullptr, "", Into(&a));
+  uint32_t xb = t_->Call(kNfsProg, 4, 1, nullptr, "", Into(&b));
+  PeerReadRecord();
+  PeerReadRecord();
+  PeerWrite(Record(Reply(xb, 0, Str("second"))));
+  ASSERT_TRUE(ServiceUntil([&] { return b.done; }));
+  EXPECT_FALSE(a.done);
+  EXPECT_EQ(b.text, "second");
+  // a's reply in two fragments, trickling in a few bytes at a time.
+  std::string body = Reply(xa, 0, Str("first, in pieces"));
+  std::string wire;
+  XdrOut(&wire).U32(10);  // not the last fragment
+  wire += body.substr(0, 10);
+  XdrOut(&wire).U32(0x80000000u | uint32_t(body.size() - 10));
+  wire += body.substr(10);
+  for (size_t i = 0; i < wire.size(); i += 3) {
+    PeerWrite(wire.substr(i, 3));
+    pollfd p{t_->fd(), POLLIN, 0};
+    poll(&p, 1, 100);
+    ASSERT_TRUE(t_->Service(p.revents)) << t_->error();
+    if (i + 3 < wire.size()) EXPECT_FALSE(a.done) << "done at byte " << i;
+  }
+  ASSERT_TRUE(a.done);
+  EXPECT_EQ(a.status, ReplyStatus::kOk);
+  EXPECT_EQ(a.text, "first, in pieces");
+  EXPECT_EQ(t_->pending(), 0u);
+}
+
+TEST_F(RpcTransportTest, ErrorRepliesAreReportedAsSuch) {
+  Outcome proc, auth, garbled;
+  uint32_t x1 = t_->Call(kNfsProg, 4, 9, nullptr, "", Into(&proc));
+  uint32_t x2 = t_->Call(kNfsProg, 4, 1, nullptr, "", Into(&auth));
+  uint32_t x3 = t_->Call(kNfsProg, 4, 1, nullptr, "", Into(&garbled));
+  std::string denied;
+  XdrOut d(&denied);
+  d.U32(x2);
+  d.U32(1);  // REPLY
+  d.U32(1);  // MSG_DENIED
+  d.U32(1);  // AUTH_ERROR
+  d.U32(1);  // AUTH_BADCRED
+  std::string short_reply;
+  XdrOut s(&short_reply);
+  s.U32(x3);
+  s.U32(1);
+  s.U32(0);  // accepted, then nothing
+  PeerWrite(Record(Reply(x1, 3)) + Record(denied) + Record(short_reply));
+  ASSERT_TRUE(ServiceUntil([&] { return garbled.done; }));
+  EXPECT_EQ(proc.status, ReplyStatus::kProcUnavail);
+  EXPECT_EQ(auth.status, ReplyStatus::kAuthError);
+  EXPECT_EQ(garbled.status, ReplyStatus::kBadReply);
+  EXPECT_TRUE(t_->error().empty()) << "the connection goes on";
+}
+
+TEST_F(RpcTransportTest, CancelledAndUnknownRepliesAreDropped) {
+  Outcome o;
+  uint32_t x = t_->Call(kNfsProg, 4, 1, nullptr, "", Into(&o));
+  EXPECT_TRUE(t_->Cancel(x));
+  EXPECT_FALSE(t_->Cancel(x));
+  PeerWrite(Record(Reply(x, 0, Str("late"))) +
+            Record(Reply(x + 1000, 0, Str("never ours"))));
+  ASSERT_TRUE(ServiceUntil([&] { return t_->dropped_replies() == 2; }));
+  EXPECT_FALSE(o.done);
+}
+
+// The NFSv4.1 back channel: the server calls us on our connection, while
+// our own call's reply comes on it too.
+TEST_F(RpcTransportTest, CallsFromThePeerAreServedOnTheSameConnection) {
+  std::vector<uint32_t> seen;
+  t_->SetCallHandler([&](const PeerCall &c, XdrIn *args, std::string *res) {
+    seen.push_back(c.proc);
+    std::string text;
+    if (c.prog != kCbProg || !args->Opaque(&text, 100))
+      return ReplyStatus::kGarbageArgs;
+    XdrOut(res).Opaque("echo " + text);
+    return ReplyStatus::kOk;
+  });
+  Outcome o;
+  uint32_t ours = t_->Call(kNfsProg, 4, 1, nullptr, "", Into(&o));
+  PeerReadRecord();
+  auto call = [](uint32_t xid, uint32_t rpcvers, uint32_t prog,
+                 const std::string &args) {
+    std::string b;
+    XdrOut x(&b);
+    x.U32(xid);
+    x.U32(0);  // CALL
+    x.U32(rpcvers);
+    x.U32(prog);
+    x.U32(1);
+    x.U32(1);  // CB_COMPOUND
+    x.U32(1);  // AUTH_SYS, an empty-ish body
+    x.Opaque(std::string(20, '\0'));
+    x.U32(0);
+    x.U32(0);
+    return b + args;
+  };
+  PeerWrite(Record(call(77, 2, kCbProg, Str("hello"))) +
+            Record(Reply(ours, 0, Str("yours"))) +
+            Record(call(78, 2, kCbProg + 1, "")) +
+            Record(call(79, 3, kCbProg, "")));
+  ASSERT_TRUE(ServiceUntil([&] { return o.done && seen.size() == 2; }));
+  EXPECT_EQ(o.text, "yours");
+  // Three replies, in order: results; garbage args; RPC_MISMATCH.
+  std::string r1 = PeerReadRecord();
+  XdrIn in(r1.data(), r1.size());
+  uint32_t xid, type, stat, vf, vl, accept;
+  std::string text;
+  ASSERT_TRUE(in.U32(&xid) && in.U32(&type) && in.U32(&stat) &&
+              in.U32(&vf) && in.U32(&vl) && in.U32(&accept) &&
+              in.Opaque(&text, 100));
+  EXPECT_EQ(xid, 77u);
+  EXPECT_EQ(type, 1u) << "REPLY";
+  EXPECT_EQ(stat, 0u) << "accepted";
+  EXPECT_EQ(accept, 0u) << "SUCCESS";
+  EXPECT_EQ(text, "echo hello");
+  EXPECT_EQ(in.left(), 0u);
+  std::string r2 = PeerReadRecord();
+  XdrIn in2(r2.data(), r2.size());
+  ASSERT_TRUE(in2.U32(&xid) && in2.U32(&type) && in2.U32(&stat) &&
+              in2.U32(&vf) && in2.U32(&vl) && in2.U32(&accept));
+  EXPECT_EQ(xid, 78u);
+  EXPECT_EQ(accept, 4u) << "GARBAGE_ARGS";
+  EXPECT_EQ(in2.left(), 0u) << "no results";
+  std::string r3 = PeerReadRecord();
+  XdrIn in3(r3.data(), r3.size());
+  uint32_t reject, low, high;
+  ASSERT_TRUE(in3.U32(&xid) && in3.U32(&type) && in3.U32(&stat) &&
+              in3.U32(&reject) && in3.U32(&low) && in3.U32(&high));
+  EXPECT_EQ(xid, 79u);
+  EXPECT_EQ(stat, 1u) << "denied";
+  EXPECT_EQ(reject, 0u) << "RPC_MISMATCH";
+  EXPECT_EQ(low + high, 4u);
+  EXPECT_EQ(seen, (std::vector<uint32_t>{1, 1}))
+      << "the RPC version mismatch never reached the handler";
+}
+
+TEST_F(RpcTransportTest, WithoutAHandlerCallsAreAnsweredProgUnavail) {
+  std::string b;
+  XdrOut x(&b);
+  for (uint32_t w : {5u, 0u, 2u, kCbProg, 1u, 0u, 0u, 0u, 0u, 0u}) x.U32(w);
+  PeerWrite(Record(b));
+  std::string r = PeerReadRecord();
+  XdrIn in(r.data(), r.size());
+  uint32_t w[6];
+  for (uint32_t &v : w) ASSERT_TRUE(in.U32(&v));
+  EXPECT_EQ(w[0], 5u);
+  EXPECT_EQ(w[5], 1u) << "PROG_UNAVAIL";
+}
+
+TEST_F(RpcTransportTest, AnOversizedRecordEndsTheConnection) {
+  Open(1024);
+  Outcome o;
+  t_->Call(kNfsProg, 4, 1, nullptr, "", Into(&o));
+  PeerReadRecord();
+  std::string m;
+  XdrOut(&m).U32(0x80000000u | 4096u);
+  PeerWrite(m);
+  pollfd p{t_->fd(), POLLIN, 0};
+  poll(&p, 1, 1000);
+  EXPECT_FALSE(t_->Service(p.revents));
+  EXPECT_NE(t_->error().find("1024"), std::string::npos) << t_->error();
+  EXPECT_FALSE(o.done);
+  t_.reset();  // the owner drops it: what was pending fails
+  EXPECT_TRUE(o.done);
+  EXPECT_EQ(o.status, ReplyStatus::kDisconnected);
+}
+
+TEST_F(RpcTransportTest, ThePeerClosingFailsTheConnection) {
+  Outcome o;
+  t_->Call(kNfsProg, 4, 1, nullptr, "", Into(&o));
+  PeerReadRecord();
+  close(peer_);
+  peer_ = -1;
+  EXPECT_FALSE(ServiceUntil([] { return false; }));
+  EXPECT_NE(t_->error().find("closed"), std::string::npos) << t_->error();
+  t_->FailAll();
+  EXPECT_EQ(o.status, ReplyStatus::kDisconnected);
+}
+
+// A call larger than the socket takes at once goes out across many
+// partial sends, whole and in order.
+TEST_F(RpcTransportTest, ALargeCallIsSentAcrossPartialWrites) {
+  std::string args(4u << 20, '\0');
+  for (size_t i = 0; i < args.size(); i++) args[i] = char(i * 7 + i / 4096);
+  Outcome o;
+  t_->Call(kNfsProg, 4, 1, nullptr, args, Into(&o));
+  EXPECT_GT(t_->queued_bytes(), args.size());
+  std::string rec = PeerReadRecord();
+  ASSERT_GE(rec.size(), args.size());
+  EXPECT_TRUE(rec.compare(rec.size() - args.size(), args.size(), args) == 0);
+  EXPECT_EQ(t_->queued_bytes(), 0u);
+  t_.reset();  // (o dies with this test: nothing may call it later)
+  EXPECT_EQ(o.status, ReplyStatus::kDisconnected);
+}
+
+}  // namespace
+}  // namespace rpc
+}  // namespace nache
