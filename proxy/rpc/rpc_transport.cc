@@ -107,10 +107,23 @@ Transport::~Transport() {
 uint32_t Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
                          const AuthSys *auth, const std::string &args,
                          ReplyFn done) {
+  uint32_t xid = 0;
+  Call(
+      prog, vers, proc, auth,
+      [&args](std::string *rec) {
+        rec->append(args);
+        return true;
+      },
+      std::move(done), &xid);
+  return xid;
+}
+
+bool Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
+                     const AuthSys *auth, const EncodeFn &encode, ReplyFn done,
+                     uint32_t *xid_out) {
   uint32_t xid = next_xid_++;
   while (pending_.count(xid)) xid = next_xid_++;
   std::string rec;
-  rec.reserve(4 + 64 + (auth ? 64 + auth->machine.size() : 0) + args.size());
   rec.append(4, '\0');  // the marker, filled below
   XdrOut x(&rec);
   x.U32(xid);
@@ -127,11 +140,12 @@ uint32_t Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
   }
   x.U32(kAuthNone);  // verifier
   x.U32(0);
-  rec.append(args);
+  if (!encode(&rec)) return false;
   x.PatchU32(0, kLastFragment | uint32_t(rec.size() - 4));
   pending_.emplace(xid, std::move(done));
   out_.push_back(std::move(rec));
-  return xid;
+  if (xid_out) *xid_out = xid;
+  return true;
 }
 
 bool Transport::Cancel(uint32_t xid) { return pending_.erase(xid) != 0; }

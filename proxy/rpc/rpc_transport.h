@@ -86,6 +86,12 @@ class Transport {
   // AUTH_NONE); done runs once with the outcome. Returns the call's XID.
   uint32_t Call(uint32_t prog, uint32_t vers, uint32_t proc,
                 const AuthSys *auth, const std::string &args, ReplyFn done);
+  // The same, the arguments appended to the record by encode (no copy of a
+  // large WRITE's data). When encode returns false nothing is queued, done
+  // is dropped unrun, and Call returns false.
+  using EncodeFn = std::function<bool(std::string *record)>;
+  bool Call(uint32_t prog, uint32_t vers, uint32_t proc, const AuthSys *auth,
+            const EncodeFn &encode, ReplyFn done, uint32_t *xid);
   // Forgets a pending call (timed out): a late reply is dropped, and done
   // never runs. False when xid is not pending.
   bool Cancel(uint32_t xid);

@@ -2,17 +2,19 @@
 #include "upstream/connection.h"
 
 #include <nfsc/libnfs.h>
-#include <nfsc/libnfs-raw.h>
 #include <nfsc/libnfs-raw-nfs4.h>
+#include <nfsc/libnfs-zdr.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include "upstream/libnfs_compat.h"
+#include "rpc/rpc_transport.h"
+#include "rpc/tcp_connect.h"
 #include "util/log.h"
 
 namespace nache {
@@ -20,37 +22,46 @@ namespace upstream {
 namespace {
 
 const char *const kComponent = "NACHE_UPSTREAM";
-// AUTH_SYS carries at most 16 supplementary groups (RFC 5531).
-constexpr size_t kMaxAuthGroups = 16;
+// NFS's program, version 4 and its COMPOUND procedure (RFC 7530).
+constexpr uint32_t kNfsProgram = 100003, kNfsV4 = 4, kNfsProcCompound = 1;
 // Upper bound of one poll() wait: a backstop only, every timer we own is
 // computed exactly.
 constexpr int kMaxPollMs = 1000;
-
-// libnfs reports RPC-level failures of a reply (the connection is fine) with
-// these messages; anything else is the transport failing under it.
-bool IsReplyLevelError(const std::string &msg) {
-  static const char *const kPrefixes[] = {
-      "Server responded", "RPC Packet not accepted", "Message rejected",
-      "Unknown rpc response"};
-  for (const char *p : kPrefixes) {
-    if (msg.compare(0, std::strlen(p), p) == 0) return true;
-  }
-  return false;
-}
-
-bool SameCreds(const Creds &a, const Creds &b) {
-  return a.uid == b.uid && a.gid == b.gid && a.groups == b.groups;
-}
-
-// libnfs' last error text; it may have none.
-std::string RpcError(struct rpc_context *rpc) {
-  const char *e = rpc != nullptr ? rpc_get_error(rpc) : nullptr;
-  return e != nullptr ? e : "no error text";
-}
+// Room beyond the COMPOUND's own size estimate (its bound is loose on
+// purpose; the record is cut to what was encoded).
+constexpr size_t kEncodeSlack = 4096;
 
 int64_t MsUntil(Clock::time_point now, Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t - now)
       .count();
+}
+
+// Appends args, XDR-encoded by libnfs, to record; hint: their size bound.
+bool AppendCompoundArgs(std::string *record, COMPOUND4args *args,
+                        size_t hint) {
+  const size_t at = record->size();
+  record->resize(at + hint);
+  ZDR z;
+  zdrmem_create(&z, &(*record)[at], uint32_t(hint), ZDR_ENCODE);
+  bool ok = zdr_COMPOUND4args(&z, args);
+  const uint32_t used = zdr_getpos(&z);
+  zdr_destroy(&z);
+  record->resize(ok ? at + used : at);
+  return ok;
+}
+
+// Decodes a COMPOUND4res from results (libnfs' XDR) and hands it to the
+// call's Compound, which turns it into reply.
+bool DecodeCompoundReply(rpc::XdrIn *results, Compound *compound,
+                         CompoundReply *reply) {
+  ZDR z;
+  zdrmem_create(&z, const_cast<char *>(results->pos()),
+                uint32_t(results->left()), ZDR_DECODE);
+  COMPOUND4res res;
+  memset(&res, 0, sizeof res);
+  bool ok = zdr_COMPOUND4res(&z, &res) && compound->Decode(&res, reply);
+  zdr_destroy(&z);  // everything the decode allocated
+  return ok;
 }
 
 }  // namespace
@@ -131,8 +142,11 @@ void Connection::Loop() {
     struct pollfd fds[2];
     fds[0] = {wake_fd_, POLLIN, 0};
     int nfds = 1;
-    if (rpc_ != nullptr && rpc_get_fd(rpc_) >= 0) {
-      fds[1] = {rpc_get_fd(rpc_), short(rpc_which_events(rpc_)), 0};
+    if (transport_) {
+      fds[1] = {transport_->fd(), transport_->WantEvents(), 0};
+      nfds = 2;
+    } else if (connect_fd_ >= 0) {
+      fds[1] = {connect_fd_, POLLOUT, 0};
       nfds = 2;
     }
     int rc = poll(fds, nfds, PollTimeoutMs(Clock::now()));
@@ -144,54 +158,44 @@ void Connection::Loop() {
       uint64_t count;
       (void)!read(wake_fd_, &count, sizeof(count));
     }
+    if (rc > 0 && nfds == 2 && fds[1].revents != 0 && connect_fd_ >= 0)
+      OnConnectable();
     DrainSubmissions();
-    if (rc > 0 && nfds == 2 && fds[1].revents != 0 && rpc_ != nullptr) {
+    if (rc > 0 && nfds == 2 && fds[1].revents != 0 && transport_)
       ServiceSocket(fds[1].revents);
-    }
+    else if (transport_)
+      ServiceSocket(0);  // send what DrainSubmissions queued
   }
   Disconnect("shutting down", CallStatus::kShutdown);
   phase_ = Phase::kIdle;
 }
 
 void Connection::StartConnect() {
-  rpc_ = rpc_init_context();
-  if (rpc_ == nullptr) {
-    Disconnect("rpc_init_context failed", CallStatus::kDisconnected);
-    return;
-  }
-  have_auth_ = false;
+  std::string error;
   phase_ = Phase::kConnecting;
   phase_deadline_ =
       Clock::now() + std::chrono::milliseconds(opts_.connect_timeout_ms);
-  // libnfs resolves the name synchronously here (getaddrinfo); with an
-  // address, as configured in practice, this does not block.
-  if (rpc_connect_async(rpc_, opts_.server.c_str(), opts_.port,
-                        &Connection::ConnectCb, this) != 0) {
-    Disconnect("connect failed: " + RpcError(rpc_),
-               CallStatus::kDisconnected);
+  // A name is resolved here, synchronously; with an address, as configured
+  // in practice, this does not block.
+  connect_fd_ = rpc::StartConnect(opts_.server, opts_.port, &error);
+  if (connect_fd_ < 0) {
+    nache_log(kLogInfo, kComponent, "connection %d: connect to %s:%d failed: %s",
+              index_, opts_.server.c_str(), opts_.port, error.c_str());
+    Disconnect("connect failed", CallStatus::kDisconnected);
   }
 }
 
-void Connection::ConnectCb(struct rpc_context *rpc, int status, void *data,
-                           void *private_data) {
-  auto *self = static_cast<Connection *>(private_data);
-  self->OnConnect(status, status == RPC_STATUS_SUCCESS
-                              ? nullptr
-                              : static_cast<const char *>(data));
-}
-
-void Connection::OnConnect(int status, const char *error) {
-  if (tearing_down_ || phase_ != Phase::kConnecting) return;
-  if (status != RPC_STATUS_SUCCESS) {
-    // Disconnect() runs from ServiceSocket once rpc_service returns: the
-    // context must not be destroyed inside its own callback.
-    phase_ = Phase::kBackoff;
-    phase_deadline_ = Clock::now();
+void Connection::OnConnectable() {
+  int err = rpc::ConnectResult(connect_fd_);
+  if (err == EINPROGRESS) return;
+  if (err != 0) {
     nache_log(kLogInfo, kComponent, "connection %d: connect to %s:%d failed: %s",
-              index_, opts_.server.c_str(), opts_.port,
-              error != nullptr ? error : "unknown error");
+              index_, opts_.server.c_str(), opts_.port, std::strerror(err));
+    Disconnect("connect failed", CallStatus::kDisconnected);
     return;
   }
+  transport_.reset(new rpc::Transport(connect_fd_));
+  connect_fd_ = -1;
   phase_ = Phase::kUp;
   backoff_ms_ = kMinBackoffMs;
   last_reply_ = Clock::now();
@@ -223,122 +227,88 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
     Complete(call.get(), CallStatus::kTimeout, {});
     return;
   }
-  ApplyCreds(call->creds);
   PendingCall *p = call.get();
-  p->conn = this;
   p->sent_at = Clock::now();
-  int rc = nache_compat_queue_compound(rpc_, &Connection::ReplyCb, p,
-                                       p->compound->Args(),
-                                       p->compound->EncodedSizeHint());
-  if (rc != NACHE_COMPAT_OK) {
-    char why[256] = "";
-    if (rc == NACHE_COMPAT_ELAYOUT) nache_compat_selfcheck(why, sizeof(why));
+  rpc::AuthSys auth;
+  auth.stamp = uint32_t(time(nullptr));
+  auth.machine = opts_.auth_machine;
+  auth.uid = p->creds.uid;
+  auth.gid = p->creds.gid;
+  auth.gids = p->creds.groups;  // the transport sends the first 16
+  COMPOUND4args *args = p->compound->Args();
+  const size_t hint = p->compound->EncodedSizeHint() + kEncodeSlack;
+  bool queued = transport_->Call(
+      kNfsProgram, kNfsV4, kNfsProcCompound, &auth,
+      [args, hint](std::string *rec) {
+        return AppendCompoundArgs(rec, args, hint);
+      },
+      [this, p](rpc::ReplyStatus st, rpc::XdrIn *results) {
+        OnReply(p, st, results);
+      },
+      &p->xid);
+  if (!queued) {
     nache_log(kLogMajor, kComponent,
-              "connection %d: cannot send compound '%s' (%zu ops, hint %zu "
-              "bytes): compat error %d %s",
-              index_, p->compound->tag().c_str(), p->compound->size(),
-              p->compound->EncodedSizeHint(), rc, why);
+              "connection %d: cannot encode compound '%s' (%zu ops, hint %zu "
+              "bytes)",
+              index_, p->compound->tag().c_str(), p->compound->size(), hint);
     Complete(p, CallStatus::kEncodeError, {});
     return;
   }
-  // libnfs now holds p until ReplyCb or the context's destruction.
-  in_libnfs_.insert(call.release());
-}
-
-void Connection::ApplyCreds(const Creds &creds) {
-  if (have_auth_ && SameCreds(creds, last_creds_)) return;
-  std::vector<uint32_t> groups(
-      creds.groups.begin(),
-      creds.groups.begin() + std::min(creds.groups.size(), kMaxAuthGroups));
-  // rpc_set_auth() destroys the context's previous AUTH (libnfs 4.0.0), and
-  // the PDU encodes the credential at allocation: so this must run right
-  // before each allocation, on the loop thread.
-  rpc_set_auth(rpc_, libnfs_authunix_create(opts_.auth_machine.c_str(),
-                                            creds.uid, creds.gid,
-                                            uint32_t(groups.size()),
-                                            groups.data()));
-  last_creds_ = creds;
-  have_auth_ = true;
+  in_flight_.insert(call.release());
 }
 
 void Connection::ServiceSocket(int revents) {
-  int rc = rpc_service(rpc_, revents);
-  if (phase_ == Phase::kBackoff) {  // the connect callback reported failure
-    Disconnect("connect failed", CallStatus::kDisconnected);
-    return;
-  }
-  if (rc < 0 || rpc_get_fd(rpc_) < 0) {
-    Disconnect("connection lost: " + RpcError(rpc_),
+  if (!transport_->Service(short(revents)))
+    Disconnect("connection lost: " + transport_->error(),
                CallStatus::kDisconnected);
-    return;
-  }
-  if (phase_ == Phase::kConnecting) return;
-  ClassifyFailedRpcs();
 }
 
-void Connection::ReplyCb(struct rpc_context *rpc, int status, void *data,
-                         void *private_data) {
-  auto *call = static_cast<PendingCall *>(private_data);
-  call->conn->OnReply(call, status, data);
-}
-
-void Connection::OnReply(PendingCall *call, int status, void *data) {
-  in_libnfs_.erase(call);
+void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
+                         rpc::XdrIn *results) {
+  if (in_flight_.erase(call) == 0) return;
   std::unique_ptr<PendingCall> owner(call);
-  if (call->completed) return;  // timed out or failed earlier
-  if (status == RPC_STATUS_SUCCESS) {
-    last_reply_ = Clock::now();
-    CompoundReply reply;
-    if (!call->compound->Decode(static_cast<COMPOUND4res *>(data), &reply)) {
-      nache_log(kLogMajor, kComponent,
-                "connection %d: reply to '%s' does not match its request",
-                index_, call->compound->tag().c_str());
-      Complete(call, CallStatus::kDecodeError, {});
-      return;
-    }
-    Complete(call, CallStatus::kOk, std::move(reply));
+  if (call->completed) return;  // failed earlier (Disconnect)
+  if (status == rpc::ReplyStatus::kDisconnected) {
+    Complete(call, CallStatus::kDisconnected, {});
     return;
   }
-  // Whether this is the server rejecting one call or the transport failing
-  // under all of them is only known once rpc_service() returns.
-  call->rpc_error = (status == RPC_STATUS_ERROR && data != nullptr)
-                        ? static_cast<const char *>(data)
-                        : "cancelled";
-  failed_rpcs_.push_back(std::move(owner));
-}
-
-void Connection::ClassifyFailedRpcs() {
-  bool transport_failed = false;
-  std::string why;
-  std::vector<std::unique_ptr<PendingCall>> failed;
-  failed.swap(failed_rpcs_);
-  for (auto &call : failed) {
-    if (IsReplyLevelError(call->rpc_error)) {
-      last_reply_ = Clock::now();
-      nache_log(kLogMajor, kComponent, "connection %d: compound '%s': %s",
-                index_, call->compound->tag().c_str(),
-                call->rpc_error.c_str());
-      Complete(call.get(), CallStatus::kDecodeError, {});
-    } else {
-      transport_failed = true;
-      why = call->rpc_error;
-      Complete(call.get(), CallStatus::kDisconnected, {});
-    }
+  last_reply_ = Clock::now();
+  if (status != rpc::ReplyStatus::kOk) {
+    nache_log(kLogMajor, kComponent,
+              "connection %d: compound '%s': the server answered: %s", index_,
+              call->compound->tag().c_str(), rpc::ReplyStatusName(status));
+    Complete(call, CallStatus::kDecodeError, {});
+    return;
   }
-  if (transport_failed) Disconnect("rpc failure: " + why, CallStatus::kDisconnected);
+  CompoundReply reply;
+  if (!DecodeCompoundReply(results, call->compound, &reply)) {
+    nache_log(kLogMajor, kComponent,
+              "connection %d: the reply to '%s' does not decode or does not "
+              "match its request",
+              index_, call->compound->tag().c_str());
+    Complete(call, CallStatus::kDecodeError, {});
+    return;
+  }
+  Complete(call, CallStatus::kOk, std::move(reply));
 }
 
 void Connection::ExpireCalls(Clock::time_point now) {
   bool stalled = false;
-  for (PendingCall *call : in_libnfs_) {
-    if (call->completed || now < call->deadline) continue;
+  std::vector<PendingCall *> expired;
+  for (PendingCall *call : in_flight_)
+    if (!call->completed && now >= call->deadline) expired.push_back(call);
+  for (PendingCall *call : expired) {
     nache_log(kLogWarn, kComponent,
               "connection %d: compound '%s' timed out after %d ms", index_,
               call->compound->tag().c_str(), opts_.call_timeout_ms);
     // Nothing at all came back since this call went out: the connection is
     // presumed dead (a silent peer never resets TCP).
     if (last_reply_ < call->sent_at) stalled = true;
+    // A late reply is dropped by the transport from now on.
+    if (transport_) transport_->Cancel(call->xid);
+    in_flight_.erase(call);
     Complete(call, CallStatus::kTimeout, {});
+    delete call;
   }
   if (stalled) {
     Disconnect("no reply within the call timeout", CallStatus::kDisconnected);
@@ -350,7 +320,7 @@ int Connection::PollTimeoutMs(Clock::time_point now) const {
   if (phase_ == Phase::kConnecting || phase_ == Phase::kBackoff) {
     wait = std::min(wait, MsUntil(now, phase_deadline_) + 1);
   }
-  for (const PendingCall *call : in_libnfs_) {
+  for (const PendingCall *call : in_flight_) {
     if (!call->completed) {
       wait = std::min(wait, MsUntil(now, call->deadline) + 1);
     }
@@ -360,27 +330,20 @@ int Connection::PollTimeoutMs(Clock::time_point now) const {
 
 void Connection::Disconnect(const std::string &why, CallStatus status) {
   bool was_up = phase_ == Phase::kUp;
-  if (rpc_ != nullptr) {
-    if (was_up || !in_libnfs_.empty()) {
-      nache_log(status == CallStatus::kShutdown ? kLogInfo : kLogWarn,
-                kComponent,
-                "connection %d: %s; failing %zu call(s) in flight", index_,
-                why.c_str(), in_libnfs_.size());
-    }
-    tearing_down_ = true;
-    for (PendingCall *call : in_libnfs_) {
-      if (!call->completed) Complete(call, status, {});
-    }
-    for (auto &call : failed_rpcs_) Complete(call.get(), status, {});
-    failed_rpcs_.clear();
-    // libnfs may call ReplyCb (cancelled) for PDUs it still holds; those
-    // are completed already and just get deleted. Whatever it does not call
-    // back for is deleted below.
-    rpc_destroy_context(rpc_);
-    rpc_ = nullptr;
-    for (PendingCall *call : in_libnfs_) delete call;
-    in_libnfs_.clear();
-    tearing_down_ = false;
+  if (was_up || !in_flight_.empty()) {
+    nache_log(status == CallStatus::kShutdown ? kLogInfo : kLogWarn,
+              kComponent, "connection %d: %s; failing %zu call(s) in flight",
+              index_, why.c_str(), in_flight_.size());
+  }
+  for (PendingCall *call : in_flight_) Complete(call, status, {});
+  // The transport's end runs the reply callback of each call it still
+  // holds (kDisconnected), which deletes it; none is left after that.
+  transport_.reset();
+  for (PendingCall *call : in_flight_) delete call;
+  in_flight_.clear();
+  if (connect_fd_ >= 0) {
+    close(connect_fd_);
+    connect_fd_ = -1;
   }
   connected_.store(false, std::memory_order_release);
   if (was_up) listener_->OnConnectionDown(index_);
@@ -395,8 +358,8 @@ void Connection::Complete(PendingCall *call, CallStatus status,
   call->completed = true;
   load_.fetch_sub(1, std::memory_order_relaxed);
   Upstream::Callback done = std::move(call->done);
-  // The Compound is not needed any more (libnfs encoded it at send time);
-  // free CallAsync's copy now rather than when libnfs lets go of the call.
+  // The Compound is not needed any more (encoded at send time); free
+  // CallAsync's copy now rather than when the call itself is deleted.
   call->owned.reset();
   call->compound = nullptr;
   if (done) done(status, std::move(reply));

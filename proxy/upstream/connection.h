@@ -1,13 +1,14 @@
 // Internal to upstream/: one TCP connection to the upstream server, driven by
 // its own event-loop thread.
 //
-// The loop thread owns the libnfs rpc_context outright (libnfs 4.0.0 is not
-// thread-safe): it connects (non-blocking, with a connect timeout), encodes
-// and queues every call (setting the call's AUTH_SYS credential right before
-// the PDU is allocated), polls the socket and an eventfd, decodes replies,
-// times calls out, and on failure drops the context, fails what was in
-// flight with kDisconnected, and reconnects with exponential backoff
-// (100 ms .. 5 s). It never resends: a COMPOUND may not be idempotent.
+// The loop thread owns the socket and its RPC transport (rpc/) outright: it
+// connects (non-blocking, from a reserved port when it may, with a connect
+// timeout), encodes every call (libnfs' XDR for the COMPOUND, our own RPC
+// header with the call's AUTH_SYS credential), polls the socket and an
+// eventfd, decodes replies, times calls out, and on failure drops the
+// transport, fails what was in flight with kDisconnected, and reconnects
+// with exponential backoff (100 ms .. 5 s). It never resends: a COMPOUND
+// may not be idempotent.
 //
 // Other threads only call Submit() (a mutex-protected queue plus an eventfd
 // wake-up) and read the atomics behind connected() and load().
@@ -28,9 +29,12 @@
 #include "upstream/types.h"
 #include "upstream/upstream.h"
 
-struct rpc_context;
-
 namespace nache {
+namespace rpc {
+class Transport;
+enum class ReplyStatus;
+class XdrIn;
+}  // namespace rpc
 namespace upstream {
 
 // The one retry policy of the upstream client: reconnects and client-id
@@ -44,10 +48,9 @@ using Clock = std::chrono::steady_clock;
 class Connection;
 
 // One call on its way through a connection. Created by the caller's thread,
-// then owned by the connection: by its submit queue, then by its loop thread.
-// Once sent, libnfs holds a raw pointer to it (the PDU's private data) until
-// the PDU's callback runs or the context is destroyed, so it outlives its own
-// completion when a call times out.
+// then owned by the connection: by its submit queue, then by its loop thread
+// (in_flight_ once sent, until its reply, its timeout or the end of the
+// transport).
 struct PendingCall {
   Compound *compound = nullptr;         // the operations (owned or caller's)
   std::unique_ptr<Compound> owned;      // CallAsync's moved-in Compound
@@ -58,9 +61,8 @@ struct PendingCall {
   CallStatus preset = CallStatus::kOk;  // the status to complete with
   // Loop thread only:
   bool completed = false;               // done has run
-  Clock::time_point sent_at;            // when it was queued in libnfs
-  Connection *conn = nullptr;           // the connection that sent it
-  std::string rpc_error;                // libnfs' message for a failed RPC
+  Clock::time_point sent_at;            // when it was handed to the transport
+  uint32_t xid = 0;                     // its RPC XID once sent
 };
 
 // Told about connection state changes, on the connection's loop thread.
@@ -100,20 +102,15 @@ class Connection {
 
   void Loop();
   void StartConnect();
-  static void ConnectCb(struct rpc_context *rpc, int status, void *data,
-                        void *private_data);
-  void OnConnect(int status, const char *error);
+  void OnConnectable();
   void DrainSubmissions();
   void Send(std::unique_ptr<PendingCall> call);
-  void ApplyCreds(const Creds &creds);
   void ServiceSocket(int revents);
-  static void ReplyCb(struct rpc_context *rpc, int status, void *data,
-                      void *private_data);
-  void OnReply(PendingCall *call, int status, void *data);
-  void ClassifyFailedRpcs();
+  void OnReply(PendingCall *call, rpc::ReplyStatus status,
+               rpc::XdrIn *results);
   void ExpireCalls(Clock::time_point now);
   int PollTimeoutMs(Clock::time_point now) const;
-  // Drops the context, completing everything it held with status, and
+  // Drops the transport, completing everything it held with status, and
   // schedules a reconnect after the current backoff.
   void Disconnect(const std::string &why, CallStatus status);
   void Complete(PendingCall *call, CallStatus status, CompoundReply &&reply);
@@ -132,18 +129,16 @@ class Connection {
   std::atomic<int> load_{0};            // submitted and not completed
 
   // Loop thread only.
-  struct rpc_context *rpc_ = nullptr;  // current context; null when down
+  int connect_fd_ = -1;                // the socket while kConnecting
+  std::unique_ptr<rpc::Transport> transport_;  // while kUp
   Phase phase_ = Phase::kIdle;         // connection state machine
   Clock::time_point phase_deadline_;   // connect timeout / end of backoff
   int backoff_ms_ = 100;               // next reconnect delay
-  bool tearing_down_ = false;          // inside Disconnect(): ignore callbacks
-  std::unordered_set<PendingCall *> in_libnfs_;  // sent; deleted by ReplyCb
-                                                 // or by Disconnect()
-  std::vector<std::unique_ptr<PendingCall>> failed_rpcs_;  // RPC-level
-                                         // failures, classified after service
-  bool have_auth_ = false;             // the context has last_creds_ set
-  Creds last_creds_;                   // the credential rpc_ encodes with
-  Clock::time_point last_reply_;       // last reply of any kind on rpc_
+  // Sent and not yet answered: owned here (raw, for the reply callback
+  // that names them), deleted at their reply, their timeout (the
+  // transport forgets them then) or the transport's end.
+  std::unordered_set<PendingCall *> in_flight_;
+  Clock::time_point last_reply_;       // last reply of any kind
 };
 
 }  // namespace upstream

@@ -2,8 +2,8 @@
 // sharing one NFSv4 client id (SETCLIENTID/SETCLIENTID_CONFIRM), a lease
 // renewal timer, and reconnection with backoff.
 //
-// Threading: every libnfs rpc_context is owned by exactly one event-loop
-// thread (libnfs 4.0.0 is not thread-safe). Call() may be used from any
+// Threading: every connection's socket and RPC transport are owned by
+// exactly one event-loop thread. Call() may be used from any
 // thread: it marshals the compound onto a connection's loop (eventfd wake-up)
 // and waits for the reply. Callbacks of CallAsync run on a loop thread and
 // must not block.

@@ -1,7 +1,8 @@
-// A libnfs client context calling an NFSv4.0 callback service (program
-// 0x40000000) over loopback TCP, for tests: builds CB_COMPOUND arguments
-// (Args), sends CB_NULL / CB_COMPOUND and copies the replies out (Client).
-// Shared by callback_server_test.cc and core_delegations_test.cc.
+// A client of an NFSv4.0 callback service (program 0x40000000) over
+// loopback TCP, for tests: builds CB_COMPOUND arguments (Args, libnfs'
+// XDR), sends CB_NULL / CB_COMPOUND on our RPC transport and copies the
+// replies out (Client). Shared by callback_server_test.cc and
+// core_delegations_test.cc.
 #pragma once
 
 #include <nfsc/libnfs.h>
@@ -9,6 +10,7 @@
 #include <nfsc/libnfs-raw-nfs4.h>
 #include <nfsc/libnfs-zdr.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -17,19 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "rpc/rpc_transport.h"
+#include "rpc/tcp_connect.h"
 #include "upstream/types.h"
-
-// Exported by libnfs 4.0.0 but declared only in its private header; the
-// layout of rpc_pdu we rely on is the one nache_compat_selfcheck() proves.
-extern "C" {
-struct rpc_pdu;
-struct rpc_pdu *rpc_allocate_pdu(struct rpc_context *rpc, int program,
-                                 int version, int procedure, rpc_cb cb,
-                                 void *private_data, zdrproc_t zdr_decode_fn,
-                                 int zdr_bufsize);
-int rpc_queue_pdu(struct rpc_context *rpc, struct rpc_pdu *pdu);
-void rpc_free_pdu(struct rpc_context *rpc, struct rpc_pdu *pdu);
-}
 
 namespace nache {
 namespace cb_client {
@@ -40,13 +32,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kProgram = 0x40000000;
 constexpr auto kDeadline = std::chrono::seconds(5);
-
-// The leading members of libnfs 4.0.0's struct rpc_pdu (see libnfs_compat.c).
-struct PduPrefix {
-  struct rpc_pdu *next;
-  uint32_t xid;
-  ZDR zdr;
-};
 
 // Polls cond until it holds or the deadline passes.
 inline bool WaitFor(const std::function<bool()> &cond) {
@@ -62,8 +47,8 @@ inline bool WaitFor(const std::function<bool()> &cond) {
 struct Reply {
   int proc = 0;
   bool done = false;
-  int status = -1;    // RPC_STATUS_*
-  std::string error;  // libnfs' message on RPC_STATUS_ERROR
+  int status = -1;    // RPC_STATUS_SUCCESS, or RPC_STATUS_ERROR
+  std::string error;  // what went wrong (rpc::ReplyStatusName)
   // CB_COMPOUND:
   uint32_t nfs_status = ~0u;
   std::string tag;
@@ -136,49 +121,57 @@ class Args {
   CB_COMPOUND4args args_;
 };
 
-// A libnfs client context calling the callback program, driven by poll().
+// A client of the callback program on our RPC transport, driven by poll().
 class Client {
  public:
-  Client() : rpc_(rpc_init_context()) {}
-  // Destroying the context cancels what is in flight, into replies_.
-  ~Client() {
-    if (rpc_ != nullptr) rpc_destroy_context(rpc_);
-  }
+  // Destroying the transport fails what is in flight, into replies_.
+  ~Client() = default;
 
   bool Connect(uint16_t port) {
-    if (rpc_ == nullptr ||
-        rpc_connect_async(rpc_, "127.0.0.1", port, ConnectCb, this) != 0)
+    std::string error;
+    int fd = rpc::StartConnect("127.0.0.1", port, &error);
+    if (fd < 0) return false;
+    pollfd p = {fd, POLLOUT, 0};
+    if (poll(&p, 1, 5000) != 1 || rpc::ConnectResult(fd) != 0) {
+      close(fd);
       return false;
-    return Drive([this] { return connected_ || connect_failed_; }) &&
-           connected_;
+    }
+    t_.reset(new rpc::Transport(fd));
+    return true;
   }
 
   // Queues CB_NULL (args null) or CB_COMPOUND; patch may then edit the
   // encoded arguments (start, length) to make garbage.
   Reply *Send(int proc, CB_COMPOUND4args *args,
               const std::function<void(char *, uint32_t)> &patch = nullptr) {
+    if (!t_) return nullptr;
     replies_.emplace_back();
     Reply *r = &replies_.back();
     r->proc = proc;
-    const bool compound = proc == CB_COMPOUND;
-    struct rpc_pdu *pdu = rpc_allocate_pdu(
-        rpc_, kProgram, 1, proc, ReplyCb, r,
-        compound ? (zdrproc_t)zdr_CB_COMPOUND4res : (zdrproc_t)zdr_void,
-        compound ? int(sizeof(CB_COMPOUND4res)) : 0);
-    if (pdu == nullptr) return nullptr;
-    if (args != nullptr) {
-      ZDR *z = &reinterpret_cast<PduPrefix *>(pdu)->zdr;
-      const uint32_t start = zdr_getpos(z);
-      if (!zdr_CB_COMPOUND4args(z, args)) {
-        rpc_free_pdu(rpc_, pdu);
-        return nullptr;
-      }
-      if (patch) patch(z->buf + start, zdr_getpos(z) - start);
-    }
-    return rpc_queue_pdu(rpc_, pdu) == 0 ? r : nullptr;
+    auto encode = [&](std::string *rec) {
+      if (args == nullptr) return true;
+      const size_t at = rec->size(), room = 1 << 20;
+      rec->resize(at + room);
+      ZDR z;
+      zdrmem_create(&z, &(*rec)[at], room, ZDR_ENCODE);
+      bool ok = zdr_CB_COMPOUND4args(&z, args);
+      rec->resize(at + (ok ? zdr_getpos(&z) : 0));
+      zdr_destroy(&z);
+      if (ok && patch) patch(&(*rec)[at], uint32_t(rec->size() - at));
+      return ok;
+    };
+    uint32_t xid;
+    if (!t_->Call(kProgram, 1, proc, nullptr, encode,
+                  [r](rpc::ReplyStatus st, rpc::XdrIn *results) {
+                    Done(r, st, results);
+                  },
+                  &xid))
+      return nullptr;
+    t_->Service(0);  // out at once
+    return r;
   }
 
-  // Drives the context until r completes; false on deadline or a dead
+  // Drives the transport until r completes; false on deadline or a dead
   // connection.
   bool Wait(Reply *r) {
     return r != nullptr && Drive([r] { return r->done; });
@@ -199,41 +192,43 @@ class Client {
   bool Drive(const std::function<bool()> &until) {
     const auto end = Clock::now() + kDeadline;
     while (!until()) {
-      if (dead_) return false;
+      if (dead_ || !t_) return false;
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           end - Clock::now())
                           .count();
       if (ms <= 0) return false;
-      pollfd p = {rpc_get_fd(rpc_), short(rpc_which_events(rpc_)), 0};
+      pollfd p = {t_->fd(), t_->WantEvents(), 0};
       const int n = poll(&p, 1, int(ms));
-      if (n > 0 && rpc_service(rpc_, p.revents) < 0) dead_ = true;
+      if (n > 0 && !t_->Service(p.revents)) {
+        dead_ = true;
+        t_->FailAll();
+      }
     }
     return true;
   }
-  static void ConnectCb(struct rpc_context *, int status, void *,
-                        void *priv) {
-    auto *c = static_cast<Client *>(priv);
-    if (status == RPC_STATUS_SUCCESS)
-      c->connected_ = true;
-    else
-      c->connect_failed_ = true;
-  }
-  static void ReplyCb(struct rpc_context *, int status, void *data,
-                      void *priv) {
-    auto *r = static_cast<Reply *>(priv);
+  static void Done(Reply *r, rpc::ReplyStatus st, rpc::XdrIn *results) {
     r->done = true;
-    r->status = status;
-    if (status == RPC_STATUS_ERROR && data != nullptr)
-      r->error = static_cast<const char *>(data);
-    if (status != RPC_STATUS_SUCCESS || r->proc != CB_COMPOUND) return;
-    // Copy out: libnfs frees the decoded reply when we return.
-    const auto *res = static_cast<const CB_COMPOUND4res *>(data);
-    r->nfs_status = res->status;
-    r->tag.assign(res->tag.utf8string_val, res->tag.utf8string_len);
-    for (u_int i = 0; i < res->resarray.resarray_len; ++i) {
+    r->status = st == rpc::ReplyStatus::kOk ? RPC_STATUS_SUCCESS
+                                            : RPC_STATUS_ERROR;
+    if (st != rpc::ReplyStatus::kOk) r->error = rpc::ReplyStatusName(st);
+    if (st != rpc::ReplyStatus::kOk || r->proc != CB_COMPOUND) return;
+    ZDR z;
+    zdrmem_create(&z, const_cast<char *>(results->pos()),
+                  uint32_t(results->left()), ZDR_DECODE);
+    CB_COMPOUND4res res;
+    memset(&res, 0, sizeof res);
+    if (!zdr_CB_COMPOUND4res(&z, &res)) {
+      r->status = RPC_STATUS_ERROR;
+      r->error = "reply does not decode";
+      zdr_destroy(&z);
+      return;
+    }
+    r->nfs_status = res.status;
+    r->tag.assign(res.tag.utf8string_val, res.tag.utf8string_len);
+    for (u_int i = 0; i < res.resarray.resarray_len; ++i) {
       // libnfs 4.0.0 decodes arrays into 4-byte aligned memory: copy.
       nfs_cb_resop4 o;
-      memcpy(&o, res->resarray.resarray_val + i, sizeof(o));
+      memcpy(&o, res.resarray.resarray_val + i, sizeof(o));
       Reply::Op op{o.resop, 0, {}, {}};
       if (o.resop == OP_CB_GETATTR) {
         const CB_GETATTR4res &g = o.nfs_cb_resop4_u.opcbgetattr;
@@ -252,13 +247,14 @@ class Client {
       }
       r->ops.push_back(op);
     }
+    zdr_destroy(&z);  // what the decode allocated; copied out above
   }
 
-  std::deque<Reply> replies_;  // stable addresses for libnfs' callbacks
-  struct rpc_context *rpc_;    // the client context
-  bool connected_ = false;
-  bool connect_failed_ = false;
-  bool dead_ = false;          // rpc_service() failed: the socket is gone
+  std::deque<Reply> replies_;  // stable addresses for the callbacks
+  // Declared after replies_: destroyed first, failing what is in flight
+  // into replies_ while they still exist.
+  std::unique_ptr<rpc::Transport> t_;
+  bool dead_ = false;  // the connection failed or the server closed it
 };
 
 }  // namespace cb_client

@@ -30,7 +30,6 @@
 #include "upstream/attrs.h"
 #include "metrics/metrics.h"
 #include "temp_dir.h"
-#include "upstream/libnfs_compat.h"
 
 namespace nache {
 namespace {
@@ -555,9 +554,6 @@ uint16_t FreePort() {
 class CoreDelegationsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char why[256];
-    ASSERT_EQ(nache_compat_selfcheck(why, sizeof(why)), NACHE_COMPAT_OK)
-        << why;
     up_->AddFile("f", "hello");
   }
   void TearDown() override { core_.reset(); }

@@ -4,6 +4,8 @@
 // connection, and the ways a connection ends.
 #include "rpc/rpc_transport.h"
 
+#include <netinet/in.h>
+
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -12,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "rpc/tcp_connect.h"
 
 namespace nache {
 namespace rpc {
@@ -358,6 +362,44 @@ TEST_F(RpcTransportTest, ALargeCallIsSentAcrossPartialWrites) {
   EXPECT_EQ(t_->queued_bytes(), 0u);
   t_.reset();  // (o dies with this test: nothing may call it later)
   EXPECT_EQ(o.status, ReplyStatus::kDisconnected);
+}
+
+// The client side of a connection: a listener on loopback is reached (from
+// a reserved port when the test runs as root); a closed port is refused.
+TEST(TcpConnectTest, ConnectsAndReportsRefusal) {
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(l, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(bind(l, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(l, 1), 0);
+  ASSERT_EQ(getsockname(l, reinterpret_cast<sockaddr *>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  std::string error;
+  int fd = StartConnect("127.0.0.1", port, &error);
+  ASSERT_GE(fd, 0) << error;
+  pollfd p{fd, POLLOUT, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  EXPECT_EQ(ConnectResult(fd), 0);
+  sockaddr_in local{};
+  len = sizeof local;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr *>(&local), &len), 0);
+  if (geteuid() == 0) EXPECT_LT(ntohs(local.sin_port), 1024) << "reserved";
+  close(fd);
+  close(l);  // nothing listens there now
+  fd = StartConnect("127.0.0.1", port, &error);
+  if (fd >= 0) {
+    pollfd q{fd, POLLOUT, 0};
+    ASSERT_EQ(poll(&q, 1, 5000), 1);
+    EXPECT_EQ(ConnectResult(fd), ECONNREFUSED);
+    close(fd);
+  } else {
+    EXPECT_NE(error.find("refused"), std::string::npos) << error;
+  }
+  EXPECT_LT(StartConnect("no-such-host.invalid", port, &error), 0);
+  EXPECT_NE(error.find("resolve"), std::string::npos) << error;
 }
 
 }  // namespace
