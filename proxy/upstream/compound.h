@@ -22,6 +22,10 @@ struct COMPOUND4res;   // libnfs
 
 namespace nache {
 namespace upstream {
+namespace nfs41 {
+struct SequenceArgs;
+struct SequenceRes;
+}  // namespace nfs41
 
 // NFSv4.0 operation numbers we use (RFC 7530).
 enum class Op : uint32_t {
@@ -219,6 +223,18 @@ class Compound {
   // Decodes a reply for this compound (READ data goes to the Read dest).
   // For upstream/ and tests only.
   bool Decode(const COMPOUND4res *res, CompoundReply *out) const;
+
+  // The COMPOUND on the wire (compound_wire.cc). Appends the arguments'
+  // XDR to out: NFSv4.0 when seq is null, else NFSv4.1 with seq's
+  // SEQUENCE first. False when they do not encode (out unchanged).
+  bool EncodeWire(std::string *out, const nfs41::SequenceArgs *seq);
+  // Decodes a reply's XDR (as EncodeWire sent it, with or without
+  // SEQUENCE); for NFSv4.1 the SEQUENCE result goes to *seq_res, and
+  // out->results hold this compound's operations only. A failed SEQUENCE
+  // leaves out->status set to its status and no results. False when it
+  // does not decode or does not match the request.
+  bool DecodeWire(const char *p, size_t n, CompoundReply *out,
+                  nfs41::SequenceRes *seq_res) const;
 
  private:
   struct Impl;

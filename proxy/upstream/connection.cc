@@ -1,9 +1,6 @@
 // The event loop of one upstream connection (see connection.h).
 #include "upstream/connection.h"
 
-#include <nfsc/libnfs.h>
-#include <nfsc/libnfs-raw-nfs4.h>
-#include <nfsc/libnfs-zdr.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -27,41 +24,9 @@ constexpr uint32_t kNfsProgram = 100003, kNfsV4 = 4, kNfsProcCompound = 1;
 // Upper bound of one poll() wait: a backstop only, every timer we own is
 // computed exactly.
 constexpr int kMaxPollMs = 1000;
-// Room beyond the COMPOUND's own size estimate (its bound is loose on
-// purpose; the record is cut to what was encoded).
-constexpr size_t kEncodeSlack = 4096;
-
 int64_t MsUntil(Clock::time_point now, Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t - now)
       .count();
-}
-
-// Appends args, XDR-encoded by libnfs, to record; hint: their size bound.
-bool AppendCompoundArgs(std::string *record, COMPOUND4args *args,
-                        size_t hint) {
-  const size_t at = record->size();
-  record->resize(at + hint);
-  ZDR z;
-  zdrmem_create(&z, &(*record)[at], uint32_t(hint), ZDR_ENCODE);
-  bool ok = zdr_COMPOUND4args(&z, args);
-  const uint32_t used = zdr_getpos(&z);
-  zdr_destroy(&z);
-  record->resize(ok ? at + used : at);
-  return ok;
-}
-
-// Decodes a COMPOUND4res from results (libnfs' XDR) and hands it to the
-// call's Compound, which turns it into reply.
-bool DecodeCompoundReply(rpc::XdrIn *results, Compound *compound,
-                         CompoundReply *reply) {
-  ZDR z;
-  zdrmem_create(&z, const_cast<char *>(results->pos()),
-                uint32_t(results->left()), ZDR_DECODE);
-  COMPOUND4res res;
-  memset(&res, 0, sizeof res);
-  bool ok = zdr_COMPOUND4res(&z, &res) && compound->Decode(&res, reply);
-  zdr_destroy(&z);  // everything the decode allocated
-  return ok;
 }
 
 }  // namespace
@@ -235,12 +200,11 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
   auth.uid = p->creds.uid;
   auth.gid = p->creds.gid;
   auth.gids = p->creds.groups;  // the transport sends the first 16
-  COMPOUND4args *args = p->compound->Args();
-  const size_t hint = p->compound->EncodedSizeHint() + kEncodeSlack;
+  Compound *compound = p->compound;
   bool queued = transport_->Call(
       kNfsProgram, kNfsV4, kNfsProcCompound, &auth,
-      [args, hint](std::string *rec) {
-        return AppendCompoundArgs(rec, args, hint);
+      [compound](std::string *rec) {
+        return compound->EncodeWire(rec, nullptr);
       },
       [this, p](rpc::ReplyStatus st, rpc::XdrIn *results) {
         OnReply(p, st, results);
@@ -250,7 +214,8 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
     nache_log(kLogMajor, kComponent,
               "connection %d: cannot encode compound '%s' (%zu ops, hint %zu "
               "bytes)",
-              index_, p->compound->tag().c_str(), p->compound->size(), hint);
+              index_, p->compound->tag().c_str(), p->compound->size(),
+              p->compound->EncodedSizeHint());
     Complete(p, CallStatus::kEncodeError, {});
     return;
   }
@@ -281,7 +246,8 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
     return;
   }
   CompoundReply reply;
-  if (!DecodeCompoundReply(results, call->compound, &reply)) {
+  if (!call->compound->DecodeWire(results->pos(), results->left(), &reply,
+                                  nullptr)) {
     nache_log(kLogMajor, kComponent,
               "connection %d: the reply to '%s' does not decode or does not "
               "match its request",
