@@ -40,6 +40,7 @@ struct nache_export_params {
 	uint32_t attr_timeout_s;   /* Attr_Timeout (s) */
 	uint32_t readahead_max;    /* Readahead_Max */
 	uint32_t open_linger_s;    /* Open_Linger (s) */
+	uint32_t minor_version;    /* Upstream_Minor_Version (0 or 1) */
 	char *write_behind_max;    /* Write_Behind_Max */
 	char *write_policy;        /* Write_Policy */
 	bool single_writer;        /* Single_Writer */

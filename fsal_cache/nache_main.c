@@ -107,6 +107,8 @@ static struct config_item nache_export_items[] = {
 		       nache_export_params, readahead_max),
 	CONF_ITEM_UI32("Open_Linger", 0, UINT32_MAX, 5, nache_export_params,
 		       open_linger_s),
+	CONF_ITEM_UI32("Upstream_Minor_Version", 0, UINT32_MAX, 0,
+		       nache_export_params, minor_version),
 	CONF_ITEM_STR("Write_Behind_Max", 0, 64, "64M", nache_export_params,
 		      write_behind_max),
 	CONF_ITEM_STR("Write_Policy", 0, 64, "write_through",
@@ -322,6 +324,7 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	cfg.attr_timeout_s = exp->params.attr_timeout_s;
 	cfg.readahead_max = exp->params.readahead_max;
 	cfg.open_linger_s = exp->params.open_linger_s;
+	cfg.minor_version = exp->params.minor_version;
 	cfg.write_behind_max = exp->params.write_behind_max;
 	cfg.write_policy = exp->params.write_policy;
 	cfg.single_writer = exp->params.single_writer;

@@ -153,13 +153,21 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   // server probes it right after the client id is confirmed).
   if (!c->StartCallbackService(&uo.callback_uaddr, err)) return nullptr;
   uo.on_new_clientid = [core](uint64_t epoch) { core->OnNewClientId(epoch); };
+  uo.minor_version = cfg.minor_version;
+  if (c->back_channel_) {
+    callback::BackChannel *bc = c->back_channel_.get();
+    uo.back_channel = [bc](const rpc::PeerCall &call, rpc::XdrIn *args,
+                           std::string *results) {
+      return bc->Serve(call, args, results);
+    };
+  }
   c->up_ = cfg.make_upstream ? cfg.make_upstream(uo)
                              : upstream::Upstream::Create(uo);
   if (!c->up_) {
     *err = "cannot start the upstream client";
     return nullptr;
   }
-  if (c->cb_server_)
+  if (c->CallbacksPossible())
     c->recall_thread_ = std::thread([core] { core->RecallLoop(); });
   c->reclaim_thread_ = std::thread([core] { core->ReclaimLoop(); });
   uint32_t ra_blocks = cfg.readahead_max / cfg.cache.block_size;
@@ -247,7 +255,11 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     g.connected = !core->Disconnected();
     g.clientid_epoch = core->up_->epoch();
     g.open_files = core->opens_->size();
-    g.callback_path_up = core->cb_server_ && core->cb_contact_.load() &&
+    // (NFSv4.0: once the server has called our service; NFSv4.1: its
+    // SEQUENCE replies say whether our back channel works.)
+    g.callback_path_up = core->CallbacksPossible() &&
+                         (core->back_channel_ ? !core->Disconnected()
+                                              : core->cb_contact_.load()) &&
                          !core->up_->callback_path_down();
     g.delegations_read = core->delegs_->Count(DelegationType::kRead);
     g.delegations_write = core->delegs_->Count(DelegationType::kWrite);

@@ -35,6 +35,7 @@
 #include <unordered_map>
 
 #include "cache/cache.h"
+#include "callback/back_channel.h"
 #include "callback/callback_server.h"
 #include "cache/reader.h"
 #include "core/delegations.h"
@@ -77,6 +78,9 @@ struct CoreConfig {
   CacheOptions cache;                // size bound, block size, attr window
   uint32_t readahead_max = 4 << 20;  // readahead window bound (bytes)
   uint32_t open_linger_ms = 5000;    // upstream CLOSE delay after last close
+  // Upstream NFSv4 minor version: 0, or 1 (sessions; the back channel on
+  // our own connections instead of a callback service).
+  uint32_t minor_version = 0;
   uint64_t write_behind_max = 64 << 20;  // queued UNSTABLE bytes (0: off)
   // Write-back (proxy/writeback/DESIGN.md): file data stays local (durable
   // in the store) and is flushed later, for files under our write
@@ -578,6 +582,11 @@ class Core {
   std::unique_ptr<DelegationTable> delegs_;
   std::unique_ptr<callback::CallbackHandler> cb_glue_;  // a CallbackGlue
   std::unique_ptr<callback::CallbackServer> cb_server_;  // null: none
+  // NFSv4.1: the back channel on our upstream connections (null: none, or
+  // NFSv4.0). Outlives up_'s connections: ~Core shuts up_ down first.
+  std::unique_ptr<callback::BackChannel> back_channel_;
+  // The server can call us back (a callback service, or a back channel).
+  bool CallbacksPossible() const { return cb_server_ || back_channel_; }
   std::atomic<bool> cb_contact_{false};  // the server called us back once
   // Local delegations (granted by Ganesha to its clients) per file.
   std::mutex local_mu_;  // guards local_delegs_; acquire checks under it

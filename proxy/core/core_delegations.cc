@@ -104,6 +104,16 @@ bool Core::StartCallbackService(std::string *uaddr, std::string *err) {
     return up_ ? up_->lease_valid_until() : std::chrono::steady_clock::now();
   });
   if (cfg_.serve_stale) cache_->SetStaleOk([this] { return ServingStale(); });
+  if (cfg_.minor_version == 1) {
+    // NFSv4.1: the server calls us on the connections we open; no port of
+    // ours to reach (Callback_Address and Callback_Port are not used).
+    cb_glue_.reset(new CallbackGlue(this));
+    back_channel_.reset(new callback::BackChannel(cb_glue_.get(), 0x40000000));
+    NACHE_LOG(kLogEvent, kComponent,
+              "NFSv4.1 upstream: callbacks come on our own connections (the "
+              "session's back channel)");
+    return true;
+  }
   if (cfg_.callback_address.empty() || cfg_.callback_port == 0) {
     NACHE_LOG(kLogEvent, kComponent,
               "no Callback_Address: running without delegations");

@@ -75,6 +75,8 @@ void Core::ReclaimLoop() {
               "client id epoch %llu: upstream state of %zu open file(s) "
               "handled",
               (unsigned long long)epoch, n);
+    // NFSv4.1: the server may end our grace (and serves our new opens).
+    if (up_->epoch() == epoch) up_->ReclaimDone();
     g.lock();
     reclaim_delegs_.clear();  // those of files with no open are not reclaimed
   }

@@ -108,6 +108,8 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
                 "must be 0..268435456 bytes (0 disables readahead)");
   if (cfg->open_linger_s > 3600)
     return Fail(err, errlen, "Open_Linger", "must be 0..3600 seconds");
+  if (cfg->minor_version > 1)
+    return Fail(err, errlen, "Upstream_Minor_Version", "must be 0 or 1");
   if (cfg->write_behind_max == nullptr ||
       !nache_parse_size(cfg->write_behind_max, &size) || size > (16ull << 30))
     return Fail(err, errlen, "Write_Behind_Max",
@@ -171,6 +173,7 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   c.cache.attr_timeout_ms = cfg->attr_timeout_s * 1000;
   c.readahead_max = cfg->readahead_max;
   c.open_linger_ms = cfg->open_linger_s * 1000;
+  c.minor_version = cfg->minor_version;
   nache_parse_size(cfg->write_behind_max, &c.write_behind_max);
   c.write_back =
       cfg->write_policy != nullptr && strcmp(cfg->write_policy, "write_back") == 0;

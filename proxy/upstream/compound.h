@@ -205,6 +205,10 @@ class Compound {
                         const std::string &cb_uaddr, uint32_t cb_ident);
   Compound &SetclientidConfirm(uint64_t clientid, const Verifier &confirm);
   Compound &DelegReturn(const StateId &stateid);
+  // NFSv4.1's RECLAIM_COMPLETE (whole file system set). Only in a compound
+  // of its own, sent with EncodeWire's SEQUENCE; its status is the
+  // reply's, with no results.
+  Compound &ReclaimComplete();
   // VERIFY / NVERIFY of the change attribute (the only use we have).
   Compound &VerifyChange(uint64_t change);
   Compound &NverifyChange(uint64_t change);

@@ -38,6 +38,7 @@ struct Compound::Impl {
   std::deque<std::vector<uint32_t>> bitmaps;   // owned attr bitmaps
   COMPOUND4args compound;                      // the view Args() returns
   size_t size_hint = 0;                        // running EncodedSizeHint
+  bool reclaim_complete = false;               // ReclaimComplete() (4.1)
 };
 
 }  // namespace upstream

@@ -38,8 +38,21 @@ bool AppendWithLibnfs(std::string *out, size_t room, Fn encode) {
 
 }  // namespace
 
+Compound &Compound::ReclaimComplete() {
+  impl_->reclaim_complete = true;
+  return *this;
+}
+
 bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq) {
   const size_t room = EncodedSizeHint() + kEncodeSlack;
+  if (impl_->reclaim_complete) {
+    if (seq == nullptr || !impl_->args.empty()) return false;  // 4.1, alone
+    rpc::XdrOut x(out);
+    nfs41::EncodeCompoundHeader(&x, impl_->tag, 2);
+    nfs41::EncodeSequence(&x, *seq);
+    nfs41::EncodeReclaimComplete(&x, false);
+    return true;
+  }
   if (seq == nullptr) {
     COMPOUND4args *args = Args();
     return AppendWithLibnfs(out, room, [args](ZDR *z) {
@@ -80,6 +93,12 @@ bool Compound::DecodeWire(const char *p, size_t n, CompoundReply *out,
     out->status = seq_res->status;
     out->results.clear();
     return nres == 1;
+  }
+  if (impl_->reclaim_complete) {
+    out->results.clear();
+    return nres == 2 &&
+           nfs41::DecodeStatusOnly(&in, nfs41::kOpReclaimComplete,
+                                   &out->status);
   }
   // The rest are this compound's results: libnfs decodes each into the
   // array a COMPOUND4res would hold, and Decode takes them from there.

@@ -12,6 +12,7 @@
 
 #include "rpc/rpc_transport.h"
 #include "rpc/tcp_connect.h"
+#include "upstream/nfs41.h"
 #include "util/log.h"
 
 namespace nache {
@@ -72,6 +73,11 @@ void Connection::Stop() {
   for (auto &call : left) Complete(call.get(), CallStatus::kShutdown, {});
 }
 
+void Connection::Wake() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
 void Connection::Submit(std::unique_ptr<PendingCall> call) {
   load_.fetch_add(1, std::memory_order_relaxed);
   {
@@ -125,6 +131,7 @@ void Connection::Loop() {
     }
     if (rc > 0 && nfds == 2 && fds[1].revents != 0 && connect_fd_ >= 0)
       OnConnectable();
+    RetrySlotWaiters();
     DrainSubmissions();
     if (rc > 0 && nfds == 2 && fds[1].revents != 0 && transport_)
       ServiceSocket(fds[1].revents);
@@ -161,6 +168,7 @@ void Connection::OnConnectable() {
   }
   transport_.reset(new rpc::Transport(connect_fd_));
   connect_fd_ = -1;
+  if (opts_.back_channel) transport_->SetCallHandler(opts_.back_channel);
   phase_ = Phase::kUp;
   backoff_ms_ = kMinBackoffMs;
   last_reply_ = Clock::now();
@@ -180,19 +188,39 @@ void Connection::DrainSubmissions() {
 }
 
 void Connection::Send(std::unique_ptr<PendingCall> call) {
-  if (call->has_preset) {
-    Complete(call.get(), call->preset, {});
-    return;
-  }
-  if (phase_ != Phase::kUp) {
-    Complete(call.get(), CallStatus::kDisconnected, {});
-    return;
-  }
-  if (Clock::now() >= call->deadline) {
-    Complete(call.get(), CallStatus::kTimeout, {});
+  // (A call sent again after SEQ_MISORDERED holds its slot: not sent, the
+  // slot keeps the sequence id the server expects.)
+  if (call->has_preset || phase_ != Phase::kUp ||
+      Clock::now() >= call->deadline) {
+    ReleaseSlot(call.get(), SlotTable::Outcome::kNotDone);
+    Complete(call.get(),
+             call->has_preset         ? call->preset
+             : phase_ != Phase::kUp   ? CallStatus::kDisconnected
+                                      : CallStatus::kTimeout,
+             {});
     return;
   }
   PendingCall *p = call.get();
+  nfs41::SequenceArgs seq;
+  const bool sequenced = opts_.minor_version == 1 && !p->raw_encode;
+  if (sequenced) {
+    if (!p->session) {
+      std::shared_ptr<Session41> session = listener_->CurrentSession();
+      if (!session) {
+        Complete(p, CallStatus::kDisconnected, {});
+        return;
+      }
+      if (!session->slots.Acquire(&p->slot)) {
+        slot_wait_.push_back(std::move(call));  // RetrySlotWaiters
+        return;
+      }
+      p->session = std::move(session);
+    }
+    seq.sessionid = p->session->id;
+    seq.sequenceid = p->slot.sequenceid;
+    seq.slotid = p->slot.slotid;
+    seq.highest_slotid = p->slot.highest_slotid;
+  }
   p->sent_at = Clock::now();
   rpc::AuthSys auth;
   auth.stamp = uint32_t(time(nullptr));
@@ -201,11 +229,15 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
   auth.gid = p->creds.gid;
   auth.gids = p->creds.groups;  // the transport sends the first 16
   Compound *compound = p->compound;
+  rpc::Transport::EncodeFn encode =
+      p->raw_encode ? p->raw_encode
+                    : rpc::Transport::EncodeFn([compound, sequenced,
+                                                seq](std::string *rec) {
+                        return compound->EncodeWire(rec,
+                                                    sequenced ? &seq : nullptr);
+                      });
   bool queued = transport_->Call(
-      kNfsProgram, kNfsV4, kNfsProcCompound, &auth,
-      [compound](std::string *rec) {
-        return compound->EncodeWire(rec, nullptr);
-      },
+      kNfsProgram, kNfsV4, kNfsProcCompound, &auth, encode,
       [this, p](rpc::ReplyStatus st, rpc::XdrIn *results) {
         OnReply(p, st, results);
       },
@@ -214,12 +246,42 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
     nache_log(kLogMajor, kComponent,
               "connection %d: cannot encode compound '%s' (%zu ops, hint %zu "
               "bytes)",
-              index_, p->compound->tag().c_str(), p->compound->size(),
-              p->compound->EncodedSizeHint());
+              index_, compound ? compound->tag().c_str() : "raw",
+              compound ? compound->size() : 0,
+              compound ? compound->EncodedSizeHint() : 0);
+    ReleaseSlot(p, SlotTable::Outcome::kNotDone);
     Complete(p, CallStatus::kEncodeError, {});
     return;
   }
   in_flight_.insert(call.release());
+}
+
+bool Connection::ReleaseSlot(PendingCall *call, SlotTable::Outcome outcome) {
+  if (!call->session) return false;
+  SlotTable::Slot retry;
+  if (call->session->slots.Release(call->slot, outcome, &retry)) {
+    call->slot = retry;
+    return true;
+  }
+  call->session.reset();
+  listener_->OnSlotFreed();
+  return false;
+}
+
+void Connection::RetrySlotWaiters() {
+  if (slot_wait_.empty()) return;
+  std::deque<std::unique_ptr<PendingCall>> waiting;
+  waiting.swap(slot_wait_);
+  while (!waiting.empty()) {
+    std::unique_ptr<PendingCall> call = std::move(waiting.front());
+    waiting.pop_front();
+    Send(std::move(call));
+    if (!slot_wait_.empty()) {
+      // Still none free: the rest wait on, in order.
+      for (auto &c : waiting) slot_wait_.push_back(std::move(c));
+      return;
+    }
+  }
 }
 
 void Connection::ServiceSocket(int revents) {
@@ -232,8 +294,12 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
                          rpc::XdrIn *results) {
   if (in_flight_.erase(call) == 0) return;
   std::unique_ptr<PendingCall> owner(call);
-  if (call->completed) return;  // failed earlier (Disconnect)
+  if (call->completed) {  // failed earlier (Disconnect)
+    ReleaseSlot(call, SlotTable::Outcome::kLost);
+    return;
+  }
   if (status == rpc::ReplyStatus::kDisconnected) {
+    ReleaseSlot(call, SlotTable::Outcome::kLost);
     Complete(call, CallStatus::kDisconnected, {});
     return;
   }
@@ -241,13 +307,46 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
   if (status != rpc::ReplyStatus::kOk) {
     nache_log(kLogMajor, kComponent,
               "connection %d: compound '%s': the server answered: %s", index_,
-              call->compound->tag().c_str(), rpc::ReplyStatusName(status));
+              call->compound ? call->compound->tag().c_str() : "raw",
+              rpc::ReplyStatusName(status));
+    ReleaseSlot(call, SlotTable::Outcome::kNotDone);
     Complete(call, CallStatus::kDecodeError, {});
     return;
   }
+  if (call->raw_reply) {
+    call->raw_reply(results);
+    Complete(call, CallStatus::kOk, {});
+    return;
+  }
   CompoundReply reply;
-  if (!call->compound->DecodeWire(results->pos(), results->left(), &reply,
-                                  nullptr)) {
+  nfs41::SequenceRes seq;
+  seq.status = UINT32_MAX;  // not decoded
+  bool ok = call->compound->DecodeWire(results->pos(), results->left(),
+                                       &reply, call->session ? &seq : nullptr);
+  if (call->session) {
+    SlotTable::Outcome outcome =
+        seq.status == UINT32_MAX     ? SlotTable::Outcome::kLost
+        : seq.status == kNfs4Ok      ? SlotTable::Outcome::kDone
+        : seq.status == kNfs4ErrSeqMisordered ? SlotTable::Outcome::kMisordered
+                                              : SlotTable::Outcome::kNotDone;
+    std::shared_ptr<Session41> session = call->session;
+    if (seq.status != UINT32_MAX)
+      listener_->OnSequence(*session, seq, call->sent_at);
+    if (ReleaseSlot(call, outcome)) {
+      // SEQ_MISORDERED after a lost reply: the same call again, on the
+      // sequence id the server expects.
+      Send(std::move(owner));
+      return;
+    }
+    if (seq.status == kNfs4ErrBadSession || seq.status == kNfs4ErrDeadSession ||
+        seq.status == kNfs4ErrConnNotBoundToSession) {
+      // Not executed; a new session is on its way (OnSequence): the
+      // caller retries.
+      Complete(call, CallStatus::kDisconnected, {});
+      return;
+    }
+  }
+  if (!ok) {
     nache_log(kLogMajor, kComponent,
               "connection %d: the reply to '%s' does not decode or does not "
               "match its request",
@@ -273,8 +372,17 @@ void Connection::ExpireCalls(Clock::time_point now) {
     // A late reply is dropped by the transport from now on.
     if (transport_) transport_->Cancel(call->xid);
     in_flight_.erase(call);
+    ReleaseSlot(call, SlotTable::Outcome::kLost);
     Complete(call, CallStatus::kTimeout, {});
     delete call;
+  }
+  for (auto it = slot_wait_.begin(); it != slot_wait_.end();) {
+    if (now >= (*it)->deadline) {
+      Complete(it->get(), CallStatus::kTimeout, {});
+      it = slot_wait_.erase(it);
+    } else {
+      ++it;
+    }
   }
   if (stalled) {
     Disconnect("no reply within the call timeout", CallStatus::kDisconnected);
@@ -286,6 +394,8 @@ int Connection::PollTimeoutMs(Clock::time_point now) const {
   if (phase_ == Phase::kConnecting || phase_ == Phase::kBackoff) {
     wait = std::min(wait, MsUntil(now, phase_deadline_) + 1);
   }
+  for (const auto &call : slot_wait_)
+    wait = std::min(wait, MsUntil(now, call->deadline) + 1);
   for (const PendingCall *call : in_flight_) {
     if (!call->completed) {
       wait = std::min(wait, MsUntil(now, call->deadline) + 1);
@@ -302,6 +412,8 @@ void Connection::Disconnect(const std::string &why, CallStatus status) {
               index_, why.c_str(), in_flight_.size());
   }
   for (PendingCall *call : in_flight_) Complete(call, status, {});
+  for (auto &call : slot_wait_) Complete(call.get(), status, {});
+  slot_wait_.clear();
   // The transport's end runs the reply callback of each call it still
   // holds (kDisconnected), which deletes it; none is left after that.
   transport_.reset();

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "upstream/compound.h"
+#include "upstream/session41.h"
 #include "upstream/types.h"
 #include "upstream/upstream.h"
 
@@ -59,10 +61,19 @@ struct PendingCall {
   Clock::time_point deadline;           // completes kTimeout after this
   bool has_preset = false;              // complete with preset, never send
   CallStatus preset = CallStatus::kOk;  // the status to complete with
+  // Instead of a Compound (null then): a COMPOUND the caller encodes
+  // whole, sent as is (NFSv4.1 session set-up: EXCHANGE_ID,
+  // CREATE_SESSION, BIND_CONN_TO_SESSION, which take no SEQUENCE);
+  // raw_reply reads the reply's XDR before done runs with kOk.
+  std::function<bool(std::string *)> raw_encode;
+  std::function<void(rpc::XdrIn *)> raw_reply;
   // Loop thread only:
   bool completed = false;               // done has run
   Clock::time_point sent_at;            // when it was handed to the transport
   uint32_t xid = 0;                     // its RPC XID once sent
+  // NFSv4.1: the session and slot it goes out on, once it has one.
+  std::shared_ptr<Session41> session;
+  SlotTable::Slot slot;
 };
 
 // Told about connection state changes, on the connection's loop thread.
@@ -71,6 +82,14 @@ class ConnectionListener {
   virtual ~ConnectionListener() = default;
   virtual void OnConnectionUp(int index) = 0;
   virtual void OnConnectionDown(int index) = 0;
+  // NFSv4.1: the session calls go out on (null: none yet).
+  virtual std::shared_ptr<Session41> CurrentSession() { return nullptr; }
+  // NFSv4.1: a SEQUENCE result of session s came back for a call sent at
+  // sent (its lease, its status flags, a lost session).
+  virtual void OnSequence(Session41 &s, const nfs41::SequenceRes &r,
+                          Clock::time_point sent) {}
+  // NFSv4.1: a slot was given back; connections waiting for one go on.
+  virtual void OnSlotFreed() {}
 };
 
 class Connection {
@@ -92,6 +111,9 @@ class Connection {
   // picks it up), or inline with kShutdown once the connection is stopped.
   void Submit(std::unique_ptr<PendingCall> call);
 
+  // Wakes the loop (a slot became free).
+  void Wake();
+
   int index() const { return index_; }
   bool connected() const { return connected_.load(std::memory_order_acquire); }
   // Calls submitted and not yet completed (for least-loaded dispatch).
@@ -109,6 +131,10 @@ class Connection {
   void OnReply(PendingCall *call, rpc::ReplyStatus status,
                rpc::XdrIn *results);
   void ExpireCalls(Clock::time_point now);
+  // NFSv4.1: gives call's slot back after outcome; true when the call
+  // must be sent again at once (on the slot's corrected sequence id).
+  bool ReleaseSlot(PendingCall *call, SlotTable::Outcome outcome);
+  void RetrySlotWaiters();
   int PollTimeoutMs(Clock::time_point now) const;
   // Drops the transport, completing everything it held with status, and
   // schedules a reconnect after the current backoff.
@@ -138,6 +164,8 @@ class Connection {
   // that names them), deleted at their reply, their timeout (the
   // transport forgets them then) or the transport's end.
   std::unordered_set<PendingCall *> in_flight_;
+  // NFSv4.1: calls waiting for a free slot, in order.
+  std::deque<std::unique_ptr<PendingCall>> slot_wait_;
   Clock::time_point last_reply_;       // last reply of any kind
 };
 

@@ -80,6 +80,15 @@ enum Nfs4Status : uint32_t {
   kNfs4ErrFileOpen = 10046,
   kNfs4ErrAdminRevoked = 10047,
   kNfs4ErrCbPathDown = 10048,
+  // NFSv4.1 (RFC 8881)
+  kNfs4ErrBadSession = 10052,
+  kNfs4ErrBadSlot = 10053,
+  kNfs4ErrConnNotBoundToSession = 10055,
+  kNfs4ErrSeqMisordered = 10063,
+  kNfs4ErrSequencePos = 10064,
+  kNfs4ErrRetryUncachedRep = 10068,
+  kNfs4ErrOpNotInSession = 10071,
+  kNfs4ErrDeadSession = 10078,
 };
 
 // Outcome of one upstream call at the transport level. An NFS-level error is

@@ -1,6 +1,8 @@
 // The Upstream implementation: dispatch over the connection pool, the NFSv4
-// client id (SETCLIENTID / SETCLIENTID_CONFIRM), lease renewal and client id
-// recovery. The per-connection event loops live in connection.cc.
+// client id (NFSv4.0: SETCLIENTID / SETCLIENTID_CONFIRM; NFSv4.1:
+// EXCHANGE_ID / CREATE_SESSION, the session's connections bound to its
+// back channel), lease renewal and client id recovery. The per-connection
+// event loops live in connection.cc.
 //
 // Threads: each Connection runs its loop thread; one state thread here
 // establishes the client id, renews the lease every lease/3 and re-establishes
@@ -17,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "rpc/xdr.h"
 #include "upstream/connection.h"
+#include "upstream/nfs41.h"
 #include "util/log.h"
 
 namespace nache {
@@ -74,6 +78,16 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
 
   void OnConnectionUp(int index) override;
   void OnConnectionDown(int index) override;
+  std::shared_ptr<Session41> CurrentSession() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return session_;
+  }
+  void OnSequence(Session41 &s, const nfs41::SequenceRes &r,
+                  Clock::time_point sent) override;
+  void OnSlotFreed() override {
+    for (auto &c : conns_) c->Wake();
+  }
+  void ReclaimDone() override;
 
  private:
   std::unique_ptr<PendingCall> NewCall(Compound *c,
@@ -87,6 +101,10 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   // A blocking call with root credentials that bypasses the hold (the state
   // thread's own SETCLIENTID, RENEW, ...).
   CallStatus CallInternal(Compound &c, CompoundReply *reply);
+  // The same for a COMPOUND encoded here (NFSv4.1 session set-up), on
+  // connection index (-1: any): decode reads the reply.
+  CallStatus RawCall(int index, const std::function<bool(std::string *)> &encode,
+                     const std::function<void(rpc::XdrIn *)> &decode);
   void TriggerRecovery(uint64_t generation);
 
   void StateLoop();
@@ -95,7 +113,11 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   template <typename Pred>
   bool WaitLocked(std::unique_lock<std::mutex> &lk, Clock::time_point deadline,
                   Pred pred);
-  bool EstablishClientId();
+  // *new_id: the server gave a new client id (the old one's state is
+  // gone), not the same one again (NFSv4.1, a new session only).
+  bool EstablishClientId(bool *new_id);
+  bool EstablishSession(bool *new_id);
+  bool BindConnection(int index);
   void FetchLeaseTime();
   // Returns false when the client id is gone and must be re-established.
   bool RenewLease();
@@ -118,6 +140,8 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   // (its grace period for our reclaims is short).
   bool check_now_ = false;
   std::deque<std::unique_ptr<PendingCall>> held_;  // waiting for a client id
+  std::shared_ptr<Session41> session_;  // NFSv4.1: the current session
+  std::vector<int> bind_pending_;       // NFSv4.1: connections to bind
 
   std::atomic<uint64_t> clientid_{0};    // current confirmed client id
   std::atomic<uint64_t> generation_{0};  // client ids established so far
@@ -291,6 +315,9 @@ void UpstreamImpl::OnConnectionUp(int index) {
   connected_count_.fetch_add(1);
   std::lock_guard<std::mutex> lk(mu_);
   if (client_ready_) check_now_ = true;
+  // NFSv4.1: the session's back channel may have been on the connection
+  // that dropped; every new connection offers itself for it.
+  if (session_) bind_pending_.push_back(index);
   cv_.notify_all();
 }
 
@@ -344,11 +371,15 @@ void UpstreamImpl::StateLoop() {
     if (stopping_) return;
     lk.unlock();
     Clock::time_point sent = Clock::now();
-    bool ok = EstablishClientId();
+    bool new_id = true;
+    bool ok = EstablishClientId(&new_id);
     if (ok) {
       FetchLeaseTime();
       NoteLeaseRenewed(sent);
-      if (opts_.on_new_clientid) opts_.on_new_clientid(epoch());
+      if (new_id && opts_.on_new_clientid) opts_.on_new_clientid(epoch());
+      // NFSv4.1: with nothing to reclaim (our first client id), the server
+      // is told so at once; otherwise once the owner has reclaimed.
+      if (new_id && opts_.minor_version == 1 && epoch() == 0) ReclaimDone();
     }
     lk.lock();
     if (stopping_) return;
@@ -380,7 +411,10 @@ void UpstreamImpl::StateLoop() {
       if (stopping_) return;
       if (recovery_requested_) break;
       check_now_ = false;
+      std::vector<int> bind;
+      bind.swap(bind_pending_);
       lk.unlock();
+      for (int index : bind) BindConnection(index);
       bool alive = RenewLease();
       lk.lock();
       if (!alive) break;
@@ -390,7 +424,9 @@ void UpstreamImpl::StateLoop() {
   }
 }
 
-bool UpstreamImpl::EstablishClientId() {
+bool UpstreamImpl::EstablishClientId(bool *new_id) {
+  *new_id = true;
+  if (opts_.minor_version == 1) return EstablishSession(new_id);
   // Without a callback address we still have to give one: an unroutable
   // one means the server never recalls, i.e. never grants delegations.
   std::string uaddr =
@@ -475,6 +511,15 @@ void UpstreamImpl::NoteLeaseRenewed(Clock::time_point sent) {
 bool UpstreamImpl::RenewLease() {
   Clock::time_point sent = Clock::now();
   Compound c;
+  if (opts_.minor_version == 1) {
+    // A SEQUENCE alone renews the lease (OnSequence notes it, and a lost
+    // session or client id).
+    c.SetTag("sequence");
+    CompoundReply reply;
+    CallStatus st = CallInternal(c, &reply);
+    if (st == CallStatus::kOk && IsClientidLost(reply.status)) return false;
+    return true;
+  }
   c.SetTag("renew").Renew(clientid_.load());
   CompoundReply reply;
   CallStatus st = CallInternal(c, &reply);
@@ -506,6 +551,215 @@ bool UpstreamImpl::RenewLease() {
     NoteLeaseRenewed(sent);
   }
   return true;
+}
+
+CallStatus UpstreamImpl::RawCall(
+    int index, const std::function<bool(std::string *)> &encode,
+    const std::function<void(rpc::XdrIn *)> &decode) {
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    CallStatus status = CallStatus::kOk;
+  };
+  auto w = std::make_shared<Waiter>();
+  auto call = std::make_unique<PendingCall>();
+  call->raw_encode = encode;
+  call->raw_reply = decode;  // runs on the loop thread, while we wait
+  call->done = [w](CallStatus s, CompoundReply &&) {
+    std::lock_guard<std::mutex> lk(w->mu);
+    w->status = s;
+    w->done = true;
+    w->cv.notify_all();
+  };
+  call->deadline =
+      Clock::now() + std::chrono::milliseconds(opts_.call_timeout_ms);
+  Connection *conn = index >= 0 ? conns_[size_t(index)].get() : PickConnection();
+  if (conn == nullptr || !conn->connected()) {
+    conn = conns_[0].get();
+    call->has_preset = true;
+    call->preset = CallStatus::kDisconnected;
+  }
+  conn->Submit(std::move(call));
+  std::unique_lock<std::mutex> lk(w->mu);
+  w->cv.wait(lk, [&] { return w->done; });
+  return w->status;
+}
+
+bool UpstreamImpl::EstablishSession(bool *new_id) {
+  // One connection for both: the session's back channel is bound to the
+  // connection CREATE_SESSION comes on.
+  int index = -1;
+  for (size_t i = 0; i < conns_.size() && index < 0; i++)
+    if (conns_[i]->connected()) index = int(i);
+  if (index < 0) return false;
+  nfs41::ExchangeIdArgs ea;
+  std::copy(verifier_.begin(), verifier_.end(), ea.verifier.begin());
+  ea.owner = id_string_;
+  ea.impl_domain = "nache";
+  ea.impl_name = "nache";
+  nfs41::ExchangeIdRes er;
+  bool parsed = false;
+  CallStatus st = RawCall(
+      index,
+      [&ea](std::string *out) {
+        rpc::XdrOut x(out);
+        nfs41::EncodeCompoundHeader(&x, "exchange_id", 1);
+        nfs41::EncodeExchangeId(&x, ea);
+        return true;
+      },
+      [&](rpc::XdrIn *in) {
+        uint32_t status, n;
+        parsed = nfs41::DecodeCompoundReplyHeader(in, &status, &n) &&
+                 n == 1 && nfs41::DecodeExchangeId(in, &er);
+      });
+  if (st != CallStatus::kOk || !parsed || er.status != kNfs4Ok) {
+    nache_log(kLogMajor, kComponent, "EXCHANGE_ID: %s, nfs status %u%s",
+              CallStatusName(st), er.status,
+              st == CallStatus::kOk && !parsed ? " (reply does not decode)"
+                                               : "");
+    return false;
+  }
+  nfs41::CreateSessionArgs ca;
+  ca.clientid = er.clientid;
+  ca.sequenceid = er.sequenceid;
+  ca.flags = opts_.back_channel ? nfs41::kCreateSessionConnBackChan : 0;
+  // Fore channel: a 1 MiB WRITE or READ and its headers; 64 requests in
+  // flight at most (the server may give fewer).
+  ca.fore.max_request = ca.fore.max_response = (1u << 20) + 64 * 1024;
+  ca.fore.max_response_cached = 8 * 1024;
+  ca.fore.max_operations = 16;
+  ca.fore.max_requests = 64;
+  // Back channel: small calls (CB_RECALL, CB_GETATTR), one at a time.
+  ca.back.max_request = ca.back.max_response = 16 * 1024;
+  ca.back.max_operations = 8;
+  ca.back.max_requests = 1;
+  ca.cb_program = opts_.callback_program;
+  ca.cb_machine = opts_.auth_machine;
+  nfs41::CreateSessionRes cr;
+  parsed = false;
+  st = RawCall(
+      index,
+      [&ca](std::string *out) {
+        rpc::XdrOut x(out);
+        nfs41::EncodeCompoundHeader(&x, "create_session", 1);
+        nfs41::EncodeCreateSession(&x, ca);
+        return true;
+      },
+      [&](rpc::XdrIn *in) {
+        uint32_t status, n;
+        parsed = nfs41::DecodeCompoundReplyHeader(in, &status, &n) &&
+                 n == 1 && nfs41::DecodeCreateSession(in, &cr);
+      });
+  if (st != CallStatus::kOk || !parsed || cr.status != kNfs4Ok) {
+    nache_log(kLogMajor, kComponent, "CREATE_SESSION: %s, nfs status %u",
+              CallStatusName(st), cr.status);
+    return false;
+  }
+  // The same client id confirmed before: its state lives on, only the
+  // session is new.
+  *new_id = !(generation_.load() > 0 && er.clientid == clientid_.load() &&
+              (er.flags & nfs41::kExchgIdConfirmed));
+  auto session = std::make_shared<Session41>(
+      cr.sessionid, std::max<uint32_t>(1, std::min<uint32_t>(
+                                              cr.fore.max_requests, 64)));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    session_ = session;
+    bind_pending_.clear();
+  }
+  clientid_.store(er.clientid);
+  uint64_t generation = *new_id ? generation_.fetch_add(1) + 1
+                                : generation_.load();
+  nache_log(kLogEvent, kComponent,
+            "client id %016llx %s with %s:%d (NFSv4.1, epoch %llu, session "
+            "of %u slot(s)%s)",
+            (unsigned long long)er.clientid,
+            *new_id ? "confirmed" : "kept, new session", opts_.server.c_str(),
+            opts_.port, (unsigned long long)(generation - 1),
+            session->slots.size(),
+            (cr.flags & nfs41::kCreateSessionConnBackChan)
+                ? ", back channel on our connection"
+                : ", no back channel");
+  // The other connections offer themselves for the back channel too.
+  for (size_t i = 0; i < conns_.size(); i++)
+    if (int(i) != index && conns_[i]->connected()) BindConnection(int(i));
+  return true;
+}
+
+bool UpstreamImpl::BindConnection(int index) {
+  std::shared_ptr<Session41> session = CurrentSession();
+  if (!session || !opts_.back_channel) return false;
+  nfs41::BindConnRes br;
+  bool parsed = false;
+  CallStatus st = RawCall(
+      index,
+      [&session](std::string *out) {
+        rpc::XdrOut x(out);
+        nfs41::EncodeCompoundHeader(&x, "bind_conn", 1);
+        nfs41::EncodeBindConnToSession(&x, session->id,
+                                       nfs41::kCdfc4BackOrBoth);
+        return true;
+      },
+      [&](rpc::XdrIn *in) {
+        uint32_t status, n;
+        parsed = nfs41::DecodeCompoundReplyHeader(in, &status, &n) &&
+                 n == 1 && nfs41::DecodeBindConnToSession(in, &br);
+      });
+  if (st != CallStatus::kOk || !parsed || br.status != kNfs4Ok) {
+    nache_log(kLogInfo, kComponent,
+              "connection %d: BIND_CONN_TO_SESSION: %s, nfs status %u", index,
+              CallStatusName(st), br.status);
+    return false;
+  }
+  return true;
+}
+
+void UpstreamImpl::OnSequence(Session41 &s, const nfs41::SequenceRes &r,
+                              Clock::time_point sent) {
+  if (CurrentSession().get() != &s) return;  // an older session's reply
+  if (r.status == kNfs4ErrBadSession || r.status == kNfs4ErrDeadSession) {
+    nache_log(kLogEvent, kComponent,
+              "the server lost our session (nfs status %u)", r.status);
+    TriggerRecovery(generation_.load());
+    return;
+  }
+  if (r.status != kNfs4Ok) return;
+  NoteLeaseRenewed(sent);
+  s.slots.SetTarget(r.target_highest_slotid);
+  const uint32_t f = r.status_flags;
+  bool down = f & (nfs41::kSeqCbPathDown | nfs41::kSeqCbPathDownSession |
+                   nfs41::kSeqBackchannelFault);
+  if (down && !cb_path_down_.exchange(true))
+    nache_log(kLogWarn, kComponent,
+              "SEQUENCE: the server reports our back channel down (flags "
+              "0x%x): no delegations until it works",
+              f);
+  else if (!down && cb_path_down_.exchange(false))
+    nache_log(kLogEvent, kComponent, "SEQUENCE: back channel up again");
+  if (f & (nfs41::kSeqExpiredAllStateRevoked | nfs41::kSeqRestartReclaimNeeded)) {
+    nache_log(kLogEvent, kComponent,
+              "SEQUENCE: our state is gone at the server (flags 0x%x)", f);
+    TriggerRecovery(generation_.load());
+  } else if (f & (nfs41::kSeqExpiredSomeStateRevoked |
+                  nfs41::kSeqAdminStateRevoked |
+                  nfs41::kSeqRecallableStateRevoked)) {
+    nache_log(kLogWarn, kComponent,
+              "SEQUENCE: the server revoked some of our state (flags 0x%x)",
+              f);
+  }
+}
+
+void UpstreamImpl::ReclaimDone() {
+  if (opts_.minor_version != 1) return;
+  Compound c;
+  c.SetTag("reclaim_complete").ReclaimComplete();
+  CompoundReply reply;
+  CallStatus st = CallInternal(c, &reply);
+  // NFS4ERR_COMPLETE_ALREADY (10054): said before, fine.
+  if (st != CallStatus::kOk || (reply.status != kNfs4Ok && reply.status != 10054))
+    nache_log(kLogWarn, kComponent, "RECLAIM_COMPLETE: %s, nfs status %u",
+              CallStatusName(st), reply.status);
 }
 
 void UpstreamImpl::Shutdown() {

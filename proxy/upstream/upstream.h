@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "rpc/rpc_transport.h"
 #include "upstream/compound.h"
 #include "upstream/types.h"
 
@@ -46,6 +47,13 @@ struct UpstreamOptions {
   uint32_t callback_ident = 1;
   // Machine name put in AUTH_SYS credentials.
   std::string auth_machine = "nache";
+  // NFSv4 minor version: 0 (SETCLIENTID, RENEW, a callback service of our
+  // own) or 1 (EXCHANGE_ID, a session, SEQUENCE in every COMPOUND, the back
+  // channel on our own connections, served by back_channel).
+  uint32_t minor_version = 0;
+  std::function<rpc::ReplyStatus(const rpc::PeerCall &, rpc::XdrIn *,
+                                 std::string *)>
+      back_channel;
   // Called on the state thread each time a client id is confirmed (the
   // first time and after every re-establishment), before held calls are
   // released: state of the previous id (opens, delegations) is gone.
@@ -96,6 +104,9 @@ class Upstream {
 
   // Stops the loops; in-flight calls complete with kShutdown.
   virtual void Shutdown() = 0;
+  // The owner has reclaimed what it could after a new client id (NFSv4.1:
+  // RECLAIM_COMPLETE is sent, and the server ends our grace).
+  virtual void ReclaimDone() {}
 };
 
 }  // namespace upstream

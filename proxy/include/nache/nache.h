@@ -50,6 +50,7 @@ struct nache_config {
 	uint32_t attr_timeout_s;       /* attribute window (seconds) */
 	uint32_t readahead_max;        /* readahead window bound (bytes) */
 	uint32_t open_linger_s;        /* upstream CLOSE delay (seconds) */
+	uint32_t minor_version;        /* upstream NFSv4 minor version, 0 or 1 */
 	const char *write_behind_max;  /* queued UNSTABLE data, "0" = off */
 	const char *write_policy;      /* "write_through" or "write_back" */
 	bool single_writer;            /* nothing else changes the export */

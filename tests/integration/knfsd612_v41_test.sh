@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# nache's upstream in NFSv4.1 (Upstream_Minor_Version = 1) against Linux
+# 6.12 knfsd (under qemu): a session with its back channel on nache's own
+# connections (no callback port), read delegations for read opens, and the
+# write delegations knfsd gives NFSv4.1 clients only, seen in knfsd's own
+# state file (read, not assumed).
+set -uo pipefail
+export LAB_KNFSD_KERNEL=6.12
+# knfsd grants no delegation while any lock manager is in grace, lockd's
+# included (50 s after boot by default): shorten lockd's.
+export LAB_KNFSD_NLM_GRACE=10
+source "$(dirname "$0")/itest.sh"
+
+V41='Upstream_Minor_Version = 1; Open_Linger = 1;'
+lab_init && lab_net_up lan && lab_remote_knfsd_start &&
+	LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
+		lab_nache_start "$V41" &&
+	lab_clients_start 1 2 || { echo "lab did not start"; exit 1; }
+K=$LAB_KNFSD_EXPORT_DIR
+mount_nache 2 /mnt/n vers=4.1 || { echo "mount failed"; exit 1; }
+lab_knfsd_run "echo nache-r > $K/nache-r && echo nache-rw > $K/nache-rw" ||
+	{ echo "cannot create files at the remote"; exit 1; }
+NACHE='name: "nache/'            # in the info of nache's client at knfsd
+
+states_count() {
+	lab_knfsd_states | awk -v who="$1" -v pat="$2" -v file="filename: \"$3\"" '
+		/^# client/ { ours = 0 }
+		who == "" || index($0, who) { ours = 1 }
+		ours && $0 ~ pat && index($0, file) { n++ }
+		END { print n + 0 }'
+}
+write_delegs() { states_count "$1" 'type: deleg, access: w' "$2"; }
+read_delegs() { states_count "$1" 'type: deleg, access: r' "$2"; }
+hold() {
+	on "$1" "exec 3$2$3 || exit 1; touch /tmp/$4; while [ -e /tmp/$4 ]; do sleep 0.2; done" \
+		>/dev/null 2>&1 &
+	lab_wait_until 30 on "$1" "test -e /tmp/$4"
+}
+release() { on "$1" "rm -f /tmp/$2"; }
+held_until_delegated() {
+	local n=$1 mode=$2 file=$3 tag=$4 count=$5 try
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		hold "$n" "$mode" "$file" "$tag" || return 1
+		lab_wait_until 5 eval '[ "$($count)" -ge 1 ]' && return 0
+		release "$n" "$tag"
+		lab_wait_until 15 eval '[ "$(states_count "" "type: open" /${file##*/})" = 0 ]'
+	done
+	return 1
+}
+
+callback_up() { [ "$(metric nache_callback_path_up)" = 1 ]; }
+nache_reads() { read_delegs "$NACHE" /nache-r; }
+nache_writes() { write_delegs "$NACHE" /nache-rw; }
+
+nfsv41_session_with_back_channel() {
+	lab_wait_until 30 callback_up || { echo "the back channel never came up" >&2; return 1; }
+	expect_eq "nache's client at knfsd speaks" \
+		"$(lab_knfsd_run 'cat /proc/fs/nfsd/clients/*/info' | awk '/name: "nache\// { ours = 1 } ours && /minor version/ { print $3; exit }')" 1
+}
+
+nache_read_open_gets_read_delegation() {
+	local rc=0
+	held_until_delegated 2 '<' /mnt/n/nache-r nache-r nache_reads || rc=1
+	[ $rc = 0 ] || lab_knfsd_states >&2
+	release 2 nache-r
+	[ $rc = 0 ] && at_least "read delegations granted (nache's metric)" \
+		"$(metric nache_delegations_granted_total 'type="read"')" 1
+}
+
+nache_read_write_open_gets_write_delegation() {
+	local rc=0
+	held_until_delegated 2 '<>' /mnt/n/nache-rw nache-rw nache_writes || rc=1
+	echo "--- knfsd's states while nache's client holds /nache-rw open read-write:" >&2
+	lab_knfsd_states >&2
+	release 2 nache-rw
+	[ $rc = 0 ] && at_least "write delegations granted (nache's metric)" \
+		"$(metric nache_delegations_granted_total 'type="write"')" 1
+}
+
+check nfsv41_session_with_its_back_channel_on_our_connection nfsv41_session_with_back_channel
+check nache_read_open_gets_nache_a_read_delegation nache_read_open_gets_read_delegation
+check nache_read_write_open_gets_nache_a_write_delegation_from_knfsd_6_12 nache_read_write_open_gets_write_delegation
+itest_finish
