@@ -3,7 +3,10 @@
 # 6.12 knfsd (under qemu): a session with its back channel on nache's own
 # connections (no callback port), read delegations for read opens, and the
 # write delegations knfsd gives NFSv4.1 clients only, seen in knfsd's own
-# state file (read, not assumed).
+# state file (read, not assumed). With write-back, data written under the
+# write delegation stays in nache; a client mounting knfsd directly that
+# opens the file for writing gets it recalled, and reads all of nache's
+# data; then nache's clients read that writer's data.
 set -uo pipefail
 export LAB_KNFSD_KERNEL=6.12
 # knfsd grants no delegation while any lock manager is in grace, lockd's
@@ -11,14 +14,15 @@ export LAB_KNFSD_KERNEL=6.12
 export LAB_KNFSD_NLM_GRACE=10
 source "$(dirname "$0")/itest.sh"
 
-V41='Upstream_Minor_Version = 1; Open_Linger = 1;'
+V41='Upstream_Minor_Version = 1; Open_Linger = 1; Write_Policy = "write_back"; Flush_Age = 3600;'
 lab_init && lab_net_up lan && lab_remote_knfsd_start &&
 	LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
 		lab_nache_start "$V41" &&
 	lab_clients_start 1 2 || { echo "lab did not start"; exit 1; }
 K=$LAB_KNFSD_EXPORT_DIR
 mount_nache 2 /mnt/n vers=4.1 || { echo "mount failed"; exit 1; }
-lab_knfsd_run "echo nache-r > $K/nache-r && echo nache-rw > $K/nache-rw" ||
+lab_knfsd_run "echo nache-r > $K/nache-r && echo nache-rw > $K/nache-rw &&
+	echo old > $K/nache-wb" ||
 	{ echo "cannot create files at the remote"; exit 1; }
 NACHE='name: "nache/'            # in the info of nache's client at knfsd
 
@@ -77,7 +81,43 @@ nache_read_write_open_gets_write_delegation() {
 		"$(metric nache_delegations_granted_total 'type="write"')" 1
 }
 
+nache_wb() { write_delegs "$NACHE" /nache-wb; }
+# WRITEs knfsd executed so far (op 38 of its per-operation counters). The
+# file itself is not looked at in the server: a local open there breaks
+# the delegation (knfsd's delegations are leases).
+knfsd_writes() { lab_knfsd_run 'grep proc4ops /proc/net/rpc/nfsd' | awk '{ print $41 }'; }
+
+dirty_data_under_write_delegation_reaches_a_direct_writer() {
+	local rc=0 want got w0
+	# Client 2 holds the file open read-write until nache has it delegated
+	# for writing, then writes 1 MiB into it and fsyncs. The holder keeps
+	# it open throughout, so nache keeps the delegation.
+	held_until_delegated 2 '<>' /mnt/n/nache-wb nache-wb nache_wb || { lab_knfsd_states >&2; return 1; }
+	w0=$(knfsd_writes) &&
+		want=$(on 2 "head -c 1048576 /dev/urandom > /tmp/blob && dd if=/tmp/blob of=/mnt/n/nache-wb bs=64k conv=fsync,notrunc status=none && sha256sum < /tmp/blob | cut -c1-64") ||
+		{ release 2 nache-wb; return 1; }
+	# Acknowledged, and still only in nache.
+	at_least "dirty bytes in nache" "$(metric nache_dirty_bytes)" 1048576 &&
+		expect_eq "WRITEs knfsd executed meanwhile" "$(($(knfsd_writes) - w0))" 0 ||
+		{ release 2 nache-wb; return 1; }
+	# A client of knfsd's own opens it for writing: knfsd recalls nache's
+	# delegation; nache flushes, then returns it; the writer reads it all.
+	lab_client_mount 1 "$LAB_KNFSD_ADDR" / /mnt/k vers=4.1 || { release 2 nache-wb; return 1; }
+	got=$(on 1 "exec 3<>/mnt/k/nache-wb && sha256sum <&3 | cut -c1-64") || rc=1
+	release 2 nache-wb
+	expect_eq "what the direct writer reads" "$got" "$want" &&
+		at_least "recalls received" "$(metric nache_delegation_recalls_total)" 1 &&
+		at_least "WRITEs knfsd executed for the recall" "$(($(knfsd_writes) - w0))" 1 || rc=1
+	# Its own write then shows through nache.
+	on 1 "echo written-directly > /mnt/k/nache-wb" || rc=1
+	lab_wait_until 30 eval '[ "$(on 2 "cat /mnt/n/nache-wb")" = written-directly ]' ||
+		{ echo "nache's client reads: $(on 2 "head -c 40 /mnt/n/nache-wb" | od -c | head -2)" >&2; rc=1; }
+	on 1 "umount /mnt/k" >/dev/null 2>&1
+	return $rc
+}
+
 check nfsv41_session_with_its_back_channel_on_our_connection nfsv41_session_with_back_channel
 check nache_read_open_gets_nache_a_read_delegation nache_read_open_gets_read_delegation
 check nache_read_write_open_gets_nache_a_write_delegation_from_knfsd_6_12 nache_read_write_open_gets_write_delegation
+check dirty_data_under_a_write_delegation_reaches_a_direct_writer_through_the_recall dirty_data_under_write_delegation_reaches_a_direct_writer
 itest_finish

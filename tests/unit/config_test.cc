@@ -118,6 +118,12 @@ TEST(ConfigTest, EachBadValueNamesItsParameter) {
   c = Good();
   c.open_linger_s = 4000;
   EXPECT_EQ(Error(c).rfind("Open_Linger:", 0), 0u);
+  c = Good();
+  c.minor_version = 2;
+  EXPECT_EQ(Error(c).rfind("Upstream_Minor_Version:", 0), 0u);
+  c.minor_version = 1;
+  char err[256] = "";
+  EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
   for (const char *bad : {"", "lots", "17G"}) {
     c = Good();
     c.write_behind_max = bad;
