@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "rpc/xdr.h"
+
 namespace nache {
 namespace upstream {
 namespace {
@@ -112,81 +114,28 @@ void SetBit(std::vector<uint32_t> *bitmap, uint32_t n) {
   (*bitmap)[n / 32] |= 1u << (n % 32);
 }
 
-// Big-endian XDR appender for attrlist bytes.
-class XdrWriter {
- public:
-  explicit XdrWriter(std::string *out) : out_(out) {}
-  void U32(uint32_t v) {
-    char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-    out_->append(b, 4);
-  }
-  void U64(uint64_t v) {
-    U32(uint32_t(v >> 32));
-    U32(uint32_t(v));
-  }
-  void Opaque(const std::string &s) {
-    U32(uint32_t(s.size()));
-    out_->append(s);
-    out_->append((4 - s.size() % 4) % 4, '\0');
-  }
-  void Time(const nache::upstream::Time &t) {
-    U64(uint64_t(t.sec));
-    U32(t.nsec);
-  }
+// attrlist bytes are read and written with rpc/xdr.h (the reader is
+// bounds-checked: a truncated attrlist fails cleanly).
+using XdrWriter = nache::rpc::XdrOut;
+using XdrReader = nache::rpc::XdrIn;
 
- private:
-  std::string *out_;  // not owned
-};
+void PutTime(XdrWriter *w, const nache::upstream::Time &t) {
+  w->U64(uint64_t(t.sec));
+  w->U32(t.nsec);
+}
 
-// Bounds-checked big-endian XDR reader over attrlist bytes. Every accessor
-// returns false once the input is exhausted, so a truncated attrlist fails
-// cleanly instead of reading past the buffer.
-class XdrReader {
- public:
-  XdrReader(const char *data, size_t len)
-      : p_(reinterpret_cast<const uint8_t *>(data)), left_(len) {}
-  bool U32(uint32_t *v) {
-    if (left_ < 4) return false;
-    *v = uint32_t(p_[0]) << 24 | uint32_t(p_[1]) << 16 |
-         uint32_t(p_[2]) << 8 | uint32_t(p_[3]);
-    p_ += 4;
-    left_ -= 4;
-    return true;
-  }
-  bool U64(uint64_t *v) {
-    uint32_t hi, lo;
-    if (!U32(&hi) || !U32(&lo)) return false;
-    *v = uint64_t(hi) << 32 | lo;
-    return true;
-  }
-  bool Time(nache::upstream::Time *t) {
-    uint64_t sec;
-    if (!U64(&sec) || !U32(&t->nsec)) return false;
-    t->sec = int64_t(sec);
-    return true;
-  }
-  bool Opaque(std::string *s, uint32_t max) {
-    uint32_t n;
-    if (!U32(&n) || n > max) return false;
-    size_t padded = (size_t(n) + 3) & ~size_t(3);
-    if (left_ < padded) return false;
-    if (s != nullptr) s->assign(reinterpret_cast<const char *>(p_), n);
-    p_ += padded;
-    left_ -= padded;
-    return true;
-  }
-  bool Skip(size_t n) {
-    if (left_ < n) return false;
-    p_ += n;
-    left_ -= n;
-    return true;
-  }
-  size_t left() const { return left_; }
+bool GetTime(XdrReader *r, nache::upstream::Time *t) {
+  uint64_t sec;
+  if (!r->U64(&sec) || !r->U32(&t->nsec)) return false;
+  t->sec = int64_t(sec);
+  return true;
+}
 
- private:
-  const uint8_t *p_;  // next unread byte
-  size_t left_;       // bytes remaining
-};
+bool SkipOpaque(XdrReader *r, uint32_t max) {
+  const char *p;
+  uint32_t n;
+  return r->Opaque(&p, &n, max);
+}
 
 // Upper bounds against a hostile or broken server: they keep one malformed
 // attribute from allocating without limit.
@@ -198,7 +147,7 @@ bool SkipPathname(XdrReader *r) {
   uint32_t n;
   if (!r->U32(&n) || n > kMaxArrayLen) return false;
   for (uint32_t i = 0; i < n; i++) {
-    if (!r->Opaque(nullptr, kMaxOpaqueLen)) return false;
+    if (!SkipOpaque(r, kMaxOpaqueLen)) return false;
   }
   return true;
 }
@@ -218,7 +167,7 @@ bool SkipAcl(XdrReader *r) {
   uint32_t n;
   if (!r->U32(&n) || n > kMaxArrayLen) return false;
   for (uint32_t i = 0; i < n; i++) {
-    if (!r->Skip(12) || !r->Opaque(nullptr, kMaxOpaqueLen)) return false;
+    if (!r->Skip(12) || !SkipOpaque(r, kMaxOpaqueLen)) return false;
   }
   return true;
 }
@@ -296,7 +245,7 @@ bool DecodeOne(uint32_t bit, XdrReader *r, Attrs *a, Fh *fh) {
       a->mask |= kAttrMaxWrite;
       return r->U64(&a->maxwrite);
     case kF4Mimetype:
-      return r->Opaque(nullptr, kMaxOpaqueLen);
+      return SkipOpaque(r, kMaxOpaqueLen);
     case kF4Mode:
       if (!r->U32(&u32)) return false;
       a->mode = u32 & 07777;
@@ -332,13 +281,13 @@ bool DecodeOne(uint32_t bit, XdrReader *r, Attrs *a, Fh *fh) {
       return r->U64(&a->space_used);
     case kF4TimeAccess:
       a->mask |= kAttrAtime;
-      return r->Time(&a->atime);
+      return GetTime(r, &a->atime);
     case kF4TimeMetadata:
       a->mask |= kAttrCtime;
-      return r->Time(&a->ctime);
+      return GetTime(r, &a->ctime);
     case kF4TimeModify:
       a->mask |= kAttrMtime;
-      return r->Time(&a->mtime);
+      return GetTime(r, &a->mtime);
     case kF4MountedOnFileid:
       a->mask |= kAttrMountedOnFileid;
       return r->U64(&a->mounted_on_fileid);
@@ -415,7 +364,7 @@ void EncodeSettableAttrs(const Attrs &attrs, std::vector<uint32_t> *bitmap,
       w.U32(0);  // SET_TO_SERVER_TIME4
     } else {
       w.U32(1);  // SET_TO_CLIENT_TIME4
-      w.Time(attrs.atime);
+      PutTime(&w, attrs.atime);
     }
   }
   if (attrs.mask & kAttrMtime) {
@@ -424,7 +373,7 @@ void EncodeSettableAttrs(const Attrs &attrs, std::vector<uint32_t> *bitmap,
       w.U32(0);
     } else {
       w.U32(1);
-      w.Time(attrs.mtime);
+      PutTime(&w, attrs.mtime);
     }
   }
 }

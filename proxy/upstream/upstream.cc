@@ -101,10 +101,13 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   // A blocking call with root credentials that bypasses the hold (the state
   // thread's own SETCLIENTID, RENEW, ...).
   CallStatus CallInternal(Compound &c, CompoundReply *reply);
-  // The same for a COMPOUND encoded here (NFSv4.1 session set-up), on
-  // connection index (-1: any): decode reads the reply.
-  CallStatus RawCall(int index, const std::function<bool(std::string *)> &encode,
-                     const std::function<void(rpc::XdrIn *)> &decode);
+  // The same for a COMPOUND of one NFSv4.1 session operation that takes no
+  // SEQUENCE (EXCHANGE_ID, CREATE_SESSION, BIND_CONN_TO_SESSION), on
+  // connection index: encode_op appends the operation, decode_op reads its
+  // result (kDecodeError when it cannot).
+  CallStatus SessionOp(int index, const char *tag,
+                       const std::function<void(rpc::XdrOut *)> &encode_op,
+                       const std::function<bool(rpc::XdrIn *)> &decode_op);
   void TriggerRecovery(uint64_t generation);
 
   void StateLoop();
@@ -553,9 +556,10 @@ bool UpstreamImpl::RenewLease() {
   return true;
 }
 
-CallStatus UpstreamImpl::RawCall(
-    int index, const std::function<bool(std::string *)> &encode,
-    const std::function<void(rpc::XdrIn *)> &decode) {
+CallStatus UpstreamImpl::SessionOp(
+    int index, const char *tag,
+    const std::function<void(rpc::XdrOut *)> &encode_op,
+    const std::function<bool(rpc::XdrIn *)> &decode_op) {
   struct Waiter {
     std::mutex mu;
     std::condition_variable cv;
@@ -563,9 +567,20 @@ CallStatus UpstreamImpl::RawCall(
     CallStatus status = CallStatus::kOk;
   };
   auto w = std::make_shared<Waiter>();
+  bool parsed = false;
   auto call = std::make_unique<PendingCall>();
-  call->raw_encode = encode;
-  call->raw_reply = decode;  // runs on the loop thread, while we wait
+  call->raw_encode = [tag, encode_op](std::string *out) {
+    rpc::XdrOut x(out);
+    nfs41::EncodeCompoundHeader(&x, tag, 1);
+    encode_op(&x);
+    return true;
+  };
+  // Runs on the loop thread, while we wait.
+  call->raw_reply = [&parsed, decode_op](rpc::XdrIn *in) {
+    uint32_t status, n;
+    parsed = nfs41::DecodeCompoundReplyHeader(in, &status, &n) && n == 1 &&
+             decode_op(in);
+  };
   call->done = [w](CallStatus s, CompoundReply &&) {
     std::lock_guard<std::mutex> lk(w->mu);
     w->status = s;
@@ -574,16 +589,16 @@ CallStatus UpstreamImpl::RawCall(
   };
   call->deadline =
       Clock::now() + std::chrono::milliseconds(opts_.call_timeout_ms);
-  Connection *conn = index >= 0 ? conns_[size_t(index)].get() : PickConnection();
-  if (conn == nullptr || !conn->connected()) {
-    conn = conns_[0].get();
+  Connection *conn = conns_[size_t(index)].get();
+  if (!conn->connected()) {
     call->has_preset = true;
     call->preset = CallStatus::kDisconnected;
   }
   conn->Submit(std::move(call));
   std::unique_lock<std::mutex> lk(w->mu);
   w->cv.wait(lk, [&] { return w->done; });
-  return w->status;
+  return w->status == CallStatus::kOk && !parsed ? CallStatus::kDecodeError
+                                                 : w->status;
 }
 
 bool UpstreamImpl::EstablishSession(bool *new_id) {
@@ -599,25 +614,13 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
   ea.impl_domain = "nache";
   ea.impl_name = "nache";
   nfs41::ExchangeIdRes er;
-  bool parsed = false;
-  CallStatus st = RawCall(
-      index,
-      [&ea](std::string *out) {
-        rpc::XdrOut x(out);
-        nfs41::EncodeCompoundHeader(&x, "exchange_id", 1);
-        nfs41::EncodeExchangeId(&x, ea);
-        return true;
-      },
-      [&](rpc::XdrIn *in) {
-        uint32_t status, n;
-        parsed = nfs41::DecodeCompoundReplyHeader(in, &status, &n) &&
-                 n == 1 && nfs41::DecodeExchangeId(in, &er);
-      });
-  if (st != CallStatus::kOk || !parsed || er.status != kNfs4Ok) {
-    nache_log(kLogMajor, kComponent, "EXCHANGE_ID: %s, nfs status %u%s",
-              CallStatusName(st), er.status,
-              st == CallStatus::kOk && !parsed ? " (reply does not decode)"
-                                               : "");
+  CallStatus st = SessionOp(
+      index, "exchange_id",
+      [&ea](rpc::XdrOut *x) { nfs41::EncodeExchangeId(x, ea); },
+      [&er](rpc::XdrIn *in) { return nfs41::DecodeExchangeId(in, &er); });
+  if (st != CallStatus::kOk || er.status != kNfs4Ok) {
+    nache_log(kLogMajor, kComponent, "EXCHANGE_ID: %s, nfs status %u",
+              CallStatusName(st), er.status);
     return false;
   }
   nfs41::CreateSessionArgs ca;
@@ -637,21 +640,11 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
   ca.cb_program = opts_.callback_program;
   ca.cb_machine = opts_.auth_machine;
   nfs41::CreateSessionRes cr;
-  parsed = false;
-  st = RawCall(
-      index,
-      [&ca](std::string *out) {
-        rpc::XdrOut x(out);
-        nfs41::EncodeCompoundHeader(&x, "create_session", 1);
-        nfs41::EncodeCreateSession(&x, ca);
-        return true;
-      },
-      [&](rpc::XdrIn *in) {
-        uint32_t status, n;
-        parsed = nfs41::DecodeCompoundReplyHeader(in, &status, &n) &&
-                 n == 1 && nfs41::DecodeCreateSession(in, &cr);
-      });
-  if (st != CallStatus::kOk || !parsed || cr.status != kNfs4Ok) {
+  st = SessionOp(
+      index, "create_session",
+      [&ca](rpc::XdrOut *x) { nfs41::EncodeCreateSession(x, ca); },
+      [&cr](rpc::XdrIn *in) { return nfs41::DecodeCreateSession(in, &cr); });
+  if (st != CallStatus::kOk || cr.status != kNfs4Ok) {
     nache_log(kLogMajor, kComponent, "CREATE_SESSION: %s, nfs status %u",
               CallStatusName(st), cr.status);
     return false;
@@ -691,22 +684,14 @@ bool UpstreamImpl::BindConnection(int index) {
   std::shared_ptr<Session41> session = CurrentSession();
   if (!session || !opts_.back_channel) return false;
   nfs41::BindConnRes br;
-  bool parsed = false;
-  CallStatus st = RawCall(
-      index,
-      [&session](std::string *out) {
-        rpc::XdrOut x(out);
-        nfs41::EncodeCompoundHeader(&x, "bind_conn", 1);
-        nfs41::EncodeBindConnToSession(&x, session->id,
+  CallStatus st = SessionOp(
+      index, "bind_conn",
+      [&session](rpc::XdrOut *x) {
+        nfs41::EncodeBindConnToSession(x, session->id,
                                        nfs41::kCdfc4BackOrBoth);
-        return true;
       },
-      [&](rpc::XdrIn *in) {
-        uint32_t status, n;
-        parsed = nfs41::DecodeCompoundReplyHeader(in, &status, &n) &&
-                 n == 1 && nfs41::DecodeBindConnToSession(in, &br);
-      });
-  if (st != CallStatus::kOk || !parsed || br.status != kNfs4Ok) {
+      [&br](rpc::XdrIn *in) { return nfs41::DecodeBindConnToSession(in, &br); });
+  if (st != CallStatus::kOk || br.status != kNfs4Ok) {
     nache_log(kLogInfo, kComponent,
               "connection %d: BIND_CONN_TO_SESSION: %s, nfs status %u", index,
               CallStatusName(st), br.status);
