@@ -15,8 +15,14 @@
 # retries it meanwhile, backing off from 100 ms). "no delegation": the
 # same OPEN of a file nobody holds.
 #
+# Also, per case, how long nache itself took from the CB_RECALL to its
+# DELEGRETURN (nache_delegation_return_seconds, mean), which the opener's
+# time includes plus its retry backoff; and, for scale, how long client 2
+# takes to write the same bytes to knfsd directly (with fsync).
+#
 # Prints CSV case,metric,value (open_ms_median, open_ms_max, files,
-# flushed_bytes) and a markdown table on stderr.
+# flushed_bytes, return_ms_mean, direct_write_ms) and a markdown table on
+# stderr.
 # usage: bench/recall_dirty.sh [PROFILE] [FILES]   (wan 3)
 set -uo pipefail
 export LAB_KNFSD_KERNEL=6.12
@@ -48,12 +54,8 @@ lab_client_mount 1 "$LAB_NACHE_ADDR" /export "$M" vers=4.1 &&
 log "profile $PROFILE, RTT ${RTT} ms, $FILES files per case"
 
 NACHE='name: "nache/'
-nache_write_delegs() {
-	lab_knfsd_states | awk -v file="filename: \"/r/$1\"" '
-		/^# client/ { ours = 0 } index($0, "name: \"nache/") { ours = 1 }
-		ours && /type: deleg, access: w/ && index($0, file) { n++ }
-		END { print n + 0 }'
-}
+source "$(dirname "$0")/../tests/integration/knfsd_states.sh"
+cur_write_delegs() { write_delegs "$NACHE" "r/$CUR"; }
 # open_ms FILE — client 2 opens FILE (on knfsd) for writing; prints ms.
 open_ms() {
 	on 2 "python3 -c '
@@ -64,20 +66,28 @@ print(round((time.monotonic() - s) * 1000, 1))
 os.close(fd)'"
 }
 # held FILE DIRTY — client 1 holds FILE open through nache until it is
-# delegated for writing, then writes DIRTY bytes; leaves it held.
+# delegated for writing, then writes DIRTY bytes; leaves it held (tag h).
 held() {
-	local try
-	for try in 1 2 3 4 5 6 7 8 9 10; do
-		on 1 "exec 3<>$M/r/$1 || exit 1; touch /tmp/h; while [ -e /tmp/h ]; do sleep 0.2; done" >/dev/null 2>&1 &
-		lab_wait_until 30 on 1 "test -e /tmp/h" || return 1
-		if lab_wait_until 5 eval '[ "$(nache_write_delegs "$1")" -ge 1 ]'; then
-			[ "$2" = 0 ] || on 1 "head -c $2 /dev/urandom > /tmp/blob && dd if=/tmp/blob of=$M/r/$1 bs=1M conv=fsync,notrunc status=none" || return 1
-			return 0
-		fi
-		on 1 "rm -f /tmp/h"
-		sleep 2 # the lingering upstream open closes (Open_Linger 1 s): not a condition we can see cheaply
-	done
-	return 1
+	CUR=$1
+	held_until_delegated 1 '<>' "$M/r/$1" h cur_write_delegs "r/$1" ||
+		{ echo "--- knfsd's states:" >&2; lab_knfsd_states >&2; return 1; }
+	[ "$2" = 0 ] || on 1 "head -c $2 /dev/urandom > /tmp/blob && dd if=/tmp/blob of=$M/r/$1 bs=1M conv=fsync,notrunc status=none"
+}
+# return_sum / return_count — nache's recall-to-DELEGRETURN histogram.
+return_sum() { metric nache_delegation_return_seconds_sum 'reason="recall"'; }
+return_count() { metric nache_delegation_return_seconds_count 'reason="recall"'; }
+# direct_write_ms BYTES — client 2 writes BYTES to a new file on knfsd
+# directly, with fsync; prints ms.
+direct_write_ms() {
+	on 2 "head -c $1 /dev/urandom > /tmp/dblob && python3 -c '
+import os, time
+data = open(\"/tmp/dblob\", \"rb\").read()
+s = time.monotonic()
+fd = os.open(\"$D/r/direct-$1\", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, data)
+os.fsync(fd)
+os.close(fd)
+print(round((time.monotonic() - s) * 1000, 1))'"
 }
 stats() {
 	python3 -c '
@@ -94,37 +104,42 @@ for c in 0 1 32; do
 	bytes=$((c * 1048576))
 	times=""
 	w0=$(metric nache_upstream_bytes_total 'direction="write"')
+	rs0=$(return_sum) rc0=$(return_count)
 	for i in $(seq 1 "$FILES"); do
 		held "d$c-$i" "$bytes" || die "no write delegation on d$c-$i"
 		[ "$c" = 0 ] || at_least "dirty bytes" "$(metric nache_dirty_bytes)" "$bytes" || die "d$c-$i: the data is not dirty in nache"
 		t=$(open_ms "d$c-$i") || die "open of d$c-$i failed"
-		on 1 "rm -f /tmp/h"
+		release 1 h
 		times+="$t "
 		log "dirty ${c} MiB, file $i: conflicting open took $t ms"
 	done
-	RESULT[$c]="$(echo "$times" | stats) $(($(metric nache_upstream_bytes_total 'direction="write"') - w0))"
+	ret=$(python3 -c "print(round(($(return_sum) - $rs0) / max(1, $(return_count) - $rc0) * 1000, 1))")
+	direct=$([ "$c" = 0 ] && echo – || direct_write_ms "$bytes") || die "direct write failed"
+	RESULT[$c]="$(echo "$times" | stats) $(($(metric nache_upstream_bytes_total 'direction="write"') - w0)) $ret $direct"
 done
 echo "case,metric,value"
 read -r med max n <<<"${RESULT[free]}"
 echo "no delegation,open_ms_median,$med"
 echo "no delegation,open_ms_max,$max"
 for c in 0 1 32; do
-	read -r med max n flushed <<<"${RESULT[$c]}"
+	read -r med max n flushed ret direct <<<"${RESULT[$c]}"
 	echo "write delegation ${c} MiB dirty,open_ms_median,$med"
 	echo "write delegation ${c} MiB dirty,open_ms_max,$max"
 	echo "write delegation ${c} MiB dirty,files,$n"
 	echo "write delegation ${c} MiB dirty,flushed_bytes,$flushed"
+	echo "write delegation ${c} MiB dirty,return_ms_mean,$ret"
+	echo "write delegation ${c} MiB dirty,direct_write_ms,$direct"
 done
 {
 	echo
 	echo "Conflicting OPEN (client 2, direct to knfsd 6.12 over $PROFILE, RTT ${RTT} ms), $FILES files each:"
 	echo
-	echo "| case | median ms | max ms | bytes nache flushed |"
-	echo "|---|---:|---:|---:|"
+	echo "| case | open median ms | open max ms | nache recall to DELEGRETURN, mean ms | bytes nache flushed | the same bytes written directly (fsync), ms |"
+	echo "|---|---:|---:|---:|---:|---:|"
 	read -r med max n <<<"${RESULT[free]}"
-	echo "| no delegation held | $med | $max | – |"
+	echo "| no delegation held | $med | $max | – | – | – |"
 	for c in 0 1 32; do
-		read -r med max n flushed <<<"${RESULT[$c]}"
-		echo "| nache holds a write delegation, $c MiB dirty | $med | $max | $flushed |"
+		read -r med max n flushed ret direct <<<"${RESULT[$c]}"
+		echo "| nache holds a write delegation, $c MiB dirty | $med | $max | $ret | $flushed | $direct |"
 	done
 } >&2

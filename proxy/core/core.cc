@@ -1860,6 +1860,13 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
     }
   };
 
+  // Under our write delegation no other client of the server has the file
+  // open, so none holds a lock on it: a test finds no conflict there
+  // (Ganesha has checked its own clients' locks), and a lock is granted
+  // here, to be sent before the delegation goes back (RFC 7530 10.4).
+  if (op == NACHE_LOCK_TEST &&
+      DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr))
+    return upstream::kNfs4Ok;
   if (op == NACHE_LOCK_TEST) {
     std::string name;
     {
@@ -1878,6 +1885,21 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
   FileOpen *f = open->file.get();
   std::lock_guard<std::mutex> fg(f->owner->mu);
   ResetIfStale(f);
+  // (Under the owner's mutex: a return of the delegation, which sends
+  // these first, waits for it.)
+  if (op == NACHE_LOCK &&
+      DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr)) {
+    LockOwnerState &lo = LockOwnerFor(f, owner);
+    lo.creds = cr;
+    AddHeldLock(&lo.local, type, offset, up_len);
+    metrics_->CountLocalLock();
+    return upstream::kNfs4Ok;
+  }
+  if (op == NACHE_UNLOCK) {  // what was granted here, if any, goes here
+    auto lit = f->lock_owners.find(owner);
+    if (lit != f->lock_owners.end())
+      RemoveHeldLock(&lit->second.local, offset, up_len);
+  }
   if (!f->open && op == NACHE_LOCK) {
     // Opened locally under our read delegation: locks are the server's
     // business even so (others may lock the file too), and hang off an
@@ -1891,17 +1913,9 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
     return op == NACHE_UNLOCK ? upstream::kNfs4Ok
                               : upstream::kNfs4ErrLockNotsupp;
   }
-  auto it = f->lock_owners.find(owner);
-  if (it == f->lock_owners.end()) {
-    if (op == NACHE_UNLOCK) return upstream::kNfs4Ok;
-    LockOwnerState lo;
-    {
-      std::lock_guard<std::mutex> g(misc_mu_);
-      lo.name = owner_prefix_ + "-l" + std::to_string(++lock_serial_);
-    }
-    it = f->lock_owners.emplace(owner, lo).first;
-  }
-  LockOwnerState &lo = it->second;
+  if (op == NACHE_UNLOCK && !f->lock_owners.count(owner))
+    return upstream::kNfs4Ok;
+  LockOwnerState &lo = LockOwnerFor(f, owner);
 
   if (op == NACHE_UNLOCK) {
     if (!lo.established) return upstream::kNfs4Ok;
@@ -1929,6 +1943,38 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
   st = SendLock(cr, f, fh, &lo, type, offset, up_len, false, &rep);
   if (st == upstream::kNfs4ErrDenied) fill_conflict(rep, Op::kLock);
   return st;
+}
+
+LockOwnerState &Core::LockOwnerFor(FileOpen *f, const std::string &owner) {
+  auto it = f->lock_owners.find(owner);
+  if (it != f->lock_owners.end()) return it->second;
+  LockOwnerState lo;
+  {
+    std::lock_guard<std::mutex> g(misc_mu_);
+    lo.name = owner_prefix_ + "-l" + std::to_string(++lock_serial_);
+  }
+  return f->lock_owners.emplace(owner, lo).first->second;
+}
+
+void Core::SendLocalLocks(FileOpen *f, const Fh &fh) {
+  for (auto &kv : f->lock_owners) {
+    LockOwnerState &lo = kv.second;
+    std::vector<HeldLock> want;
+    want.swap(lo.local);
+    for (const HeldLock &h : want) {
+      uint64_t len = h.end == UINT64_MAX ? UINT64_MAX : h.end - h.offset;
+      CompoundReply rep;
+      uint32_t st = SendLock(lo.creds, f, fh, &lo, h.type, h.offset, len,
+                             false, &rep);
+      if (st)
+        NACHE_LOG(kLogMajor, "NACHE_DELEG",
+                  "lock [%llu, +%llu) of %llu, granted here under our write "
+                  "delegation, refused at the remote before the return "
+                  "(%s): its holder here no longer excludes others",
+                  (unsigned long long)h.offset, (unsigned long long)len,
+                  (unsigned long long)f->key, nache_status_name(st));
+    }
+  }
 }
 
 uint32_t Core::SendLock(const Creds &cr, FileOpen *f, const Fh &fh,

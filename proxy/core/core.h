@@ -277,6 +277,12 @@ class Core {
   bool ReclaimLocked(FileOpen *f, uint64_t epoch);
   // Takes f's held lock ranges again under the current client id.
   void RelockLocked(FileOpen *f, const upstream::Fh &fh, bool reclaim);
+  // f's state for the local lock-owner owner, made on first use. Under
+  // f->owner->mu.
+  LockOwnerState &LockOwnerFor(FileOpen *f, const std::string &owner);
+  // Sends the locks granted here under our write delegation (before it
+  // goes back). Under f->owner->mu, f open upstream.
+  void SendLocalLocks(FileOpen *f, const upstream::Fh &fh);
   uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                                 uint32_t access, uint32_t deny,
                                 Attrs *attrs);

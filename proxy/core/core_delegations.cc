@@ -265,6 +265,10 @@ void Core::ReturnDelegation(Key key, bool recalled) {
                     "its local opens continue without upstream state",
                     (unsigned long long)key, nache_status_name(st));
       }
+      // Then the locks granted here, on that open.
+      Fh lfh;
+      if (f->open && FhOfAny(key, &lfh) == upstream::kNfs4Ok)
+        SendLocalLocks(f.get(), lfh);
     }
     opens_->Unpin(f);
   }

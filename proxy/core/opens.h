@@ -59,6 +59,9 @@ struct LockOwnerState {
   uint32_t seqid = 0;          // next lock seqid
   bool established = false;    // the server knows this lock-owner
   std::vector<HeldLock> held;  // what the server granted, sorted by offset
+  // Granted here under our write delegation, not yet at the server (sent
+  // before the delegation goes back). Sorted by offset.
+  std::vector<HeldLock> local;
   upstream::Creds creds;       // of the last LOCK (a reclaim uses them)
 };
 

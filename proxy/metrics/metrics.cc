@@ -291,6 +291,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Name("nache_delegation_recalls_total")
                   .Help("CB_RECALLs received from the upstream server")
                   .Register(r);
+  local_locks_ = &prometheus::BuildCounter()
+                      .Name("nache_delegation_local_locks_total")
+                      .Help("Byte-range locks granted locally under a write "
+                            "delegation (sent upstream only when it is "
+                            "returned)")
+                      .Register(r);
   local_removes_ = &prometheus::BuildCounter()
                        .Name("nache_writeback_removes_total")
                        .Help("Removes of objects the remote has, on "
@@ -409,6 +415,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->deleg_granted_read_ = &deleg_granted_->Add(with("type", "read"));
   e->deleg_granted_write_ = &deleg_granted_->Add(with("type", "write"));
   e->recalls_ = &recalls_->Add(ex);
+  e->local_locks_ = &local_locks_->Add(ex);
   e->conflicts_ = &conflicts_->Add(ex);
   e->unchanged_bytes_ = &unchanged_bytes_->Add(ex);
   e->local_creates_[0] = &local_creates_->Add(with("outcome", "logged"));

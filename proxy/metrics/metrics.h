@@ -128,6 +128,8 @@ class ExportMetrics {
   }
   // A CB_RECALL received.
   void CountRecall() { recalls_->Increment(); }
+  // A byte-range lock granted here under our write delegation.
+  void CountLocalLock() { local_locks_->Increment(); }
   // Write-back namespace: a create kept local, sent to the remote later, or
   // cancelled (removed or replaced before it was sent).
   void CountLocalCreate() { local_creates_[0]->Increment(); }
@@ -221,6 +223,7 @@ class ExportMetrics {
   prometheus::Gauge *dirty_bytes_ = nullptr;   // nache_dirty_bytes
   prometheus::Gauge *flush_lag_ = nullptr;     // nache_flush_lag_seconds
   prometheus::Counter *recalls_ = nullptr;  // nache_delegation_recalls_total
+  prometheus::Counter *local_locks_ = nullptr;  // ..._local_locks_total
   prometheus::Counter *conflicts_ = nullptr;  // nache_writeback_conflicts_total
   prometheus::Counter *unchanged_bytes_ = nullptr;  // ..._unchanged_bytes_total
   // nache_writeback_creates_total{outcome=logged|sent|cancelled}
@@ -294,6 +297,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge> *deleg_held_ = nullptr;
   prometheus::Family<prometheus::Counter> *deleg_granted_ = nullptr;
   prometheus::Family<prometheus::Counter> *recalls_ = nullptr;
+  prometheus::Family<prometheus::Counter> *local_locks_ = nullptr;
   prometheus::Family<prometheus::Counter> *conflicts_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_creates_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_removes_ = nullptr;

@@ -6,7 +6,9 @@
 # state file (read, not assumed). With write-back, data written under the
 # write delegation stays in nache; a client mounting knfsd directly that
 # opens the file for writing gets it recalled, and reads all of nache's
-# data; then nache's clients read that writer's data.
+# data; then nache's clients read that writer's data. Locks taken under
+# the write delegation stay in nache too, and reach knfsd with the recall,
+# before the delegation goes back.
 set -uo pipefail
 export LAB_KNFSD_KERNEL=6.12
 # knfsd grants no delegation while any lock manager is in grace, lockd's
@@ -22,7 +24,7 @@ lab_init && lab_net_up lan && lab_remote_knfsd_start &&
 K=$LAB_KNFSD_EXPORT_DIR
 mount_nache 2 /mnt/n vers=4.1 || { echo "mount failed"; exit 1; }
 lab_knfsd_run "echo nache-r > $K/nache-r && echo nache-rw > $K/nache-rw &&
-	echo old > $K/nache-wb" ||
+	echo old > $K/nache-wb && echo lock-me > $K/nache-lk && chmod 666 $K/nache-lk" ||
 	{ echo "cannot create files at the remote"; exit 1; }
 NACHE='name: "nache/'            # in the info of nache's client at knfsd
 
@@ -92,8 +94,54 @@ dirty_data_under_write_delegation_reaches_a_direct_writer() {
 	return $rc
 }
 
+nache_lk() { write_delegs "$NACHE" /nache-lk; }
+nache_locks_at_knfsd() { states_count "$NACHE" 'type: lock' /nache-lk; }
+# trylock N PATH — client N opens PATH read-write and tries an exclusive
+# lock of [0, 10) without waiting: prints ok or denied.
+trylock() {
+	on "$1" "python3 -c 'import fcntl, os
+fd = os.open(\"$2\", os.O_RDWR)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 0)
+    print(\"ok\")
+except OSError:
+    print(\"denied\")'"
+}
+
+locks_under_write_delegation_stay_local_until_recalled() {
+	local rc=0 l0
+	held_until_delegated 2 '<>' /mnt/n/nache-lk nache-lk nache_lk || { lab_knfsd_states >&2; return 1; }
+	l0=$(metric nache_delegation_local_locks_total) || rc=1
+	# Client 2 locks [0, 10) exclusively and keeps it.
+	on 2 "python3 -c 'import fcntl, os, time
+fd = os.open(\"/mnt/n/nache-lk\", os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 0)
+open(\"/tmp/locked\", \"w\").close()
+while os.path.exists(\"/tmp/locked\"):
+    time.sleep(0.2)'" >/dev/null 2>&1 &
+	lab_wait_until 30 on 2 "test -e /tmp/locked" || { release 2 nache-lk; return 1; }
+	# Granted by nache under its write delegation: knfsd knows of no lock.
+	at_least "locks granted under the delegation" \
+		"$(($(metric nache_delegation_local_locks_total) - l0))" 1 &&
+		expect_eq "nache's locks at knfsd" "$(nache_locks_at_knfsd)" 0 || rc=1
+	# A client of knfsd's own opens it: the recall sends the lock before
+	# the DELEGRETURN, so that client's lock is refused.
+	lab_client_mount 1 "$LAB_KNFSD_ADDR" / /mnt/k vers=4.1 || rc=1
+	expect_eq "a direct client's lock while nache's client holds one" \
+		"$(trylock 1 /mnt/k/nache-lk)" denied &&
+		at_least "nache's locks at knfsd after the recall" "$(nache_locks_at_knfsd)" 1 || rc=1
+	# Unlocked through nache: the direct client gets it.
+	on 2 "rm -f /tmp/locked"
+	lab_wait_until 30 eval '[ "$(trylock 1 /mnt/k/nache-lk)" = ok ]' ||
+		{ echo "the direct client's lock is still refused" >&2; rc=1; }
+	release 2 nache-lk
+	on 1 "umount /mnt/k" >/dev/null 2>&1
+	return $rc
+}
+
 check nfsv41_session_with_its_back_channel_on_our_connection nfsv41_session_with_back_channel
 check nache_read_open_gets_nache_a_read_delegation nache_read_open_gets_read_delegation
 check nache_read_write_open_gets_nache_a_write_delegation_from_knfsd_6_12 nache_read_write_open_gets_write_delegation
 check dirty_data_under_a_write_delegation_reaches_a_direct_writer_through_the_recall dirty_data_under_write_delegation_reaches_a_direct_writer
+check locks_under_a_write_delegation_stay_in_nache_until_it_is_recalled locks_under_write_delegation_stay_local_until_recalled
 itest_finish

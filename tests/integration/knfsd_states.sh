@@ -26,20 +26,22 @@ hold() {
 }
 release() { on "$1" "rm -f /tmp/$2"; }
 
-# held_until_delegated N MODE FILE TAG COUNT — hold FILE open in client N
+# held_until_delegated N MODE FILE TAG COUNT [NAME] — hold FILE open in client N
 # until COUNT (a function printing the delegations of interest) is >= 1.
 # knfsd delegates nothing while its or lockd's grace period runs (and some
 # time after a recall): then each new open asks again.  The file stays
 # open on success.
 held_until_delegated() {
 	local n=$1 mode=$2 file=$3 tag=$4 count=$5 try
+	# (knfsd names a file in the export's root "/f", one below "d/f".)
+	local name=${6:-/${file##*/}}
 	for try in 1 2 3 4 5 6 7 8 9 10; do
 		hold "$n" "$mode" "$file" "$tag" || return 1
 		lab_wait_until 5 eval '[ "$($count)" -ge 1 ]' && return 0
 		release "$n" "$tag"
 		# The client's (or nache's lingering) upstream open must close
 		# first, or the next open is no new OPEN at knfsd.
-		lab_wait_until 15 eval '[ "$(states_count "" "type: open" /${file##*/})" = 0 ]'
+		lab_wait_until 15 eval '[ "$(states_count "" "type: open" "$name")" = 0 ]'
 	done
 	return 1
 }

@@ -710,6 +710,43 @@ TEST_F(CoreDelegationsTest, RecallFlushesWritesAndOpensUpstreamBeforeReturn) {
   EXPECT_EQ(up_->Count("CLOSE"), 2);
 }
 
+// Under a write delegation a lock is granted here (no other client of the
+// server can open the file, so none can hold a lock on it); when the
+// delegation is recalled the lock is sent, on the upstream open made for
+// the local one, before the DELEGRETURN; an unlock of a range granted here
+// sends nothing.
+TEST_F(CoreDelegationsTest, LocksUnderAWriteDelegationAreSentAtTheRecall) {
+  Start(DelegationType::kWrite);
+  ASSERT_EQ(core_->CloseFile(OpenF(kBoth)), 0u);
+  NacheOpen *o = OpenF(kBoth);  // granted locally
+  ASSERT_NE(o, nullptr);
+  ASSERT_EQ(LockF(o, "owner-1", NACHE_LOCK, true, 0, 10), 0u);
+  ASSERT_EQ(LockF(o, "owner-2", NACHE_LOCK, false, 100, 10), 0u);
+  ASSERT_EQ(LockF(o, "owner-2", NACHE_UNLOCK, false, 100, 10), 0u);
+  nache_lock_conflict conflict{};
+  EXPECT_EQ(core_->Lock(cr_, file_, o, "owner-3", NACHE_LOCK_TEST, true, 0,
+                        10, false, &conflict),
+            0u);
+  EXPECT_EQ(up_->Count("LOCK") + up_->Count("LOCKU") + up_->Count("LOCKT"),
+            0)
+      << "all decided here";
+  EXPECT_FALSE(up_->Locked(0, 10));
+  cb_client::Reply *r = Recall(1);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->nfs_status, upstream::kNfs4Ok);
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Count("DELEGRETURN"); }));
+  ASSERT_EQ(up_->Count("LOCK"), 1) << "owner-2's range was unlocked here";
+  EXPECT_LT(up_->Index("OPEN", 1), up_->Index("LOCK"));
+  EXPECT_LT(up_->Index("LOCK"), up_->Index("DELEGRETURN"));
+  EXPECT_TRUE(up_->Locked(0, 10));
+  EXPECT_FALSE(up_->Locked(100, 110));
+  // Now the server's: the unlock goes there.
+  ASSERT_EQ(LockF(o, "owner-1", NACHE_UNLOCK, true, 0, 10), 0u);
+  EXPECT_EQ(up_->Count("LOCKU"), 1);
+  EXPECT_FALSE(up_->Locked(0, 10));
+  EXPECT_EQ(core_->CloseFile(o), 0u);
+}
+
 TEST_F(CoreDelegationsTest, CbGetattrAnswersFromTheCoresView) {
   Start(DelegationType::kWrite);
   NacheOpen *o = OpenF(kBoth);
