@@ -3,11 +3,11 @@
 # WRITE delegations, which the lab's UML 6.1 knfsd never does: a UML client
 # mounting knfsd directly (NFSv4.1) and holding a file open for reading and
 # writing is shown one in the server's own state file (read, not assumed).
-# nache in front of the same knfsd: its client's read-only open gets nache a
-# read delegation; a read-write open reaches knfsd as one, and knfsd gives
-# nache no write delegation for it: knfsd (since 6.6) offers write
-# delegations only to NFSv4.1+ clients, and nache's upstream client speaks
-# NFSv4.0.  The last check fails the day that changes.
+# nache in front of the same knfsd, its upstream in NFSv4.0 (the default):
+# its client's read-only open gets nache a read delegation; a read-write
+# open reaches knfsd as one, and knfsd gives nache no write delegation for
+# it: knfsd (since 6.6) offers write delegations only to NFSv4.1+ clients
+# (with Upstream_Minor_Version = 1 nache gets them: knfsd612_v41_test.sh).
 set -uo pipefail
 export LAB_KNFSD_KERNEL=6.12
 # knfsd grants no delegation while any lock manager is in grace, lockd's
