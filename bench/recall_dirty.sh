@@ -28,6 +28,7 @@ set -uo pipefail
 export LAB_KNFSD_KERNEL=6.12
 export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
 source "$(dirname "$0")/../tests/integration/itest.sh"
+source "$(dirname "$0")/../tests/integration/knfsd_states.sh"
 PROFILE=${1:-wan}
 FILES=${2:-3}
 M=/mnt/r
@@ -45,16 +46,10 @@ lab_net_up lan && lab_remote_knfsd_start &&
 K=$LAB_KNFSD_EXPORT_DIR
 lab_knfsd_run "mkdir -p $K/r && chmod 777 $K/r && for c in 0 1 32; do for i in \$(seq 1 $FILES); do echo x > $K/r/d\$c-\$i; done; done; for i in \$(seq 1 $FILES); do echo x > $K/r/free\$i; done; chmod 666 $K/r/*" ||
 	die "cannot create the files at the remote"
-ready_at=$(($(cut -d. -f1 "$LAB_DIR/run/knfsd.started") + LAB_KNFSD_NLM_GRACE + 1))
-while [ "$(date +%s)" -lt "$ready_at" ]; do sleep 1; done
-lab_set_profile "$PROFILE" || die "cannot switch to profile $PROFILE"
-RTT=$(lab_rtt "$LAB_NS_LAN" "$LAB_KNFSD_ADDR") || RTT=?
-lab_client_mount 1 "$LAB_NACHE_ADDR" /export "$M" vers=4.1 &&
-	lab_client_mount 2 "$LAB_KNFSD_ADDR" / "$D" vers=4.1 || die "mounts failed"
+knfsd_bench_ready "$PROFILE" "$M" "$D" || die "cannot switch to profile $PROFILE or mount"
 log "profile $PROFILE, RTT ${RTT} ms, $FILES files per case"
 
 NACHE='name: "nache/'
-source "$(dirname "$0")/../tests/integration/knfsd_states.sh"
 cur_write_delegs() { write_delegs "$NACHE" "r/$CUR"; }
 # open_ms FILE — client 2 opens FILE (on knfsd) for writing; prints ms.
 open_ms() {

@@ -20,6 +20,7 @@
 set -uo pipefail
 # The lab (lab.sh, with NACHE_BUILD_DIR's stage), `metric` and `on`.
 source "$(dirname "$0")/../tests/integration/itest.sh"
+source "$(dirname "$0")/../tests/integration/knfsd_states.sh"
 PROFILE=${1:-wan}
 FILES=${2:-10}
 # knfsd grants no delegation while any lock manager is in grace, lockd's
@@ -40,12 +41,7 @@ lab_net_up lan && lab_remote_knfsd_start &&
 K=$LAB_KNFSD_EXPORT_DIR
 lab_knfsd_run "mkdir -p $K/r && chmod 777 $K/r && for i in \$(seq 1 $FILES); do head -c 65536 /dev/urandom > $K/r/held\$i && head -c 65536 /dev/urandom > $K/r/free\$i || exit 1; done; chmod 666 $K/r/*; sync" ||
 	die "cannot create the files at the remote"
-ready_at=$(($(cut -d. -f1 "$LAB_DIR/run/knfsd.started") + LAB_KNFSD_NLM_GRACE + 1))
-while [ "$(date +%s)" -lt "$ready_at" ]; do sleep 1; done
-lab_set_profile "$PROFILE" || die "cannot switch to profile $PROFILE"
-RTT=$(lab_rtt "$LAB_NS_LAN" "$LAB_KNFSD_ADDR") || RTT=?
-lab_client_mount 1 "$LAB_NACHE_ADDR" /export "$M" vers=4.1 &&
-	lab_client_mount 2 "$LAB_KNFSD_ADDR" / "$D" vers=4.1 || die "mounts failed"
+knfsd_bench_ready "$PROFILE" "$M" "$D" || die "cannot switch to profile $PROFILE or mount"
 log "profile $PROFILE, RTT ${RTT} ms, $FILES files per case"
 
 # Client 1 reads the held files through nache: nache gets their delegations.

@@ -1962,19 +1962,24 @@ void Core::SendLocalLocks(FileOpen *f, const Fh &fh) {
     std::vector<HeldLock> want;
     want.swap(lo.local);
     for (const HeldLock &h : want) {
-      uint64_t len = h.end == UINT64_MAX ? UINT64_MAX : h.end - h.offset;
-      CompoundReply rep;
-      uint32_t st = SendLock(lo.creds, f, fh, &lo, h.type, h.offset, len,
-                             false, &rep);
+      uint32_t st = SendHeldLock(f, fh, &lo, h, false);
       if (st)
         NACHE_LOG(kLogMajor, "NACHE_DELEG",
                   "lock [%llu, +%llu) of %llu, granted here under our write "
                   "delegation, refused at the remote before the return "
                   "(%s): its holder here no longer excludes others",
-                  (unsigned long long)h.offset, (unsigned long long)len,
-                  (unsigned long long)f->key, nache_status_name(st));
+                  (unsigned long long)h.offset,
+                  (unsigned long long)HeldLength(h), (unsigned long long)f->key,
+                  nache_status_name(st));
     }
   }
+}
+
+uint32_t Core::SendHeldLock(FileOpen *f, const Fh &fh, LockOwnerState *lo,
+                            const HeldLock &h, bool reclaim) {
+  CompoundReply rep;
+  return SendLock(lo->creds, f, fh, lo, h.type, h.offset, HeldLength(h),
+                  reclaim, &rep);
 }
 
 uint32_t Core::SendLock(const Creds &cr, FileOpen *f, const Fh &fh,

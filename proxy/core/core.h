@@ -283,6 +283,9 @@ class Core {
   // Sends the locks granted here under our write delegation (before it
   // goes back). Under f->owner->mu, f open upstream.
   void SendLocalLocks(FileOpen *f, const upstream::Fh &fh);
+  // LOCK of range h for lo (a reclaim when reclaim). Under f->owner->mu.
+  uint32_t SendHeldLock(FileOpen *f, const upstream::Fh &fh,
+                        LockOwnerState *lo, const HeldLock &h, bool reclaim);
   uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                                 uint32_t access, uint32_t deny,
                                 Attrs *attrs);

@@ -185,10 +185,7 @@ void Core::RelockLocked(FileOpen *f, const Fh &fh, bool reclaim) {
     std::vector<HeldLock> want;
     want.swap(lo.held);
     for (const HeldLock &h : want) {
-      uint64_t len = h.end == UINT64_MAX ? UINT64_MAX : h.end - h.offset;
-      CompoundReply rep;
-      uint32_t st = SendLock(lo.creds, f, fh, &lo, h.type, h.offset, len,
-                             reclaim, &rep);
+      uint32_t st = SendHeldLock(f, fh, &lo, h, reclaim);
       if (st == upstream::kNfs4Ok) {
         metrics_->CountReclaim(ReclaimState::kLock,
                                reclaim ? ReclaimOutcome::kReclaimed
@@ -199,7 +196,7 @@ void Core::RelockLocked(FileOpen *f, const Fh &fh, bool reclaim) {
       NACHE_LOG(kLogMajor, kComponent,
                 "lock [%llu, +%llu) of %llu lost at the remote after its "
                 "restart (%s): its holder here no longer excludes others",
-                (unsigned long long)h.offset, (unsigned long long)len,
+                (unsigned long long)h.offset, (unsigned long long)HeldLength(h),
                 (unsigned long long)f->key, nache_status_name(st));
     }
   }

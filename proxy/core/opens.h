@@ -43,6 +43,10 @@ struct HeldLock {
   uint64_t offset = 0;
   uint64_t end = 0;
 };
+// Its length as LOCK takes it (UINT64_MAX: to the end of the file).
+inline uint64_t HeldLength(const HeldLock &h) {
+  return h.end == UINT64_MAX ? UINT64_MAX : h.end - h.offset;
+}
 
 // The ranges held after a granted LOCK of [offset, offset+length) (length
 // UINT64_MAX: to the end of the file): it replaces what the owner held

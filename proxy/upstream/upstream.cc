@@ -52,6 +52,35 @@ bool IsClientidLost(uint32_t status) {
   return status == kNfs4ErrStaleClientid || status == kNfs4ErrExpired;
 }
 
+// A blocking call's wait for its completion, which runs on a loop thread
+// (and may still be unwinding there after Wait has returned: shared).
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  CallStatus status = CallStatus::kOk;
+
+  // The completion: stores the reply into *reply (unless null).
+  static Upstream::Callback Completion(std::shared_ptr<Waiter> w,
+                                       CompoundReply *reply) {
+    return [w, reply](CallStatus s, CompoundReply &&r) {
+      std::lock_guard<std::mutex> lk(w->mu);
+      if (reply) *reply = std::move(r);
+      w->status = s;
+      w->done = true;
+      w->cv.notify_all();
+    };
+  }
+  // Unbounded on purpose: the loop always completes a call (reply,
+  // timeout, disconnect or shutdown), and returning earlier would leave it
+  // writing READ data into a buffer the caller may have freed.
+  CallStatus Wait() {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [this] { return done; });
+    return status;
+  }
+};
+
 class UpstreamImpl final : public Upstream, public ConnectionListener {
  public:
   explicit UpstreamImpl(const UpstreamOptions &opts);
@@ -200,29 +229,9 @@ std::unique_ptr<PendingCall> UpstreamImpl::NewCall(
 
 CallStatus UpstreamImpl::Call(Compound &c, const Creds &creds,
                               CompoundReply *reply) {
-  // Shared with the completion, which may still be unwinding on the loop
-  // thread after this function has returned.
-  struct Waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    CallStatus status = CallStatus::kOk;
-  };
   auto w = std::make_shared<Waiter>();
-  Dispatch(NewCall(&c, nullptr, creds,
-                   [w, reply](CallStatus s, CompoundReply &&r) {
-                     std::lock_guard<std::mutex> lk(w->mu);
-                     *reply = std::move(r);
-                     w->status = s;
-                     w->done = true;
-                     w->cv.notify_all();
-                   }));
-  // Unbounded on purpose: the loop always completes a call (reply, timeout,
-  // disconnect or shutdown), and returning earlier would leave the loop
-  // writing READ data into a buffer the caller may have freed.
-  std::unique_lock<std::mutex> lk(w->mu);
-  w->cv.wait(lk, [&] { return w->done; });
-  return w->status;
+  Dispatch(NewCall(&c, nullptr, creds, Waiter::Completion(w, reply)));
+  return w->Wait();
 }
 
 void UpstreamImpl::CallAsync(Compound c, const Creds &creds, Callback cb) {
@@ -277,25 +286,9 @@ Connection *UpstreamImpl::PickConnection() {
 }
 
 CallStatus UpstreamImpl::CallInternal(Compound &c, CompoundReply *reply) {
-  struct Waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    CallStatus status = CallStatus::kOk;
-  };
   auto w = std::make_shared<Waiter>();
-  Send(NewCall(&c, nullptr, Creds(),
-               [w, reply](CallStatus s, CompoundReply &&r) {
-                 std::lock_guard<std::mutex> lk(w->mu);
-                 *reply = std::move(r);
-                 w->status = s;
-                 w->done = true;
-                 w->cv.notify_all();
-               }),
-       false);
-  std::unique_lock<std::mutex> lk(w->mu);
-  w->cv.wait(lk, [&] { return w->done; });
-  return w->status;
+  Send(NewCall(&c, nullptr, Creds(), Waiter::Completion(w, reply)), false);
+  return w->Wait();
 }
 
 void UpstreamImpl::TriggerRecovery(uint64_t generation) {
@@ -560,12 +553,6 @@ CallStatus UpstreamImpl::SessionOp(
     int index, const char *tag,
     const std::function<void(rpc::XdrOut *)> &encode_op,
     const std::function<bool(rpc::XdrIn *)> &decode_op) {
-  struct Waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    CallStatus status = CallStatus::kOk;
-  };
   auto w = std::make_shared<Waiter>();
   bool parsed = false;
   auto call = std::make_unique<PendingCall>();
@@ -581,12 +568,7 @@ CallStatus UpstreamImpl::SessionOp(
     parsed = nfs41::DecodeCompoundReplyHeader(in, &status, &n) && n == 1 &&
              decode_op(in);
   };
-  call->done = [w](CallStatus s, CompoundReply &&) {
-    std::lock_guard<std::mutex> lk(w->mu);
-    w->status = s;
-    w->done = true;
-    w->cv.notify_all();
-  };
+  call->done = Waiter::Completion(w, nullptr);
   call->deadline =
       Clock::now() + std::chrono::milliseconds(opts_.call_timeout_ms);
   Connection *conn = conns_[size_t(index)].get();
@@ -595,10 +577,8 @@ CallStatus UpstreamImpl::SessionOp(
     call->preset = CallStatus::kDisconnected;
   }
   conn->Submit(std::move(call));
-  std::unique_lock<std::mutex> lk(w->mu);
-  w->cv.wait(lk, [&] { return w->done; });
-  return w->status == CallStatus::kOk && !parsed ? CallStatus::kDecodeError
-                                                 : w->status;
+  CallStatus st = w->Wait();
+  return st == CallStatus::kOk && !parsed ? CallStatus::kDecodeError : st;
 }
 
 bool UpstreamImpl::EstablishSession(bool *new_id) {

@@ -45,3 +45,17 @@ held_until_delegated() {
 	done
 	return 1
 }
+
+# knfsd_bench_ready PROFILE M D — for benchmarks against knfsd: waits out
+# lockd's grace period (knfsd delegates nothing before its end), switches
+# the link to PROFILE, measures the round trip to knfsd (into RTT), and
+# mounts nache on client 1's M and knfsd directly on client 2's D.
+knfsd_bench_ready() {
+	local ready_at
+	ready_at=$(($(cut -d. -f1 "$LAB_DIR/run/knfsd.started") + LAB_KNFSD_NLM_GRACE + 1))
+	while [ "$(date +%s)" -lt "$ready_at" ]; do sleep 1; done # a deadline, not a condition
+	lab_set_profile "$1" || return 1
+	RTT=$(lab_rtt "$LAB_NS_LAN" "$LAB_KNFSD_ADDR") || RTT=?
+	lab_client_mount 1 "$LAB_NACHE_ADDR" /export "$2" vers=4.1 &&
+		lab_client_mount 2 "$LAB_KNFSD_ADDR" / "$3" vers=4.1
+}
