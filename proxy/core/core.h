@@ -277,6 +277,9 @@ class Core {
   bool ReclaimLocked(FileOpen *f, uint64_t epoch);
   // Takes f's held lock ranges again under the current client id.
   void RelockLocked(FileOpen *f, const upstream::Fh &fh, bool reclaim);
+  // Whether key's delegation, held under the previous client id, is to be
+  // reclaimed.
+  bool HasDelegationToReclaim(Key key);
   // f's state for the local lock-owner owner, made on first use. Under
   // f->owner->mu.
   LockOwnerState &LockOwnerFor(FileOpen *f, const std::string &owner);

@@ -69,6 +69,10 @@ void Core::ReclaimLoop() {
       if (f->open && f->epoch != epoch) {
         ResetIfStale(f.get());
         n++;
+      } else if (!f->open && f->n_local > 0 && HasDelegationToReclaim(f->key)) {
+        ResetIfStale(f.get());  // (the owner's seqid follows the new id)
+        ReclaimLocked(f.get(), epoch);
+        n++;
       }
     }
     NACHE_LOG(kLogEvent, kComponent,
@@ -80,6 +84,11 @@ void Core::ReclaimLoop() {
     g.lock();
     reclaim_delegs_.clear();  // those of files with no open are not reclaimed
   }
+}
+
+bool Core::HasDelegationToReclaim(Key key) {
+  std::lock_guard<std::mutex> g(reclaim_mu_);
+  return reclaim_delegs_.count(key) != 0;
 }
 
 bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
@@ -94,12 +103,20 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
   }
   using metrics::ReclaimOutcome;
   using metrics::ReclaimState;
-  const Creds cr = f->open_creds;
-  uint32_t access = f->up_access, deny = f->up_deny;
+  // A file open here only under our delegation (no upstream open) gets
+  // its delegation back by reclaiming an open for what its local opens
+  // want.
+  const bool had_open = f->open;
+  const Creds cr = had_open ? f->open_creds : f->deleg_creds;
+  uint32_t access = had_open ? f->up_access : f->WantAccess();
+  uint32_t deny = had_open ? f->up_deny : f->WantDeny();
   Fh fh;
   uint32_t st = upstream::kNfs4ErrStaleClientid;
-  // Only the state of the client id just replaced can be reclaimed.
-  if (f->epoch + 1 == epoch && (st = FhOfAny(f->key, &fh)) == 0) {
+  // Only the state of the client id just replaced can be reclaimed (for a
+  // delegation alone, reclaim_delegs_ holds only such).
+  bool reclaimable = had_open ? f->epoch + 1 == epoch
+                              : dt != DelegationType::kNone && access != 0;
+  if (reclaimable && (st = FhOfAny(f->key, &fh)) == 0) {
     upstream::OpenArgs a;
     a.share_access = access;
     a.share_deny = deny;
@@ -129,6 +146,9 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
           std::lock_guard<std::mutex> g(state_mu_);
           f->stateid = sid;
           f->epoch = epoch;
+          f->open = true;
+          f->up_access = access;
+          f->up_deny = deny;
         }
         metrics_->CountReclaim(ReclaimState::kOpen, ReclaimOutcome::kReclaimed);
         if (dt != DelegationType::kNone)
@@ -145,6 +165,9 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
   }
   if (dt != DelegationType::kNone)
     metrics_->CountReclaim(ReclaimState::kDelegation, ReclaimOutcome::kLost);
+  // No open was lost: the local opens go on, revalidating as without a
+  // delegation.
+  if (!had_open) return false;
   {
     std::lock_guard<std::mutex> g(state_mu_);
     f->open = false;

@@ -8,7 +8,8 @@
 # opens the file for writing gets it recalled, and reads all of nache's
 # data; then nache's clients read that writer's data. Locks taken under
 # the write delegation stay in nache too, and reach knfsd with the recall,
-# before the delegation goes back.
+# before the delegation goes back. After a knfsd reboot nache reclaims an
+# open and its delegation over a new session.
 set -uo pipefail
 export LAB_KNFSD_KERNEL=6.12
 # knfsd grants no delegation while any lock manager is in grace, lockd's
@@ -139,9 +140,31 @@ while os.path.exists(\"/tmp/locked\"):
 	return $rc
 }
 
+# knfsd reboots while nache's client holds a file open for reading, which
+# knfsd delegated to nache: nache makes a new session, reclaims the open
+# with its delegation in the grace period (CLAIM_PREVIOUS), then says
+# RECLAIM_COMPLETE, after which new opens are served again.
+remote_restart_reclaims_over_nfsv41() {
+	local rc=0 r0
+	r0=$(metric nache_upstream_reclaims_total 'state="delegation",outcome="reclaimed"') || return 1
+	held_until_delegated 2 '<' /mnt/n/nache-r nache-r nache_reads || { lab_knfsd_states >&2; return 1; }
+	lab_remote_knfsd_restart && lab_knfsd_wait_grace || rc=1
+	if [ $rc = 0 ]; then
+		echo "--- knfsd's states after its restart and grace period:" >&2
+		lab_knfsd_states >&2
+		at_least "delegations reclaimed" \
+			"$(($(metric nache_upstream_reclaims_total 'state="delegation",outcome="reclaimed"') - r0))" 1 &&
+			at_least "read delegations knfsd shows for nache" "$(states_count "$NACHE" 'type: deleg, access: r' /)" 1 &&
+			expect_eq "a new open through nache after the grace" "$(on 2 "cat /mnt/n/nache-rw")" nache-rw || rc=1
+	fi
+	release 2 nache-r
+	return $rc
+}
+
 check nfsv41_session_with_its_back_channel_on_our_connection nfsv41_session_with_back_channel
 check nache_read_open_gets_nache_a_read_delegation nache_read_open_gets_read_delegation
 check nache_read_write_open_gets_nache_a_write_delegation_from_knfsd_6_12 nache_read_write_open_gets_write_delegation
 check dirty_data_under_a_write_delegation_reaches_a_direct_writer_through_the_recall dirty_data_under_write_delegation_reaches_a_direct_writer
 check locks_under_a_write_delegation_stay_in_nache_until_it_is_recalled locks_under_write_delegation_stay_local_until_recalled
+check a_remote_restart_is_reclaimed_over_nfsv41 remote_restart_reclaims_over_nfsv41
 itest_finish

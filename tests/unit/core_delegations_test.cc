@@ -1172,6 +1172,26 @@ TEST_F(CoreDelegationsTest, ServerRestartReclaimsOpenLocksAndDelegation) {
   EXPECT_EQ(core_->CloseFile(open), 0u);
 }
 
+// A file open here only under our read delegation (its upstream open
+// closed, its local open granted under the delegation) still gets the
+// delegation back after a server restart: an open is reclaimed for it,
+// asking for the delegation.
+TEST_F(CoreDelegationsTest, ADelegationOfALocallyOpenFileIsReclaimed) {
+  Start(DelegationType::kRead);
+  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);  // upstream open closed
+  int opens = up_->Count("OPEN");
+  NacheOpen *open = OpenF(kRead);  // under the delegation
+  ASSERT_NE(open, nullptr);
+  EXPECT_EQ(up_->Count("OPEN"), opens) << "granted here";
+  up_->Restart(true);
+  ASSERT_TRUE(up_->WaitCount("OPEN(previous)", 1)) << "not reclaimed";
+  EXPECT_EQ(up_->Reclaimed(), DelegationType::kRead);
+  EXPECT_EQ(core_->AcquireLocalDelegation(file_, false), 0u)
+      << "the delegation is ours again";
+  core_->ReleaseLocalDelegation(file_);
+  EXPECT_EQ(core_->CloseFile(open), 0u);
+}
+
 // A reclaimed delegation the server wants back at once (RFC 7530
 // 16.16.5, "recall": knfsd sets it while its callback path is not up yet)
 // is returned, not trusted.
