@@ -20,7 +20,6 @@ const char *const kComponent = "NACHE_DELEG";
 constexpr uint32_t kCbNull = 0, kCbCompound = 1;
 constexpr uint32_t kOpCbGetattr = 3, kOpCbRecall = 4, kOpCbIllegal = 10044;
 constexpr uint32_t kMaxOps = 16;
-constexpr uint32_t kChangeBit = 1u << 3, kSizeBit = 1u << 4;  // word 0
 
 }  // namespace
 
@@ -122,13 +121,9 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
       o.U32(status);
     } else if (op == kOpCbGetattr) {
       const char *fh;
-      uint32_t fh_len, nwords, word0 = 0, w;
+      uint32_t fh_len, word0 = 0;
       bool ok = in->Opaque(&fh, &fh_len, upstream::kMaxFhSize) &&
-                in->U32(&nwords) && nwords <= in->left() / 4;
-      for (uint32_t k = 0; ok && k < nwords; k++) {
-        in->U32(&w);
-        if (k == 0) word0 = w;
-      }
+                ReadBitmapWord0(in, &word0);
       uint64_t change = 0, size = 0;
       status = ok ? handler_->OnGetattr(upstream::Fh(fh, fh_len), &change,
                                         &size)
@@ -136,12 +131,8 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
       o.U32(kOpCbGetattr);
       o.U32(status);
       if (status == upstream::kNfs4Ok) {
-        // Only what was asked for, in bit order (change 3, size 4).
-        uint32_t mask = word0 & (kChangeBit | kSizeBit);
         std::string vals;
-        XdrOut v(&vals);
-        if (mask & kChangeBit) v.U64(change);
-        if (mask & kSizeBit) v.U64(size);
+        uint32_t mask = CbGetattrAnswer(word0, change, size, &vals);
         if (mask) {
           o.U32(1);
           o.U32(mask);

@@ -53,8 +53,6 @@ const char *const kComponent = "NACHE_CALLBACK";
 constexpr int kCbVersion = 1;          // NFS_CB
 constexpr uint32_t kMaxOps = 16;       // ops of one CB_COMPOUND we evaluate
 constexpr size_t kMaxConns = 64;       // simultaneous connections we keep
-constexpr uint32_t kChangeBit = 1u << 3;  // FATTR4_CHANGE in bitmap word 0
-constexpr uint32_t kSizeBit = 1u << 4;    // FATTR4_SIZE in bitmap word 0
 
 // The server whose Loop() runs on this thread, and the connection being
 // serviced (for logs).
@@ -89,18 +87,6 @@ thread_local CbArgs tls_args;
 
 using rpc::XdrIn;
 
-// bitmap4, keeping word 0 only (the only one holding bits we serve).
-bool Bitmap(XdrIn *in, uint32_t *word0) {
-  uint32_t n, w = 0;
-  if (!in->U32(&n) || n > in->left() / 4) return false;
-  *word0 = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    (void)in->U32(&w);  // cannot fail: n words are there
-    if (i == 0) *word0 = w;
-  }
-  return true;
-}
-
 // libnfs decode procedure for CB_COMPOUND4args (see the file comment).
 // Returns false (libnfs replies GARBAGE_ARGS) on malformed arguments.
 uint32_t DecodeCbCompound(ZDR *zdr, void * /*no buffer*/, ...) {
@@ -124,7 +110,7 @@ uint32_t DecodeCbCompound(ZDR *zdr, void * /*no buffer*/, ...) {
     bool ok;
     if (op.op == OP_CB_GETATTR) {
       ok = in.Opaque(&op.fh, &op.fh_len, upstream::kMaxFhSize) &&
-           Bitmap(&in, &op.attr_word0);
+           ReadBitmapWord0(&in, &op.attr_word0);
     } else if (op.op == OP_CB_RECALL) {
       ok = in.U32(&op.seqid) && in.Fixed(op.other, sizeof(op.other)) &&
            in.U32(&op.truncate) &&
@@ -137,11 +123,30 @@ uint32_t DecodeCbCompound(ZDR *zdr, void * /*no buffer*/, ...) {
   return 1;
 }
 
-void PutU64(char *p, uint64_t v) {
-  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = char(v & 0xff);
+}  // namespace
+
+bool ReadBitmapWord0(XdrIn *in, uint32_t *word0) {
+  uint32_t n, w = 0;
+  if (!in->U32(&n) || n > in->left() / 4) return false;
+  *word0 = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    (void)in->U32(&w);  // cannot fail: n words are there
+    if (i == 0) *word0 = w;
+  }
+  return true;
 }
 
-}  // namespace
+uint32_t CbGetattrAnswer(uint32_t word0, uint64_t change, uint64_t size,
+                         std::string *vals) {
+  constexpr uint32_t kChangeBit = 1u << 3;  // FATTR4_CHANGE in word 0
+  constexpr uint32_t kSizeBit = 1u << 4;    // FATTR4_SIZE in word 0
+  const uint32_t mask = word0 & (kChangeBit | kSizeBit);
+  vals->clear();
+  rpc::XdrOut x(vals);
+  if (mask & kChangeBit) x.U64(change);
+  if (mask & kSizeBit) x.U64(size);
+  return mask;
+}
 
 CallbackServer::CallbackServer(const CallbackOptions &opts,
                                CallbackHandler *handler)
@@ -341,7 +346,7 @@ int CallbackServer::ServeCompound(struct rpc_context *rpc,
 
   nfs_cb_resop4 results[kMaxOps];
   uint32_t masks[kMaxOps];     // CB_GETATTR: the bitmap word we return
-  char vals[kMaxOps][16];      // CB_GETATTR: change and/or size, XDR
+  std::string vals[kMaxOps];   // CB_GETATTR: change and/or size, XDR
   memset(results, 0, sizeof(results));
   CB_COMPOUND4res res;
   memset(&res, 0, sizeof(res));
@@ -381,22 +386,12 @@ int CallbackServer::ServeCompound(struct rpc_context *rpc,
       CB_GETATTR4res &g = r.nfs_cb_resop4_u.opcbgetattr;
       g.status = nfsstat4(status);
       if (status == upstream::kNfs4Ok) {
-        // Only what was asked for, in bit order (change 3, size 4).
-        masks[i] = op.attr_word0 & (kChangeBit | kSizeBit);
-        uint32_t n = 0;
-        if (masks[i] & kChangeBit) {
-          PutU64(vals[i] + n, change);
-          n += 8;
-        }
-        if (masks[i] & kSizeBit) {
-          PutU64(vals[i] + n, size);
-          n += 8;
-        }
+        masks[i] = CbGetattrAnswer(op.attr_word0, change, size, &vals[i]);
         fattr4 &f = g.CB_GETATTR4res_u.resok4.obj_attributes;
         f.attrmask.bitmap4_len = masks[i] != 0 ? 1 : 0;
         f.attrmask.bitmap4_val = &masks[i];
-        f.attr_vals.attrlist4_len = n;
-        f.attr_vals.attrlist4_val = vals[i];
+        f.attr_vals.attrlist4_len = u_int(vals[i].size());
+        f.attr_vals.attrlist4_val = &vals[i][0];
       }
     } else {
       status = upstream::kNfs4ErrOpIllegal;

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "rpc/xdr.h"
 #include "upstream/types.h"
 
 struct rpc_context;
@@ -59,6 +60,15 @@ class CallbackHandler {
   virtual uint32_t OnGetattr(const upstream::Fh &fh, uint64_t *change,
                              uint64_t *size) = 0;
 };
+
+// CB_GETATTR, in both minor versions (this service and the NFSv4.1 back
+// channel): the requested bitmap4, of which only word 0 is kept (it holds
+// all we serve); and the answer: of what word0 asks, the attributes we
+// serve (change, size), as the mask returned and their values, XDR in bit
+// order, in *vals.
+bool ReadBitmapWord0(rpc::XdrIn *in, uint32_t *word0);
+uint32_t CbGetattrAnswer(uint32_t word0, uint64_t change, uint64_t size,
+                         std::string *vals);
 
 class CallbackServer {
  public:

@@ -211,8 +211,12 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
         return;
       }
       if (!session->slots.Acquire(&p->slot)) {
-        slot_wait_.push_back(std::move(call));  // RetrySlotWaiters
-        return;
+        waiting_for_slot_.store(true, std::memory_order_release);
+        // A slot freed between the try and the flag woke no one: again.
+        if (!session->slots.Acquire(&p->slot)) {
+          slot_wait_.push_back(std::move(call));  // RetrySlotWaiters
+          return;
+        }
       }
       p->session = std::move(session);
     }
@@ -269,6 +273,8 @@ bool Connection::ReleaseSlot(PendingCall *call, SlotTable::Outcome outcome) {
 }
 
 void Connection::RetrySlotWaiters() {
+  // (Cleared before the sends, which set it again when they must wait.)
+  waiting_for_slot_.store(false, std::memory_order_release);
   if (slot_wait_.empty()) return;
   std::deque<std::unique_ptr<PendingCall>> waiting;
   waiting.swap(slot_wait_);

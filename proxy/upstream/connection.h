@@ -113,6 +113,11 @@ class Connection {
 
   // Wakes the loop (a slot became free).
   void Wake();
+  // Some of its calls wait for a free slot (NFSv4.1): only then does a
+  // freed slot need to wake it.
+  bool waiting_for_slot() const {
+    return waiting_for_slot_.load(std::memory_order_acquire);
+  }
 
   int index() const { return index_; }
   bool connected() const { return connected_.load(std::memory_order_acquire); }
@@ -153,6 +158,7 @@ class Connection {
 
   std::atomic<bool> connected_{false};  // phase_ == kUp, for dispatchers
   std::atomic<int> load_{0};            // submitted and not completed
+  std::atomic<bool> waiting_for_slot_{false};  // !slot_wait_.empty()
 
   // Loop thread only.
   int connect_fd_ = -1;                // the socket while kConnecting

@@ -114,7 +114,9 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   void OnSequence(Session41 &s, const nfs41::SequenceRes &r,
                   Clock::time_point sent) override;
   void OnSlotFreed() override {
-    for (auto &c : conns_) c->Wake();
+    // Not on every reply: only a loop with calls waiting needs waking.
+    for (auto &c : conns_)
+      if (c->waiting_for_slot()) c->Wake();
   }
   void ReclaimDone() override;
 
