@@ -178,6 +178,7 @@ void Cache::LoadIndex() {
   std::unique_ptr<rocksdb::Iterator> it(
       store_->db()->NewIterator(ro, store_->family(Store::kBlockMeta)));
   WriteBatch stale;
+  uint64_t highest = 0;  // the highest generation or epoch stored
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     rocksdb::Slice k = it->key();
     uint64_t gen;
@@ -193,6 +194,7 @@ void Cache::LoadIndex() {
     Key key = GetBE64(k.data());
     uint64_t idx = GetBE64(k.data() + 8);
     Object *o = Obj(key);
+    highest = std::max({highest, gen, o->gen, mark.epoch});
     if (gen != o->gen) {
       stale.Delete(store_->family(Store::kBlockMeta), k);
       stale.Delete(store_->family(Store::kBlocks), k);
@@ -219,16 +221,23 @@ void Cache::LoadIndex() {
   // Objects with attributes set locally and not flushed (write-back).
   std::unique_ptr<rocksdb::Iterator> at(
       store_->db()->NewIterator(ro, store_->family(Store::kAttrs)));
+  std::vector<Key> set_locally;
   for (at->SeekToFirst(); at->Valid(); at->Next()) {
     if (at->key().size() != 8) continue;
     AttrsRecord r;
-    if (DecodeAttrsRecord(at->value().ToString(), &r) && r.set_mask != 0) {
-      Key key = GetBE64(at->key().data());
-      Object *o = Obj(key);
-      o->dirty_since = Clock::time_point(Clock::duration(1));
-      o->set_epoch = 1;
-      IndexDirtyLocked(key, *o);
-    }
+    if (!DecodeAttrsRecord(at->value().ToString(), &r)) continue;
+    highest = std::max(highest, r.gen);
+    if (r.set_mask != 0) set_locally.push_back(GetBE64(at->key().data()));
+  }
+  // Stamps continue above everything stored: no generation or epoch a
+  // record holds is ever handed out again (in-flight fetches and flushes
+  // die with the process, so only stored ones matter).
+  stamp_ = highest + 1;
+  for (Key key : set_locally) {
+    Object *o = Obj(key);
+    o->dirty_since = Clock::time_point(Clock::duration(1));
+    o->set_epoch = NextStampLocked();
+    IndexDirtyLocked(key, *o);
   }
   if (nblocks_ > 0)
     NACHE_LOG(kLogEvent, "NACHE_CACHE",
@@ -311,7 +320,7 @@ void Cache::Commit(void *batch) {
 
 void Cache::DropData(Key key, Object *o, void *batchp) {
   WriteBatch *batch = static_cast<WriteBatch *>(batchp);
-  o->gen++;
+  o->gen = NextStampLocked();
   o->access.clear();
   o->listing.reset();
   for (auto &kv : o->blocks) {
@@ -394,6 +403,7 @@ void Cache::Validated(Key key, const Attrs &a) {
   o->attrs = a;
   o->have_attrs = true;
   o->validated = Clock::now();
+  moved |= SeenRemoteLocked(o, a);
   // Only the change attribute and generation matter across a restart
   // (everything is revalidated before use), so an unchanged object costs
   // no store write.
@@ -415,6 +425,24 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
   Object *o = Obj(key);
   if (o->own_inflight > 0) o->own_inflight--;
   WriteBatch batch;
+  if (IsDirtyObj(*o) && len == 0) {
+    // Locally authoritative (our unflushed changes are newer): the
+    // remote's attributes change neither our data nor our view. An
+    // operation of ours that started from the base moved the remote, so
+    // the base moves with it, or the next flush would take our own
+    // change for someone else's. One whose outcome is unknown may have
+    // moved it: the base is uncertain. One that started elsewhere stays
+    // for the conflict check to see.
+    if (!(post.mask & upstream::kAttrChange) || !have_pre) {
+      o->base_uncertain = true;
+    } else if (o->base_known && pre == o->remote_change) {
+      o->remote_change = post.change;
+      o->remote_size = post.size;
+    }
+    PersistAttrs(key, *o, &batch);
+    Commit(&batch);
+    return;
+  }
   auto known = [o](uint64_t c) {
     return o->have_attrs &&
            (o->attrs.change == c ||
@@ -456,6 +484,7 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
     o->attrs = post;
     o->have_attrs = true;
     o->validated = Clock::now();
+    SeenRemoteLocked(o, post);
     PersistAttrs(key, *o, &batch);
   }
   if (o->own_inflight == 0 && !o->parked.empty()) {
@@ -469,6 +498,7 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
     o->attrs = newest;
     o->have_attrs = true;
     o->validated = Clock::now();
+    SeenRemoteLocked(o, newest);
     PersistAttrs(key, *o, &batch);
   }
   Commit(&batch);  // the written blocks and the attributes together
@@ -496,6 +526,7 @@ void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post,
     o->attrs = post;
     o->have_attrs = true;
     o->validated = Clock::now();
+    SeenRemoteLocked(o, post);
     PersistAttrs(key, *o, batch);
   }
 }
@@ -605,6 +636,7 @@ void Cache::OwnDirChange(Key dir, const upstream::ChangeInfo &ci,
       if (have_post) {
         o->attrs = post;
         o->validated = Clock::now();
+        SeenRemoteLocked(o, post);
       } else {
         o->attrs.change = ci.after;
         o->validated = Clock::time_point();  // the rest is unknown
@@ -870,7 +902,10 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
     } else {
       o->dirty_blocks++;
     }
-    uint64_t epoch = (b ? b->dirty_epoch : 0) + 1;  // never repeats
+    // Never handed out before, for any file: a flush in flight can only
+    // clear the bytes it read (Flushed), even across a truncate or a
+    // Forget that started this block over.
+    uint64_t epoch = NextStampLocked();
     PutBlockLocked(key, o, t.idx, t.block, o->attrs.change, true, &batch);
     BlockInfo &after = o->blocks[t.idx];
     after.dirty_lo = lo;
@@ -885,7 +920,7 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
     // No data to send, but the remote's mtime must move as our clients
     // saw it move.
     o->set_mask |= upstream::kAttrMtime;
-    o->set_epoch++;
+    o->set_epoch = NextStampLocked();
   }
   if (unchanged) *unchanged = same;
   if (o->dirty_since == Clock::time_point() && IsDirtyObj(*o))
@@ -995,7 +1030,10 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
       o->validated = Clock::time_point();  // revalidate before use
     }
     o->own_changes.clear();
+    // What the remote holds now is the base of the next local change,
+    // even when our view differs from it (it is then revalidated first).
     o->base_known = o->base_uncertain = false;
+    SeenRemoteLocked(o, after);
   } else if (after.mask & upstream::kAttrChange) {
     // Still dirty (written again meanwhile, or part of it failed): what the
     // remote holds now, after all of our flush, is the next base.
@@ -1069,7 +1107,7 @@ bool Cache::LocalCreate(Key key, const Attrs &a) {
   o->base_known = o->base_uncertain = false;  // no remote state to be on
   // Its mtime goes to the remote after its data, as the clients saw it.
   o->set_mask = kSetCreated | upstream::kAttrMtime;
-  o->set_epoch++;
+  o->set_epoch = NextStampLocked();
   o->validated = Clock::now();
   if (a.type == upstream::FileType::kDir) {
     o->listing = std::make_shared<std::vector<CachedDirent>>();
@@ -1098,10 +1136,25 @@ bool Cache::LocalDirEdit(Key dir, const std::string &removed,
 }
 
 void Cache::BaseIsCurrentLocked(Object *o) {
-  o->remote_size = o->attrs.size;
-  o->remote_change = o->attrs.change;
+  // The last state seen at the remote; our own view only when none was
+  // seen (then nothing of ours ran ahead of it).
+  if (!o->base_known) {
+    o->remote_size = o->attrs.size;
+    o->remote_change = o->attrs.change;
+    o->base_known = true;
+  }
+  o->base_uncertain = false;
+}
+
+bool Cache::SeenRemoteLocked(Object *o, const Attrs &a) {
+  if (IsDirtyObj(*o) || !(a.mask & upstream::kAttrChange)) return false;
+  bool changed = !o->base_known || o->remote_change != a.change ||
+                 o->remote_size != a.size;
+  o->remote_size = a.size;
+  o->remote_change = a.change;
   o->base_known = true;
   o->base_uncertain = false;
+  return changed;
 }
 
 bool Cache::SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync) {
@@ -1111,7 +1164,7 @@ bool Cache::SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync) {
   }
   o->attrs.change++;
   o->set_mask |= mask;
-  o->set_epoch++;
+  o->set_epoch = NextStampLocked();
   o->validated = Clock::now();
   IndexDirtyLocked(key, *o);
   WriteBatch batch;

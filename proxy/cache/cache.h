@@ -269,7 +269,7 @@ class Cache {
     uint64_t gen = 0;
     bool dirty = false;
     uint32_t dirty_lo = 0, dirty_hi = 0;  // dirty bytes (when dirty)
-    uint64_t dirty_epoch = 0;             // local writes of this block
+    uint64_t dirty_epoch = 0;  // a new stamp at every local write of it
     std::list<BlockId>::iterator lru;  // position in lru_ (clean or dirty)
   };
   struct AccessEntry {
@@ -282,13 +282,18 @@ class Cache {
     bool delegated = false;  // an upstream delegation covers the object
     int dirty_blocks = 0;    // blocks with unflushed local writes
     uint64_t set_mask = 0;   // attributes set locally, not flushed
-    uint64_t set_epoch = 0;  // bumped by every LocalSetattr
+    uint64_t set_epoch = 0;  // a new stamp at every local attribute change
     Clock::time_point dirty_since{};  // oldest unflushed write
-    // While dirty: the remote state our changes are based on, its size
-    // and change attribute when the object became dirty or after our last
-    // flush of it (base_known; not for objects created here), and whether
-    // a flush of it was cut off, so that the remote may hold part of our
-    // writes under a change attribute we never saw (base_uncertain).
+    // The remote's state. While dirty: the base our changes are on, its
+    // size and change attribute when the object became dirty, moved only
+    // by our own complete flushes and our own operations that started from
+    // it (base_known; not for objects created here), and whether a flush
+    // or an operation of ours was cut off, so that the remote may hold
+    // part of our changes under a change attribute we never saw
+    // (base_uncertain). While clean: the last state seen at the remote, so
+    // that the base of the next local change is the remote's, never our
+    // own view (which runs ahead of the remote's after a flush whose
+    // attributes do not match ours).
     uint64_t remote_size = 0;
     uint64_t remote_change = 0;
     bool base_known = false;
@@ -348,8 +353,11 @@ class Cache {
   // moves, the bits of mask are pending for the flusher, and the record is
   // written (synced when sync).
   bool SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync);
-  // o becomes dirty: the remote holds what we have now (its base).
+  // o becomes dirty: the remote's state as last seen is its base.
   void BaseIsCurrentLocked(Object *o);
+  // The remote's attributes a were seen: a clean o remembers them (the
+  // base of its next local change). True when that changed what o holds.
+  bool SeenRemoteLocked(Object *o, const Attrs &a);
   // Applies one of our completed operations whose "before" is known.
   void ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
                       const char *buf, size_t len, void *batch);
@@ -360,6 +368,7 @@ class Cache {
   bool ReadBlockLocked(Key key, const BlockInfo &b, uint64_t idx,
                        std::string *data);
   void LoadIndex();
+  uint64_t NextStampLocked() { return stamp_++; }
 
   Store *store_;                      // not owned
   CacheOptions opts_;                 // immutable
@@ -373,6 +382,11 @@ class Cache {
   uint64_t nblocks_ = 0;
   uint64_t evictions_ = 0;
   uint64_t dirty_bytes_ = 0;          // sum of dirty ranges
+  // The next stamp: data generations, block dirty epochs and setattr
+  // epochs all come from it, so none repeats for any object, ever (a
+  // flush that read epoch e can never mistake a later write for its own).
+  // Starts above every stamp in the store (LoadIndex).
+  uint64_t stamp_ = 1;
   // Dirty objects and their oldest unflushed change: the flusher and the
   // metrics look here, never through every cached object.
   std::unordered_map<Key, Clock::time_point> dirty_;

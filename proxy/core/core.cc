@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "core/convert.h"
@@ -229,6 +230,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     FlusherOptions fo;
     fo.age = std::chrono::milliseconds(cfg.flush_age_ms);
     fo.dirty_max = cfg.dirty_max;
+    fo.metrics = c->metrics_;
     c->flusher_.reset(new Flusher(
         c->cache_.get(),
         [core](Key key, uint64_t off, const std::string &data, Attrs *after) {
@@ -563,12 +565,18 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
   ReturnIfReadDelegated(key);
+  // A size change owns the file's flushing until the new size is at the
+  // remote: no send of older data of ours can land after it there, and a
+  // flush in flight cannot take bytes written after it for its own.
+  std::optional<Flusher::Ownership> owned;
+  if (flusher_ && (set.mask & upstream::kAttrSize))
+    owned.emplace(flusher_->Own(key));
   if (flusher_ && cache_->IsDirty(key)) {
     // Truncated to nothing, our unflushed data is garbage; otherwise the
     // remote must have it before the attributes change.
     if ((set.mask & upstream::kAttrSize) && set.size == 0) {
       cache_->Forget(key);
-    } else if ((st = flusher_->FlushFile(key))) {
+    } else if ((st = owned ? owned->Flush() : flusher_->FlushFile(key))) {
       return st;
     }
   }
@@ -1291,6 +1299,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   Key key = req.key;
   bool have_attrs = false;
   bool by_name = req.name != nullptr;
+  Key named = kNoKey;  // the file req.name names here, when known
 
   if (by_name && LocalNamespace()) {
     // Created here, or opened by its local name: no upstream OPEN. A name
@@ -1298,6 +1307,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     Key k;
     Attrs a;
     uint32_t st = Lookup(cr, req.key, req.name, &k, &a);
+    if (st == upstream::kNfs4Ok) named = k;
     if (st == upstream::kNfs4Ok && NotAtRemote(k)) {
       if (req.mode == NACHE_OPEN_GUARDED || req.mode == NACHE_OPEN_EXCLUSIVE)
         return upstream::kNfs4ErrExist;
@@ -1325,6 +1335,14 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     Fh dfh;
     uint32_t st = FhOf(req.key, &dfh);
     if (st) return st;
+    // A truncating open of a file we hold unflushed data of owns its
+    // flushing until the truncate is at the remote and its data dropped
+    // here (as Setattr does).
+    std::optional<Flusher::Ownership> owned;
+    if (req.truncate && flusher_) {
+      if (named == kNoKey) named = DirtyFileNamed(req.key, req.name);
+      if (named != kNoKey) owned.emplace(flusher_->Own(named));
+    }
     OwnerSlot *owner = opens_->OwnerFor(req.key, req.name);
     std::unique_lock<std::mutex> og(owner->mu);
     uint64_t epoch = up_->epoch();

@@ -319,6 +319,10 @@ class Core {
                        Attrs *after);
   // The flusher's SETATTR of attributes set locally.
   uint32_t FlushSetattr(Key key, const Attrs &set, Attrs *after);
+  // The file with unflushed data known as name in dir, or kNoKey (one
+  // look at each dirty file's recorded name: for the rare truncating open
+  // by name).
+  Key DirtyFileNamed(Key dir, const std::string &name);
   // The credentials a flush of key uses: its last local writer's (as
   // NoteLocalWriter recorded), or its owner's.
   Creds FlushCreds(Key key);

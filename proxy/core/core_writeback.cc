@@ -2,6 +2,7 @@
 // stay local, the local write itself, and the flusher's sends. Namespace
 // operations kept local are in core_local_names.cc.
 #include <algorithm>
+#include <cstdint>
 
 #include "core/core.h"
 #include "util/log.h"
@@ -20,6 +21,15 @@ bool Core::WriteBackFor(Key key) {
   // happens to the delegation meanwhile (its return flushes it first).
   return cfg_.single_writer || cache_->IsDirty(key) ||
          DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr);
+}
+
+Key Core::DirtyFileNamed(Key dir, const std::string &name) {
+  for (Key k : cache_->DirtyFiles(std::chrono::milliseconds(0), SIZE_MAX)) {
+    HandleRecord rec;
+    if (handles_->Get(k, &rec) && rec.parent == dir && rec.name == name)
+      return k;
+  }
+  return kNoKey;
 }
 
 uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,

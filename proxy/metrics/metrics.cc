@@ -333,6 +333,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                           "was kept, nache's saved beside it as "
                           "NAME.nache-conflict-<time>")
                     .Register(r);
+  flush_waits_ = &prometheus::BuildCounter()
+                      .Name("nache_writeback_flush_waits_total")
+                      .Help("Times a local operation on a write-back file "
+                            "(a truncate, a flush on demand) waited for a "
+                            "flush of the same file already under way")
+                      .Register(r);
   local_creates_ = &prometheus::BuildCounter()
                        .Name("nache_writeback_creates_total")
                        .Help("Creates on write-back single-writer exports, "
@@ -417,6 +423,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->recalls_ = &recalls_->Add(ex);
   e->local_locks_ = &local_locks_->Add(ex);
   e->conflicts_ = &conflicts_->Add(ex);
+  e->flush_waits_ = &flush_waits_->Add(ex);
   e->unchanged_bytes_ = &unchanged_bytes_->Add(ex);
   e->local_creates_[0] = &local_creates_->Add(with("outcome", "logged"));
   e->local_creates_[1] = &local_creates_->Add(with("outcome", "sent"));

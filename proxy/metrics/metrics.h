@@ -138,6 +138,9 @@ class ExportMetrics {
   // Write-back: a file changed at the remote while we held unflushed
   // writes; ours was saved beside it as a conflict copy.
   void CountConflict() { conflicts_->Increment(); }
+  // Write-back: a local operation (a truncate, a flush on demand) waited
+  // for a flush of the same file already under way.
+  void CountFlushWait() { flush_waits_->Increment(); }
   // Write-back namespace: a remove of an object the remote has, kept
   // local and logged, then sent.
   void CountLoggedRemove() { local_removes_[0]->Increment(); }
@@ -225,6 +228,7 @@ class ExportMetrics {
   prometheus::Counter *recalls_ = nullptr;  // nache_delegation_recalls_total
   prometheus::Counter *local_locks_ = nullptr;  // ..._local_locks_total
   prometheus::Counter *conflicts_ = nullptr;  // nache_writeback_conflicts_total
+  prometheus::Counter *flush_waits_ = nullptr;  // ..._flush_waits_total
   prometheus::Counter *unchanged_bytes_ = nullptr;  // ..._unchanged_bytes_total
   // nache_writeback_creates_total{outcome=logged|sent|cancelled}
   std::array<prometheus::Counter *, 3> local_creates_{};
@@ -299,6 +303,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *recalls_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_locks_ = nullptr;
   prometheus::Family<prometheus::Counter> *conflicts_ = nullptr;
+  prometheus::Family<prometheus::Counter> *flush_waits_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_creates_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_removes_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_renames_ = nullptr;

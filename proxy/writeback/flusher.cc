@@ -78,19 +78,45 @@ void Flusher::RoomUsed(uint64_t bytes) {
 
 uint32_t Flusher::FlushFile(Key key) { return FlushFileAs(key, false); }
 
-uint32_t Flusher::FlushFileAs(Key key, bool patient) {
-  {
-    std::unique_lock<std::mutex> g(mu_);
+void Flusher::Acquire(Key key) {
+  std::unique_lock<std::mutex> g(mu_);
+  if (busy_.count(key)) {
+    ownership_waits_++;
+    if (opts_.metrics) opts_.metrics->CountFlushWait();
     cv_.wait(g, [&] { return busy_.count(key) == 0; });
-    busy_.insert(key);
   }
-  uint32_t st = FlushOne(key, patient);
+  busy_.insert(key);
+}
+
+void Flusher::Release(Key key) {
   {
     std::lock_guard<std::mutex> g(mu_);
     busy_.erase(key);
   }
   cv_.notify_all();
+}
+
+uint32_t Flusher::FlushFileAs(Key key, bool patient) {
+  Acquire(key);
+  uint32_t st = FlushOne(key, patient);
+  Release(key);
   return st;
+}
+
+Flusher::Ownership Flusher::Own(Key key) {
+  Acquire(key);
+  return Ownership(this, key);
+}
+
+Flusher::Ownership::~Ownership() {
+  if (flusher_) flusher_->Release(key_);
+}
+
+uint32_t Flusher::Ownership::Flush() { return flusher_->FlushOne(key_, false); }
+
+uint64_t Flusher::ownership_waits() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return ownership_waits_;
 }
 
 uint32_t Flusher::FlushMany(const std::vector<Key> &keys,

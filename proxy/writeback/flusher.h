@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "cache/cache.h"
+#include "metrics/metrics.h"
 
 namespace nache {
 
@@ -33,6 +34,7 @@ struct FlusherOptions {
   uint64_t dirty_max = 1ull << 30;       // Dirty_Max (bytes)
   int parallel = 4;                      // ranges of one file in flight
   int files = 8;                         // files flushed at once
+  metrics::ExportMetrics *metrics = nullptr;  // may be null; not owned
 };
 
 class Flusher {
@@ -66,6 +68,36 @@ class Flusher {
   // Flushes key now (waiting for a flush of it already under way); the
   // NFS status of the first failed send, or 0.
   uint32_t FlushFile(Key key);
+
+  // Ownership of one file's flushing. While it is held no flush of the
+  // file is in flight and none starts: whatever the holder does to the
+  // file at the remote or to its dirty state (a truncate that drops our
+  // unflushed data and sends the new size) cannot interleave with a send
+  // of older data, which would land after it at the remote. Waits for a
+  // flush already under way. Released when destroyed; not reentrant (a
+  // holder flushes through Flush(), never FlushFile).
+  class Ownership {
+   public:
+    Ownership(Ownership &&o) noexcept : flusher_(o.flusher_), key_(o.key_) {
+      o.flusher_ = nullptr;
+    }
+    Ownership(const Ownership &) = delete;
+    Ownership &operator=(const Ownership &) = delete;
+    Ownership &operator=(Ownership &&) = delete;
+    ~Ownership();
+    // Flushes the owned file now, as FlushFile does.
+    uint32_t Flush();
+
+   private:
+    friend class Flusher;
+    Ownership(Flusher *f, Key key) : flusher_(f), key_(key) {}
+    Flusher *flusher_;  // null once moved from
+    Key key_;
+  };
+  Ownership Own(Key key);
+  // Times a caller waited for a flush of a file in progress (FlushFile or
+  // Own finding the file busy).
+  uint64_t ownership_waits() const;
   // Flushes everything dirty, oldest first, until done or deadline passes.
   // True when nothing is left dirty.
   bool FlushAll(std::chrono::steady_clock::time_point deadline);
@@ -84,6 +116,9 @@ class Flusher {
   void Loop();
   uint32_t FlushOne(Key key, bool patient);
   uint32_t FlushFileAs(Key key, bool patient);
+  // Waits until key is not being flushed, then marks it so (busy_).
+  void Acquire(Key key);
+  void Release(Key key);
   // Flushes keys, up to opts_.files at once; stops starting new ones after
   // the first failure (or once deadline passes) and returns its status.
   uint32_t FlushMany(const std::vector<Key> &keys, Clock::time_point deadline,
@@ -96,7 +131,8 @@ class Flusher {
   FlusherOptions opts_;   // immutable
   mutable std::mutex mu_; // guards everything below
   std::condition_variable cv_;  // kicks, stop, a file flush ended
-  std::set<Key> busy_;          // files being flushed
+  std::set<Key> busy_;          // files being flushed (or owned)
+  uint64_t ownership_waits_ = 0;
   bool stop_ = false;
   bool kicked_ = false;
   uint64_t reserved_ = 0;       // room granted, not yet in the cache

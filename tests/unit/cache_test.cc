@@ -520,6 +520,136 @@ TEST_F(CacheTest, ForgettingARemovedFileDropsItsDirtyData) {
   EXPECT_TRUE(cache_->DirtyFiles(std::chrono::milliseconds(0), 10).empty());
 }
 
+// A truncate drops a file's unflushed data (Forget) and the file is
+// written again while a flush of the old data is still on its way: the
+// flush must not take the new bytes for the ones it sent (issue: dirty
+// epochs restarted at 1 after a Forget, so the new write was marked clean
+// and never sent).
+TEST_F(CacheTest, AFlushNeverClearsWhatItDidNotSendAcrossAForget) {
+  cache_->Validated(1, FileAttrs(5, 0));
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "old data!", 9, &need));
+  std::vector<Cache::DirtyRange> in_flight = cache_->DirtyRanges(1);
+  ASSERT_EQ(in_flight.size(), 1u);
+  cache_->Forget(1);  // truncated to nothing
+  cache_->Validated(1, FileAttrs(6, 0));
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "new", 3, &need));
+  cache_->Flushed(1, in_flight, 0, FileAttrs(7, 9));
+  ASSERT_TRUE(cache_->IsDirty(1)) << "the new bytes were never sent";
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "new");
+}
+
+// The same for attributes set locally: a flush of the old ones does not
+// clear new ones set after a Forget.
+TEST_F(CacheTest, AFlushedSetattrEpochNeverMatchesANewerOne) {
+  cache_->Validated(1, FileAttrs(5, 0));
+  Attrs set;
+  set.mask = upstream::kAttrMode;
+  set.mode = 0600;
+  ASSERT_TRUE(cache_->LocalSetattr(1, set));
+  Attrs pending;
+  uint64_t old_epoch = 0;
+  ASSERT_TRUE(cache_->PendingSetattr(1, &pending, &old_epoch));
+  cache_->Forget(1);
+  cache_->Validated(1, FileAttrs(6, 0));
+  set.mode = 0640;
+  ASSERT_TRUE(cache_->LocalSetattr(1, set));
+  cache_->Flushed(1, {}, old_epoch, FileAttrs(7, 0));
+  uint64_t epoch = 0;
+  ASSERT_TRUE(cache_->PendingSetattr(1, &pending, &epoch))
+      << "the new mode was never sent";
+  EXPECT_EQ(pending.mode, 0640u);
+  EXPECT_NE(epoch, old_epoch);
+}
+
+// A block fetched for a file that was forgotten meanwhile (truncated,
+// removed) is not stored under its new incarnation: generations never
+// repeat either.
+TEST_F(CacheTest, ABlockFetchedBeforeAForgetIsNotStoredAfterIt) {
+  cache_->Validated(1, FileAttrs(5, kBs));
+  uint64_t gen = cache_->Generation(1);
+  cache_->Forget(1);
+  cache_->Validated(1, FileAttrs(6, kBs));
+  EXPECT_FALSE(cache_->PutBlock(1, 0, gen, std::string(kBs, 's')));
+  std::string d;
+  EXPECT_FALSE(cache_->GetBlock(1, 0, &d));
+}
+
+// Generations and epochs continue above what the store holds after a
+// restart.
+TEST_F(CacheTest, StampsContinueAboveTheStoreAfterAReopen) {
+  cache_->Validated(1, FileAttrs(5, 0));
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "abc", 3, &need));
+  uint64_t before = cache_->DirtyRanges(1).at(0).epoch;
+  Reopen(1 << 20);
+  ASSERT_TRUE(cache_->LocalWrite(1, 3, "def", 3, &need));
+  EXPECT_GT(cache_->DirtyRanges(1).at(0).epoch, before);
+  cache_->Validated(2, FileAttrs(1, 0));
+  EXPECT_GT(cache_->Generation(2), before);
+}
+
+// After a flush whose attributes are not ours (the remote's size differs,
+// so our view is kept and revalidated later), the next local write is
+// based on what the remote holds, not on our own view: otherwise the next
+// flush takes our own earlier flush for someone else's write and makes a
+// false conflict copy.
+TEST_F(CacheTest, TheBaseOfTheNextChangeIsTheRemotesAfterAFlush) {
+  cache_->Validated(1, FileAttrs(5, 0));
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "0123456789", 10, &need));
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  cache_->FlushBegins(1);
+  cache_->Flushed(1, r, 0, FileAttrs(8, 12));
+  ASSERT_FALSE(cache_->IsDirty(1));
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "abcdefghij", 10, &need));
+  Cache::DirtyBase base;
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
+  EXPECT_EQ(base.change, 8u) << "the remote's change after our flush";
+  EXPECT_EQ(base.size, 12u);
+  EXPECT_FALSE(base.uncertain);
+  // Also across a restart.
+  Reopen(1 << 20);
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
+  EXPECT_EQ(base.change, 8u);
+}
+
+// An operation of ours at the remote on a file with unflushed data (a
+// SETATTR the flush did not cover) keeps the data and our view, and moves
+// the base with it; one whose outcome is unknown makes the base uncertain.
+TEST_F(CacheTest, OwnRemoteChangesOfADirtyFileKeepItsDataAndMoveItsBase) {
+  cache_->Validated(1, FileAttrs(5, 0));
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "hello", 5, &need));
+  cache_->BeginOwnChange(1);
+  cache_->AfterOwnChange(1, true, 5, FileAttrs(9, 0));
+  ASSERT_TRUE(cache_->IsDirty(1)) << "unflushed data dropped";
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "hello");
+  Attrs a;
+  ASSERT_TRUE(cache_->KnownAttrs(1, &a));
+  EXPECT_EQ(a.size, 5u) << "our view stays";
+  Cache::DirtyBase base;
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
+  EXPECT_EQ(base.change, 9u);
+  EXPECT_FALSE(base.uncertain);
+  // Someone else changed it before our operation: the base stays, for
+  // the conflict check to see.
+  cache_->BeginOwnChange(1);
+  cache_->AfterOwnChange(1, true, 11, FileAttrs(12, 0));
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
+  EXPECT_EQ(base.change, 9u);
+  // Cut off: the remote may have it, under a change we never saw.
+  cache_->BeginOwnChange(1);
+  cache_->AfterOwnChange(1, false, 0, Attrs());
+  ASSERT_TRUE(cache_->IsDirty(1));
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
+  EXPECT_TRUE(base.uncertain);
+}
+
 TEST_F(CacheTest, SurvivesReopenButNeedsRevalidation) {
   Fill(8, 42, 3, 'p');
   Reopen(1 << 20);

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cb_client.h"
@@ -74,6 +75,7 @@ class ScriptedUpstream : public upstream::Upstream {
   // thread after it confirmed a new client id.
   std::function<void(uint64_t)> on_new_clientid;
   std::atomic<bool> hold_writes{false};          // WRITEs wait while true
+  std::atomic<int> writes_waiting{0};            // WRITEs held right now
   std::atomic<Clock::rep> lease_end{
       (Clock::now() + std::chrono::hours(1)).time_since_epoch().count()};
 
@@ -465,7 +467,9 @@ class ScriptedUpstream : public upstream::Upstream {
       case OP_COMMIT:
         return 0;
       case OP_WRITE: {
+        writes_waiting++;
         cv_.wait(g, [this] { return !hold_writes.load(); });
+        writes_waiting--;
         const WRITE4args &w = a.nfs_argop4_u.opwrite;
         File &f = files_[*cur];
         size_t end = size_t(w.offset) + w.data.data_len;
@@ -914,6 +918,59 @@ TEST_F(CoreDelegationsTest, ConflictKeepsBothVersions) {
   ASSERT_TRUE(cb_client::WaitFor(
       [&] { return up_->Data("f") == "OURS, ALSO 14!"; }));
   EXPECT_EQ(up_->Names("f.nache-conflict-").size(), 1u);
+}
+
+// The value of a counter of metrics (summed over its series).
+double CounterValue(metrics::Metrics &m, const std::string &name) {
+  double v = 0;
+  for (const prometheus::MetricFamily &f : m.Collect())
+    if (f.name == name)
+      for (const prometheus::ClientMetric &c : f.metric) v += c.counter.value;
+  return v;
+}
+
+// A truncate of a file whose flush is on its way, then a new write: the
+// remote ends with exactly the new bytes. Before the fix the truncate
+// dropped the old data without waiting for the flush: its WRITE landed
+// at the remote after the truncate, and the flush, finding the block's
+// epoch restarted at 1, marked the new write clean (never sent).
+TEST_F(CoreDelegationsTest, ATruncateRacingAFlushLosesNothing) {
+  StartWriteBack(DelegationType::kNone, 0);  // flushed at once
+  up_->hold_writes = true;
+  size_t n = 0;
+  int committed = 0;
+  // (Whole-file writes: the scripted server has no READ.)
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 9, "old data!", 2, &n,
+                         &committed),
+            0u);
+  // The flusher sends it; the WRITE is on the wire.
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->writes_waiting == 1; }));
+  std::atomic<bool> done{false};
+  std::thread truncate_then_write([&] {
+    TruncateTo(file_, 0);
+    size_t n2 = 0;
+    int committed2 = 0;
+    EXPECT_EQ(core_->Write(cr_, file_, nullptr, 0, 3, "new", 2, &n2,
+                           &committed2),
+              0u);
+    done = true;
+  });
+  // The truncate waits for the flush in flight (or, before the fix, went
+  // ahead of it): either way the held WRITE may land now.
+  ASSERT_TRUE(cb_client::WaitFor([&] {
+    return done || CounterValue(metrics_,
+                                "nache_writeback_flush_waits_total") >= 1;
+  }));
+  up_->ReleaseWrites();
+  truncate_then_write.join();
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == "new"; }))
+      << "the remote holds \"" << up_->Data("f") << "\"";
+  ASSERT_TRUE(cb_client::WaitFor([&] {
+    Attrs a;
+    return core_->Getattr(cr_, file_, &a) == 0 && a.size == 3 &&
+           up_->Data("f") == "new";
+  }));
+  EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
 }
 
 // No conflict without a foreign change: a file written twice, flushed in
