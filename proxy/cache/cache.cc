@@ -539,6 +539,18 @@ void Cache::ExpireAttrs(Key key) {
   it->second->listing.reset();
 }
 
+void Cache::OwnChangeUnseen(Key key) {
+  std::lock_guard<std::mutex> g(mu_);
+  Object *o = Obj(key);
+  if (!o->have_attrs && !IsDirtyObj(*o)) return;  // nothing known to guard
+  if (!IsDirtyObj(*o)) o->validated = Clock::time_point();
+  if (o->base_uncertain) return;
+  o->base_uncertain = true;
+  WriteBatch batch;
+  PersistAttrs(key, *o, &batch);
+  Commit(&batch);  // unsynced, as FlushBegins (see there)
+}
+
 void Cache::Forget(Key key) {
   std::lock_guard<std::mutex> g(mu_);
   ForgetLocked(key);
@@ -1137,13 +1149,13 @@ bool Cache::LocalDirEdit(Key dir, const std::string &removed,
 
 void Cache::BaseIsCurrentLocked(Object *o) {
   // The last state seen at the remote; our own view only when none was
-  // seen (then nothing of ours ran ahead of it).
+  // seen (then nothing of ours ran ahead of it). Uncertain stays so when
+  // an operation of ours moved the remote since (OwnChangeUnseen).
   if (!o->base_known) {
     o->remote_size = o->attrs.size;
     o->remote_change = o->attrs.change;
     o->base_known = true;
   }
-  o->base_uncertain = false;
 }
 
 bool Cache::SeenRemoteLocked(Object *o, const Attrs &a) {

@@ -110,6 +110,13 @@ class Cache {
   // The next attribute request goes upstream (e.g. a directory an entry
   // was added to).
   void ExpireAttrs(Key key);
+  // An operation of ours moved key's change attribute at the remote
+  // without our seeing the result (a RENAME or LINK of it changes its
+  // ctime): the next flush of its changes must not take that for someone
+  // else's write. Its base becomes uncertain (now if it is dirty, or once
+  // it becomes dirty unless the remote's attributes are seen before) and
+  // its attributes are revalidated.
+  void OwnChangeUnseen(Key key);
   // The object is gone (or its cached state is not trusted): drops it all.
   void Forget(Key key);
   // Forget, unless key's change attribute is no longer change (a local

@@ -894,12 +894,13 @@ uint32_t Core::Link(const Creds &cr, Key key, Key dir,
   Fh fh, dfh;
   uint32_t st = FhOf(key, &fh);
   if (st || (st = FhOf(dir, &dfh))) return st;
+  // Before it is sent: its nlink and ctime move at the remote by our doing.
+  cache_->OwnChangeUnseen(key);
   Compound c;
   c.SetTag("link").Putfh(fh).Savefh().Putfh(dfh).Link(name);
   CompoundReply rep;
   st = Run(c, cr, &rep);
   cache_->ExpireAttrs(dir);  // also on failure: the outcome may be unknown
-  cache_->ExpireAttrs(key);  // nlink, ctime
   return st;
 }
 
@@ -938,6 +939,9 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   if (st || (st = FhOf(newdir, &nfh))) return st;
   ReturnIfReadDelegated(ListedKey(olddir, oldname));
   ReturnIfReadDelegated(ListedKey(newdir, newname));
+  // Before it is sent: the moved object's ctime moves by our doing.
+  Key source = ListedKey(olddir, oldname);
+  if (source != kNoKey) cache_->OwnChangeUnseen(source);
   // The trailing LOOKUP+GETFH names the moved object, so its recorded
   // (parent, name) follows it at no extra round trip.
   Compound c;
@@ -960,7 +964,7 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   Key moved = kNoKey;
   if (rst == upstream::kNfs4Ok && rep.Find(Op::kGetfh)) {
     moved = handles_->Intern(rep.Find(Op::kGetfh)->fh, newdir, newname);
-    cache_->ExpireAttrs(moved);  // ctime
+    cache_->OwnChangeUnseen(moved);  // ctime
   }
   if (rst != upstream::kNfs4Ok || moved == kNoKey) {
     cache_->ExpireAttrs(olddir);

@@ -333,6 +333,9 @@ uint32_t Core::SendRename(const LogRecord &r) {
       .Rename(r.name, r.name2)
       .Lookup(r.name2)
       .Getfh();
+  // Before it is sent (a kill may follow at once): the object's ctime, so
+  // its change attribute, moves at the remote by our doing.
+  cache_->OwnChangeUnseen(k);
   CompoundReply rep;
   st = Run(c, cr, &rep);
   uint32_t rst = OpStatus(rep, Op::kRename);

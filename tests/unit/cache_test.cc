@@ -650,6 +650,39 @@ TEST_F(CacheTest, OwnRemoteChangesOfADirtyFileKeepItsDataAndMoveItsBase) {
   EXPECT_TRUE(base.uncertain);
 }
 
+// An operation of ours that moved the remote's change attribute unseen
+// (a RENAME): the base of the object's changes is uncertain, now when it
+// is dirty, or once it becomes dirty unless the remote is seen first.
+TEST_F(CacheTest, OwnUnseenChangesMakeTheBaseUncertain) {
+  cache_->Validated(1, FileAttrs(5, 0));
+  cache_->OwnChangeUnseen(1);
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "abc", 3, &need));
+  Cache::DirtyBase base;
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
+  EXPECT_TRUE(base.uncertain) << "clean when renamed, dirty after";
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  cache_->Flushed(1, r, 0, FileAttrs(9, 3));
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "xyz", 3, &need));
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
+  EXPECT_FALSE(base.uncertain) << "the flush saw the remote";
+  EXPECT_EQ(base.change, 9u);
+  cache_->OwnChangeUnseen(1);
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
+  EXPECT_TRUE(base.uncertain) << "dirty when renamed";
+  Reopen(1 << 20);
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
+  EXPECT_TRUE(base.uncertain) << "kept across a restart";
+  // Seen at the remote before it is written: certain again.
+  cache_->Validated(2, FileAttrs(5, 0));
+  cache_->OwnChangeUnseen(2);
+  cache_->Validated(2, FileAttrs(6, 0));
+  ASSERT_TRUE(cache_->LocalWrite(2, 0, "abc", 3, &need));
+  ASSERT_TRUE(cache_->GetDirtyBase(2, &base));
+  EXPECT_FALSE(base.uncertain);
+  EXPECT_EQ(base.change, 6u);
+}
+
 TEST_F(CacheTest, SurvivesReopenButNeedsRevalidation) {
   Fill(8, 42, 3, 'p');
   Reopen(1 << 20);

@@ -973,6 +973,31 @@ TEST_F(CoreDelegationsTest, ATruncateRacingAFlushLosesNothing) {
   EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
 }
 
+// Our own RENAME of a file with unflushed data moves its change attribute
+// at the remote (its ctime): the flush that follows must not take it for
+// someone else's write. Before, it made a conflict copy and left the
+// remote with the old content (the crash loop over knfsd saw this).
+TEST_F(CoreDelegationsTest, OurOwnRenameOfADirtyFileIsNoConflict) {
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);  // sent when needed
+  size_t n = 0;
+  int committed = 0;
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", 2, &n,
+                         &committed),
+            0u);
+  ASSERT_EQ(core_->Rename(cr_, root_, "f", root_, "g"), 0u);  // logged
+  EXPECT_EQ(up_->Count("RENAME"), 0);
+  // A new f needs the name at the remote: the RENAME goes out now.
+  Key fresh = CreateWritten("f", "new");
+  TruncateTo(fresh, 2);
+  ASSERT_EQ(up_->Count("RENAME"), 1);
+  // A size change of g flushes its data first.
+  TruncateTo(file_, 4);
+  EXPECT_TRUE(up_->Names("g.nache-conflict-").empty());
+  EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
+  EXPECT_EQ(up_->Data("g"), "HELL");
+  EXPECT_EQ(up_->Data("f"), "ne");
+}
+
 // No conflict without a foreign change: a file written twice, flushed in
 // between, is written in place both times.
 TEST_F(CoreDelegationsTest, OwnFlushesAreNoConflict) {
