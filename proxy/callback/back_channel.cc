@@ -1,6 +1,7 @@
 // See back_channel.h.
 #include "callback/back_channel.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "upstream/nfs41.h"
@@ -26,6 +27,16 @@ constexpr uint32_t kMaxOps = 16;
 BackChannel::BackChannel(CallbackHandler *handler, uint32_t program)
     : handler_(handler), program_(program) {}
 
+void BackChannel::SetSession(const nfs41::SessionId &session, uint32_t slots) {
+  std::lock_guard<std::mutex> g(mu_);
+  told_ = true;
+  have_session_ = true;
+  session_ = session;
+  // Every slot at sequence id 0, nothing cached: a reply of the old
+  // session must never answer a call of the new one.
+  slots_.assign(std::max<uint32_t>(slots, 1), Slot());
+}
+
 uint64_t BackChannel::calls() const {
   std::lock_guard<std::mutex> g(mu_);
   return calls_;
@@ -47,6 +58,9 @@ ReplyStatus BackChannel::Serve(const rpc::PeerCall &call, XdrIn *args,
 }
 
 void BackChannel::Compound(XdrIn *in, std::string *results) {
+  // results already holds the RPC reply header (with this call's XID):
+  // what follows is ours, and only that is cached.
+  const size_t body_at = results->size();
   const char *tag;
   uint32_t tag_len, minor, ident, nops;
   std::string ops;  // the results of the ops, after the header
@@ -65,7 +79,9 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
     nops = 0;
     status = upstream::kNfs4ErrResource;
   }
-  bool retransmission = false, sequenced = false;
+  bool sequenced = false;
+  nfs41::SessionId session{};  // the slot sequenced: session, id, seqid
+  uint32_t slotid = 0, seqid = 0;
   // COMPOUND semantics: stop at the first op that fails.
   for (uint32_t i = 0; status == upstream::kNfs4Ok && i < nops; i++) {
     uint32_t op;
@@ -80,22 +96,44 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
         status = upstream::kNfs4ErrBadxdr;
       } else if (i != 0) {
         status = upstream::kNfs4ErrSequencePos;
-      } else if (a.slotid != 0) {
-        status = upstream::kNfs4ErrBadSlot;  // we offered one slot
       } else {
         std::lock_guard<std::mutex> g(mu_);
-        if (last_seqid_ != 0 && a.sequenceid == last_seqid_ &&
-            !last_reply_.empty()) {
-          *results = last_reply_;  // the server resends: the same answer
-          retransmission = true;
-        } else if (last_seqid_ != 0 && a.sequenceid != last_seqid_ + 1) {
-          status = upstream::kNfs4ErrSeqMisordered;
+        if (!told_ && (!have_session_ || a.sessionid != session_)) {
+          // Never told the session: the one named is taken as new.
+          have_session_ = true;
+          session_ = a.sessionid;
+          slots_.assign(slots_.size(), Slot());
+        }
+        if (!have_session_ || a.sessionid != session_) {
+          status = upstream::kNfs4ErrBadSession;  // not the current one
+        } else if (a.slotid >= slots_.size()) {
+          status = upstream::kNfs4ErrBadSlot;
         } else {
-          last_seqid_ = a.sequenceid;
-          sequenced = true;
+          Slot &s = slots_[a.slotid];
+          // (Unsigned: the id after 0xffffffff is 0, RFC 8881 2.10.6.1.)
+          if (s.seqid != 0 && a.sequenceid == s.seqid) {
+            if (s.reply.empty()) {
+              status = upstream::kNfs4ErrDelay;  // the first still runs
+            } else {
+              // The server resends: the same answer, under the XID of the
+              // resend, which the header before body_at carries.
+              results->append(s.reply);
+              return;
+            }
+          } else if (a.sequenceid != s.seqid + 1) {
+            status = upstream::kNfs4ErrSeqMisordered;
+          } else {
+            s.seqid = a.sequenceid;
+            s.reply.clear();
+            sequenced = true;
+            session = a.sessionid;
+            slotid = a.slotid;
+            seqid = a.sequenceid;
+          }
+          // Our own table's highest slot, for the server's next calls.
+          a.highest_slotid = uint32_t(slots_.size() - 1);
         }
       }
-      if (retransmission) return;
       nfs41::EncodeCbSequenceRes(&o, status, a);
       continue;
     }
@@ -165,7 +203,10 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
   results->append(ops);
   if (!sequenced) return;
   std::lock_guard<std::mutex> g(mu_);
-  last_reply_ = *results;
+  // Unless a new session came meanwhile: its slots start empty.
+  if (have_session_ && session_ == session && slotid < slots_.size() &&
+      slots_[slotid].seqid == seqid)
+    slots_[slotid].reply = results->substr(body_at);
 }
 
 }  // namespace callback

@@ -161,6 +161,10 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
                            std::string *results) {
       return bc->Serve(call, args, results);
     };
+    // Each new session starts the back channel's slots afresh; calls
+    // naming another session are refused (BADSESSION).
+    uo.on_new_session = [bc](const std::array<uint8_t, 16> &session,
+                             uint32_t slots) { bc->SetSession(session, slots); };
   }
   c->up_ = cfg.make_upstream ? cfg.make_upstream(uo)
                              : upstream::Upstream::Create(uo);

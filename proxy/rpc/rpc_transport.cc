@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace nache {
@@ -59,7 +61,29 @@ void PutAuthSys(XdrOut *x, const AuthSys &a) {
   x->Opaque(body);
 }
 
+// SplitMix64's finalizer: every input bit reaches every output bit.
+uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
+
+uint32_t InitialXid() {
+  uint32_t r;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) == ssize_t(sizeof r)) return r;
+  // No entropy yet (early boot): the clocks, the process and a counter,
+  // mixed; unsigned throughout.
+  static std::atomic<uint64_t> counter{0};
+  timespec rt, mono;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  uint64_t h = Mix64(uint64_t(rt.tv_sec) * 1000000000ull + uint64_t(rt.tv_nsec));
+  h = Mix64(h ^ (uint64_t(mono.tv_sec) * 1000000000ull + uint64_t(mono.tv_nsec)));
+  h = Mix64(h ^ (uint64_t(uint32_t(getpid())) << 32) ^ counter.fetch_add(1));
+  return uint32_t(h ^ (h >> 32));
+}
 
 const char *ReplyStatusName(ReplyStatus s) {
   switch (s) {
@@ -88,15 +112,11 @@ const char *ReplyStatusName(ReplyStatus s) {
 }
 
 Transport::Transport(int fd, size_t max_record)
-    : fd_(fd), max_record_(max_record) {
+    // A fragment's length has 31 bits: no record of ours may need more.
+    : fd_(fd), max_record_(std::min<size_t>(max_record, 0x7fffffffu)) {
   int fl = fcntl(fd_, F_GETFL);
   if (fl >= 0) fcntl(fd_, F_SETFL, fl | O_NONBLOCK);
-  // XIDs of a new connection should not repeat a previous one's: a server's
-  // duplicate request cache keys on them.
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  next_xid_ = uint32_t(ts.tv_nsec) ^ uint32_t(ts.tv_sec << 12) ^
-              uint32_t(getpid() << 20);
+  next_xid_ = InitialXid();
 }
 
 Transport::~Transport() {
@@ -122,7 +142,8 @@ bool Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
                      const AuthSys *auth, const EncodeFn &encode, ReplyFn done,
                      uint32_t *xid_out) {
   uint32_t xid = next_xid_++;
-  while (pending_.count(xid)) xid = next_xid_++;
+  // (0 is never used: the first form of Call returns it for "not sent".)
+  while (xid == 0 || pending_.count(xid)) xid = next_xid_++;
   std::string rec;
   rec.append(4, '\0');  // the marker, filled below
   XdrOut x(&rec);
@@ -140,7 +161,9 @@ bool Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
   }
   x.U32(kAuthNone);  // verifier
   x.U32(0);
-  if (!encode(&rec)) return false;
+  // The peer bounds what it takes as we do: a record over our own bound
+  // (or over what one fragment can say) is refused here, not sent.
+  if (!encode(&rec) || rec.size() - 4 > max_record_) return false;
   x.PatchU32(0, kLastFragment | uint32_t(rec.size() - 4));
   pending_.emplace(xid, std::move(done));
   out_.push_back(std::move(rec));
@@ -351,6 +374,8 @@ void Transport::ServePeerCall(uint32_t xid, XdrIn *in) {
   if (parsed) {
     ReplyStatus st = ReplyStatus::kProgUnavail;
     if (handler_) st = handler_(c, in, &rec);
+    if (st == ReplyStatus::kOk && rec.size() - 4 > max_record_)
+      st = ReplyStatus::kSystemErr;  // results too large to send
     if (st != ReplyStatus::kOk) rec.resize(stat_at + 4);  // no results
     x.PatchU32(stat_at, AcceptStatOf(st));
   }

@@ -51,6 +51,12 @@ enum class ReplyStatus {
 };
 const char *ReplyStatusName(ReplyStatus s);
 
+// The first XID of a new transport: 32 random bits (the kernel's, else a
+// hash of the clocks and the process), so that a restarted proxy, or a new
+// connection, does not repeat XIDs a server's duplicate request cache may
+// still hold with another call's reply.
+uint32_t InitialXid();
+
 // A call the peer made to us.
 struct PeerCall {
   uint32_t xid = 0;
@@ -71,7 +77,9 @@ class Transport {
 
   // fd: a connected stream socket; the transport makes it non-blocking and
   // closes it when destroyed. A record (all fragments) longer than
-  // max_record ends the connection.
+  // max_record (at most 2^31 - 1) ends the connection, checked on each
+  // fragment's header before its bytes are read or buffered; a call or a
+  // reply of ours longer than it is not sent.
   explicit Transport(int fd, size_t max_record = 16u << 20);
   ~Transport();  // FailAll, then closes the socket
   Transport(const Transport &) = delete;
@@ -87,8 +95,9 @@ class Transport {
   uint32_t Call(uint32_t prog, uint32_t vers, uint32_t proc,
                 const AuthSys *auth, const std::string &args, ReplyFn done);
   // The same, the arguments appended to the record by encode (no copy of a
-  // large WRITE's data). When encode returns false nothing is queued, done
-  // is dropped unrun, and Call returns false.
+  // large WRITE's data). When encode returns false or the record would be
+  // longer than max_record, nothing is queued, done is dropped unrun, and
+  // Call returns false (the first form then returns XID 0).
   using EncodeFn = std::function<bool(std::string *record)>;
   bool Call(uint32_t prog, uint32_t vers, uint32_t proc, const AuthSys *auth,
             const EncodeFn &encode, ReplyFn done, uint32_t *xid);

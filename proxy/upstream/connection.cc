@@ -32,6 +32,10 @@ int64_t MsUntil(Clock::time_point now, Clock::time_point t) {
 
 }  // namespace
 
+const char *CallTag(const PendingCall &call) {
+  return call.compound ? call.compound->tag().c_str() : call.raw_tag;
+}
+
 Connection::Connection(int index, const UpstreamOptions &opts,
                        ConnectionListener *listener)
     : index_(index), opts_(opts), listener_(listener) {
@@ -219,6 +223,10 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
         }
       }
       p->session = std::move(session);
+      if (p->slot.probe) {
+        SendProbe(std::move(call));
+        return;
+      }
     }
     seq.sessionid = p->session->id;
     seq.sequenceid = p->slot.sequenceid;
@@ -250,8 +258,7 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
     nache_log(kLogMajor, kComponent,
               "connection %d: cannot encode compound '%s' (%zu ops, hint %zu "
               "bytes)",
-              index_, compound ? compound->tag().c_str() : "raw",
-              compound ? compound->size() : 0,
+              index_, CallTag(*p), compound ? compound->size() : 0,
               compound ? compound->EncodedSizeHint() : 0);
     ReleaseSlot(p, SlotTable::Outcome::kNotDone);
     Complete(p, CallStatus::kEncodeError, {});
@@ -270,6 +277,30 @@ bool Connection::ReleaseSlot(PendingCall *call, SlotTable::Outcome outcome) {
   call->session.reset();
   listener_->OnSlotFreed();
   return false;
+}
+
+void Connection::SendProbe(std::unique_ptr<PendingCall> call) {
+  // A COMPOUND of SEQUENCE alone: executed or answered from the server's
+  // reply cache, it changes nothing, and its answer tells which sequence
+  // id the slot is at (slot_table.h).
+  auto probe = std::make_unique<PendingCall>();
+  probe->owned = std::make_unique<Compound>();
+  probe->owned->SetTag("slot_probe");
+  probe->compound = probe->owned.get();
+  probe->deadline = call->deadline;
+  probe->session = std::move(call->session);
+  probe->slot = call->slot;
+  call->slot = SlotTable::Slot();
+  probe->after = std::move(call);
+  // Complete() counts every call down once.
+  load_.fetch_add(1, std::memory_order_relaxed);
+  Send(std::move(probe));
+}
+
+void Connection::Requeue(std::unique_ptr<PendingCall> call) {
+  call->session.reset();
+  slot_wait_.push_front(std::move(call));
+  Wake();  // RetrySlotWaiters on the next turn, not after poll's timeout
 }
 
 void Connection::RetrySlotWaiters() {
@@ -313,8 +344,7 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
   if (status != rpc::ReplyStatus::kOk) {
     nache_log(kLogMajor, kComponent,
               "connection %d: compound '%s': the server answered: %s", index_,
-              call->compound ? call->compound->tag().c_str() : "raw",
-              rpc::ReplyStatusName(status));
+              CallTag(*call), rpc::ReplyStatusName(status));
     ReleaseSlot(call, SlotTable::Outcome::kNotDone);
     Complete(call, CallStatus::kDecodeError, {});
     return;
@@ -338,10 +368,16 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
     std::shared_ptr<Session41> session = call->session;
     if (seq.status != UINT32_MAX)
       listener_->OnSequence(*session, seq, call->sent_at);
+    const bool probe = call->slot.probe;
     if (ReleaseSlot(call, outcome)) {
-      // SEQ_MISORDERED after a lost reply: the same call again, on the
-      // sequence id the server expects.
+      // A probe refused SEQ_MISORDERED: again at once, one id lower.
       Send(std::move(owner));
+      return;
+    }
+    if (seq.status == kNfs4ErrSeqMisordered && !probe) {
+      // Not executed, and the slot is now settled by a probe first: the
+      // call goes again (bounded by its deadline).
+      Requeue(std::move(owner));
       return;
     }
     if (seq.status == kNfs4ErrBadSession || seq.status == kNfs4ErrDeadSession ||
@@ -356,7 +392,7 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
     nache_log(kLogMajor, kComponent,
               "connection %d: the reply to '%s' does not decode or does not "
               "match its request",
-              index_, call->compound->tag().c_str());
+              index_, CallTag(*call));
     Complete(call, CallStatus::kDecodeError, {});
     return;
   }
@@ -371,7 +407,7 @@ void Connection::ExpireCalls(Clock::time_point now) {
   for (PendingCall *call : expired) {
     nache_log(kLogWarn, kComponent,
               "connection %d: compound '%s' timed out after %d ms", index_,
-              call->compound->tag().c_str(), opts_.call_timeout_ms);
+              CallTag(*call), opts_.call_timeout_ms);
     // Nothing at all came back since this call went out: the connection is
     // presumed dead (a silent peer never resets TCP).
     if (last_reply_ < call->sent_at) stalled = true;
@@ -447,6 +483,15 @@ void Connection::Complete(PendingCall *call, CallStatus status,
   call->owned.reset();
   call->compound = nullptr;
   if (done) done(status, std::move(reply));
+  if (!call->after) return;
+  // A probe: answered (whatever the answer), the call behind it goes on;
+  // not answered (timeout, connection lost, shutdown), it fails the same
+  // way, never sent.
+  std::unique_ptr<PendingCall> after = std::move(call->after);
+  if (status == CallStatus::kOk || status == CallStatus::kDecodeError)
+    Requeue(std::move(after));
+  else
+    Complete(after.get(), status, {});
 }
 
 }  // namespace upstream

@@ -67,6 +67,7 @@ struct PendingCall {
   // raw_reply reads the reply's XDR before done runs with kOk.
   std::function<bool(std::string *)> raw_encode;
   std::function<void(rpc::XdrIn *)> raw_reply;
+  const char *raw_tag = "raw";          // its name in logs (static storage)
   // Loop thread only:
   bool completed = false;               // done has run
   Clock::time_point sent_at;            // when it was handed to the transport
@@ -74,7 +75,15 @@ struct PendingCall {
   // NFSv4.1: the session and slot it goes out on, once it has one.
   std::shared_ptr<Session41> session;
   SlotTable::Slot slot;
+  // NFSv4.1: this call is a probe (SEQUENCE alone) settling an uncertain
+  // slot, and after is the call that waits for it: sent once the probe is
+  // answered, failed with the probe's status when it is not.
+  std::unique_ptr<PendingCall> after;
 };
+
+// For logs: the COMPOUND's tag, or the session operation's name (a raw
+// call has no Compound, and a completed call has none left).
+const char *CallTag(const PendingCall &call);
 
 // Told about connection state changes, on the connection's loop thread.
 class ConnectionListener {
@@ -139,6 +148,12 @@ class Connection {
   // NFSv4.1: gives call's slot back after outcome; true when the call
   // must be sent again at once (on the slot's corrected sequence id).
   bool ReleaseSlot(PendingCall *call, SlotTable::Outcome outcome);
+  // NFSv4.1: call got an uncertain slot: sends a probe on it instead, with
+  // call waiting behind it.
+  void SendProbe(std::unique_ptr<PendingCall> call);
+  // Puts a call not sent (or not executed) back at the head of the calls
+  // waiting for a slot, to be sent on the next turn of the loop.
+  void Requeue(std::unique_ptr<PendingCall> call);
   void RetrySlotWaiters();
   int PollTimeoutMs(Clock::time_point now) const;
   // Drops the transport, completing everything it held with status, and

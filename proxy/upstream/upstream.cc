@@ -558,6 +558,7 @@ CallStatus UpstreamImpl::SessionOp(
   auto w = std::make_shared<Waiter>();
   bool parsed = false;
   auto call = std::make_unique<PendingCall>();
+  call->raw_tag = tag;
   call->raw_encode = [tag, encode_op](std::string *out) {
     rpc::XdrOut x(out);
     nfs41::EncodeCompoundHeader(&x, tag, 1);
@@ -625,7 +626,15 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
   st = SessionOp(
       index, "create_session",
       [&ca](rpc::XdrOut *x) { nfs41::EncodeCreateSession(x, ca); },
-      [&cr](rpc::XdrIn *in) { return nfs41::DecodeCreateSession(in, &cr); });
+      [this, &cr](rpc::XdrIn *in) {
+        bool ok = nfs41::DecodeCreateSession(in, &cr);
+        // The back channel learns of the session here, on the loop thread
+        // before it reads on: the server may call back on the new session
+        // right after this reply, on this connection.
+        if (ok && cr.status == kNfs4Ok && opts_.on_new_session)
+          opts_.on_new_session(cr.sessionid, cr.back.max_requests);
+        return ok;
+      });
   if (st != CallStatus::kOk || cr.status != kNfs4Ok) {
     nache_log(kLogMajor, kComponent, "CREATE_SESSION: %s, nfs status %u",
               CallStatusName(st), cr.status);

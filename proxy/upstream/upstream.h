@@ -16,6 +16,7 @@
 // owners of open/lock state know to reclaim it.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -54,6 +55,15 @@ struct UpstreamOptions {
   std::function<rpc::ReplyStatus(const rpc::PeerCall &, rpc::XdrIn *,
                                  std::string *)>
       back_channel;
+  // NFSv4.1: called with each new session's id and the number of its
+  // back-channel slots once CREATE_SESSION succeeded, on the loop thread
+  // of the connection it came on, before that connection reads anything
+  // more (a callback on the new session comes after). The back channel's
+  // slot table belongs to the session: it starts afresh
+  // (callback::BackChannel::SetSession).
+  std::function<void(const std::array<uint8_t, 16> &session,
+                     uint32_t back_slots)>
+      on_new_session;
   // Called on the state thread each time a client id is confirmed (the
   // first time and after every re-establishment), before held calls are
   // released: state of the previous id (opens, delegations) is gone.

@@ -6,6 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,12 +54,16 @@ std::string Compound(const std::vector<std::string> &ops) {
   for (const std::string &op : ops) b += op;
   return b;
 }
-std::string CbSequence(uint32_t seqid, uint32_t slot = 0) {
+upstream::nfs41::SessionId Sid(char c) {
+  upstream::nfs41::SessionId s;
+  s.fill(uint8_t(c));
+  return s;
+}
+std::string CbSequence(uint32_t seqid, uint32_t slot = 0, char session = 's') {
   std::string b;
   XdrOut x(&b);
   x.U32(11);
-  std::string sid(16, 's');
-  x.Fixed(sid.data(), 16);
+  x.Fixed(Sid(session).data(), 16);
   x.U32(seqid);
   x.U32(slot);
   x.U32(0);
@@ -99,6 +108,9 @@ class BackChannelTest : public ::testing::Test {
     XdrIn in(args.data(), args.size());
     Reply r;
     EXPECT_EQ(bc_.Serve(c, &in, &r.raw), rpc::ReplyStatus::kOk);
+    return Parse(r);
+  }
+  static Reply Parse(Reply r) {
     XdrIn out(r.raw.data(), r.raw.size());
     std::string tag;
     uint32_t n;
@@ -180,6 +192,121 @@ TEST_F(BackChannelTest, OtherProgramsAndProceduresAreRefused) {
   EXPECT_TRUE(res.empty());
   c.proc = 7;
   EXPECT_EQ(bc_.Serve(c, &in, &res), rpc::ReplyStatus::kProcUnavail);
+}
+
+// Issue 15 defect 7: the back channel's slot belongs to the session.
+TEST_F(BackChannelTest, ANewSessionStartsTheSlotAfreshAndItsRecallRuns) {
+  bc_.SetSession(Sid('A'), 1);
+  for (uint32_t id = 1; id <= 5; id++)
+    ASSERT_EQ(Call(Compound({CbSequence(id, 0, 'A')})).status, 0u);
+  bc_.SetSession(Sid('B'), 1);
+  Reply r = Call(Compound({CbSequence(1, 0, 'B'), CbRecall("FH-B")}));
+  EXPECT_EQ(r.status, 0u) << "seqid 1 is the new session's first call";
+  ASSERT_EQ(h_.recalls.size(), 1u);
+  EXPECT_EQ(h_.recalls[0], "FH-B");
+  EXPECT_EQ(Call(Compound({CbSequence(2, 0, 'B')})).status, 0u);
+}
+
+TEST_F(BackChannelTest, ACallOnAnotherSessionIsBadSession) {
+  bc_.SetSession(Sid('A'), 1);
+  ASSERT_EQ(Call(Compound({CbSequence(1, 0, 'A')})).status, 0u);
+  bc_.SetSession(Sid('B'), 1);
+  Reply old = Call(Compound({CbSequence(2, 0, 'A'), CbRecall("FH1")}));
+  EXPECT_EQ(old.status, uint32_t(upstream::kNfs4ErrBadSession));
+  ASSERT_EQ(old.ops.size(), 1u) << "stopped at CB_SEQUENCE";
+  Reply never = Call(Compound({CbSequence(1, 0, 'Z'), CbRecall("FH1")}));
+  EXPECT_EQ(never.status, uint32_t(upstream::kNfs4ErrBadSession));
+  EXPECT_TRUE(h_.recalls.empty());
+  // The current session's slot was not touched by either.
+  EXPECT_EQ(Call(Compound({CbSequence(1, 0, 'B')})).status, 0u);
+}
+
+// When the old session's last id was 1, the new session's first call (id 1
+// too) is new, not a retransmission answered from the old one's cache.
+TEST_F(BackChannelTest, ARecallOnANewSessionIsNotTakenForTheOldOnesReplay) {
+  bc_.SetSession(Sid('A'), 1);
+  ASSERT_EQ(Call(Compound({CbSequence(1, 0, 'A'), CbRecall("FH1")})).status,
+            0u);
+  bc_.SetSession(Sid('B'), 1);
+  Reply r = Call(Compound({CbSequence(1, 0, 'B'), CbRecall("FH2")}));
+  EXPECT_EQ(r.status, 0u);
+  ASSERT_EQ(h_.recalls.size(), 2u) << "executed, not replayed";
+  EXPECT_EQ(h_.recalls[1], "FH2");
+}
+
+TEST_F(BackChannelTest, SlotsBeyondTheSessionsAreBadSlotOthersCountAlone) {
+  bc_.SetSession(Sid('A'), 2);
+  EXPECT_EQ(Call(Compound({CbSequence(1, 1, 'A')})).status, 0u);
+  EXPECT_EQ(Call(Compound({CbSequence(1, 0, 'A')})).status, 0u)
+      << "each slot has its own sequence";
+  EXPECT_EQ(Call(Compound({CbSequence(1, 2, 'A')})).status,
+            uint32_t(upstream::kNfs4ErrBadSlot));
+  EXPECT_EQ(Call(Compound({CbSequence(3, 1, 'A')})).status,
+            uint32_t(upstream::kNfs4ErrSeqMisordered));
+}
+
+// Over our RPC transport: the server resends a CB_COMPOUND under a new
+// XID; the cached answer goes back under that new XID, and the recall is
+// not run twice.
+TEST_F(BackChannelTest, ARetransmissionIsAnsweredUnderItsOwnXid) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  auto t = std::make_unique<rpc::Transport>(sv[0]);
+  const int peer = sv[1];
+  t->SetCallHandler([this](const rpc::PeerCall &c, XdrIn *args,
+                           std::string *res) {
+    return bc_.Serve(c, args, res);
+  });
+  bc_.SetSession(Sid('A'), 1);
+  const std::string args = Compound({CbSequence(1, 0, 'A'), CbRecall("FH1")});
+  auto call = [&args](uint32_t xid) {
+    std::string b;
+    XdrOut x(&b);
+    for (uint32_t w : {xid, 0u, 2u, 0x40000000u, 1u, 1u, 0u, 0u, 0u, 0u})
+      x.U32(w);  // CALL, RPC 2, CB_COMPOUND, AUTH_NONE, AUTH_NONE
+    b += args;
+    std::string r;
+    XdrOut(&r).U32(0x80000000u | uint32_t(b.size()));
+    return r + b;
+  };
+  // Serves until one whole reply record can be read, and returns it.
+  auto reply = [&]() {
+    std::string in;
+    for (int i = 0; i < 500; i++) {
+      pollfd p[2] = {{t->fd(), t->WantEvents(), 0}, {peer, POLLIN, 0}};
+      poll(p, 2, 10);
+      EXPECT_TRUE(t->Service(p[0].revents)) << t->error();
+      if (p[1].revents & POLLIN) {
+        char buf[4096];
+        ssize_t n = read(peer, buf, sizeof buf);
+        if (n > 0) in.append(buf, size_t(n));
+      }
+      if (in.size() >= 4) {
+        uint32_t m;
+        XdrIn(in.data(), 4).U32(&m);
+        if (in.size() >= 4 + (m & 0x7fffffffu)) return in.substr(4);
+      }
+    }
+    return std::string();
+  };
+  const std::string first_call = call(1000), second_call = call(2000);
+  ASSERT_EQ(write(peer, first_call.data(), first_call.size()),
+            ssize_t(first_call.size()));
+  std::string first = reply();
+  ASSERT_EQ(write(peer, second_call.data(), second_call.size()),
+            ssize_t(second_call.size()));
+  std::string second = reply();
+  ASSERT_GT(first.size(), 24u);
+  ASSERT_EQ(first.size(), second.size());
+  uint32_t xid1, xid2;
+  XdrIn(first.data(), 4).U32(&xid1);
+  XdrIn(second.data(), 4).U32(&xid2);
+  EXPECT_EQ(xid1, 1000u);
+  EXPECT_EQ(xid2, 2000u) << "the resend's own XID";
+  EXPECT_EQ(first.substr(4), second.substr(4)) << "the same answer";
+  EXPECT_EQ(h_.recalls.size(), 1u) << "executed once";
+  t.reset();
+  close(peer);
 }
 
 }  // namespace

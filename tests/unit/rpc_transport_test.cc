@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -346,6 +347,111 @@ TEST_F(RpcTransportTest, ThePeerClosingFailsTheConnection) {
   EXPECT_NE(t_->error().find("closed"), std::string::npos) << t_->error();
   t_->FailAll();
   EXPECT_EQ(o.status, ReplyStatus::kDisconnected);
+}
+
+// Issue 15 defect 12: the first XID came from getpid() << 20 (a signed
+// overflow) mixed with the clock; now 32 random bits. Transports made in
+// the same second by one process differ across all 32 bits (the old seed's
+// top bits were fixed by the second and the pid), so a restart does not
+// land next to the XIDs its previous incarnation used.
+TEST_F(RpcTransportTest, FirstXidsAreSpreadOverAll32Bits) {
+  std::vector<uint32_t> xids;
+  for (int i = 0; i < 64; i++) {
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    Transport t(sv[0]);
+    Outcome o;
+    xids.push_back(t.Call(kNfsProg, 4, 0, nullptr, "", Into(&o)));
+    t.Cancel(xids.back());
+    close(sv[1]);
+  }
+  std::sort(xids.begin(), xids.end());
+  EXPECT_EQ(std::unique(xids.begin(), xids.end()), xids.end());
+  int top_set = 0, second_set = 0;
+  for (uint32_t x : xids) {
+    top_set += (x >> 31) & 1;
+    second_set += (x >> 30) & 1;
+  }
+  EXPECT_GT(top_set, 0);
+  EXPECT_LT(top_set, 64);
+  EXPECT_GT(second_set, 0);
+  EXPECT_LT(second_set, 64);
+}
+
+// A reply twice, a reply after its call was given up (timed out), and one
+// to an XID never ours: each dropped and counted, the calls around them
+// untouched, the connection fine.
+TEST_F(RpcTransportTest, DuplicateLateAndUnknownRepliesAreDropped) {
+  int a_runs = 0;
+  Outcome b, c;
+  uint32_t xa = t_->Call(kNfsProg, 4, 1, nullptr, "",
+                         [&a_runs](ReplyStatus, XdrIn *) { a_runs++; });
+  uint32_t xb = t_->Call(kNfsProg, 4, 1, nullptr, "", Into(&b));
+  uint32_t xc = t_->Call(kNfsProg, 4, 1, nullptr, "", Into(&c));
+  EXPECT_TRUE(t_->Cancel(xb));  // b timed out
+  PeerWrite(Record(Reply(xa, 0, Str("a"))) + Record(Reply(xa, 0, Str("a2"))) +
+            Record(Reply(xb, 0, Str("late"))) +
+            Record(Reply(xa ^ xb ^ xc ^ 0x5a5a5a5au, 0, Str("stranger"))));
+  ASSERT_TRUE(ServiceUntil([&] { return t_->dropped_replies() == 3; }));
+  EXPECT_EQ(a_runs, 1);
+  EXPECT_FALSE(b.done);
+  EXPECT_FALSE(c.done);
+  EXPECT_EQ(t_->pending(), 1u);
+  PeerWrite(Record(Reply(xc, 0, Str("c"))));
+  ASSERT_TRUE(ServiceUntil([&] { return c.done; }));
+  EXPECT_EQ(c.text, "c");
+  EXPECT_TRUE(t_->error().empty()) << t_->error();
+}
+
+// Record marking from the peer: a fragment header claiming 2 GiB ends the
+// connection on its 4 bytes, before anything is buffered; so do fragments
+// that each fit but add up past the bound.
+TEST_F(RpcTransportTest, RecordLengthsFromThePeerAreBounded) {
+  std::string m;
+  XdrOut(&m).U32(0xffffffffu);  // last fragment, 2^31 - 1 bytes
+  PeerWrite(m);
+  pollfd p{t_->fd(), POLLIN, 0};
+  poll(&p, 1, 1000);
+  EXPECT_FALSE(t_->Service(p.revents));
+  EXPECT_NE(t_->error().find("more than"), std::string::npos) << t_->error();
+  close(peer_);
+  Open(1024);
+  std::string frags;
+  for (int i = 0; i < 3; i++) {
+    XdrOut(&frags).U32(400);  // not the last
+    frags += std::string(400, 'x');
+  }
+  PeerWrite(frags);
+  EXPECT_FALSE(ServiceUntil([] { return false; }));
+  EXPECT_NE(t_->error().find("1024"), std::string::npos) << t_->error();
+}
+
+// What we send is bounded the same way: a call longer than the bound is
+// refused, not sent; a reply to the peer too long to send is SYSTEM_ERR.
+TEST_F(RpcTransportTest, RecordsOfOursLongerThanTheBoundAreNotSent) {
+  Open(1024);
+  Outcome o;
+  EXPECT_EQ(t_->Call(kNfsProg, 4, 1, nullptr, std::string(2000, 'x'),
+                     Into(&o)),
+            0u);
+  EXPECT_EQ(t_->pending(), 0u);
+  EXPECT_EQ(t_->queued_bytes(), 0u);
+  t_->SetCallHandler([](const PeerCall &, XdrIn *, std::string *res) {
+    res->append(4096, 'r');
+    return ReplyStatus::kOk;
+  });
+  std::string b;
+  XdrOut x(&b);
+  for (uint32_t w : {9u, 0u, 2u, kCbProg, 1u, 1u, 0u, 0u, 0u, 0u}) x.U32(w);
+  PeerWrite(Record(b));
+  std::string r = PeerReadRecord();
+  XdrIn in(r.data(), r.size());
+  uint32_t w[6];
+  for (uint32_t &v : w) ASSERT_TRUE(in.U32(&v));
+  EXPECT_EQ(w[0], 9u);
+  EXPECT_EQ(w[5], 5u) << "SYSTEM_ERR";
+  EXPECT_EQ(in.left(), 0u);
+  EXPECT_FALSE(o.done);
 }
 
 // A call larger than the socket takes at once goes out across many

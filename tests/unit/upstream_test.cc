@@ -65,6 +65,19 @@ TEST(UpstreamTest, SilentServerNeverBecomesReady) {
   up->Shutdown();
 }
 
+// Issue 15 defect 6: NFSv4.1's EXCHANGE_ID unanswered times out (and is
+// tried again), where its timeout used to crash the connection's loop.
+TEST(UpstreamTest, V41SessionSetUpAgainstASilentServerTimesOut) {
+  SilentServer server;
+  UpstreamOptions o = Options(server.port());
+  o.minor_version = 1;
+  auto up = Upstream::Create(o);
+  // Three call timeouts: EXCHANGE_ID has timed out at least once.
+  EXPECT_FALSE(up->WaitReady(3 * o.call_timeout_ms));
+  EXPECT_NE(up->state(), UpstreamState::kReady);
+  up->Shutdown();
+}
+
 TEST(UpstreamTest, CallWithoutClientIdTimesOut) {
   SilentServer server;
   auto up = Upstream::Create(Options(server.port()));
