@@ -246,7 +246,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
         fo,
         [core](Key key, bool patient) {
           return core->PrepareFlush(key, patient);
-        }));
+        },
+        [core](Key key) { return core->SaveLostFile(key); }));
     NACHE_LOG(kLogEvent, "NACHE_WRITEBACK",
               "write-back on for %s; flush after %u s or beyond %llu dirty "
               "bytes",

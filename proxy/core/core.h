@@ -407,8 +407,29 @@ class Core {
   // NAME.nache-conflict-<stamp>[-n]; stamp: the time now, UTC.
   static std::string ConflictName(const std::string &name,
                                   const std::string &stamp, int n);
+  // NAME.nache-<kind>-<stamp>[-n].
+  static std::string CopyName(const std::string &name, const char *kind,
+                              const std::string &stamp, int n);
   static std::string UtcStamp();
   uint32_t KeepBothVersions(Key key, const Attrs &remote);
+  // The flusher found key gone at the remote (NFS4ERR_STALE) while we
+  // hold acknowledged data of it: our version is saved where the remote
+  // keeps it visibly, NAME.nache-lost-<time> beside where it was, or in
+  // the export's nache-lost+found when that directory is gone too; an
+  // ERROR line and nache_writeback_lost_files_total say so. Non-zero:
+  // not saved (the data stays in the cache, retried later).
+  uint32_t SaveLostFile(Key key);
+  static constexpr const char *kLostAndFound = "nache-lost+found";
+  // The export's nache-lost+found (made as cr when missing, mode 01777).
+  uint32_t LostAndFound(const Creds &cr, Key *key);
+  // The directory and name key was last known by (the export root and
+  // nache-file-<key> when none).
+  void LastNameOf(Key key, Key *dir, std::string *name);
+  // Creates NAME.nache-<kind>-<time> in dir and copies our cached version
+  // of key into it; then key's state here is dropped (unless written
+  // again meanwhile: copied again). *saved_as: the name made.
+  uint32_t SaveOurVersion(Key key, Key dir, const std::string &name,
+                          const char *kind, std::string *saved_as);
   // The conflict copy appeared in (or, failed, left) directory dir.
   void NoteConflictCopy(Key dir, const upstream::ChangeInfo &ci,
                         const std::string &removed, const std::string &added,

@@ -29,7 +29,12 @@ std::string Core::UtcStamp() {
 
 std::string Core::ConflictName(const std::string &name,
                                const std::string &stamp, int n) {
-  return name + ".nache-conflict-" + stamp +
+  return CopyName(name, "conflict", stamp, n);
+}
+
+std::string Core::CopyName(const std::string &name, const char *kind,
+                           const std::string &stamp, int n) {
+  return name + ".nache-" + kind + "-" + stamp +
          (n ? "-" + std::to_string(n) : std::string());
 }
 
@@ -64,15 +69,96 @@ uint32_t Core::CheckForConflict(Key key) {
   return KeepBothVersions(key, now);
 }
 
-uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
-  // Beside the file, under the name we last saw it by.
-  Key dir = root_key_;
-  std::string name = "nache-file-" + std::to_string(key);
+void Core::LastNameOf(Key key, Key *dir, std::string *name) {
+  *dir = root_key_;
+  *name = "nache-file-" + std::to_string(key);
   HandleRecord rec;
   if (handles_->Get(key, &rec) && rec.parent != kNoKey && !rec.name.empty()) {
-    dir = rec.parent;
-    name = rec.name;
+    *dir = rec.parent;
+    *name = rec.name;
   }
+}
+
+uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
+  // Beside the file, under the name we last saw it by.
+  Key dir;
+  std::string name, cname;
+  LastNameOf(key, &dir, &name);
+  uint32_t st = SaveOurVersion(key, dir, name, "conflict", &cname);
+  if (st) return st;
+  metrics_->CountConflict();
+  NACHE_LOG(kLogWarn, kWritebackComponent,
+            "conflict: %s (key %llu) changed at the remote (change %llu, "
+            "size %llu) while we held unflushed writes; the remote's "
+            "version stays, ours is saved beside it as %s",
+            name.c_str(), (unsigned long long)key,
+            (unsigned long long)remote.change,
+            (unsigned long long)remote.size, cname.c_str());
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::SaveLostFile(Key key) {
+  Key dir;
+  std::string name, cname;
+  LastNameOf(key, &dir, &name);
+  // Beside where it was; when its directory is gone too, in the export's
+  // nache-lost+found.
+  uint32_t st = SaveOurVersion(key, dir, name, "lost", &cname);
+  if (st == upstream::kNfs4ErrStale || st == upstream::kNfs4ErrNoent) {
+    Key lf;
+    if ((st = LostAndFound(FlushCreds(key), &lf)) == upstream::kNfs4Ok) {
+      st = SaveOurVersion(key, lf, name, "lost", &cname);
+      cname = std::string(kLostAndFound) + "/" + cname;
+    }
+  }
+  if (st) {
+    metrics_->CountLostFile(false);
+    NACHE_LOG(kLogCrit, kWritebackComponent,
+              "%s (key %llu) is gone at the remote with unflushed data of "
+              "ours, which could not be saved there (nfs status %u): it "
+              "stays in the cache, retried later",
+              name.c_str(), (unsigned long long)key, st);
+    return st;
+  }
+  metrics_->CountLostFile(true);
+  NACHE_LOG(kLogCrit, kWritebackComponent,
+            "%s (key %llu) is gone at the remote (removed, or the remote's "
+            "handles changed) while we held acknowledged data not yet "
+            "sent: our version is saved at the remote as %s",
+            name.c_str(), (unsigned long long)key, cname.c_str());
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::LostAndFound(const Creds &cr, Key *key) {
+  Fh root;
+  uint32_t st = FhOf(root_key_, &root);
+  if (st) return st;
+  Attrs ca;
+  ca.mask = upstream::kAttrMode;
+  // Like /tmp: every writer may save there, only theirs to remove (made
+  // by the first writer who needs it; the remote may squash root).
+  ca.mode = 01777;
+  Compound c;
+  c.SetTag("lost_found")
+      .Putfh(root)
+      .Create(upstream::FileType::kDir, kLostAndFound, ca, "")
+      .Getfh();
+  CompoundReply rep;
+  st = Run(c, cr, &rep);
+  if (st == upstream::kNfs4ErrExist) {
+    Compound l;
+    l.SetTag("lost_found").Putfh(root).Lookup(kLostAndFound).Getfh();
+    rep = CompoundReply();
+    st = Run(l, cr, &rep);
+  }
+  if (st) return st;
+  *key = handles_->Intern(rep.Find(Op::kGetfh)->fh, root_key_, kLostAndFound);
+  cache_->ExpireAttrs(root_key_);
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
+                              const char *kind, std::string *saved_as) {
   Fh pfh;
   uint32_t st = FhOf(dir, &pfh);
   if (st) return st;
@@ -90,16 +176,16 @@ uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
   upstream::Delegation deleg;
   st = upstream::kNfs4ErrExist;
   for (int n = 0; n < 100 && st == upstream::kNfs4ErrExist; n++) {
-    cname = ConflictName(name, stamp, n);
+    cname = CopyName(name, kind, stamp, n);
     rep = CompoundReply();
     st = CreateClosedFile(cr, pfh, cname, upstream::OpenArgs::Create::kGuarded,
                           ca, key, [](Compound *) {}, &rep, &fh, &deleg);
   }
   if (st) {
     NACHE_LOG(kLogWarn, kWritebackComponent,
-              "conflict on %s (key %llu): could not create %s at the remote "
+              "%s of %s (key %llu): could not create %s at the remote "
               "(nfs status %u); our version stays here, retried later",
-              name.c_str(), (unsigned long long)key, cname.c_str(), st);
+              kind, name.c_str(), (unsigned long long)key, cname.c_str(), st);
     return st;
   }
   Key copy = handles_->Intern(fh, dir, cname);
@@ -125,20 +211,14 @@ uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
         if (r->status == upstream::kNfs4Ok)
           NoteConflictCopy(dir, r->cinfo, cname, "", kNoKey);
       NACHE_LOG(kLogWarn, kWritebackComponent,
-                "conflict on %s (key %llu): copying our version to %s "
-                "failed (nfs status %u); it stays here, retried later",
-                name.c_str(), (unsigned long long)key, cname.c_str(), st);
+                "%s of %s (key %llu): copying our version to %s failed "
+                "(nfs status %u); it stays here, retried later",
+                kind, name.c_str(), (unsigned long long)key, cname.c_str(),
+                st);
       return st;
     }
   }
-  metrics_->CountConflict();
-  NACHE_LOG(kLogWarn, kWritebackComponent,
-            "conflict: %s (key %llu) changed at the remote (change %llu, "
-            "size %llu) while we held unflushed writes; the remote's "
-            "version stays, ours is saved beside it as %s",
-            name.c_str(), (unsigned long long)key,
-            (unsigned long long)remote.change,
-            (unsigned long long)remote.size, cname.c_str());
+  *saved_as = cname;
   return upstream::kNfs4Ok;
 }
 

@@ -339,6 +339,15 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                             "(a truncate, a flush on demand) waited for a "
                             "flush of the same file already under way")
                       .Register(r);
+  lost_files_ = &prometheus::BuildCounter()
+                     .Name("nache_writeback_lost_files_total")
+                     .Help("Files gone at the remote (NFS4ERR_STALE at "
+                           "flush) while nache held acknowledged data of "
+                           "them, by outcome: saved (written at the remote "
+                           "as NAME.nache-lost-<time>, beside the file or "
+                           "in nache-lost+found), unsaved (kept in the "
+                           "cache, retried)")
+                     .Register(r);
   local_creates_ = &prometheus::BuildCounter()
                        .Name("nache_writeback_creates_total")
                        .Help("Creates on write-back single-writer exports, "
@@ -425,6 +434,8 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->conflicts_ = &conflicts_->Add(ex);
   e->flush_waits_ = &flush_waits_->Add(ex);
   e->unchanged_bytes_ = &unchanged_bytes_->Add(ex);
+  e->lost_files_[0] = &lost_files_->Add(with("outcome", "saved"));
+  e->lost_files_[1] = &lost_files_->Add(with("outcome", "unsaved"));
   e->local_creates_[0] = &local_creates_->Add(with("outcome", "logged"));
   e->local_creates_[1] = &local_creates_->Add(with("outcome", "sent"));
   e->local_creates_[2] = &local_creates_->Add(with("outcome", "cancelled"));

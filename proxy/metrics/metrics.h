@@ -141,6 +141,10 @@ class ExportMetrics {
   // Write-back: a local operation (a truncate, a flush on demand) waited
   // for a flush of the same file already under way.
   void CountFlushWait() { flush_waits_->Increment(); }
+  // Write-back: a file gone at the remote while we held acknowledged data
+  // of it; saved (NAME.nache-lost-<time> at the remote) or not (kept in
+  // the cache, retried).
+  void CountLostFile(bool saved) { lost_files_[saved ? 0 : 1]->Increment(); }
   // Write-back namespace: a remove of an object the remote has, kept
   // local and logged, then sent.
   void CountLoggedRemove() { local_removes_[0]->Increment(); }
@@ -229,6 +233,8 @@ class ExportMetrics {
   prometheus::Counter *local_locks_ = nullptr;  // ..._local_locks_total
   prometheus::Counter *conflicts_ = nullptr;  // nache_writeback_conflicts_total
   prometheus::Counter *flush_waits_ = nullptr;  // ..._flush_waits_total
+  // nache_writeback_lost_files_total{outcome=saved|unsaved}
+  std::array<prometheus::Counter *, 2> lost_files_{};
   prometheus::Counter *unchanged_bytes_ = nullptr;  // ..._unchanged_bytes_total
   // nache_writeback_creates_total{outcome=logged|sent|cancelled}
   std::array<prometheus::Counter *, 3> local_creates_{};
@@ -304,6 +310,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *local_locks_ = nullptr;
   prometheus::Family<prometheus::Counter> *conflicts_ = nullptr;
   prometheus::Family<prometheus::Counter> *flush_waits_ = nullptr;
+  prometheus::Family<prometheus::Counter> *lost_files_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_creates_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_removes_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_renames_ = nullptr;

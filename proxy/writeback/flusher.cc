@@ -17,11 +17,12 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Flusher::Flusher(Cache *cache, SendFn send, SetattrFn setattr,
-                 const FlusherOptions &opts, PrepareFn prepare)
+                 const FlusherOptions &opts, PrepareFn prepare, GoneFn gone)
     : cache_(cache),
       send_(std::move(send)),
       setattr_(std::move(setattr)),
       prepare_(std::move(prepare)),
+      gone_(std::move(gone)),
       opts_(opts) {
   thread_ = std::thread([this] { Loop(); });
 }
@@ -144,10 +145,7 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
   if (prepare_) {
     uint32_t st = prepare_(key, patient);
     if (st == kNotYet) return 0;  // stays dirty, not a failure
-    if (st == upstream::kNfs4ErrStale) {  // gone (see SendFn)
-      cache_->Forget(key);
-      return 0;
-    }
+    if (st == upstream::kNfs4ErrStale) return Gone(key);  // see SendFn
     if (st) return st;
   }
   std::vector<Cache::DirtyRange> ranges = cache_->DirtyRanges(key);
@@ -175,15 +173,9 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
   uint32_t first_error = 0;
   uint64_t bytes = 0;
   for (size_t i = 0; i < ranges.size(); i++) {
-    if (status[i] == upstream::kNfs4ErrStale) {
-      // Removed at the remote (by us, under a name we had not listed):
-      // nobody can read this data any more.
-      NACHE_LOG(kLogInfo, kComponent,
-                "%llu is gone at the remote: its unflushed data is dropped",
-                (unsigned long long)key);
-      cache_->Forget(key);
-      return 0;
-    }
+    // Gone at the remote: nothing of this flush is clean (what else
+    // landed went into a file nobody can read).
+    if (status[i] == upstream::kNfs4ErrStale) return Gone(key);
     if (status[i]) {
       if (!first_error) first_error = status[i];
       continue;
@@ -198,10 +190,7 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
   if (!first_error && have_set) {
     upstream::Attrs after_set;
     uint32_t st = setattr_(key, set, &after_set);
-    if (st == upstream::kNfs4ErrStale) {
-      cache_->Forget(key);
-      return 0;
-    }
+    if (st == upstream::kNfs4ErrStale) return Gone(key);
     if (st) {
       first_error = st;
     } else {
@@ -226,6 +215,14 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
               (unsigned long long)key, ranges.size() - sent.size(),
               ranges.size(), first_error);
   return first_error;
+}
+
+uint32_t Flusher::Gone(Key key) {
+  if (gone_) return gone_(key);
+  NACHE_LOG(kLogCrit, kComponent,
+            "%llu is gone at the remote; its unflushed data stays here",
+            (unsigned long long)key);
+  return upstream::kNfs4ErrStale;
 }
 
 void Flusher::Loop() {

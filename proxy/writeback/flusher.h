@@ -42,7 +42,7 @@ class Flusher {
   using Clock = std::chrono::steady_clock;
   // Writes one dirty range upstream, durably; returns the NFS status and
   // the file's attributes after the write. NFS4ERR_STALE means the file is
-  // gone at the remote: its dirty data is dropped.
+  // gone at the remote: GoneFn decides what becomes of its data.
   using SendFn = std::function<uint32_t(Key key, uint64_t offset,
                                         const std::string &data,
                                         upstream::Attrs *after)>;
@@ -59,9 +59,17 @@ class Flusher {
   // (a directory whose entries are still too young to send).
   using PrepareFn = std::function<uint32_t(Key key, bool patient)>;
   static constexpr uint32_t kNotYet = 1u << 31;
+  // Called (on a flusher thread, the file owned) when a send, the setattr
+  // or the prepare step found key gone at the remote (NFS4ERR_STALE):
+  // acknowledged data must go somewhere visible, never nowhere. 0 when it
+  // is settled (the file's state dropped by it); otherwise the file stays
+  // dirty and that status counts as a failed flush. Without one, the file
+  // stays dirty.
+  using GoneFn = std::function<uint32_t(Key key)>;
 
   Flusher(Cache *cache, SendFn send, SetattrFn setattr,
-          const FlusherOptions &opts, PrepareFn prepare = nullptr);
+          const FlusherOptions &opts, PrepareFn prepare = nullptr,
+          GoneFn gone = nullptr);
   ~Flusher();  // Stop()
   void Stop();
 
@@ -115,6 +123,8 @@ class Flusher {
  private:
   void Loop();
   uint32_t FlushOne(Key key, bool patient);
+  // key is gone at the remote (see GoneFn).
+  uint32_t Gone(Key key);
   uint32_t FlushFileAs(Key key, bool patient);
   // Waits until key is not being flushed, then marks it so (busy_).
   void Acquire(Key key);
@@ -128,6 +138,7 @@ class Flusher {
   SendFn send_;           // immutable
   SetattrFn setattr_;     // immutable
   PrepareFn prepare_;     // immutable; may be empty
+  GoneFn gone_;           // immutable; may be empty
   FlusherOptions opts_;   // immutable
   mutable std::mutex mu_; // guards everything below
   std::condition_variable cv_;  // kicks, stop, a file flush ended

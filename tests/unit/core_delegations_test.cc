@@ -134,12 +134,15 @@ class ScriptedUpstream : public upstream::Upstream {
     f.data = data;
     f.change++;
   }
-  // Names of the files in the root whose name starts with prefix.
-  std::vector<std::string> Names(const std::string &prefix) {
+  // Names of the files in the root (or in directory dir) whose name
+  // starts with prefix.
+  std::vector<std::string> Names(const std::string &prefix,
+                                 const std::string &dir = "") {
     std::lock_guard<std::mutex> g(mu_);
+    Fh parent = dir.empty() ? Fh("root") : AtPath(dir);
     std::vector<std::string> out;
     for (const auto &kv : files_)
-      if (kv.second.parent == "root" &&
+      if (!parent.empty() && kv.second.parent == parent &&
           kv.second.name.compare(0, prefix.size(), prefix) == 0)
         out.push_back(kv.second.name);
     return out;
@@ -147,13 +150,18 @@ class ScriptedUpstream : public upstream::Upstream {
   // The data of the file at path, or "<none>" when there is none.
   std::string Data(const std::string &path) {
     std::lock_guard<std::mutex> g(mu_);
-    Fh fh = "root";
-    for (size_t from = 0; !fh.empty() && from <= path.size();) {
-      size_t slash = std::min(path.find('/', from), path.size());
-      fh = Named(fh, path.substr(from, slash - from));
-      from = slash + 1;
-    }
+    Fh fh = AtPath(path);
     return fh.empty() ? "<none>" : files_[fh].data;
+  }
+  // Someone else removes path at the server (a directory with all it
+  // holds): its handles go stale.
+  void ForeignRemove(const std::string &path) {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<Fh> doomed{AtPath(path)};
+    for (size_t i = 0; i < doomed.size(); i++)
+      for (const auto &kv : files_)
+        if (kv.second.parent == doomed[i]) doomed.push_back(kv.first);
+    for (const Fh &fh : doomed) files_.erase(fh);
   }
 
   // The server restarts: every open and lock is forgotten, and with
@@ -288,6 +296,9 @@ class ScriptedUpstream : public upstream::Upstream {
       case OP_PUTFH:
         *cur = Str(a.nfs_argop4_u.opputfh.object.nfs_fh4_val,
                    a.nfs_argop4_u.opputfh.object.nfs_fh4_len);
+        // A handle of nothing the server has (removed): stale.
+        if (*cur != "root" && !files_.count(*cur))
+          return upstream::kNfs4ErrStale;
         return 0;
       case OP_LOOKUP: {
         const component4 &n = a.nfs_argop4_u.oplookup.objname;
@@ -486,6 +497,16 @@ class ScriptedUpstream : public upstream::Upstream {
     }
   }
 
+  // The handle of the object at path ("" when none). mu_ held.
+  Fh AtPath(const std::string &path) {
+    Fh fh = "root";
+    for (size_t from = 0; !fh.empty() && from <= path.size();) {
+      size_t slash = std::min(path.find('/', from), path.size());
+      fh = Named(fh, path.substr(from, slash - from));
+      from = slash + 1;
+    }
+    return fh;
+  }
   // The handle an object made as name in dir gets: "f:<its path>".
   static Fh FhFor(const Fh &dir, const std::string &name) {
     return dir == "root" ? "f:" + name : dir + "/" + name;
@@ -996,6 +1017,42 @@ TEST_F(CoreDelegationsTest, OurOwnRenameOfADirtyFileIsNoConflict) {
   EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
   EXPECT_EQ(up_->Data("g"), "HELL");
   EXPECT_EQ(up_->Data("f"), "ne");
+}
+
+// A file removed at the remote (by someone else, or its handles changed)
+// while we hold acknowledged data of it: the data is saved at the remote,
+// visibly, beside where the file was, or in nache-lost+found when its
+// directory is gone too; never dropped. Before, the flusher dropped it
+// with an INFO line.
+TEST_F(CoreDelegationsTest, DataOfAFileGoneAtTheRemoteIsSavedVisibly) {
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);  // sent when needed
+  up_->AddFile("d/x", "old");
+  Key d, x;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "d", &d, nullptr), 0u);
+  ASSERT_EQ(core_->Lookup(cr_, d, "x", &x, nullptr), 0u);
+  size_t n = 0;
+  int committed = 0;
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!", 2, &n,
+                         &committed),
+            0u);
+  ASSERT_EQ(core_->Write(cr_, x, nullptr, 0, 3, "new", 2, &n, &committed),
+            0u);
+  up_->ForeignRemove("f");
+  up_->ForeignRemove("d");
+  // Size changes flush first: the flush finds each file gone.
+  Attrs set, attrs;
+  set.mask = upstream::kAttrSize;
+  set.size = 1;
+  EXPECT_NE(core_->Setattr(cr_, file_, nullptr, set, &attrs), 0u);
+  EXPECT_NE(core_->Setattr(cr_, x, nullptr, set, &attrs), 0u);
+  std::vector<std::string> saved = up_->Names("f.nache-lost-");
+  ASSERT_EQ(saved.size(), 1u) << "beside where it was";
+  EXPECT_EQ(up_->Data(saved[0]), "ours!");
+  saved = up_->Names("x.nache-lost-", "nache-lost+found");
+  ASSERT_EQ(saved.size(), 1u) << "its directory is gone too";
+  EXPECT_EQ(up_->Data("nache-lost+found/" + saved[0]), "new");
+  EXPECT_EQ(CounterValue(metrics_, "nache_writeback_lost_files_total"), 2);
+  EXPECT_EQ(up_->Names("f.nache-conflict-").size(), 0u);
 }
 
 // No conflict without a foreign change: a file written twice, flushed in
