@@ -47,6 +47,8 @@ struct nache_export_params {
 	bool serve_stale;          /* Serve_Stale_On_Disconnect */
 	uint32_t flush_age_s;      /* Flush_Age (s) */
 	char *dirty_max;           /* Dirty_Max */
+	bool cache_reset_if_corrupt;  /* Cache_Reset_If_Corrupt */
+	bool cache_reset_on_upstream_change; /* Cache_Reset_On_Upstream_Change */
 };
 
 /* Values of the top-level NACHE { } block (daemon-wide), as parsed. */

@@ -120,6 +120,10 @@ static struct config_item nache_export_items[] = {
 	CONF_ITEM_UI32("Flush_Age", 0, UINT32_MAX, 30, nache_export_params,
 		       flush_age_s),
 	CONF_ITEM_STR("Dirty_Max", 0, 64, "", nache_export_params, dirty_max),
+	CONF_ITEM_BOOL("Cache_Reset_If_Corrupt", false, nache_export_params,
+		       cache_reset_if_corrupt),
+	CONF_ITEM_BOOL("Cache_Reset_On_Upstream_Change", false,
+		       nache_export_params, cache_reset_on_upstream_change),
 	CONFIG_EOL
 };
 
@@ -148,7 +152,7 @@ static void nache_free_params(struct nache_export_params *p)
 static void nache_refuse(const char *fmt, ...) __attribute__((noreturn));
 static void nache_refuse(const char *fmt, ...)
 {
-	char msg[512];
+	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -281,6 +285,19 @@ static fsal_status_t nache_init_config(struct fsal_module *fsal_hdl,
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
+/* The export being created, for messages: its Path and Pseudo as
+ * configured (either may not be parsed yet). */
+static const char *nache_export_name(void)
+{
+	static __thread char name[600];
+	struct gsh_export *e = op_ctx->ctx_export;
+
+	snprintf(name, sizeof(name), "Path %s, Pseudo %s",
+		 e->cfg_fullpath != NULL ? e->cfg_fullpath : "(unset)",
+		 e->cfg_pseudopath != NULL ? e->cfg_pseudopath : "(unset)");
+	return name;
+}
+
 static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 					 void *parse_node,
 					 struct config_error_type *err_type,
@@ -290,7 +307,7 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	struct nache_config cfg;
 	struct nache_creds root = { 0 };
 	struct nache_attrs attrs;
-	char err[512];
+	char err[1024];
 	struct nache_config_mark mark;
 	uint32_t st;
 	int rc;
@@ -331,7 +348,16 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	cfg.serve_stale = exp->params.serve_stale;
 	cfg.flush_age_s = exp->params.flush_age_s;
 	cfg.dirty_max = exp->params.dirty_max;
+	cfg.cache_reset_if_corrupt = exp->params.cache_reset_if_corrupt;
+	cfg.cache_reset_on_upstream_change =
+		exp->params.cache_reset_on_upstream_change;
 	if (!nache_config_validate(&cfg, err, sizeof(err)))
+		nache_refuse("export %d: %s", cfg.export_id, err);
+	/* Two exports on one store would each move the other's data, or one
+	 * would fail on the other's lock: refused by name before either
+	 * opens it. */
+	if (!nache_cache_dir_claim(cfg.export_id, nache_export_name(),
+				   cfg.cache_dir, err, sizeof(err)))
 		nache_refuse("export %d: %s", cfg.export_id, err);
 
 	st = nache_core_open(&cfg, &exp->core, err, sizeof(err));
@@ -343,6 +369,7 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	if (rc != 0) {
 		LogMajor(COMPONENT_FSAL, "NACHE: could not attach export");
 		nache_core_close(exp->core);
+		nache_cache_dir_release(exp->export.export_id);
 		nache_free_params(&exp->params);
 		free_export_ops(&exp->export);
 		gsh_free(exp);
@@ -377,6 +404,7 @@ void nache_release_export_params(struct nache_fsal_export *exp)
 {
 	nache_core_close(exp->core);
 	exp->core = NULL;
+	nache_cache_dir_release(exp->export.export_id);
 	nache_free_params(&exp->params);
 }
 

@@ -309,13 +309,41 @@ void Cache::PersistAttrs(Key key, const Object &o, void *batch) {
                   (o.base_uncertain ? kBaseUncertain : 0))}));
 }
 
-void Cache::Commit(void *batch) {
+bool Cache::Commit(void *batch) {
   rocksdb::WriteOptions wo;
-  rocksdb::Status st =
-      store_->db()->Write(wo, static_cast<WriteBatch *>(batch));
-  if (!st.ok())
+  rocksdb::Status st = store_->Write(wo, static_cast<WriteBatch *>(batch));
+  if (st.ok()) return true;
+  // Not in the store (a full disk): the index must not promise the clean
+  // blocks this batch wrote, whose bytes on disk are older or missing.
+  // They are read from the remote again.
+  struct DropPuts : public WriteBatch::Handler {
+    Cache *c;
+    uint32_t meta_cf;
+    rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice &k,
+                          const rocksdb::Slice &) override {
+      if (cf == meta_cf && k.size() == 16)
+        c->UncacheCleanLocked(GetBE64(k.data()), GetBE64(k.data() + 8));
+      return rocksdb::Status::OK();
+    }
+  } drop;
+  drop.c = this;
+  drop.meta_cf = store_->family(Store::kBlockMeta)->GetID();
+  static_cast<WriteBatch *>(batch)->Iterate(&drop);
+  if (!store_->no_space())  // the store logs a full disk itself, once
     NACHE_LOG(kLogCrit, "NACHE_CACHE", "cache store write failed: %s",
               st.ToString().c_str());
+  return false;
+}
+
+void Cache::UncacheCleanLocked(Key key, uint64_t idx) {
+  auto o = objects_.find(key);
+  if (o == objects_.end()) return;
+  auto b = o->second->blocks.find(idx);
+  if (b == o->second->blocks.end() || b->second.dirty) return;
+  bytes_ -= b->second.len;
+  nblocks_--;
+  lru_.erase(b->second.lru);
+  o->second->blocks.erase(b);
 }
 
 void Cache::DropData(Key key, Object *o, void *batchp) {
@@ -739,7 +767,7 @@ bool Cache::PutBlock(Key key, uint64_t idx, uint64_t gen,
   WriteBatch batch;
   if (!PutBlockLocked(key, o, idx, data, o->attrs.change, false, &batch))
     return false;
-  Commit(&batch);
+  if (!Commit(&batch)) return false;  // not cached (a full disk)
   EvictLocked();
   return true;
 }
@@ -902,6 +930,21 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
     t.hi = uint32_t(dhi - bstart);
     touched.push_back(std::move(t));
   }
+  // Put back if the store refuses the write (a full disk): the client is
+  // told it failed, so nothing of it may show here either.
+  struct Undo {
+    Attrs attrs;
+    Clock::time_point validated, dirty_since;
+    int dirty_blocks;
+    uint64_t set_mask, set_epoch, dirty_bytes, bytes, nblocks;
+    std::vector<std::pair<bool, BlockInfo>> blocks;  // had it, as it was
+  } undo{o->attrs, o->validated, o->dirty_since, o->dirty_blocks,
+         o->set_mask, o->set_epoch, dirty_bytes_, bytes_, nblocks_, {}};
+  for (const Touch &t : touched) {
+    auto it = o->blocks.find(t.idx);
+    undo.blocks.emplace_back(it != o->blocks.end(),
+                             it != o->blocks.end() ? it->second : BlockInfo());
+  }
   WriteBatch batch;
   for (Touch &t : touched) {
     auto it = o->blocks.find(t.idx);
@@ -946,11 +989,33 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
   PersistAttrs(key, *o, &batch);
   rocksdb::WriteOptions w;
   w.sync = true;  // acknowledged writes survive a crash
-  rocksdb::Status st = store_->db()->Write(w, &batch);
-  if (!st.ok())
+  rocksdb::Status st = store_->Write(w, &batch);
+  if (st.ok()) return true;
+  for (size_t i = 0; i < touched.size(); i++) {
+    auto it = o->blocks.find(touched[i].idx);
+    if (!undo.blocks[i].first) {
+      lru_.erase(it->second.lru);
+      o->blocks.erase(it);
+    } else {
+      auto lru = it->second.lru;
+      it->second = undo.blocks[i].second;
+      it->second.lru = lru;
+    }
+  }
+  o->attrs = undo.attrs;
+  o->validated = undo.validated;
+  o->dirty_since = undo.dirty_since;
+  o->dirty_blocks = undo.dirty_blocks;
+  o->set_mask = undo.set_mask;
+  o->set_epoch = undo.set_epoch;
+  dirty_bytes_ = undo.dirty_bytes;
+  bytes_ = undo.bytes;
+  nblocks_ = undo.nblocks;
+  IndexDirtyLocked(key, *o);
+  if (!store_->no_space())  // the store logs a full disk itself, once
     NACHE_LOG(kLogCrit, "NACHE_CACHE", "local write to the store failed: %s",
               st.ToString().c_str());
-  return st.ok();
+  return false;
 }
 
 bool Cache::ReadsAsZeros(Key key, uint64_t idx) {

@@ -349,7 +349,11 @@ class Cache {
   void DropData(Key key, Object *o, void *batch);
   void PersistAttrs(Key key, const Object &o, void *batch);
   void ForgetLocked(Key key);
-  void Commit(void *batch);
+  // Writes batch (unsynced); false when the store refused it, after
+  // dropping the clean blocks it wrote from the index.
+  bool Commit(void *batch);
+  // Forgets a clean block of the index (its bytes did not reach the store).
+  void UncacheCleanLocked(Key key, uint64_t idx);
   void EvictLocked();
   // Applies our write of [off, off+len) to o's cached blocks, into batch;
   // new_size is the file's size after it (o->attrs still has the size

@@ -113,12 +113,19 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   c->cfg_ = cfg;
   c->max_read_ = cfg.max_io_size;
   c->max_write_ = cfg.max_io_size;
-  c->store_ = Store::Open(cfg.cache_dir, err);
-  if (!c->store_) return nullptr;
-  c->handles_.reset(new HandleMap(c->store_.get()));
   metrics::Metrics *m =
       cfg.metrics ? cfg.metrics : &metrics::Metrics::Global();
   c->metrics_ = m->ForExport(cfg.export_id);
+  StoreOptions so;
+  so.upstream_server = cfg.upstream_server;
+  so.upstream_port = cfg.upstream_port;
+  so.upstream_path = cfg.upstream_path;
+  so.reset_if_corrupt = cfg.cache_reset_if_corrupt;
+  so.reset_on_upstream_change = cfg.cache_reset_on_upstream_change;
+  so.metrics = c->metrics_;
+  c->store_ = Store::Open(cfg.cache_dir, so, err);
+  if (!c->store_) return nullptr;
+  c->handles_.reset(new HandleMap(c->store_.get()));
   c->cache_.reset(new Cache(c->store_.get(), cfg.cache, c->metrics_));
 
   // Open-owner names must not collide with a previous run's, whose seqids

@@ -93,6 +93,9 @@ struct CoreConfig {
   bool serve_stale = false;
   uint32_t flush_age_ms = 30000;   // flush a file's data after this
   uint64_t dirty_max = 1ull << 30; // bound on unflushed data (bytes)
+  // Cache_Reset_If_Corrupt, Cache_Reset_On_Upstream_Change (store.h).
+  bool cache_reset_if_corrupt = false;
+  bool cache_reset_on_upstream_change = false;
   // Registry the export reports to; null: the process-wide one.
   metrics::Metrics *metrics = nullptr;
   // Makes the upstream client; empty: upstream::Upstream::Create. Unit

@@ -62,7 +62,11 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
       *committed = 2;  // FILE_SYNC: it is on our stable storage
       return upstream::kNfs4Ok;
     }
-    if (need == UINT64_MAX) return upstream::kNfs4ErrIo;  // the store failed
+    // The store failed: a full cache disk is the client's NOSPC (nothing
+    // of the write was taken; it can free space or retry); else EIO.
+    if (need == UINT64_MAX)
+      return store_->no_space() ? upstream::kNfs4ErrNospc
+                                : upstream::kNfs4ErrIo;
     // A block the write covers only in part and whose other bytes are at
     // the remote: read it first (it is cached, then the write goes in).
     std::string block;

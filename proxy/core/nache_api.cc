@@ -5,9 +5,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cstdlib>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "core/convert.h"
 #include "core/core.h"
@@ -48,6 +53,31 @@ const char *ListenFaultParam(const char *address, uint32_t port) {
   close(fd);
   return rc != 0 && saved == EADDRNOTAVAIL ? "Metrics_Address"
                                            : "Metrics_Port";
+}
+
+// Cache_Dir claims of the exports of this process (nache_cache_dir_claim).
+struct CacheDirClaim {
+  std::string dir;          // the directory, normalised (CanonicalDir)
+  std::string export_name;  // for messages
+};
+std::mutex claims_mu;  // guards claims
+std::map<uint32_t, CacheDirClaim> claims;  // by export id
+
+// dir as one spelling: resolved (symlinks, "..") when it exists, else
+// without repeated and trailing slashes and "." components.
+std::string CanonicalDir(const char *dir) {
+  char resolved[PATH_MAX];
+  if (realpath(dir, resolved) != nullptr) return resolved;
+  std::string out;
+  for (const char *p = dir; *p;) {
+    while (*p == '/') p++;
+    const char *e = p;
+    while (*e && *e != '/') e++;
+    std::string part(p, e);
+    if (!part.empty() && part != ".") out += "/" + part;
+    p = e;
+  }
+  return out.empty() ? "/" : out;
 }
 
 // One C API call, in nache_local_ops_total (an atomic add).
@@ -132,6 +162,30 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
   return true;
 }
 
+bool nache_cache_dir_claim(uint32_t export_id, const char *export_path,
+                           const char *cache_dir, char *err, size_t errlen) {
+  std::string dir = CanonicalDir(cache_dir);
+  std::lock_guard<std::mutex> g(claims_mu);
+  for (const auto &kv : claims) {
+    if (kv.first == export_id || kv.second.dir != dir) continue;
+    if (err && errlen)
+      snprintf(err, errlen,
+               "Cache_Dir: %s is also the Cache_Dir of export %u (%s); "
+               "export %u (%s) needs a directory of its own (two exports "
+               "on one store would mix their caches and unflushed writes)",
+               cache_dir, kv.first, kv.second.export_name.c_str(), export_id,
+               export_path ? export_path : "?");
+    return false;
+  }
+  claims[export_id] = CacheDirClaim{dir, export_path ? export_path : "?"};
+  return true;
+}
+
+void nache_cache_dir_release(uint32_t export_id) {
+  std::lock_guard<std::mutex> g(claims_mu);
+  claims.erase(export_id);
+}
+
 bool nache_parse_size(const char *s, uint64_t *out) {
   if (s == nullptr || *s < '0' || *s > '9') return false;
   char *end = nullptr;
@@ -180,13 +234,19 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   c.single_writer = cfg->single_writer;
   c.serve_stale = cfg->serve_stale;
   c.flush_age_ms = cfg->flush_age_s * 1000;
+  c.cache_reset_if_corrupt = cfg->cache_reset_if_corrupt;
+  c.cache_reset_on_upstream_change = cfg->cache_reset_on_upstream_change;
   c.dirty_max = c.cache.size_bytes / 4;
   if (cfg->dirty_max != nullptr && cfg->dirty_max[0] != '\0')
     nache_parse_size(cfg->dirty_max, &c.dirty_max);
   std::string why;
   std::unique_ptr<Core> core = Core::Open(c, &why);
   if (!core) {
-    if (err && errlen) snprintf(err, errlen, "Cache_Dir: %s", why.c_str());
+    // The store's messages name their parameter (Cache_Dir, ...) already.
+    if (err && errlen)
+      snprintf(err, errlen, "%s%s",
+               why.compare(0, 10, "Cache_Dir:") == 0 ? "" : "Cache_Dir: ",
+               why.c_str());
     return nache::upstream::kNfs4ErrIo;
   }
   *out = new nache_core{std::move(core)};

@@ -312,6 +312,24 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                          "state and outcome: reclaimed in the remote's "
                          "grace period, reacquired (no grace period), lost")
                    .Register(r);
+  store_moved_ = &prometheus::BuildCounter()
+                     .Name("nache_cache_store_moved_aside_total")
+                     .Help("Cache stores moved aside at start, as the "
+                           "configuration allowed, by reason (corrupt, "
+                           "upstream_changed) and whether they held "
+                           "unflushed write-back data (yes, no, unknown): "
+                           "such data was not sent to the remote")
+                     .Register(r);
+  store_write_failures_ = &prometheus::BuildCounter()
+                              .Name("nache_cache_store_write_failures_total")
+                              .Help("Writes to the cache store that failed, "
+                                    "by reason (no_space, other)")
+                              .Register(r);
+  store_no_space_ = &prometheus::BuildGauge()
+                         .Name("nache_cache_store_no_space")
+                         .Help("1 while the cache store refuses writes "
+                               "because its filesystem is full")
+                         .Register(r);
   unchanged_bytes_ = &prometheus::BuildCounter()
                          .Name("nache_writeback_unchanged_bytes_total")
                          .Help("Bytes written locally on write-back exports "
@@ -458,6 +476,18 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->return_recall_ = &deleg_return_->Add(with("reason", "recall"), RttBuckets());
   e->return_own_ =
       &deleg_return_->Add(with("reason", "own_conflict"), RttBuckets());
+  static const char *const kMovedReasons[] = {"corrupt", "upstream_changed"};
+  static const char *const kUnflushed[] = {"yes", "no", "unknown"};
+  for (size_t i = 0; i < 2; i++)
+    for (size_t j = 0; j < size_t(Unflushed::kCount); j++)
+      e->store_moved_[i][j] = &store_moved_->Add({{"export", e->export_label_},
+                                                  {"reason", kMovedReasons[i]},
+                                                  {"unflushed", kUnflushed[j]}});
+  e->store_write_failures_[0] =
+      &store_write_failures_->Add(with("reason", "no_space"));
+  e->store_write_failures_[1] =
+      &store_write_failures_->Add(with("reason", "other"));
+  e->store_no_space_ = &store_no_space_->Add(ex);
   return e.get();
 }
 

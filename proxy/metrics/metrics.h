@@ -81,6 +81,9 @@ const char *CacheKindName(CacheKind k);
 // restart): label state="<name>", outcome="<name>".
 enum class ReclaimState : uint8_t { kOpen, kLock, kDelegation, kCount };
 enum class ReclaimOutcome : uint8_t { kReclaimed, kReacquired, kLost, kCount };
+// Whether a cache store moved aside held unflushed write-back state: label
+// unflushed="yes", "no", or "unknown" (too damaged to be read).
+enum class Unflushed : uint8_t { kYes, kNo, kUnknown, kCount };
 
 // State of one export read at scrape time (cheaper than tracking every
 // change, and always current).
@@ -170,6 +173,18 @@ class ExportMetrics {
   void ObserveDelegationReturn(bool recalled, double seconds) {
     (recalled ? return_recall_ : return_own_)->Observe(seconds);
   }
+  // The cache store was moved aside at start (allowed by the operator):
+  // corrupt, or made for another upstream; and whether it held unflushed
+  // write-back state (left there, not sent).
+  void CountStoreMovedAside(bool corrupt, Unflushed u) {
+    store_moved_[corrupt ? 0 : 1][size_t(u)]->Increment();
+  }
+  // A write to the cache store failed, for lack of space or otherwise.
+  void CountStoreWriteFailure(bool no_space) {
+    store_write_failures_[no_space ? 0 : 1]->Increment();
+  }
+  // The cache store refuses writes for lack of space (1) or takes them (0).
+  void SetStoreNoSpace(bool full) { store_no_space_->Set(full ? 1 : 0); }
 
   // One upstream COMPOUND as Core::Run saw it: counts the compound, each
   // operation the server executed (rep.results, with its status), the bytes
@@ -247,6 +262,13 @@ class ExportMetrics {
   // nache_delegation_return_seconds by reason ("recall", "own_conflict").
   prometheus::Histogram *return_recall_ = nullptr;
   prometheus::Histogram *return_own_ = nullptr;
+  // nache_cache_store_moved_aside_total{reason=corrupt|upstream_changed,
+  // unflushed}
+  std::array<std::array<prometheus::Counter *, size_t(Unflushed::kCount)>, 2>
+      store_moved_{};
+  // nache_cache_store_write_failures_total{reason=no_space|other}
+  std::array<prometheus::Counter *, 2> store_write_failures_{};
+  prometheus::Gauge *store_no_space_ = nullptr;  // nache_cache_store_no_space
   std::mutex sampler_mu_;                        // guards the two below
   std::function<ExportGauges()> sampler_;        // empty: export closed
   uint64_t sampler_token_ = 0;                   // token of sampler_
@@ -320,6 +342,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;
   prometheus::Family<prometheus::Histogram> *deleg_return_ = nullptr;
+  prometheus::Family<prometheus::Counter> *store_moved_ = nullptr;
+  prometheus::Family<prometheus::Counter> *store_write_failures_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *store_no_space_ = nullptr;
 
   std::mutex mu_;  // guards exports_ (not held per operation)
   std::map<uint32_t, std::unique_ptr<ExportMetrics>> exports_;

@@ -3,30 +3,86 @@
 // (handles now; blocks, attributes, directories and the write log later) get
 // their column family from here and never open RocksDB themselves.
 //
-// A store that cannot be opened (corrupt, foreign, from an incompatible
-// version) is moved aside and replaced by an empty one, with one log line:
-// nache never serves data it could not validate, and never refuses to start
-// because of its cache.
+// The store may hold the only copy of acknowledged writes (write-back), so
+// it is never discarded on a guess:
+// - a store proven corrupt (RocksDB says Corruption, or our own format
+//   records are wrong) refuses to start, unless the operator allowed it to
+//   be moved aside (StoreOptions::reset_if_corrupt, Cache_Reset_If_Corrupt);
+// - a store made for another upstream (server, port or path) refuses to
+//   start, unless allowed (reset_on_upstream_change,
+//   Cache_Reset_On_Upstream_Change);
+// - every other open error (the lock held by another daemon or export, EIO,
+//   EMFILE, EACCES, a full disk) refuses to start and leaves the store as it
+//   is.
+// A store moved aside is renamed beside the directory, never deleted; one
+// holding unflushed write-back state is logged as an error and counted
+// (nache_cache_store_moved_aside_total{unflushed="yes"}).
 //
-// Thread safety: all methods are thread-safe (RocksDB is).
+// A full cache filesystem: a write that fails for lack of space puts the
+// store in the "no space" state (RocksDB stops accepting writes; reads go
+// on). Write() resumes the database by itself (DB::Resume) at the first
+// write after the filesystem's free space grew; RocksDB's own recovery is
+// turned off for this case (it waits for a free memtable's worth of space,
+// 64 MiB here, and makes Resume() answer Busy meanwhile). RocksDB's info
+// log goes to our log, not to a file in the store: the Debian build keeps
+// RocksDB's assertions, and its file logger aborts the process on the write
+// after one that failed for space.
+//
+// Thread safety: all methods are thread-safe (RocksDB is; the no-space
+// state has its own mutex).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Status;
+class WriteBatch;
+struct WriteOptions;
 }  // namespace rocksdb
 
 namespace nache {
+namespace metrics {
+class ExportMetrics;
+}
+
+// What Store::Open checks and allows. The defaults suit tests: no upstream
+// identity check, nothing moved aside.
+struct StoreOptions {
+  // The remote this store caches: recorded when the store is created and
+  // checked at every open. Empty server: not checked.
+  std::string upstream_server;
+  uint32_t upstream_port = 0;
+  std::string upstream_path;
+  // Cache_Reset_If_Corrupt: a corrupt store is moved aside and nache starts
+  // empty (instead of refusing to start).
+  bool reset_if_corrupt = false;
+  // Cache_Reset_On_Upstream_Change: a store made for another upstream is
+  // moved aside and nache starts empty (instead of refusing to start).
+  bool reset_on_upstream_change = false;
+  // Where the store's series go (moved aside, no space); may be null.
+  metrics::ExportMetrics *metrics = nullptr;
+};
+
+// Unflushed write-back state found in a store: what would be lost if it
+// were discarded. See Store::CountUnflushed.
+struct UnflushedCount {
+  uint64_t log_records = 0;    // kWbLog: creates, removes, renames not sent
+  uint64_t dirty_blocks = 0;   // kBlockMeta records marked dirty
+  uint64_t pending_attrs = 0;  // kAttrs records with attributes to send
+  bool any() const { return log_records || dirty_blocks || pending_attrs; }
+};
 
 class Store {
  public:
   // Column families, one per kind of record.
   enum Family {
-    kMeta = 0,       // store format, incarnation id
+    kMeta = 0,       // store format, incarnation id, upstream identity
     kHandles = 1,    // key -> remote filehandle, parent, name
     kFhIndex = 2,    // remote filehandle -> key
     kAttrs = 3,      // key -> data generation, attributes (cache)
@@ -39,8 +95,15 @@ class Store {
   ~Store();
 
   // Opens (or creates) the store in dir. On failure returns nullptr and sets
-  // *err; a corrupt or foreign store is not a failure (see above).
-  static std::unique_ptr<Store> Open(const std::string &dir, std::string *err);
+  // *err to a message that starts with "Cache_Dir: " and names dir, the
+  // error and, where one would change the outcome, the parameter (see the
+  // file comment for what fails).
+  static std::unique_ptr<Store> Open(const std::string &dir,
+                                     const StoreOptions &opts,
+                                     std::string *err);
+  static std::unique_ptr<Store> Open(const std::string &dir, std::string *err) {
+    return Open(dir, StoreOptions(), err);
+  }
 
   rocksdb::DB *db() const { return db_; }
   rocksdb::ColumnFamilyHandle *family(Family f) const { return families_[f]; }
@@ -52,13 +115,45 @@ class Store {
   bool GetMeta(const std::string &name, std::string *value) const;
   bool PutMeta(const std::string &name, const std::string &value, bool sync);
 
- private:
-  Store() = default;
-  bool Init(const std::string &dir, std::string *err);
+  // Writes batch. The path for writes that may meet a full disk: in the
+  // no-space state it first resumes the database when space has come
+  // back since; a write failing for space enters that state (logged once,
+  // counted).
+  rocksdb::Status Write(const rocksdb::WriteOptions &opts,
+                        rocksdb::WriteBatch *batch);
+  // True while the store refuses writes for lack of space.
+  bool no_space() const { return no_space_.load(); }
 
+  // The unflushed write-back state this store holds (a full scan of the
+  // log, block_meta and attrs families; for the open checks and tests).
+  UnflushedCount CountUnflushed() const;
+
+ private:
+  enum class OpenFailure { kNone, kCorrupt, kLocked, kNoSpace, kOther,
+                           kUpstreamChanged };
+
+  Store() = default;
+  // Opens dir; on failure says why and what kind of failure it is.
+  OpenFailure Init(const std::string &dir, const StoreOptions &opts,
+                   std::string *why);
+  // Checks (or records) the upstream identity of an open store.
+  OpenFailure CheckUpstream(const StoreOptions &opts, bool fresh,
+                            std::string *why);
+  void Close();
+  // Entered when a write failed for space.
+  void NoteNoSpace(const rocksdb::Status &st);
+  // In the no-space state: resumes the database when the filesystem has
+  // more free space than at the last failure.
+  void MaybeResume();
+
+  std::string dir_;                                           // immutable
   rocksdb::DB *db_ = nullptr;                                 // owned
   rocksdb::ColumnFamilyHandle *families_[kNumFamilies] = {};  // owned
   uint64_t incarnation_ = 0;  // immutable after Open
+  metrics::ExportMetrics *metrics_ = nullptr;  // not owned; may be null
+  std::atomic<bool> no_space_{false};  // writes fail for lack of space
+  std::mutex space_mu_;               // guards the one below, and Resume
+  uint64_t free_at_failure_ = 0;  // free bytes when a write last failed
 };
 
 }  // namespace nache

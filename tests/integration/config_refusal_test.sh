@@ -30,6 +30,37 @@ refuses() {
 refuses_bad_server() { LAB_NACHE_UPSTREAM='"no such/host"' refuses "" Upstream_Server; }
 refuses_relative_path() { LAB_NACHE_UPSTREAM_PATH=relative/path refuses "" Upstream_Path; }
 starts_with_good_config() { lab_nache_start "Connections = 3; Upstream_Timeout = 5000;" && [ -n "$(lab_nache_pid)" ] && lab_nache_stop; }
+# A second export on the first one's Cache_Dir: refused by name, both
+# exports named.
+refuses_shared_cache_dir() {
+	LAB_NACHE_GLOBAL="EXPORT { Export_Id = 2; Path = /second; Pseudo = /second;
+		Access_Type = RW; Protocols = 4; Transports = TCP;
+		FSAL { Name = NACHE; Upstream_Server = $LAB_REMOTE_ADDR;
+			Upstream_Path = /export;
+			Cache_Dir = \"$LAB_DIR/nache/cache\"; } }" \
+		refuses "" Cache_Dir || return 1
+	local line
+	line=$(grep -h "NACHE: bad configuration" "$(lab_nache_log)")
+	[[ $line == *"export 1"* && $line == *"export 2"* ]] ||
+		{ echo "not both exports named: $line" >&2; return 1; }
+}
+# The store records its upstream: another Upstream_Path is refused, naming
+# the parameter and both identities; the reset option moves the old store
+# aside instead.
+refuses_changed_upstream() {
+	lab_nache_start && lab_nache_stop || return 1
+	LAB_NACHE_UPSTREAM_PATH=/elsewhere refuses "" Upstream_Path || return 1
+	local line
+	line=$(grep -h "NACHE: bad configuration" "$(lab_nache_log)")
+	[[ $line == *":2049/export"* && $line == *":2049/elsewhere"* ]] ||
+		{ echo "not both identities named: $line" >&2; return 1; }
+	ls -d "$LAB_DIR"/nache/cache.* 2>/dev/null && { echo "store moved" >&2; return 1; }
+	LAB_NACHE_UPSTREAM_PATH=/elsewhere lab_nache_start \
+		"Cache_Reset_On_Upstream_Change = true;" || return 1
+	lab_nache_stop
+	ls -d "$LAB_DIR"/nache/cache.upstream-changed-* >/dev/null ||
+		{ echo "old store not kept aside" >&2; return 1; }
+}
 
 check unknown_parameter_refused refuses "Bogus_Option = 12;" Bogus_Option
 check port_out_of_range_refused refuses "Upstream_Port = 70000;" Upstream_Port
@@ -39,4 +70,6 @@ check callback_port_required_with_address refuses 'Callback_Address = "10.251.2.
 check bad_upstream_server_refused refuses_bad_server
 check relative_upstream_path_refused refuses_relative_path
 check good_config_starts starts_with_good_config
+check two_exports_on_one_cache_dir_refused refuses_shared_cache_dir
+check changed_upstream_refused_unless_reset_allowed refuses_changed_upstream
 itest_finish

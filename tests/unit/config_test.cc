@@ -163,4 +163,33 @@ TEST(ConfigTest, StatusNamesAreReadable) {
   EXPECT_STREQ(nache_status_name(4242), "NFS4ERR_4242");
 }
 
+// Two exports on one Cache_Dir are refused before either opens the store,
+// naming both exports and the parameter; however the path is spelled.
+TEST(ConfigTest, TwoExportsOnOneCacheDirAreRefusedNamingBoth) {
+  char err[512] = "";
+  ASSERT_TRUE(nache_cache_dir_claim(101, "Path /, Pseudo /a",
+                                    "/nonexistent-nache/cache", err,
+                                    sizeof(err)));
+  EXPECT_FALSE(nache_cache_dir_claim(102, "Path /, Pseudo /b",
+                                     "/nonexistent-nache//cache/", err,
+                                     sizeof(err)));
+  std::string e(err);
+  EXPECT_EQ(e.find("Cache_Dir: "), 0u) << e;
+  EXPECT_NE(e.find("export 101 (Path /, Pseudo /a)"), std::string::npos) << e;
+  EXPECT_NE(e.find("export 102 (Path /, Pseudo /b)"), std::string::npos) << e;
+  // The same export again (a re-created export) keeps its claim.
+  EXPECT_TRUE(nache_cache_dir_claim(101, "Path /, Pseudo /a",
+                                    "/nonexistent-nache/cache", err,
+                                    sizeof(err)));
+  EXPECT_TRUE(nache_cache_dir_claim(102, "Path /, Pseudo /b",
+                                    "/nonexistent-nache/other", err,
+                                    sizeof(err)));
+  nache_cache_dir_release(101);
+  EXPECT_TRUE(nache_cache_dir_claim(103, "Path /, Pseudo /c",
+                                    "/nonexistent-nache/cache", err,
+                                    sizeof(err)));
+  nache_cache_dir_release(102);
+  nache_cache_dir_release(103);
+}
+
 }  // namespace

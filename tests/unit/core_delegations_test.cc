@@ -13,10 +13,14 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -1368,6 +1372,63 @@ TEST_F(CoreDelegationsTest, WithoutAGracePeriodOpensAndLocksAreTakenAnew) {
   EXPECT_TRUE(up_->Locked(0, 100));
   EXPECT_FALSE(up_->Locked(500, 510));
   EXPECT_EQ(core_->CloseFile(open), 0u);
+}
+
+// A full cache disk under write-back: the write that does not fit gets
+// NFS4ERR_NOSPC (nothing of it taken), what was acknowledged stays
+// readable, and once space is freed writes go in again, without a restart
+// (the store's side: store_test.cc).
+TEST_F(CoreDelegationsTest, WriteBackOnAFullCacheDiskIsNoSpaceUntilFreed) {
+  ASSERT_EQ(geteuid(), 0u) << "needs root to mount a tmpfs (make test runs as root)";
+  const std::string mnt = dir_.path() + "/mnt";
+  ASSERT_EQ(mkdir(mnt.c_str(), 0700), 0);
+  ASSERT_EQ(mount(("nache-unit-tmpfs-" + std::to_string(getpid())).c_str(),
+                  mnt.c_str(), "tmpfs", 0, "size=16m"),
+            0)
+      << strerror(errno);
+  struct Unmount {  // lazily: the core closes its store after the test
+    std::string at;
+    ~Unmount() { umount2(at.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  Start(DelegationType::kNone, [&mnt](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+    cfg->flush_age_ms = 3600 * 1000;  // nothing leaves meanwhile
+    cfg->cache_dir = mnt + "/cache";
+  });
+  {  // room RocksDB needs to flush what it holds in memory, freed later
+    std::string chunk(1 << 20, 'r');
+    FILE *f = fopen((mnt + "/reserve").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    for (int i = 0; i < 7; i++) fwrite(chunk.data(), 1, chunk.size(), f);
+    fclose(f);
+  }
+  NacheOpen *o = OpenF(kBoth);
+  ASSERT_NE(o, nullptr);
+  std::string data(64 << 10, 'w');
+  size_t n = 0;
+  int committed = -1;
+  uint64_t acked = 0;
+  uint32_t st = 0;
+  while (acked < (64u << 20)) {
+    st = core_->Write(cr_, file_, o, acked, data.size(), data.data(), 2, &n,
+                      &committed);
+    if (st) break;
+    acked += data.size();
+  }
+  EXPECT_EQ(st, uint32_t(upstream::kNfs4ErrNospc));
+  ASSERT_GT(acked, 0u);
+  std::string back(4096, '\0');
+  bool eof = false;
+  ASSERT_EQ(core_->Read(cr_, file_, o, acked - 4096, 4096, &back[0], &n, &eof),
+            0u);
+  EXPECT_EQ(back, std::string(4096, 'w'));
+  ASSERT_EQ(unlink((mnt + "/reserve").c_str()), 0);
+  EXPECT_EQ(core_->Write(cr_, file_, o, acked, data.size(), data.data(), 2,
+                         &n, &committed),
+            0u);
+  EXPECT_EQ(up_->Count("WRITE"), 0) << "all of it stayed local";
+  EXPECT_EQ(core_->CloseFile(o), 0u);
 }
 
 }  // namespace

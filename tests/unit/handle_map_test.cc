@@ -79,41 +79,7 @@ TEST(HandleMapTest, RecordEncodingRoundTripsAndRejectsGarbage) {
   EXPECT_FALSE(HandleMap::DecodeRecord(std::string("\x01\xff" "ab"), &out));
 }
 
-TEST(StoreTest, CorruptStoreIsMovedAsideAndReplaced) {
-  TempDir d;
-  std::string err;
-  uint64_t first;
-  {
-    auto store = Store::Open(d.path() + "/db", &err);
-    ASSERT_TRUE(store) << err;
-    first = store->incarnation();
-  }
-  // Overwrite every file of the store with garbage.
-  std::system(("for f in " + d.path() +
-               "/db/*; do head -c 4096 /dev/urandom > \"$f\"; done")
-                  .c_str());
-  auto store = Store::Open(d.path() + "/db", &err);
-  ASSERT_TRUE(store) << err;
-  EXPECT_NE(store->incarnation(), first);  // a new, empty store
-  EXPECT_EQ(std::system(("ls -d " + d.path() + "/db.unusable-* >/dev/null")
-                            .c_str()),
-            0);
-}
-
-TEST(StoreTest, ForeignFormatIsRefused) {
-  TempDir d;
-  std::string err;
-  uint64_t first;
-  {
-    auto store = Store::Open(d.path() + "/db", &err);
-    ASSERT_TRUE(store) << err;
-    first = store->incarnation();
-    ASSERT_TRUE(store->PutMeta("format", "someone-else", true));
-  }
-  auto store = Store::Open(d.path() + "/db", &err);
-  ASSERT_TRUE(store) << err;
-  EXPECT_NE(store->incarnation(), first);
-}
+// Corrupt, foreign and in-use stores: store_test.cc.
 
 TEST(StoreTest, UncreatableDirectoryIsAnError) {
   std::string err;

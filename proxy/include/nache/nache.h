@@ -57,6 +57,8 @@ struct nache_config {
 	bool serve_stale;              /* cached state while disconnected */
 	uint32_t flush_age_s;          /* write-back: flush after (seconds) */
 	const char *dirty_max;         /* write-back bound; "" = Cache_Size/4 */
+	bool cache_reset_if_corrupt;   /* move a corrupt store aside */
+	bool cache_reset_on_upstream_change; /* move another upstream's aside */
 };
 
 /* Parses a size with an optional K, M, G or T suffix (powers of 1024).
@@ -67,6 +69,16 @@ bool nache_parse_size(const char *s, uint64_t *out);
  * and returns false. Pure: touches neither network nor disk. */
 bool nache_config_validate(const struct nache_config *cfg, char *err,
 			   size_t errlen);
+
+/* Claims cache_dir for export export_id (export_path names it in
+ * messages): two exports must never share a store. Fails, writing
+ * "Cache_Dir: ..." naming both exports into err, when another export holds
+ * the same directory. Claiming again for the same export id replaces its
+ * claim. Thread-safe. */
+bool nache_cache_dir_claim(uint32_t export_id, const char *export_path,
+			   const char *cache_dir, char *err, size_t errlen);
+/* Drops the claim of export_id (no-op without one). */
+void nache_cache_dir_release(uint32_t export_id);
 
 /* Credentials of the local caller, forwarded upstream as AUTH_SYS. */
 struct nache_creds {
