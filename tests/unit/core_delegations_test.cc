@@ -1307,8 +1307,13 @@ TEST_F(CoreDelegationsTest, ServerRestartReclaimsOpenLocksAndDelegation) {
   Attrs a;
   EXPECT_EQ(core_->Getattr(cr_, file_, &a), 0u);
   EXPECT_EQ(up_->Count("GETATTR"), getattrs);
-  EXPECT_EQ(core_->AcquireLocalDelegation(file_, false), 0u);
-  core_->ReleaseLocalDelegation(file_);
+  // (The last reclaim's reply may still be on its way to the core: local
+  // delegations wait until it is in.)
+  EXPECT_TRUE(cb_client::WaitFor([&] {
+    if (core_->AcquireLocalDelegation(file_, false) != 0) return false;
+    core_->ReleaseLocalDelegation(file_);
+    return true;
+  }));
   ASSERT_EQ(LockF(open, "owner-1", NACHE_UNLOCK, false, 0, 100), 0u);
   EXPECT_FALSE(up_->Locked(0, 100));
   EXPECT_TRUE(up_->Locked(1000, 1001));
@@ -1329,9 +1334,13 @@ TEST_F(CoreDelegationsTest, ADelegationOfALocallyOpenFileIsReclaimed) {
   up_->Restart(true);
   ASSERT_TRUE(up_->WaitCount("OPEN(previous)", 1)) << "not reclaimed";
   EXPECT_EQ(up_->Reclaimed(), DelegationType::kRead);
-  EXPECT_EQ(core_->AcquireLocalDelegation(file_, false), 0u)
-      << "the delegation is ours again";
-  core_->ReleaseLocalDelegation(file_);
+  // The server logs the reclaim before its reply reaches the core; until
+  // the core has taken it in, local delegations wait (DELAY).
+  EXPECT_TRUE(cb_client::WaitFor([&] {
+    if (core_->AcquireLocalDelegation(file_, false) != 0) return false;
+    core_->ReleaseLocalDelegation(file_);
+    return true;
+  })) << "the delegation is ours again";
   EXPECT_EQ(core_->CloseFile(open), 0u);
 }
 
