@@ -1,8 +1,13 @@
 # Thin wrapper over CMake; see README.md.
 BUILD ?= build
+# The sanitizer build: clang, ASan/UBSan, the fuzz targets (README.md).
+SAN_BUILD ?= build-san
 JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.cc,%,$(wildcard tests/fuzz/fuzz_*.cc))
 
-.PHONY: all deps build test unit integration demo bench clean format
+.PHONY: all deps build san-build test unit integration fuzz demo bench clean \
+	format
 
 all: build
 
@@ -15,15 +20,39 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Everything: unit tests then integration tests (they boot the lab).
-test: build
+$(SAN_BUILD)/build.ninja:
+	CC=clang CXX=clang++ cmake -S . -B $(SAN_BUILD) -G Ninja -DNACHE_SANITIZE=ON
+
+san-build: deps $(SAN_BUILD)/build.ninja
+	cmake --build $(SAN_BUILD) -j $(JOBS)
+
+# Everything: unit tests then integration tests (they boot the lab); then,
+# in the sanitizer build, the unit tests under ASan/UBSan (label unit-san)
+# and each fuzz target for a short while over its corpus (label fuzz).
+test: build san-build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
 
 integration: build
 	cd $(BUILD) && ctest --output-on-failure -L integration
+
+# Each fuzz target for FUZZ_SECONDS; new inputs and crashes go to
+# $(SAN_BUILD)/tests/fuzz/work/<target>/ (copy the useful ones into
+# tests/fuzz/corpus/<target>/).
+fuzz: san-build
+	@failed=""; for t in $(FUZZ_TARGETS); do \
+	  w=$(SAN_BUILD)/tests/fuzz/work/$$t; mkdir -p $$w/corpus $$w/artifacts; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp \
+	  $(SAN_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$$w/artifacts/ $$w/corpus tests/fuzz/corpus/$$t \
+	    || failed="$$failed $$t"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: crashes in:$$failed"; exit 1; fi
 
 demo: build
 	bash lab/demo.sh
@@ -47,4 +76,4 @@ bench:
 	  REMOTE=$(REMOTE) DURATION=$(DURATION) bash bench/run.sh
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD)

@@ -22,6 +22,8 @@ build_pkgs=(
   libnfs-dev libnfs-utils librocksdb-dev prometheus-cpp-dev libntirpc-dev
   libtirpc-dev liburcu-dev libkrb5-dev libacl1-dev libcap-dev libblkid-dev
   uuid-dev libsqlite3-dev libnfsidmap-dev googletest libgtest-dev
+  # make test's sanitizer build and the fuzz targets (clang 14, libFuzzer).
+  clang libclang-rt-14-dev
 )
 lab_pkgs=(
   user-mode-linux kmod nfs-kernel-server iproute2 procps psmisc

@@ -410,6 +410,7 @@ Compound &Compound::Readdir(uint64_t cookie, const Verifier &cookieverf,
   r.maxcount = maxcount;
   b.Bitmap(std::move(words), &r.attr_request);
   b.meta().want_fh = want_fh;
+  b.meta().readdir_maxcount = maxcount;
   return *this;
 }
 

@@ -2,9 +2,9 @@
 //
 // This is the only interface the rest of the core uses to talk NFSv4: callers
 // append typed operations to a Compound, hand it to Upstream::Call, and read
-// typed OpResults. Encoding to libnfs' COMPOUND4args and decoding from
-// COMPOUND4res live in compound.cc; nothing outside that file touches libnfs
-// XDR unions.
+// typed OpResults. Encoding to libnfs' COMPOUND4args lives in compound.cc;
+// replies are decoded by our own bounded reader (compound_decode.cc), not by
+// libnfs. Nothing outside these files touches libnfs XDR unions.
 //
 // Thread safety: a Compound and a CompoundReply are plain values owned by one
 // thread at a time.
@@ -18,9 +18,11 @@
 #include "upstream/types.h"
 
 struct COMPOUND4args;  // libnfs
-struct COMPOUND4res;   // libnfs
 
 namespace nache {
+namespace rpc {
+class XdrIn;
+}  // namespace rpc
 namespace upstream {
 namespace nfs41 {
 struct SequenceArgs;
@@ -130,6 +132,19 @@ struct OpResult {
 
 // The decoded reply of one COMPOUND. results holds one entry per operation
 // the server executed (it stops at the first failure).
+//
+// Invariant of every reply Compound::DecodeWire accepts (anything else is a
+// decode failure, CallStatus::kDecodeError): results answer the operations
+// sent, in order, with the same operation numbers (results[i].op is the
+// i-th operation's; a server that did not know it may answer OP_ILLEGAL,
+// kept as status NFS4ERR_OP_ILLEGAL); and
+//  - status OK: one result per operation sent, every one OK. So after an OK
+//    status, Find(op) of any operation the compound sent is never null.
+//  - status not OK: every result but the last is OK and the last carries
+//    that status; or, in NFSv4.0 only, there is no result at all (the
+//    server refused the whole compound, e.g. NFS4ERR_RESOURCE). So after a
+//    non-OK status Find(op) may be null for any op, the failing one
+//    included: check before using it.
 struct CompoundReply {
   uint32_t status = kNfs4Ok;  // status of the whole compound (first failure)
   std::vector<OpResult> results;
@@ -224,9 +239,6 @@ class Compound {
   // points into this Compound; it stays valid while the Compound lives and is
   // not modified. For upstream/ and tests only.
   COMPOUND4args *Args();
-  // Decodes a reply for this compound (READ data goes to the Read dest).
-  // For upstream/ and tests only.
-  bool Decode(const COMPOUND4res *res, CompoundReply *out) const;
 
   // The COMPOUND on the wire (compound_wire.cc). Appends the arguments'
   // XDR to out: NFSv4.0 when seq is null, else NFSv4.1 with seq's
@@ -236,11 +248,21 @@ class Compound {
   // SEQUENCE); for NFSv4.1 the SEQUENCE result goes to *seq_res, and
   // out->results hold this compound's operations only. A failed SEQUENCE
   // leaves out->status set to its status and no results. False when it
-  // does not decode or does not match the request.
+  // does not decode or does not match the request (CompoundReply's
+  // invariant); *out is then empty. *seq_res is written only when
+  // SEQUENCE decoded whole, even if what follows it does not. READ data
+  // goes to the Read dest (bounded by the count asked for). p need not be
+  // aligned; every length in it is checked before use.
   bool DecodeWire(const char *p, size_t n, CompoundReply *out,
                   nfs41::SequenceRes *seq_res) const;
 
  private:
+  // The results after the reply header (and SEQUENCE): nres of them,
+  // checked against the operations sent and CompoundReply's invariant
+  // (compound_decode.cc).
+  bool DecodeResults(rpc::XdrIn *in, uint32_t status, uint32_t nres,
+                     bool after_sequence, CompoundReply *out) const;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,8 +1,16 @@
-// Decoding of libnfs' COMPOUND4res into CompoundReply / OpResult: the other
-// half of compound.cc. READ data goes straight to the buffer the caller gave
-// Compound::Read (the only copy after libnfs' own decode).
+// Decoding of a COMPOUND reply's results into CompoundReply / OpResult: the
+// other half of compound.cc. The reply comes from a server we do not trust
+// (and over a clear-text WAN), so it is read here by hand with the bounded
+// reader of rpc/xdr.h, never by libnfs 4.0.0's generated decoders (whose
+// zdr_array multiplies a count in 32 bits and then writes count elements:
+// README.md, "Replies are decoded by our own reader"). Every count and
+// length is checked against the bytes left and a maximum before anything is
+// read or allocated; a result of an operation this file does not know is a
+// decode error. READ data goes straight from the reply to the buffer the
+// caller gave Compound::Read (the only copy).
 #include <cstring>
 
+#include "rpc/xdr.h"
 #include "upstream/attrs.h"
 #include "upstream/compound.h"
 #include "upstream/compound_impl.h"
@@ -11,281 +19,266 @@ namespace nache {
 namespace upstream {
 namespace {
 
-StateId FromStateid4(const stateid4 &s) {
-  StateId out;
-  out.seqid = s.seqid;
-  std::memcpy(out.other, s.other, sizeof(out.other));
-  return out;
+using rpc::XdrIn;
+
+constexpr uint32_t kOpIllegal = 10044;      // OP_ILLEGAL's result number
+constexpr uint32_t kOpaqueLimit = 1024;     // NFS4_OPAQUE_LIMIT (owners)
+constexpr uint32_t kMaxBitmapWords = 8;     // NFSv4.2 needs 3
+constexpr uint32_t kMaxAttrlist = 1 << 20;  // one object's attributes
+constexpr uint32_t kMaxName = 1 << 16;      // one READDIR entry's name
+constexpr uint32_t kMaxLinkText = 1 << 16;  // READLINK
+constexpr uint32_t kMaxString = 1 << 16;    // ACE who, netid, addr
+
+bool GetStateid(XdrIn *in, StateId *s) {
+  return in->U32(&s->seqid) && in->Fixed(s->other, sizeof(s->other));
 }
 
-ChangeInfo FromChangeInfo4(const change_info4 &c) {
-  ChangeInfo out;
-  out.atomic = c.atomic != 0;
-  out.before = c.before;
-  out.after = c.after;
-  return out;
+bool GetChangeInfo(XdrIn *in, ChangeInfo *c) {
+  return in->Bool(&c->atomic) && in->U64(&c->before) && in->U64(&c->after);
 }
 
-Verifier FromVerifier4(const verifier4 v) {
-  return Verifier(v, NFS4_VERIFIER_SIZE);
+bool GetVerifier(XdrIn *in, Verifier *v) {
+  char b[8];
+  if (!in->Fixed(b, sizeof b)) return false;
+  v->assign(b, sizeof b);
+  return true;
 }
 
-void FromDenied(const LOCK4denied &d, LockDenied *out) {
-  out->offset = d.offset;
-  out->length = d.length;
-  out->type = LockType(uint32_t(d.locktype));
-  out->owner_clientid = d.owner.clientid;
-  out->owner.assign(d.owner.owner.owner_val, d.owner.owner.owner_len);
+// bitmap4 into words (at most kMaxBitmapWords of them).
+bool GetBitmap(XdrIn *in, uint32_t *words, uint32_t *n) {
+  if (!in->U32(n) || *n > kMaxBitmapWords) return false;
+  for (uint32_t i = 0; i < *n; i++)
+    if (!in->U32(&words[i])) return false;
+  return true;
 }
 
-bool FromFattr4(const fattr4 &f, Attrs *out, Fh *fh) {
-  return DecodeAttrs(f.attrmask.bitmap4_val, f.attrmask.bitmap4_len,
-                     f.attr_vals.attrlist4_val, f.attr_vals.attrlist4_len, out,
-                     fh);
+bool SkipBitmap(XdrIn *in) {
+  uint32_t words[kMaxBitmapWords], n;
+  return GetBitmap(in, words, &n);
 }
 
-// The status every nfs_resop4 arm starts with. All arms begin with an
-// nfsstat4, but reading it through the right member keeps this honest.
-uint32_t ResStatus(const nfs_resop4 &r) {
-  const auto &u = r.nfs_resop4_u;
-  switch (r.resop) {
-    case OP_ACCESS: return u.opaccess.status;
-    case OP_CLOSE: return u.opclose.status;
-    case OP_COMMIT: return u.opcommit.status;
-    case OP_CREATE: return u.opcreate.status;
-    case OP_DELEGPURGE: return u.opdelegpurge.status;
-    case OP_DELEGRETURN: return u.opdelegreturn.status;
-    case OP_GETATTR: return u.opgetattr.status;
-    case OP_GETFH: return u.opgetfh.status;
-    case OP_LINK: return u.oplink.status;
-    case OP_LOCK: return u.oplock.status;
-    case OP_LOCKT: return u.oplockt.status;
-    case OP_LOCKU: return u.oplocku.status;
-    case OP_LOOKUP: return u.oplookup.status;
-    case OP_LOOKUPP: return u.oplookupp.status;
-    case OP_NVERIFY: return u.opnverify.status;
-    case OP_OPEN: return u.opopen.status;
-    case OP_OPENATTR: return u.opopenattr.status;
-    case OP_OPEN_CONFIRM: return u.opopen_confirm.status;
-    case OP_OPEN_DOWNGRADE: return u.opopen_downgrade.status;
-    case OP_PUTFH: return u.opputfh.status;
-    case OP_PUTPUBFH: return u.opputpubfh.status;
-    case OP_PUTROOTFH: return u.opputrootfh.status;
-    case OP_READ: return u.opread.status;
-    case OP_READDIR: return u.opreaddir.status;
-    case OP_READLINK: return u.opreadlink.status;
-    case OP_REMOVE: return u.opremove.status;
-    case OP_RENAME: return u.oprename.status;
-    case OP_RENEW: return u.oprenew.status;
-    case OP_RESTOREFH: return u.oprestorefh.status;
-    case OP_SAVEFH: return u.opsavefh.status;
-    case OP_SETATTR: return u.opsetattr.status;
-    case OP_SETCLIENTID: return u.opsetclientid.status;
-    case OP_SETCLIENTID_CONFIRM: return u.opsetclientid_confirm.status;
-    case OP_VERIFY: return u.opverify.status;
-    case OP_WRITE: return u.opwrite.status;
-    case OP_RELEASE_LOCKOWNER: return u.oprelease_lockowner.status;
-    case OP_ILLEGAL: return u.opillegal.status;
-    default: return kNfs4ErrServerfault;
-  }
+bool SkipString(XdrIn *in, uint32_t max) {
+  const char *p;
+  uint32_t n;
+  return in->Opaque(&p, &n, max);
 }
 
-// Fills the operation-specific part of out from res. Returns false when the
-// reply is inconsistent with the request (a decode error).
-bool DecodeResult(const nfs_resop4 &res, const OpMeta &meta, OpResult *out) {
-  const auto &u = res.nfs_resop4_u;
-  switch (meta.op) {
-    case Op::kGetfh:
-      if (out->status == kNfs4Ok) {
-        const nfs_fh4 &fh = u.opgetfh.GETFH4res_u.resok4.object;
-        if (fh.nfs_fh4_len > kMaxFhSize) return false;
-        out->fh.assign(fh.nfs_fh4_val, fh.nfs_fh4_len);
-      }
+// fattr4: the bitmap, then the attrlist it describes (attrs.cc).
+bool GetFattr(XdrIn *in, Attrs *out, Fh *fh) {
+  uint32_t words[kMaxBitmapWords], n, len;
+  const char *list;
+  return GetBitmap(in, words, &n) && in->Opaque(&list, &len, kMaxAttrlist) &&
+         DecodeAttrs(words, n, list, len, out, fh);
+}
+
+// nfsace4, skipped (a delegation's permissions: we do not use them).
+bool SkipAce(XdrIn *in) {
+  return in->Skip(12) && SkipString(in, kMaxString);
+}
+
+bool GetDenied(XdrIn *in, LockDenied *d) {
+  uint32_t type;
+  if (!in->U64(&d->offset) || !in->U64(&d->length) || !in->U32(&type) ||
+      !in->U64(&d->owner_clientid) || !in->Opaque(&d->owner, kOpaqueLimit))
+    return false;
+  d->type = LockType(type);
+  return true;
+}
+
+// open_delegation4 (RFC 7530), and NFSv4.1's OPEN_DELEGATE_NONE_EXT.
+bool GetDelegation(XdrIn *in, Delegation *d) {
+  uint32_t type;
+  if (!in->U32(&type)) return false;
+  switch (type) {
+    case 0:  // OPEN_DELEGATE_NONE
+      d->type = DelegationType::kNone;
       return true;
-    case Op::kGetattr:
-      if (out->status != kNfs4Ok) return true;
-      return FromFattr4(u.opgetattr.GETATTR4res_u.resok4.obj_attributes,
-                        &out->attrs, nullptr);
-    case Op::kAccess:
-      if (out->status == kNfs4Ok) {
-        out->access_supported = u.opaccess.ACCESS4res_u.resok4.supported;
-        out->access = u.opaccess.ACCESS4res_u.resok4.access;
+    case 1:  // OPEN_DELEGATE_READ: stateid, recall, permissions
+      d->type = DelegationType::kRead;
+      return GetStateid(in, &d->stateid) && in->Bool(&d->recall) &&
+             SkipAce(in);
+    case 2: {  // OPEN_DELEGATE_WRITE: ..., space_limit, permissions
+      uint32_t limitby;
+      d->type = DelegationType::kWrite;
+      if (!GetStateid(in, &d->stateid) || !in->Bool(&d->recall) ||
+          !in->U32(&limitby))
+        return false;
+      if (limitby == 1) {  // NFS_LIMIT_SIZE: filesize
+        if (!in->Skip(8)) return false;
+      } else if (limitby == 2) {  // NFS_LIMIT_BLOCKS: num_blocks, per block
+        if (!in->Skip(8)) return false;
+      } else {
+        return false;
       }
-      return true;
-    case Op::kRead: {
-      if (out->status != kNfs4Ok) return true;
-      const READ4resok &r = u.opread.READ4res_u.resok4;
-      // A server returning more than asked would overrun the caller's buffer.
-      if (r.data.data_len > meta.read_count) return false;
-      if (r.data.data_len > 0) {
-        std::memcpy(meta.read_dest, r.data.data_val, r.data.data_len);
-      }
-      out->count = r.data.data_len;
-      out->eof = r.eof != 0;
-      return true;
+      return SkipAce(in);
     }
-    case Op::kWrite:
-      if (out->status == kNfs4Ok) {
-        const WRITE4resok &w = u.opwrite.WRITE4res_u.resok4;
-        out->count = w.count;
-        out->committed = StableHow(uint32_t(w.committed));
-        out->verifier = FromVerifier4(w.writeverf);
-      }
-      return true;
-    case Op::kCommit:
-      if (out->status == kNfs4Ok) {
-        out->verifier = FromVerifier4(u.opcommit.COMMIT4res_u.resok4.writeverf);
-      }
-      return true;
-    case Op::kOpen: {
-      if (out->status != kNfs4Ok) return true;
-      const OPEN4resok &o = u.opopen.OPEN4res_u.resok4;
-      out->stateid = FromStateid4(o.stateid);
-      out->cinfo = FromChangeInfo4(o.cinfo);
-      out->open_rflags = o.rflags;
-      const open_delegation4 &d = o.delegation;
-      switch (d.delegation_type) {
-        case OPEN_DELEGATE_READ:
-          out->delegation.type = DelegationType::kRead;
-          out->delegation.stateid =
-              FromStateid4(d.open_delegation4_u.read.stateid);
-          out->delegation.recall = d.open_delegation4_u.read.recall != 0;
-          break;
-        case OPEN_DELEGATE_WRITE:
-          out->delegation.type = DelegationType::kWrite;
-          out->delegation.stateid =
-              FromStateid4(d.open_delegation4_u.write.stateid);
-          out->delegation.recall = d.open_delegation4_u.write.recall != 0;
-          break;
-        default:
-          out->delegation.type = DelegationType::kNone;
-          break;
-      }
-      return true;
+    case 3: {  // OPEN_DELEGATE_NONE_EXT (4.1): why, maybe a bool
+      uint32_t why;
+      bool b;
+      d->type = DelegationType::kNone;
+      if (!in->U32(&why)) return false;
+      // WND4_CONTENTION and WND4_RESOURCE carry a bool.
+      return (why == 1 || why == 2) ? in->Bool(&b) : true;
     }
-    case Op::kOpenConfirm:
-      if (out->status == kNfs4Ok) {
-        out->stateid = FromStateid4(
-            u.opopen_confirm.OPEN_CONFIRM4res_u.resok4.open_stateid);
-      }
-      return true;
-    case Op::kOpenDowngrade:
-      if (out->status == kNfs4Ok) {
-        out->stateid = FromStateid4(
-            u.opopen_downgrade.OPEN_DOWNGRADE4res_u.resok4.open_stateid);
-      }
-      return true;
-    case Op::kClose:
-      if (out->status == kNfs4Ok) {
-        out->stateid = FromStateid4(u.opclose.CLOSE4res_u.open_stateid);
-      }
-      return true;
-    case Op::kCreate:
-      if (out->status == kNfs4Ok) {
-        out->cinfo = FromChangeInfo4(u.opcreate.CREATE4res_u.resok4.cinfo);
-      }
-      return true;
-    case Op::kRemove:
-      if (out->status == kNfs4Ok) {
-        out->cinfo = FromChangeInfo4(u.opremove.REMOVE4res_u.resok4.cinfo);
-      }
-      return true;
-    case Op::kLink:
-      if (out->status == kNfs4Ok) {
-        out->cinfo = FromChangeInfo4(u.oplink.LINK4res_u.resok4.cinfo);
-      }
-      return true;
-    case Op::kRename:
-      if (out->status == kNfs4Ok) {
-        out->cinfo =
-            FromChangeInfo4(u.oprename.RENAME4res_u.resok4.source_cinfo);
-        out->cinfo2 =
-            FromChangeInfo4(u.oprename.RENAME4res_u.resok4.target_cinfo);
-      }
-      return true;
-    case Op::kReadlink:
-      if (out->status == kNfs4Ok) {
-        const linktext4 &l = u.opreadlink.READLINK4res_u.resok4.link;
-        out->data.assign(l.utf8string_val, l.utf8string_len);
-      }
-      return true;
-    case Op::kReaddir: {
-      if (out->status != kNfs4Ok) return true;
-      const READDIR4resok &r = u.opreaddir.READDIR4res_u.resok4;
-      out->verifier = FromVerifier4(r.cookieverf);
-      out->eof = r.reply.eof != 0;
-      for (const entry4 *e = r.reply.entries; e != nullptr; e = e->nextentry) {
-        DirEntry de;
-        de.cookie = e->cookie;
-        de.name.assign(e->name.utf8string_val, e->name.utf8string_len);
-        if (!FromFattr4(e->attrs, &de.attrs, meta.want_fh ? &de.fh : nullptr)) {
-          return false;
-        }
-        out->entries.push_back(std::move(de));
-      }
-      return true;
-    }
-    case Op::kLock:
-      if (out->status == kNfs4Ok) {
-        out->stateid = FromStateid4(u.oplock.LOCK4res_u.resok4.lock_stateid);
-      } else if (out->status == kNfs4ErrDenied) {
-        FromDenied(u.oplock.LOCK4res_u.denied, &out->denied);
-      }
-      return true;
-    case Op::kLockt:
-      if (out->status == kNfs4ErrDenied) {
-        FromDenied(u.oplockt.LOCKT4res_u.denied, &out->denied);
-      }
-      return true;
-    case Op::kLocku:
-      if (out->status == kNfs4Ok) {
-        out->stateid = FromStateid4(u.oplocku.LOCKU4res_u.lock_stateid);
-      }
-      return true;
-    case Op::kSetclientid:
-      if (out->status == kNfs4Ok) {
-        const SETCLIENTID4resok &s = u.opsetclientid.SETCLIENTID4res_u.resok4;
-        out->clientid = s.clientid;
-        out->verifier = FromVerifier4(s.setclientid_confirm);
-      } else if (out->status == kNfs4ErrClidInuse) {
-        // Who holds the id, for the log: "netid addr".
-        const clientaddr4 &c = u.opsetclientid.SETCLIENTID4res_u.client_using;
-        out->data = std::string(c.r_netid ? c.r_netid : "") + " " +
-                    (c.r_addr ? c.r_addr : "");
-      }
-      return true;
     default:
-      // Status-only operations (PUTFH, LOOKUP, SAVEFH, SETATTR, RENEW, ...).
+      return false;
+  }
+}
+
+// READDIR4resok: the cookie verifier, the entries, eof. Entries are an XDR
+// optional-data list, read iteratively (libnfs' decoder recurses per
+// entry). Its size is bounded by the maxcount asked for (RFC 7530 16.24.4:
+// it counts the whole READDIR4resok), with some slack for servers that count
+// their overhead differently: that bounds the entries we allocate.
+constexpr size_t kReaddirSlack = 4096;
+bool GetReaddir(XdrIn *in, const OpMeta &meta, OpResult *out) {
+  const size_t start = in->left();
+  const size_t limit = size_t(meta.readdir_maxcount) + kReaddirSlack;
+  bool more;
+  if (!GetVerifier(in, &out->verifier) || !in->Bool(&more)) return false;
+  while (more) {
+    DirEntry de;
+    if (!in->U64(&de.cookie) || !in->Opaque(&de.name, kMaxName) ||
+        !GetFattr(in, &de.attrs, meta.want_fh ? &de.fh : nullptr) ||
+        !in->Bool(&more) || start - in->left() > limit)
+      return false;
+    out->entries.push_back(std::move(de));
+  }
+  return in->Bool(&out->eof);
+}
+
+// The body of one result (after its number and status) for the operation
+// meta describes. False when it is malformed, too large, or not what was
+// asked for.
+bool GetResultBody(XdrIn *in, const OpMeta &meta, OpResult *out) {
+  const bool ok = out->status == kNfs4Ok;
+  switch (meta.op) {
+    case Op::kAccess:
+      return !ok ||
+             (in->U32(&out->access_supported) && in->U32(&out->access));
+    case Op::kClose:
+    case Op::kOpenConfirm:
+    case Op::kOpenDowngrade:
+    case Op::kLocku:
+      return !ok || GetStateid(in, &out->stateid);
+    case Op::kCommit:
+      return !ok || GetVerifier(in, &out->verifier);
+    case Op::kCreate:
+      return !ok || (GetChangeInfo(in, &out->cinfo) && SkipBitmap(in));
+    case Op::kGetattr:
+      return !ok || GetFattr(in, &out->attrs, nullptr);
+    case Op::kGetfh:
+      return !ok || in->Opaque(&out->fh, kMaxFhSize);
+    case Op::kLink:
+    case Op::kRemove:
+      return !ok || GetChangeInfo(in, &out->cinfo);
+    case Op::kRename:
+      return !ok ||
+             (GetChangeInfo(in, &out->cinfo) && GetChangeInfo(in, &out->cinfo2));
+    case Op::kLock:
+      if (ok) return GetStateid(in, &out->stateid);
+      return out->status != kNfs4ErrDenied || GetDenied(in, &out->denied);
+    case Op::kLockt:
+      return out->status != kNfs4ErrDenied || GetDenied(in, &out->denied);
+    case Op::kOpen:
+      return !ok ||
+             (GetStateid(in, &out->stateid) && GetChangeInfo(in, &out->cinfo) &&
+              in->U32(&out->open_rflags) && SkipBitmap(in) &&
+              GetDelegation(in, &out->delegation));
+    case Op::kRead: {
+      if (!ok) return true;
+      const char *data;
+      uint32_t len;
+      // More than asked for would overrun the caller's buffer.
+      if (!in->Bool(&out->eof) || !in->Opaque(&data, &len, meta.read_count))
+        return false;
+      if (len > 0) std::memcpy(meta.read_dest, data, len);
+      out->count = len;
+      return true;
+    }
+    case Op::kReaddir:
+      return !ok || GetReaddir(in, meta, out);
+    case Op::kReadlink:
+      return !ok || in->Opaque(&out->data, kMaxLinkText);
+    case Op::kSetattr:
+      return SkipBitmap(in);  // attrsset: there whatever the status
+    case Op::kSetclientid:
+      if (ok) {
+        return in->U64(&out->clientid) && GetVerifier(in, &out->verifier);
+      }
+      if (out->status == kNfs4ErrClidInuse) {
+        // Who holds the id, for the log: "netid addr".
+        std::string netid, addr;
+        if (!in->Opaque(&netid, kMaxString) || !in->Opaque(&addr, kMaxString))
+          return false;
+        out->data = netid + " " + addr;
+      }
+      return true;
+    case Op::kWrite: {
+      if (!ok) return true;
+      uint32_t committed;
+      if (!in->U32(&out->count) || !in->U32(&committed) ||
+          !GetVerifier(in, &out->verifier))
+        return false;
+      out->committed = StableHow(committed);
+      return true;
+    }
+    // Results that are their status alone.
+    case Op::kDelegReturn:
+    case Op::kLookup:
+    case Op::kLookupp:
+    case Op::kNverify:
+    case Op::kPutfh:
+    case Op::kPutrootfh:
+    case Op::kRenew:
+    case Op::kRestorefh:
+    case Op::kSavefh:
+    case Op::kSetclientidConfirm:
+    case Op::kVerify:
+    case Op::kReleaseLockowner:
       return true;
   }
+  return false;  // an operation this decoder does not know
 }
 
 }  // namespace
 
-bool Compound::Decode(const COMPOUND4res *res, CompoundReply *out) const {
-  out->status = res->status;
+bool Compound::DecodeResults(rpc::XdrIn *in, uint32_t status, uint32_t nres,
+                             bool after_sequence, CompoundReply *out) const {
+  out->status = status;
   out->results.clear();
-  size_t n = res->resarray.resarray_len;
-  // The server stops at the first failure, so it may return fewer results,
-  // never more.
-  if (n > impl_->meta.size()) return false;
-  out->results.reserve(n);
-  for (size_t i = 0; i < n; i++) {
-    const nfs_resop4 &r = res->resarray.resarray_val[i];
-    const OpMeta &meta = impl_->meta[i];
-    OpResult result;
-    result.op = meta.op;
-    result.status = ResStatus(r);
-    if (r.resop == OP_ILLEGAL) {
-      // The server did not know the operation: nothing else to decode.
-      out->results.push_back(std::move(result));
-      continue;
+  const std::vector<OpMeta> &meta = impl_->meta;
+  // One result per operation at most, and each takes at least 8 bytes
+  // (its number and status): a count beyond either is a lie.
+  if (nres > meta.size() || nres > in->left() / 8) return false;
+  out->results.reserve(nres);
+  for (uint32_t i = 0; i < nres; i++) {
+    OpResult r;
+    uint32_t resop;
+    r.op = meta[i].op;
+    if (!in->U32(&resop) || !in->U32(&r.status)) return false;
+    if (resop == kOpIllegal) {
+      // The server did not know the operation: nothing else to read, and
+      // it ends the compound.
+      if (r.status != kNfs4ErrOpIllegal) return false;
+    } else if (resop != uint32_t(meta[i].op) ||
+               !GetResultBody(in, meta[i], &r)) {
+      return false;
     }
-    if (uint32_t(r.resop) != uint32_t(meta.op)) return false;
-    if (!DecodeResult(r, meta, &result)) return false;
-    out->results.push_back(std::move(result));
+    out->results.push_back(std::move(r));
+    // The server stops at the first failure.
+    if (out->results.back().status != kNfs4Ok && i + 1 != nres) return false;
   }
-  return true;
+  // The protocol's invariant (compound.h): OK answers every operation;
+  // a failure is the last result's status. A failure with no result at
+  // all is a whole compound refused before any operation ran (e.g.
+  // NFS4ERR_MINOR_VERS_MISMATCH, NFS4ERR_RESOURCE); with SEQUENCE first,
+  // it ran.
+  if (status == kNfs4Ok)
+    return nres == meta.size() &&
+           (nres == 0 || out->results.back().status == kNfs4Ok);
+  if (nres == 0) return !after_sequence;
+  return out->results.back().status == status;
 }
 
 }  // namespace upstream

@@ -1,8 +1,9 @@
 // A Compound on the wire: the XDR of the whole COMPOUND request and reply.
-// NFSv4.0 goes through libnfs' generated COMPOUND4args/COMPOUND4res
-// encoders. NFSv4.1 puts our own SEQUENCE (nfs41.cc) in front: the header
-// and the SEQUENCE are ours, each further operation is libnfs' (its 4.0
-// encoder and decoder per operation), and the reply is split the same way.
+// Requests: NFSv4.0 goes through libnfs' generated COMPOUND4args encoder;
+// NFSv4.1 puts our own SEQUENCE (nfs41.cc) in front, each further
+// operation is libnfs' 4.0 encoder. Replies, in both minor versions, are
+// decoded by our own bounded reader (compound_decode.cc), never by libnfs:
+// they come from a server we do not trust with lengths.
 #include <nfsc/libnfs-zdr.h>
 
 #include <cstring>
@@ -75,52 +76,43 @@ bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq) {
 
 bool Compound::DecodeWire(const char *p, size_t n, CompoundReply *out,
                           nfs41::SequenceRes *seq_res) const {
-  if (seq_res == nullptr) {
-    ZDR z;
-    zdrmem_create(&z, const_cast<char *>(p), uint32_t(n), ZDR_DECODE);
-    COMPOUND4res res;
-    memset(&res, 0, sizeof res);
-    bool ok = zdr_COMPOUND4res(&z, &res) && Decode(&res, out);
-    zdr_destroy(&z);  // everything the decode allocated
-    return ok;
-  }
   rpc::XdrIn in(p, n);
-  uint32_t status, nres;
-  if (!nfs41::DecodeCompoundReplyHeader(&in, &status, &nres) || nres == 0 ||
-      !nfs41::DecodeSequence(&in, seq_res))
-    return false;
-  if (seq_res->status != 0) {
-    out->status = seq_res->status;
-    out->results.clear();
-    return nres == 1;
-  }
-  if (impl_->reclaim_complete) {
-    out->results.clear();
-    return nres == 2 &&
-           nfs41::DecodeStatusOnly(&in, nfs41::kOpReclaimComplete,
-                                   &out->status);
-  }
-  // The rest are this compound's results: libnfs decodes each into the
-  // array a COMPOUND4res would hold, and Decode takes them from there.
-  ZDR z;
-  zdrmem_create(&z, const_cast<char *>(in.pos()), uint32_t(in.left()),
-                ZDR_DECODE);
-  std::vector<nfs_resop4> results(nres - 1);
-  bool ok = true;
-  for (nfs_resop4 &r : results) {
-    memset(&r, 0, sizeof r);
-    if (!(ok = zdr_nfs_resop4(&z, &r))) break;
-  }
-  if (ok) {
-    COMPOUND4res res;
-    memset(&res, 0, sizeof res);
-    res.status = nfsstat4(status);
-    res.resarray.resarray_len = u_int(results.size());
-    res.resarray.resarray_val = results.data();
-    ok = Decode(&res, out);
-  }
-  zdr_destroy(&z);
-  return ok;
+  auto decode = [&]() {
+    uint32_t status, nres;
+    // (The reply header is the same in both minor versions.)
+    if (!nfs41::DecodeCompoundReplyHeader(&in, &status, &nres)) return false;
+    if (seq_res == nullptr) {
+      if (impl_->reclaim_complete) return false;  // 4.1 only
+      return DecodeResults(&in, status, nres, false, out);
+    }
+    // SEQUENCE leads: one more result than this compound's operations.
+    // *seq_res is written only once SEQUENCE decoded whole (the connection
+    // reads an unwritten one as "outcome unknown" for the slot).
+    nfs41::SequenceRes seq;
+    if (nres == 0 || !nfs41::DecodeSequence(&in, &seq)) return false;
+    *seq_res = seq;
+    if (seq.status != kNfs4Ok) {
+      // Not executed: SEQUENCE's failure is the compound's, alone.
+      out->status = seq.status;
+      return nres == 1 && status == seq.status;
+    }
+    if (impl_->reclaim_complete) {
+      uint32_t rc_status;
+      out->status = status;
+      return nres == 2 &&
+             nfs41::DecodeStatusOnly(&in, nfs41::kOpReclaimComplete,
+                                     &rc_status) &&
+             rc_status == status;
+    }
+    return DecodeResults(&in, status, nres - 1, true, out);
+  };
+  out->status = kNfs4Ok;
+  out->results.clear();
+  if (decode()) return true;
+  // The caller sees no half-decoded reply.
+  out->status = kNfs4Ok;
+  out->results.clear();
+  return false;
 }
 
 }  // namespace upstream

@@ -1,12 +1,14 @@
 // The typed COMPOUND builder and decoder (upstream/compound.h): arguments are
 // checked by encoding them with libnfs' XDR and decoding them back; replies
-// by decoding hand-built COMPOUND4res structures.
+// by encoding hand-built COMPOUND4res structures with libnfs' XDR encoder
+// and decoding those bytes with our own reader (Compound::DecodeWire).
 #include "upstream/compound.h"
 
 #include <gtest/gtest.h>
 #include <nfsc/libnfs.h>
 #include <nfsc/libnfs-raw.h>
 #include <nfsc/libnfs-raw-nfs4.h>
+#include <nfsc/libnfs-zdr.h>
 
 #include <cstring>
 #include <deque>
@@ -275,6 +277,28 @@ class ReplyBuilder {
   COMPOUND4res res_;
 };
 
+// The XDR of res as a server sends it (libnfs' encoder), decoded by c as an
+// NFSv4.0 reply.
+std::string EncodeRes(const COMPOUND4res *res) {
+  std::vector<char> buf(1 << 16);
+  ZDR z;
+  zdrmem_create(&z, buf.data(), u_int(buf.size()), ZDR_ENCODE);
+  COMPOUND4res copy = *res;
+  char tag[] = "t";
+  copy.tag.utf8string_len = 1;
+  copy.tag.utf8string_val = tag;
+  bool ok = zdr_COMPOUND4res(&z, &copy);
+  const uint32_t used = zdr_getpos(&z);
+  zdr_destroy(&z);
+  EXPECT_TRUE(ok);
+  return std::string(buf.data(), ok ? used : 0);
+}
+
+bool Decode(const Compound &c, const COMPOUND4res *res, CompoundReply *out) {
+  std::string wire = EncodeRes(res);
+  return c.DecodeWire(wire.data(), wire.size(), out, nullptr);
+}
+
 std::string Be32(uint32_t v) {
   return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
 }
@@ -296,7 +320,7 @@ TEST(CompoundDecodeTest, Getattr) {
       {(1u << 1) | (1u << 4), (1u << 1) | (1u << 4) | (1u << 5) | (1u << 21)},
       list);
   CompoundReply reply;
-  ASSERT_TRUE(c.Decode(rb.Get(NFS4_OK), &reply));
+  ASSERT_TRUE(Decode(c, rb.Get(NFS4_OK), &reply));
   EXPECT_EQ(reply.status, kNfs4Ok);
   EXPECT_EQ(reply.FailedIndex(), -1);
   const OpResult *r = reply.Find(Op::kGetattr);
@@ -318,7 +342,7 @@ TEST(CompoundDecodeTest, MalformedAttrsAreADecodeError) {
   g.nfs_resop4_u.opgetattr.GETATTR4res_u.resok4.obj_attributes =
       rb.Fattr({1u << 4}, Be32(1));  // size needs 8 bytes
   CompoundReply reply;
-  EXPECT_FALSE(c.Decode(rb.Get(NFS4_OK), &reply));
+  EXPECT_FALSE(Decode(c, rb.Get(NFS4_OK), &reply));
 }
 
 TEST(CompoundDecodeTest, ReaddirWithFilehandles) {
@@ -336,7 +360,7 @@ TEST(CompoundDecodeTest, ReaddirWithFilehandles) {
   ok.reply.entries = first;
   ok.reply.eof = 1;
   CompoundReply reply;
-  ASSERT_TRUE(c.Decode(rb.Get(NFS4_OK), &reply));
+  ASSERT_TRUE(Decode(c, rb.Get(NFS4_OK), &reply));
   const OpResult *res = reply.Find(Op::kReaddir);
   ASSERT_NE(res, nullptr);
   EXPECT_TRUE(res->eof);
@@ -364,7 +388,7 @@ TEST(CompoundDecodeTest, ReadGoesToDest) {
   ok.data.data_len = 5;
   ok.data.data_val = rb.Keep("abcde");
   CompoundReply reply;
-  ASSERT_TRUE(c.Decode(rb.Get(NFS4_OK), &reply));
+  ASSERT_TRUE(Decode(c, rb.Get(NFS4_OK), &reply));
   const OpResult *res = reply.Find(Op::kRead);
   ASSERT_NE(res, nullptr);
   EXPECT_EQ(res->count, 5u);
@@ -375,7 +399,7 @@ TEST(CompoundDecodeTest, ReadGoesToDest) {
   ok.data.data_len = 9;
   ok.data.data_val = rb.Keep("123456789");
   std::memset(dest, '.', sizeof(dest));
-  EXPECT_FALSE(c.Decode(rb.Get(NFS4_OK), &reply));
+  EXPECT_FALSE(Decode(c, rb.Get(NFS4_OK), &reply));
   EXPECT_EQ(std::string(dest, 1), ".");
 }
 
@@ -401,12 +425,18 @@ TEST(CompoundDecodeTest, OpenWithDelegation) {
                        : ok.delegation.open_delegation4_u.write.stateid;
     ds.seqid = 9;
     std::memset(ds.other, 0x22, 12);
+    if (type == OPEN_DELEGATE_WRITE) {
+      ok.delegation.open_delegation4_u.write.space_limit.limitby =
+          NFS_LIMIT_SIZE;
+      ok.delegation.open_delegation4_u.write.space_limit.nfs_space_limit4_u
+          .filesize = 1 << 20;
+    }
     nfs_resop4 &g = rb.Add(OP_GETFH, NFS4_OK);
     g.nfs_resop4_u.opgetfh.GETFH4res_u.resok4.object.nfs_fh4_len = 3;
     g.nfs_resop4_u.opgetfh.GETFH4res_u.resok4.object.nfs_fh4_val =
         rb.Keep("new");
     CompoundReply reply;
-    ASSERT_TRUE(c.Decode(rb.Get(NFS4_OK), &reply));
+    ASSERT_TRUE(Decode(c, rb.Get(NFS4_OK), &reply));
     const OpResult *res = reply.Find(Op::kOpen);
     ASSERT_NE(res, nullptr);
     EXPECT_EQ(res->stateid.seqid, 1u);
@@ -438,7 +468,7 @@ TEST(CompoundDecodeTest, LockDenied) {
   d.owner.owner.owner_len = 5;
   d.owner.owner.owner_val = rb.Keep("other");
   CompoundReply reply;
-  ASSERT_TRUE(c.Decode(rb.Get(NFS4ERR_DENIED), &reply));
+  ASSERT_TRUE(Decode(c, rb.Get(NFS4ERR_DENIED), &reply));
   EXPECT_EQ(reply.status, kNfs4ErrDenied);
   EXPECT_EQ(reply.FailedIndex(), 1);
   const OpResult *res = reply.Find(Op::kLock);
@@ -460,7 +490,7 @@ TEST(CompoundDecodeTest, Setclientid) {
   ok.clientid = 0x1234567890ull;
   std::memcpy(ok.setclientid_confirm, "confirm!", 8);
   CompoundReply reply;
-  ASSERT_TRUE(c.Decode(rb.Get(NFS4_OK), &reply));
+  ASSERT_TRUE(Decode(c, rb.Get(NFS4_OK), &reply));
   EXPECT_EQ(reply.results[0].clientid, 0x1234567890ull);
   EXPECT_EQ(reply.results[0].verifier, "confirm!");
 
@@ -470,7 +500,7 @@ TEST(CompoundDecodeTest, Setclientid) {
       u.nfs_resop4_u.opsetclientid.SETCLIENTID4res_u.client_using;
   using_addr.r_netid = inuse.Keep("tcp");
   using_addr.r_addr = inuse.Keep("10.0.0.1.3.4");
-  ASSERT_TRUE(c.Decode(inuse.Get(NFS4ERR_CLID_INUSE), &reply));
+  ASSERT_TRUE(Decode(c, inuse.Get(NFS4ERR_CLID_INUSE), &reply));
   EXPECT_EQ(reply.status, kNfs4ErrClidInuse);
   EXPECT_EQ(reply.results[0].data, "tcp 10.0.0.1.3.4");
 }
@@ -483,7 +513,7 @@ TEST(CompoundDecodeTest, ShortLongAndMismatchedReplies) {
   shortr.Add(OP_PUTFH, NFS4_OK);
   shortr.Add(OP_LOOKUP, NFS4ERR_NOENT);
   CompoundReply reply;
-  ASSERT_TRUE(c.Decode(shortr.Get(NFS4ERR_NOENT), &reply));
+  ASSERT_TRUE(Decode(c, shortr.Get(NFS4ERR_NOENT), &reply));
   EXPECT_EQ(reply.results.size(), 2u);
   EXPECT_EQ(reply.FailedIndex(), 1);
   EXPECT_EQ(reply.Find(Op::kGetfh), nullptr);
@@ -491,15 +521,15 @@ TEST(CompoundDecodeTest, ShortLongAndMismatchedReplies) {
   ReplyBuilder mismatched;
   mismatched.Add(OP_PUTFH, NFS4_OK);
   mismatched.Add(OP_GETFH, NFS4_OK);
-  EXPECT_FALSE(c.Decode(mismatched.Get(NFS4_OK), &reply));
+  EXPECT_FALSE(Decode(c, mismatched.Get(NFS4_OK), &reply));
 
   ReplyBuilder toolong;
   for (int i = 0; i < 4; i++) toolong.Add(OP_PUTFH, NFS4_OK);
-  EXPECT_FALSE(c.Decode(toolong.Get(NFS4_OK), &reply));
+  EXPECT_FALSE(Decode(c, toolong.Get(NFS4_OK), &reply));
 
   ReplyBuilder illegal;
   illegal.Add(OP_ILLEGAL, NFS4ERR_OP_ILLEGAL);
-  ASSERT_TRUE(c.Decode(illegal.Get(NFS4ERR_OP_ILLEGAL), &reply));
+  ASSERT_TRUE(Decode(c, illegal.Get(NFS4ERR_OP_ILLEGAL), &reply));
   EXPECT_EQ(reply.results[0].status, kNfs4ErrOpIllegal);
 }
 
@@ -533,7 +563,7 @@ TEST(CompoundDecodeTest, WriteCommitAccessRenameReadlink) {
   lt.utf8string_len = 6;
   lt.utf8string_val = rb.Keep("target");
   CompoundReply reply;
-  ASSERT_TRUE(c.Decode(rb.Get(NFS4_OK), &reply));
+  ASSERT_TRUE(Decode(c, rb.Get(NFS4_OK), &reply));
   EXPECT_EQ(reply.Find(Op::kWrite)->count, 1u);
   EXPECT_EQ(reply.Find(Op::kWrite)->committed, StableHow::kDataSync);
   EXPECT_EQ(reply.Find(Op::kWrite)->verifier, "wverf001");

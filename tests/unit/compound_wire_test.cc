@@ -1,0 +1,283 @@
+// Replies from a hostile or broken server (issue 15): Compound::DecodeWire
+// must refuse them, in either minor version, without trusting a count or a
+// length, and only accept replies that keep CompoundReply's invariant
+// (compound.h). Every reply here is built byte by byte.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rpc/xdr.h"
+#include "upstream/compound.h"
+#include "upstream/nfs41.h"
+
+namespace nache {
+namespace upstream {
+namespace {
+
+using rpc::XdrOut;
+
+constexpr uint32_t kOpPutfh = 22, kOpLookup = 15, kOpGetfh = 10,
+                   kOpGetattr = 9, kOpReaddir = 26, kOpOpen = 18,
+                   kOpIllegal = 10044, kOpSequence = 53;
+
+// A reply: header, optionally a SEQUENCE result, then what the test adds.
+class Reply {
+ public:
+  Reply(uint32_t status, uint32_t nres, bool sequence = false) : x_(&b_) {
+    x_.U32(status);
+    x_.Opaque(std::string("t"));
+    x_.U32(nres);
+    if (sequence) {
+      x_.U32(kOpSequence);
+      x_.U32(kNfs4Ok);
+      std::string sid(16, 's');
+      x_.Fixed(sid.data(), sid.size());
+      for (uint32_t v : {1u, 0u, 0u, 0u, 0u}) x_.U32(v);
+    }
+  }
+  Reply &Result(uint32_t op, uint32_t status) {
+    x_.U32(op);
+    x_.U32(status);
+    return *this;
+  }
+  Reply &U32(uint32_t v) {
+    x_.U32(v);
+    return *this;
+  }
+  Reply &U64(uint64_t v) {
+    x_.U64(v);
+    return *this;
+  }
+  Reply &Opaque(const std::string &s) {
+    x_.Opaque(s);
+    return *this;
+  }
+  Reply &Raw(const std::string &s) {
+    b_.append(s);
+    return *this;
+  }
+  const std::string &bytes() const { return b_; }
+
+ private:
+  std::string b_;
+  XdrOut x_;
+};
+
+// DecodeWire as NFSv4.0 (seq = false) or NFSv4.1.
+bool Decode(const Compound &c, const Reply &r, bool seq, CompoundReply *out,
+            nfs41::SequenceRes *sr = nullptr) {
+  nfs41::SequenceRes scratch;
+  return c.DecodeWire(r.bytes().data(), r.bytes().size(), out,
+                      seq ? (sr ? sr : &scratch) : nullptr);
+}
+
+// A GETATTR result claiming 0x40000001 bitmap words (libnfs 4.0.0 allocates
+// 4 bytes for them and writes as many words as the reply holds).
+TEST(CompoundWireTest, HugeBitmapCountIsRefused) {
+  for (bool seq : {false, true}) {
+    Compound c;
+    c.Putfh("fh").Getattr(kAttrsObject);
+    Reply r(kNfs4Ok, seq ? 3 : 2, seq);
+    r.Result(kOpPutfh, kNfs4Ok).Result(kOpGetattr, kNfs4Ok).U32(0x40000001);
+    r.Raw(std::string(64 << 10, '\xff'));
+    CompoundReply reply;
+    EXPECT_FALSE(Decode(c, r, seq, &reply)) << "minor version " << seq;
+    EXPECT_TRUE(reply.results.empty());
+  }
+}
+
+// A result count of 0xffffffff: bounded by the operations sent and the
+// bytes left before anything is allocated.
+TEST(CompoundWireTest, HugeResultCountIsRefused) {
+  for (bool seq : {false, true}) {
+    Compound c;
+    c.Putfh("fh").Getfh();
+    Reply r(kNfs4Ok, 0xffffffffu, seq);
+    r.Result(kOpPutfh, kNfs4Ok).Result(kOpGetfh, kNfs4Ok).Opaque("fh");
+    CompoundReply reply;
+    EXPECT_FALSE(Decode(c, r, seq, &reply)) << "minor version " << seq;
+  }
+}
+
+// NFS4_OK with fewer results than operations sent: the core reads
+// Find(op)-> after an OK status, so this must not decode.
+TEST(CompoundWireTest, OkReplyMustAnswerEveryOperation) {
+  for (bool seq : {false, true}) {
+    Compound c;
+    c.Putfh("fh").Lookup("x").Getfh();
+    Reply shortr(kNfs4Ok, seq ? 2 : 1, seq);
+    shortr.Result(kOpPutfh, kNfs4Ok);
+    CompoundReply reply;
+    EXPECT_FALSE(Decode(c, shortr, seq, &reply)) << "minor version " << seq;
+
+    Reply none(kNfs4Ok, seq ? 1 : 0, seq);
+    EXPECT_FALSE(Decode(c, none, seq, &reply)) << "minor version " << seq;
+
+    Reply whole(kNfs4Ok, seq ? 4 : 3, seq);
+    whole.Result(kOpPutfh, kNfs4Ok).Result(kOpLookup, kNfs4Ok);
+    whole.Result(kOpGetfh, kNfs4Ok).Opaque("new");
+    ASSERT_TRUE(Decode(c, whole, seq, &reply)) << "minor version " << seq;
+    ASSERT_NE(reply.Find(Op::kGetfh), nullptr);
+    EXPECT_EQ(reply.Find(Op::kGetfh)->fh, "new");
+  }
+}
+
+TEST(CompoundWireTest, OkStatusNeedsEveryResultOk) {
+  Compound c;
+  c.Putfh("fh").Lookup("x").Getfh();
+  Reply r(kNfs4Ok, 3);
+  r.Result(kOpPutfh, kNfs4Ok).Result(kOpLookup, kNfs4ErrNoent);
+  r.Result(kOpGetfh, kNfs4Ok).Opaque("new");
+  CompoundReply reply;
+  EXPECT_FALSE(Decode(c, r, false, &reply));
+
+  Reply last(kNfs4Ok, 3);
+  last.Result(kOpPutfh, kNfs4Ok).Result(kOpLookup, kNfs4Ok);
+  last.Result(kOpGetfh, kNfs4ErrServerfault);
+  EXPECT_FALSE(Decode(c, last, false, &reply));
+
+  Reply illegal(kNfs4Ok, 1);
+  illegal.Result(kOpIllegal, kNfs4ErrOpIllegal);
+  EXPECT_FALSE(Decode(c, illegal, false, &reply));
+}
+
+TEST(CompoundWireTest, FailureIsTheLastResultsStatus) {
+  for (bool seq : {false, true}) {
+    Compound c;
+    c.Putfh("fh").Lookup("x").Getfh();
+    const uint32_t n = seq ? 1 : 0;  // SEQUENCE's result
+    CompoundReply reply;
+
+    Reply good(kNfs4ErrNoent, n + 2, seq);
+    good.Result(kOpPutfh, kNfs4Ok).Result(kOpLookup, kNfs4ErrNoent);
+    ASSERT_TRUE(Decode(c, good, seq, &reply));
+    EXPECT_EQ(reply.status, kNfs4ErrNoent);
+    EXPECT_EQ(reply.FailedIndex(), 1);
+    EXPECT_EQ(reply.Find(Op::kGetfh), nullptr);
+
+    Reply last_ok(kNfs4ErrNoent, n + 2, seq);
+    last_ok.Result(kOpPutfh, kNfs4Ok).Result(kOpLookup, kNfs4Ok);
+    EXPECT_FALSE(Decode(c, last_ok, seq, &reply));
+
+    Reply other(kNfs4ErrNoent, n + 2, seq);
+    other.Result(kOpPutfh, kNfs4Ok).Result(kOpLookup, kNfs4ErrAccess);
+    EXPECT_FALSE(Decode(c, other, seq, &reply));
+
+    Reply on_after(kNfs4ErrNoent, n + 2, seq);
+    on_after.Result(kOpPutfh, kNfs4ErrNoent).Result(kOpLookup, kNfs4ErrNoent);
+    EXPECT_FALSE(Decode(c, on_after, seq, &reply));
+
+    Reply reordered(kNfs4ErrNoent, n + 2, seq);
+    reordered.Result(kOpLookup, kNfs4Ok).Result(kOpPutfh, kNfs4ErrNoent);
+    EXPECT_FALSE(Decode(c, reordered, seq, &reply));
+
+    // No result at all: the whole compound refused (NFSv4.0); after a
+    // SEQUENCE that succeeded, an operation ran and must be answered.
+    Reply refused(kNfs4ErrResource, n, seq);
+    EXPECT_EQ(Decode(c, refused, seq, &reply), !seq);
+    if (!seq) {
+      EXPECT_EQ(reply.status, kNfs4ErrResource);
+      EXPECT_EQ(reply.Find(Op::kPutfh), nullptr);
+    }
+  }
+}
+
+// SEQUENCE's result reaches the caller only whole: the connection takes an
+// unwritten one for "outcome unknown" and a written one for the slot's
+// outcome.
+TEST(CompoundWireTest, TruncatedSequenceIsNotReported) {
+  Compound c;
+  c.Putfh("fh");
+  std::string b;
+  XdrOut x(&b);
+  x.U32(kNfs4Ok);
+  x.Opaque(std::string("t"));
+  x.U32(2);
+  x.U32(kOpSequence);
+  x.U32(kNfs4Ok);
+  x.U32(0x12345678);  // the session id is cut short
+  CompoundReply reply;
+  nfs41::SequenceRes sr;
+  sr.status = UINT32_MAX;
+  EXPECT_FALSE(c.DecodeWire(b.data(), b.size(), &reply, &sr));
+  EXPECT_EQ(sr.status, UINT32_MAX);
+}
+
+// READDIR's entries are a linked list on the wire: a long one must neither
+// recurse per entry nor outgrow the maxcount asked for.
+TEST(CompoundWireTest, ReaddirIsBoundedByMaxcount) {
+  auto reply_with = [](uint32_t entries) {
+    Reply r(kNfs4Ok, 2);
+    r.Result(kOpPutfh, kNfs4Ok).Result(kOpReaddir, kNfs4Ok);
+    r.Raw(std::string(8, 'v'));  // cookie verifier
+    std::string entry;
+    XdrOut e(&entry);
+    e.U32(1);  // value follows
+    e.U64(7);  // cookie
+    e.Opaque(std::string("n"));
+    e.U32(0);  // bitmap: no words
+    e.U32(0);  // attrlist: empty
+    std::string all;
+    all.reserve(entry.size() * entries);
+    for (uint32_t i = 0; i < entries; i++) all += entry;
+    r.Raw(all).U32(0).U32(1);  // end of list, eof
+    return r;
+  };
+  // Each entry is 28 bytes on the wire.
+  Compound c;
+  c.Putfh("d").Readdir(0, Verifier(8, '\0'), 1 << 20, 2 << 20, 0, false);
+  CompoundReply reply;
+  EXPECT_FALSE(Decode(c, reply_with(100000), false, &reply))
+      << "2.8 MB of entries for a maxcount of 2 MiB";
+  ASSERT_TRUE(Decode(c, reply_with(60000), false, &reply));
+  ASSERT_NE(reply.Find(Op::kReaddir), nullptr);
+  EXPECT_EQ(reply.Find(Op::kReaddir)->entries.size(), 60000u);
+  EXPECT_TRUE(reply.Find(Op::kReaddir)->eof);
+
+  Compound small;
+  small.Putfh("d").Readdir(0, Verifier(8, '\0'), 1024, 4096, 0, false);
+  EXPECT_FALSE(Decode(small, reply_with(1000), false, &reply));
+  EXPECT_TRUE(Decode(small, reply_with(10), false, &reply));
+}
+
+// NFSv4.1's OPEN_DELEGATE_NONE_EXT (knfsd sends it when it declines a
+// delegation it was asked for) decodes as no delegation.
+TEST(CompoundWireTest, OpenWithNoDelegationExt) {
+  Compound c;
+  OpenArgs args;
+  args.name = "f";
+  c.Putfh("d").Open(args);
+  Reply r(kNfs4Ok, 3, true);
+  r.Result(kOpPutfh, kNfs4Ok).Result(kOpOpen, kNfs4Ok);
+  r.U32(1).Raw(std::string(12, 'o'));  // stateid
+  r.U32(1).U64(1).U64(2);              // cinfo
+  r.U32(0).U32(0);                     // rflags, attrset (no words)
+  r.U32(3).U32(1).U32(0);  // NONE_EXT, WND4_CONTENTION, will not push
+  CompoundReply reply;
+  ASSERT_TRUE(Decode(c, r, true, &reply));
+  ASSERT_NE(reply.Find(Op::kOpen), nullptr);
+  EXPECT_EQ(reply.Find(Op::kOpen)->delegation.type, DelegationType::kNone);
+  EXPECT_EQ(reply.Find(Op::kOpen)->stateid.seqid, 1u);
+}
+
+// SETATTR's result carries its attrsset bitmap whatever its status.
+TEST(CompoundWireTest, SetattrFailureKeepsItsBitmap) {
+  Compound c;
+  Attrs a;
+  a.mask = kAttrMode;
+  c.Putfh("f").Setattr(StateId(), a).Getattr(kAttrSize);
+  Reply r(kNfs4ErrPerm, 2);
+  r.Result(kOpPutfh, kNfs4Ok).Result(34, kNfs4ErrPerm).U32(0);
+  CompoundReply reply;
+  ASSERT_TRUE(Decode(c, r, false, &reply));
+  EXPECT_EQ(reply.Find(Op::kSetattr)->status, kNfs4ErrPerm);
+  Reply cut(kNfs4ErrPerm, 2);
+  cut.Result(kOpPutfh, kNfs4Ok).Result(34, kNfs4ErrPerm);  // no bitmap
+  EXPECT_FALSE(Decode(c, cut, false, &reply));
+}
+
+}  // namespace
+}  // namespace upstream
+}  // namespace nache
