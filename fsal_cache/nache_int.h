@@ -37,6 +37,7 @@ struct nache_export_params {
 	uint32_t startup_wait_ms;  /* Startup_Wait (ms) for the upstream */
 	char *cache_size;          /* Cache_Size */
 	uint32_t block_size;       /* Block_Size */
+	uint32_t cache_objects;    /* Cache_Objects (0: from Cache_Size) */
 	uint32_t attr_timeout_s;   /* Attr_Timeout (s) */
 	uint32_t readahead_max;    /* Readahead_Max */
 	uint32_t open_linger_s;    /* Open_Linger (s) */

@@ -101,6 +101,8 @@ static struct config_item nache_export_items[] = {
 		      cache_size),
 	CONF_ITEM_UI32("Block_Size", 0, UINT32_MAX, 262144,
 		       nache_export_params, block_size),
+	CONF_ITEM_UI32("Cache_Objects", 0, UINT32_MAX, 0, nache_export_params,
+		       cache_objects),
 	CONF_ITEM_UI32("Attr_Timeout", 0, UINT32_MAX, 3, nache_export_params,
 		       attr_timeout_s),
 	CONF_ITEM_UI32("Readahead_Max", 0, UINT32_MAX, 4194304,
@@ -338,6 +340,7 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	cfg.export_id = op_ctx->ctx_export->export_id;
 	cfg.cache_size = exp->params.cache_size;
 	cfg.block_size = exp->params.block_size;
+	cfg.cache_objects = exp->params.cache_objects;
 	cfg.attr_timeout_s = exp->params.attr_timeout_s;
 	cfg.readahead_max = exp->params.readahead_max;
 	cfg.open_linger_s = exp->params.open_linger_s;

@@ -144,11 +144,24 @@ bool AccessInvariantChanged(const upstream::Attrs &a,
          a.change != b.change;
 }
 
+// Objects in use a trim passes over at most beyond those it drops; and
+// how far LoadIndex lets the objects it loads exceed the bound.
+constexpr uint64_t kTrimBatch = 64;
+
 }  // namespace
+
+uint64_t DefaultMaxObjects(uint64_t size_bytes) {
+  return std::min<uint64_t>(1000000,
+                            std::max<uint64_t>(10000, size_bytes >> 15));
+}
 
 Cache::Cache(Store *store, const CacheOptions &opts,
              metrics::ExportMetrics *metrics)
-    : store_(store), opts_(opts), metrics_(metrics) {
+    : store_(store),
+      opts_(opts),
+      metrics_(metrics),
+      max_objects_(opts.max_objects ? opts.max_objects
+                                    : DefaultMaxObjects(opts.size_bytes)) {
   LoadIndex();
 }
 
@@ -170,9 +183,9 @@ uint64_t Cache::CredId(const upstream::Creds &cr) {
 }
 
 void Cache::LoadIndex() {
-  // Rebuild the block index (and the objects it belongs to) from
-  // block_meta; blocks of a stale generation are deleted.
-  std::lock_guard<std::mutex> g(mu_);
+  // Rebuild the block index from block_meta (loading each file's object
+  // for its generation); blocks of a stale generation are deleted.
+  Locked g(this);
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;
   std::unique_ptr<rocksdb::Iterator> it(
@@ -193,6 +206,9 @@ void Cache::LoadIndex() {
     }
     Key key = GetBE64(k.data());
     uint64_t idx = GetBE64(k.data() + 8);
+    // The objects loaded for their generation stay within the bound
+    // (trimmed before, never while a pointer to one is held).
+    if (objects_.size() > max_objects_ + kTrimBatch) TrimObjectsLocked();
     Object *o = Obj(key);
     highest = std::max({highest, gen, o->gen, mark.epoch});
     if (gen != o->gen) {
@@ -200,7 +216,7 @@ void Cache::LoadIndex() {
       stale.Delete(store_->family(Store::kBlocks), k);
       continue;
     }
-    BlockInfo &b = o->blocks[idx];
+    BlockInfo &b = blocks_[BlockId{key, idx}];
     b.len = len;
     b.gen = gen;
     b.dirty = dirty;
@@ -247,9 +263,16 @@ void Cache::LoadIndex() {
   EvictLocked();  // the bound may have shrunk since the last run
 }
 
-Cache::Object *Cache::Obj(Key key) {
+Cache::Object *Cache::FindLocked(Key key) {
   auto it = objects_.find(key);
-  if (it != objects_.end()) return it->second.get();
+  if (it == objects_.end()) return nullptr;
+  Object *o = it->second.get();
+  object_lru_.splice(object_lru_.end(), object_lru_, o->lru);
+  return o;
+}
+
+Cache::Object *Cache::Obj(Key key) {
+  if (Object *found = FindLocked(key)) return found;
   std::unique_ptr<Object> o(new Object());
   std::string rec;
   if (store_->db()
@@ -268,9 +291,72 @@ Cache::Object *Cache::Obj(Key key) {
       o->base_uncertain = r.base & kBaseUncertain;
     }
   }
+  // What the store holds, as this object encodes it (a record of an older
+  // version, or none, is rewritten if the object is dropped).
+  o->record_hash = RecordHash(EncodeRecord(*o));
+  o->lru = object_lru_.insert(object_lru_.end(), key);
   Object *p = o.get();
   objects_.emplace(key, std::move(o));
   return p;
+}
+
+std::string Cache::EncodeRecord(const Object &o) {
+  return EncodeAttrsRecord(AttrsRecord{
+      o.gen, o.have_attrs, o.attrs, o.set_mask, o.remote_size,
+      o.remote_change,
+      uint8_t((o.base_known ? kBaseKnown : 0) |
+              (o.base_uncertain ? kBaseUncertain : 0))});
+}
+
+uint64_t Cache::RecordHash(const std::string &encoded) {
+  // FNV-1a; never 0 (0 is "not known").
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : encoded) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h | 1;
+}
+
+void Cache::TrimObjectsLocked() {
+  if (objects_.size() <= max_objects_) return;
+  // Records are kept current by PersistAttrs, so dropping an object
+  // mostly writes nothing; those that differ go in one batch.
+  const uint64_t want = objects_.size() - max_objects_;
+  WriteBatch batch;
+  std::vector<Key> victims;
+  // Objects in use are passed over (and moved to the recent end, so that
+  // the next trim does not look at them again first), a bounded number per
+  // trim: when everything old is in use the bound is exceeded for a while.
+  uint64_t looked = 0;
+  for (auto it = object_lru_.begin();
+       it != object_lru_.end() && victims.size() < want &&
+       looked < want + kTrimBatch;
+       looked++) {
+    Key k = *it;
+    Object &o = *objects_.find(k)->second;
+    auto next = std::next(it);
+    if (!MayDrop(o)) {
+      object_lru_.splice(object_lru_.end(), object_lru_, it);
+      it = next;
+      continue;
+    }
+    std::string rec = EncodeRecord(o);
+    if (RecordHash(rec) != o.record_hash)
+      batch.Put(store_->family(Store::kAttrs), ObjKey(k), rec);
+    victims.push_back(k);
+    it = next;
+  }
+  if (batch.Count() > 0) {
+    rocksdb::Status st = store_->Write(rocksdb::WriteOptions(), &batch);
+    if (!st.ok()) return;  // their state is only here: they stay
+  }
+  for (Key k : victims) {
+    auto it = objects_.find(k);
+    object_lru_.erase(it->second->lru);
+    objects_.erase(it);
+  }
+  object_evictions_ += victims.size();
 }
 
 bool Cache::IsFresh(const Object &o) const {
@@ -288,7 +374,7 @@ bool Cache::IsFresh(const Object &o) const {
 }
 
 void Cache::SetDelegated(Key key, bool delegated) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   if (!delegated && objects_.find(key) == objects_.end()) return;
   Obj(key)->delegated = delegated;
 }
@@ -299,14 +385,12 @@ void Cache::SetLeaseClock(std::function<Clock::time_point()> f) {
 
 void Cache::SetStaleOk(std::function<bool()> f) { stale_ok_ = std::move(f); }
 
-void Cache::PersistAttrs(Key key, const Object &o, void *batch) {
-  static_cast<WriteBatch *>(batch)->Put(
-      store_->family(Store::kAttrs), ObjKey(key),
-      EncodeAttrsRecord(AttrsRecord{
-          o.gen, o.have_attrs, o.attrs, o.set_mask, o.remote_size,
-          o.remote_change,
-          uint8_t((o.base_known ? kBaseKnown : 0) |
-                  (o.base_uncertain ? kBaseUncertain : 0))}));
+void Cache::PersistAttrs(Key key, Object &o, void *batch) {
+  std::string rec = EncodeRecord(o);
+  // Taken as written; a batch that fails clears it again (Commit).
+  o.record_hash = RecordHash(rec);
+  static_cast<WriteBatch *>(batch)->Put(store_->family(Store::kAttrs),
+                                        ObjKey(key), rec);
 }
 
 bool Cache::Commit(void *batch) {
@@ -316,18 +400,25 @@ bool Cache::Commit(void *batch) {
   // Not in the store (a full disk): the index must not promise the clean
   // blocks this batch wrote, whose bytes on disk are older or missing.
   // They are read from the remote again.
+  // Nor does it hold the attrs records this batch wrote: an object
+  // dropped from memory must write its record again.
   struct DropPuts : public WriteBatch::Handler {
     Cache *c;
-    uint32_t meta_cf;
+    uint32_t meta_cf, attrs_cf;
     rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice &k,
                           const rocksdb::Slice &) override {
       if (cf == meta_cf && k.size() == 16)
         c->UncacheCleanLocked(GetBE64(k.data()), GetBE64(k.data() + 8));
+      if (cf == attrs_cf && k.size() == 8) {
+        auto o = c->objects_.find(GetBE64(k.data()));
+        if (o != c->objects_.end()) o->second->record_hash = 0;
+      }
       return rocksdb::Status::OK();
     }
   } drop;
   drop.c = this;
   drop.meta_cf = store_->family(Store::kBlockMeta)->GetID();
+  drop.attrs_cf = store_->family(Store::kAttrs)->GetID();
   static_cast<WriteBatch *>(batch)->Iterate(&drop);
   if (!store_->no_space())  // the store logs a full disk itself, once
     NACHE_LOG(kLogCrit, "NACHE_CACHE", "cache store write failed: %s",
@@ -336,14 +427,12 @@ bool Cache::Commit(void *batch) {
 }
 
 void Cache::UncacheCleanLocked(Key key, uint64_t idx) {
-  auto o = objects_.find(key);
-  if (o == objects_.end()) return;
-  auto b = o->second->blocks.find(idx);
-  if (b == o->second->blocks.end() || b->second.dirty) return;
+  auto b = FindBlock(key, idx);
+  if (b == blocks_.end() || b->second.dirty) return;
   bytes_ -= b->second.len;
   nblocks_--;
   lru_.erase(b->second.lru);
-  o->second->blocks.erase(b);
+  blocks_.erase(b);
 }
 
 void Cache::DropData(Key key, Object *o, void *batchp) {
@@ -351,19 +440,21 @@ void Cache::DropData(Key key, Object *o, void *batchp) {
   o->gen = NextStampLocked();
   o->access.clear();
   o->listing.reset();
-  for (auto &kv : o->blocks) {
+  auto first = BlocksFrom(key), it = first;
+  for (; it != blocks_.end() && it->first.key == key; ++it) {
     // Dirty blocks are dropped only with the object (Forget: removed, so
     // its unflushed data need never be sent); other callers check first.
-    if (kv.second.dirty) dirty_bytes_ -= kv.second.dirty_hi - kv.second.dirty_lo;
-    bytes_ -= kv.second.len;
+    if (it->second.dirty)
+      dirty_bytes_ -= it->second.dirty_hi - it->second.dirty_lo;
+    bytes_ -= it->second.len;
     nblocks_--;
-    lru_.erase(kv.second.lru);
+    lru_.erase(it->second.lru);
   }
-  if (!o->blocks.empty()) {
+  if (first != it) {
     std::string lo = BlockKey(key, 0), hi = BlockKey(key + 1, 0);
     batch->DeleteRange(store_->family(Store::kBlockMeta), lo, hi);
     batch->DeleteRange(store_->family(Store::kBlocks), lo, hi);
-    o->blocks.clear();
+    blocks_.erase(first, it);
   }
   o->dirty_blocks = 0;
   o->dirty_since = o->set_mask ? o->dirty_since : Clock::time_point();
@@ -382,12 +473,12 @@ void Cache::IndexDirtyLocked(Key key, const Object &o) {
 bool Cache::FreshAttrs(Key key, Attrs *out) {
   bool hit = false;
   {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = objects_.find(key);
-    if (it != objects_.end() && IsFresh(*it->second)) {
-      *out = it->second->attrs;
+    Locked g(this);
+    Object *found = FindLocked(key);
+    if (found && IsFresh(*found)) {
+      *out = found->attrs;
       hit = true;
-    } else if (it == objects_.end() && stale_ok_ && stale_ok_()) {
+    } else if (!found && stale_ok_ && stale_ok_()) {
       // Serving stale: what the store knew before a restart counts too.
       Object *o = Obj(key);
       if (o->have_attrs) {
@@ -401,7 +492,7 @@ bool Cache::FreshAttrs(Key key, Attrs *out) {
 }
 
 bool Cache::KnownAttrs(Key key, Attrs *out) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(key);
   if (!o->have_attrs) return false;
   *out = o->attrs;
@@ -410,7 +501,7 @@ bool Cache::KnownAttrs(Key key, Attrs *out) {
 
 void Cache::Validated(Key key, const Attrs &a) {
   if (!(a.mask & upstream::kAttrChange)) return;  // cannot validate
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(key);
   if (IsDirtyObj(*o)) {
     // Our unflushed writes make our view the newest: the remote's
@@ -442,14 +533,14 @@ void Cache::Validated(Key key, const Attrs &a) {
 }
 
 void Cache::BeginOwnChange(Key key) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Obj(key)->own_inflight++;
 }
 
 void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
                            const Attrs &post, uint64_t off, const char *buf,
                            size_t len) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(key);
   if (o->own_inflight > 0) o->own_inflight--;
   WriteBatch batch;
@@ -560,7 +651,7 @@ void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post,
 }
 
 void Cache::ExpireAttrs(Key key) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   auto it = objects_.find(key);
   if (it == objects_.end()) return;
   it->second->validated = Clock::time_point();
@@ -568,7 +659,7 @@ void Cache::ExpireAttrs(Key key) {
 }
 
 void Cache::OwnChangeUnseen(Key key) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(key);
   if (!o->have_attrs && !IsDirtyObj(*o)) return;  // nothing known to guard
   if (!IsDirtyObj(*o)) o->validated = Clock::time_point();
@@ -580,16 +671,24 @@ void Cache::OwnChangeUnseen(Key key) {
 }
 
 void Cache::Forget(Key key) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   ForgetLocked(key);
 }
 
 bool Cache::ForgetIfUnchanged(Key key, uint64_t change) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   auto it = objects_.find(key);
   if (it != objects_.end() && it->second->have_attrs &&
       it->second->attrs.change != change)
     return false;
+  ForgetLocked(key);
+  return true;
+}
+
+bool Cache::ForgetGone(Key key) {
+  Locked g(this);
+  Object *o = FindLocked(key);
+  if (o && !MayDrop(*o)) return false;
   ForgetLocked(key);
   return true;
 }
@@ -602,6 +701,7 @@ void Cache::ForgetLocked(Key key) {
   o->validated = Clock::time_point();
   batch.Delete(store_->family(Store::kAttrs), ObjKey(key));
   Commit(&batch);
+  object_lru_.erase(o->lru);
   objects_.erase(key);
   dirty_.erase(key);
 }
@@ -612,10 +712,10 @@ bool Cache::CachedAccess(Key key, uint64_t who, uint32_t want,
                          uint32_t *allowed) {
   bool hit = false;
   {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = objects_.find(key);
-    if (it != objects_.end() && IsFresh(*it->second)) {
-      for (const AccessEntry &e : it->second->access) {
+    Locked g(this);
+    Object *o = FindLocked(key);
+    if (o && IsFresh(*o)) {
+      for (const AccessEntry &e : o->access) {
         if (e.who == who && (e.asked & want) == want) {
           *allowed = e.allowed & want;
           hit = true;
@@ -630,7 +730,7 @@ bool Cache::CachedAccess(Key key, uint64_t who, uint32_t want,
 
 void Cache::NoteAccess(Key key, uint64_t who, uint32_t asked,
                        uint32_t allowed) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(key);
   for (AccessEntry &e : o->access) {
     if (e.who == who) {
@@ -649,7 +749,7 @@ void Cache::NoteAccess(Key key, uint64_t who, uint32_t asked,
 
 void Cache::PutListing(Key dir, uint64_t change,
                        std::vector<CachedDirent> list) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(dir);
   o->listing_change = change;
   o->listing_edited = false;
@@ -663,7 +763,7 @@ void Cache::OwnDirChange(Key dir, const upstream::ChangeInfo &ci,
                          bool sole_writer) {
   bool have_post = (post.mask & upstream::kAttrChange) != 0;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    Locked g(this);
     Object *o = Obj(dir);
     bool exactly_ours = ci.atomic && o->listing_change == ci.before &&
                         o->have_attrs && o->attrs.change == ci.before &&
@@ -694,30 +794,54 @@ std::shared_ptr<const std::vector<CachedDirent>> Cache::Listing(
     Key dir, bool for_readdir) {
   std::shared_ptr<const std::vector<CachedDirent>> l;
   {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = objects_.find(dir);
-    if (it != objects_.end() && IsFresh(*it->second) &&
-        it->second->listing &&
-        it->second->listing_change == it->second->attrs.change &&
-        !(for_readdir && it->second->listing_edited))
-      l = it->second->listing;
+    Locked g(this);
+    Object *o = FindLocked(dir);
+    if (o && IsFresh(*o) && o->listing &&
+        o->listing_change == o->attrs.change &&
+        !(for_readdir && o->listing_edited))
+      l = o->listing;
   }
   if (metrics_) metrics_->CountCache(metrics::CacheKind::kDirents, l != nullptr, 0);
   return l;
 }
 
+void Cache::SetUnlistable(Key dir) {
+  Locked g(this);
+  Obj(dir)->unlistable = true;
+}
+
+bool Cache::Unlistable(Key dir) {
+  Locked g(this);
+  Object *o = FindLocked(dir);
+  return o && o->unlistable;
+}
+
+void Cache::SetCookieVerf(Key dir, const upstream::Verifier &v) {
+  Locked g(this);
+  uint64_t raw = 0;
+  memcpy(&raw, v.data(), std::min<size_t>(v.size(), 8));
+  Obj(dir)->cookie_verf = raw;
+}
+
+upstream::Verifier Cache::CookieVerf(Key dir) {
+  Locked g(this);
+  Object *o = FindLocked(dir);
+  uint64_t raw = o ? o->cookie_verf : 0;
+  return upstream::Verifier(reinterpret_cast<const char *>(&raw), 8);
+}
+
 // --- data -----------------------------------------------------------------
 
 uint64_t Cache::Generation(Key key) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   return Obj(key)->gen;
 }
 
-uint32_t Cache::ValidBlockLenLocked(Object *o, uint64_t idx) {
+uint32_t Cache::ValidBlockLenLocked(Key key, Object *o, uint64_t idx) {
   if (!o->have_attrs) return 0;
-  auto b = o->blocks.find(idx);
+  auto b = FindBlock(key, idx);
   uint64_t start = idx * opts_.block_size;
-  if (b == o->blocks.end() || b->second.gen != o->gen ||
+  if (b == blocks_.end() || b->second.gen != o->gen ||
       start >= o->attrs.size)
     return 0;
   uint64_t full = std::min<uint64_t>(opts_.block_size, o->attrs.size - start);
@@ -725,20 +849,22 @@ uint32_t Cache::ValidBlockLenLocked(Object *o, uint64_t idx) {
 }
 
 bool Cache::HasBlock(Key key, uint64_t idx) {
-  std::lock_guard<std::mutex> g(mu_);
-  auto it = objects_.find(key);
-  return it != objects_.end() && ValidBlockLenLocked(it->second.get(), idx);
+  Locked g(this);
+  if (FindBlock(key, idx) == blocks_.end()) return false;
+  return ValidBlockLenLocked(key, Obj(key), idx) > 0;
 }
 
 bool Cache::GetBlock(Key key, uint64_t idx, std::string *data) {
   uint32_t want_len = 0;
   {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = objects_.find(key);
-    if (it != objects_.end()) {
-      want_len = ValidBlockLenLocked(it->second.get(), idx);
+    Locked g(this);
+    auto b = FindBlock(key, idx);
+    // (The object is loaded again when it was dropped from memory: the
+    // block is valid under the generation its record holds.)
+    if (b != blocks_.end()) {
+      want_len = ValidBlockLenLocked(key, Obj(key), idx);
       if (want_len)  // most recently used
-        lru_.splice(lru_.end(), lru_, it->second->blocks[idx].lru);
+        lru_.splice(lru_.end(), lru_, b->second.lru);
     }
   }
   bool hit = false;
@@ -759,11 +885,11 @@ bool Cache::GetBlock(Key key, uint64_t idx, std::string *data) {
 
 bool Cache::PutBlock(Key key, uint64_t idx, uint64_t gen,
                      const std::string &data) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(key);
   if (gen != o->gen || !o->have_attrs) return false;
-  auto b = o->blocks.find(idx);
-  if (b != o->blocks.end() && b->second.dirty) return false;  // ours is newer
+  auto b = FindBlock(key, idx);
+  if (b != blocks_.end() && b->second.dirty) return false;  // ours is newer
   WriteBatch batch;
   if (!PutBlockLocked(key, o, idx, data, o->attrs.change, false, &batch))
     return false;
@@ -778,12 +904,12 @@ bool Cache::PutBlockLocked(Key key, Object *o, uint64_t idx,
   if (data.empty() || data.size() > opts_.block_size) return false;
   WriteBatch *batch = static_cast<WriteBatch *>(batchp);
   std::string k = BlockKey(key, idx);
-  auto it = o->blocks.find(idx);
-  if (it != o->blocks.end()) {
+  auto it = FindBlock(key, idx);
+  if (it != blocks_.end()) {
     bytes_ -= it->second.len;
     lru_.splice(lru_.end(), lru_, it->second.lru);
   } else {
-    it = o->blocks.emplace(idx, BlockInfo()).first;
+    it = blocks_.emplace(BlockId{key, idx}, BlockInfo()).first;
     it->second.lru = lru_.insert(lru_.end(), BlockId{key, idx});
     nblocks_++;
   }
@@ -820,9 +946,9 @@ void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
     uint64_t bstart = idx * bs;
     uint64_t wlo = std::max(off, bstart), whi = std::min(end, bstart + bs);
     std::string block;
-    auto it = o->blocks.find(idx);
+    auto it = FindBlock(key, idx);
     bool have = false;
-    if (it != o->blocks.end() && it->second.gen == o->gen) {
+    if (it != blocks_.end() && it->second.gen == o->gen) {
       // A cached block is complete up to its length (the file's end when
       // it is short), so bytes between its end and the write are a hole.
       rocksdb::ReadOptions ro;
@@ -842,11 +968,11 @@ void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
     }
     if (!have) {
       // Partially known: drop any stale copy of this block.
-      if (it != o->blocks.end()) {
+      if (it != blocks_.end()) {
         bytes_ -= it->second.len;
         nblocks_--;
         lru_.erase(it->second.lru);
-        o->blocks.erase(it);
+        blocks_.erase(it);
         batch.Delete(store_->family(Store::kBlocks), BlockKey(key, idx));
         batch.Delete(store_->family(Store::kBlockMeta), BlockKey(key, idx));
       }
@@ -862,7 +988,7 @@ void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
 
 bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
                        uint64_t *need, uint64_t *unchanged) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(key);
   if (!o->have_attrs) return false;
   const uint64_t bs = opts_.block_size;
@@ -891,8 +1017,8 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
     uint64_t wlo = std::max(off, bstart), whi = std::min(end, bstart + blen);
     if (wlo > whi) wlo = whi;  // a padded block the write does not reach
     Touch t{idx, std::string(), 0, 0};
-    auto it = o->blocks.find(idx);
-    bool cached = it != o->blocks.end() && it->second.gen == o->gen &&
+    auto it = FindBlock(key, idx);
+    bool cached = it != blocks_.end() && it->second.gen == o->gen &&
                   ReadBlockLocked(key, it->second, idx, &t.block);
     // Bytes of this block that exist outside the write: from the cache, or
     // zeros where nothing was ever written (beyond both sizes).
@@ -941,14 +1067,14 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
   } undo{o->attrs, o->validated, o->dirty_since, o->dirty_blocks,
          o->set_mask, o->set_epoch, dirty_bytes_, bytes_, nblocks_, {}};
   for (const Touch &t : touched) {
-    auto it = o->blocks.find(t.idx);
-    undo.blocks.emplace_back(it != o->blocks.end(),
-                             it != o->blocks.end() ? it->second : BlockInfo());
+    auto it = FindBlock(key, t.idx);
+    undo.blocks.emplace_back(it != blocks_.end(),
+                             it != blocks_.end() ? it->second : BlockInfo());
   }
   WriteBatch batch;
   for (Touch &t : touched) {
-    auto it = o->blocks.find(t.idx);
-    BlockInfo *b = it != o->blocks.end() ? &it->second : nullptr;
+    auto it = FindBlock(key, t.idx);
+    BlockInfo *b = it != blocks_.end() ? &it->second : nullptr;
     uint32_t lo = t.lo, hi = t.hi;
     if (b && b->dirty) {
       dirty_bytes_ -= b->dirty_hi - b->dirty_lo;
@@ -962,7 +1088,7 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
     // Forget that started this block over.
     uint64_t epoch = NextStampLocked();
     PutBlockLocked(key, o, t.idx, t.block, o->attrs.change, true, &batch);
-    BlockInfo &after = o->blocks[t.idx];
+    BlockInfo &after = blocks_[BlockId{key, t.idx}];
     after.dirty_lo = lo;
     after.dirty_hi = hi;
     after.dirty_epoch = epoch;
@@ -992,10 +1118,10 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
   rocksdb::Status st = store_->Write(w, &batch);
   if (st.ok()) return true;
   for (size_t i = 0; i < touched.size(); i++) {
-    auto it = o->blocks.find(touched[i].idx);
+    auto it = FindBlock(key, touched[i].idx);
     if (!undo.blocks[i].first) {
       lru_.erase(it->second.lru);
-      o->blocks.erase(it);
+      blocks_.erase(it);
     } else {
       auto lru = it->second.lru;
       it->second = undo.blocks[i].second;
@@ -1008,6 +1134,7 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
   o->dirty_blocks = undo.dirty_blocks;
   o->set_mask = undo.set_mask;
   o->set_epoch = undo.set_epoch;
+  o->record_hash = 0;  // the store may hold either
   dirty_bytes_ = undo.dirty_bytes;
   bytes_ = undo.bytes;
   nblocks_ = undo.nblocks;
@@ -1019,26 +1146,26 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
 }
 
 bool Cache::ReadsAsZeros(Key key, uint64_t idx) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   if (dirty_.count(key) == 0) return false;
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second->dirty_blocks == 0) return false;
   const Object &o = *it->second;
-  auto b = o.blocks.find(idx);
-  if (b != o.blocks.end() && b->second.gen == o.gen) return false;  // ours
+  auto b = FindBlock(key, idx);
+  if (b != blocks_.end() && b->second.gen == o.gen) return false;  // ours
   uint64_t bstart = idx * opts_.block_size;
   return bstart >= o.remote_size && bstart < o.attrs.size;
 }
 
 bool Cache::IsDirty(Key key) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   auto it = objects_.find(key);
   return it != objects_.end() && IsDirtyObj(*it->second);
 }
 
 std::vector<Key> Cache::DirtyFiles(std::chrono::milliseconds min_age,
                                    size_t max) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Clock::time_point cutoff = Clock::now() - min_age;
   std::vector<std::pair<Clock::time_point, Key>> due;
   for (auto &kv : dirty_)
@@ -1050,18 +1177,20 @@ std::vector<Key> Cache::DirtyFiles(std::chrono::milliseconds min_age,
 }
 
 std::vector<Cache::DirtyRange> Cache::DirtyRanges(Key key) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   std::vector<DirtyRange> out;
   auto it = objects_.find(key);
   if (it == objects_.end()) return out;
-  for (auto &kv : it->second->blocks) {
-    const BlockInfo &b = kv.second;
+  for (auto b_it = BlocksFrom(key);
+       b_it != blocks_.end() && b_it->first.key == key; ++b_it) {
+    const BlockInfo &b = b_it->second;
     if (!b.dirty) continue;
     std::string block;
-    if (!ReadBlockLocked(key, b, kv.first, &block) || b.dirty_hi > block.size())
+    if (!ReadBlockLocked(key, b, b_it->first.idx, &block) ||
+        b.dirty_hi > block.size())
       continue;
     DirtyRange r;
-    r.idx = kv.first;
+    r.idx = b_it->first.idx;
     r.lo = b.dirty_lo;
     r.hi = b.dirty_hi;
     r.epoch = b.dirty_epoch;
@@ -1073,15 +1202,15 @@ std::vector<Cache::DirtyRange> Cache::DirtyRanges(Key key) {
 
 void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
                     uint64_t set_epoch, const Attrs &after) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   auto it = objects_.find(key);
   if (it == objects_.end()) return;
   Object *o = it->second.get();
   WriteBatch batch;
   if (set_epoch != 0 && set_epoch == o->set_epoch) o->set_mask = 0;
   for (const DirtyRange &r : sent) {
-    auto b = o->blocks.find(r.idx);
-    if (b == o->blocks.end() || !b->second.dirty ||
+    auto b = FindBlock(key, r.idx);
+    if (b == blocks_.end() || !b->second.dirty ||
         b->second.dirty_epoch != r.epoch)
       continue;  // written again meanwhile: still dirty
     BlockInfo &bi = b->second;
@@ -1126,7 +1255,7 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
 }
 
 bool Cache::GetDirtyBase(Key key, DirtyBase *out) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   auto it = objects_.find(key);
   if (it == objects_.end() || !IsDirtyObj(*it->second) ||
       !it->second->base_known)
@@ -1140,7 +1269,7 @@ bool Cache::GetDirtyBase(Key key, DirtyBase *out) {
 }
 
 void Cache::FlushBegins(Key key) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   auto it = objects_.find(key);
   if (it == objects_.end() || !IsDirtyObj(*it->second) ||
       it->second->base_uncertain)
@@ -1152,7 +1281,7 @@ void Cache::FlushBegins(Key key) {
 }
 
 bool Cache::LocalSetattr(Key key, const Attrs &set) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(key);
   if (!o->have_attrs) return false;
   upstream::Time t = RealNow();
@@ -1172,7 +1301,7 @@ bool Cache::LocalSetattr(Key key, const Attrs &set) {
 }
 
 bool Cache::LocalCreate(Key key, const Attrs &a) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(key);
   WriteBatch batch;
   DropData(key, o, &batch);  // a fresh key has none; be sure
@@ -1193,12 +1322,14 @@ bool Cache::LocalCreate(Key key, const Attrs &a) {
   }
   IndexDirtyLocked(key, *o);
   PersistAttrs(key, *o, &batch);
-  return store_->db()->Write(rocksdb::WriteOptions(), &batch).ok();
+  if (store_->db()->Write(rocksdb::WriteOptions(), &batch).ok()) return true;
+  o->record_hash = 0;
+  return false;
 }
 
 bool Cache::LocalDirEdit(Key dir, const std::string &removed,
                          const std::string &added, Key added_key) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   Object *o = Obj(dir);
   if (!o->have_attrs) return false;
   if (o->listing) {
@@ -1248,11 +1379,13 @@ bool Cache::SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync) {
   PersistAttrs(key, *o, &batch);
   rocksdb::WriteOptions w;
   w.sync = sync;
-  return store_->db()->Write(w, &batch).ok();
+  if (store_->db()->Write(w, &batch).ok()) return true;
+  o->record_hash = 0;
+  return false;
 }
 
 bool Cache::PendingSetattr(Key key, Attrs *set, uint64_t *epoch) {
-  std::lock_guard<std::mutex> g(mu_);
+  Locked g(this);
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second->set_mask == 0) return false;
   *set = it->second->attrs;
@@ -1284,8 +1417,7 @@ void Cache::EvictLocked() {
   auto it = lru_.begin();
   while (bytes_ > opts_.size_bytes && it != lru_.end()) {
     BlockId id = *it;
-    auto o = objects_.find(id.key);
-    auto b = o->second->blocks.find(id.idx);
+    auto b = blocks_.find(id);
     if (b->second.dirty) {  // never evicted
       ++it;
       continue;
@@ -1293,7 +1425,7 @@ void Cache::EvictLocked() {
     it = lru_.erase(it);
     bytes_ -= b->second.len;
     nblocks_--;
-    o->second->blocks.erase(b);
+    blocks_.erase(b);
     std::string k = BlockKey(id.key, id.idx);
     batch.Delete(store_->family(Store::kBlocks), k);
     batch.Delete(store_->family(Store::kBlockMeta), k);
@@ -1320,6 +1452,10 @@ uint64_t Cache::evictions() const {
 size_t Cache::objects() const {
   std::lock_guard<std::mutex> g(mu_);
   return objects_.size();
+}
+uint64_t Cache::object_evictions() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return object_evictions_;
 }
 
 }  // namespace nache

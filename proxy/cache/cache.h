@@ -30,6 +30,27 @@
 // size; the least recently used clean blocks are evicted first. Dirty
 // blocks are never evicted.
 //
+// Memory bound: at most max_objects objects are kept in memory (beyond it
+// only while every older one is in use); the least recently used are
+// dropped from memory, not from the store. Never dropped: a dirty object
+// (its dirty state lives only in memory besides the store's records), one
+// with our own operations in flight or parked (BeginOwnChange ..
+// AfterOwnChange), a delegated one. The block index is not part of an
+// object: an object dropped keeps its cached blocks. Before an object is
+// dropped its attrs record is brought up to date (written when it differs
+// from what the store holds), so that the object loaded again from it has
+// the same generation, attributes and base: a fetch that took Generation()
+// before the drop stores its block after the reload exactly when it would
+// have without the drop (every change that moves the generation goes
+// through the object in memory, loading it first). What lives only in
+// memory is lost with it, and costs one revalidation: the validated time,
+// access results, the listing, our recent change attributes, and the
+// listing hints (unlistable, cookie verifier).
+//
+// Records of objects gone (ForgetGone: the remote said the object is gone)
+// are deleted with their blocks; the handle map's records are the core's
+// to delete (handle_map.h).
+//
 // Write-back (proxy/writeback/DESIGN.md): a local write goes into the
 // blocks, marked dirty with the byte range written and a dirty epoch, and
 // into the object's attributes, in one batch synced to disk. An object with
@@ -65,7 +86,14 @@ struct CacheOptions {
   uint64_t size_bytes = 4ull << 30;  // bound on cached block bytes
   uint32_t block_size = 256 << 10;   // bytes per data block
   uint32_t attr_timeout_ms = 3000;   // attribute window
+  // Objects kept in memory (0: derived from size_bytes, DefaultMaxObjects).
+  uint64_t max_objects = 0;
 };
+
+// The in-memory object bound used when CacheOptions::max_objects is 0: one
+// object per 32 KiB of Cache_Size, at least 10,000 and at most 1,000,000
+// (about 600 bytes each).
+uint64_t DefaultMaxObjects(uint64_t size_bytes);
 
 // A cached directory entry (a complete listing is a vector of these).
 struct CachedDirent {
@@ -119,6 +147,11 @@ class Cache {
   void OwnChangeUnseen(Key key);
   // The object is gone (or its cached state is not trusted): drops it all.
   void Forget(Key key);
+  // The remote said key is gone (removed, its handle stale): drops it all,
+  // its store records included, unless it is dirty (its data is ours to
+  // save) or in use (operations in flight, delegated): then false, and
+  // nothing is dropped.
+  bool ForgetGone(Key key);
   // Forget, unless key's change attribute is no longer change (a local
   // write since): then false, and nothing is dropped.
   bool ForgetIfUnchanged(Key key, uint64_t change);
@@ -162,6 +195,17 @@ class Cache {
   void OwnDirChange(Key dir, const upstream::ChangeInfo &ci, const Attrs &post,
                     const std::string &removed, const std::string &added,
                     Key added_key, bool sole_writer = false);
+
+  // Hints about a directory's listing, in memory with the object only
+  // (lost when it is dropped from memory or forgotten: then learnt again).
+  // Unlistable: its listing is too big to cache, or not readable; lookups
+  // ask name by name.
+  void SetUnlistable(Key dir);
+  bool Unlistable(Key dir);
+  // The remote's cookie verifier of dir's listing (8 zero bytes when none
+  // is known).
+  void SetCookieVerf(Key dir, const upstream::Verifier &v);
+  upstream::Verifier CookieVerf(Key dir);
 
   // --- data ---------------------------------------------------------------
   uint32_t block_size() const { return opts_.block_size; }
@@ -262,6 +306,8 @@ class Cache {
   uint64_t blocks() const;       // number of cached blocks
   uint64_t evictions() const;    // blocks evicted since start
   size_t objects() const;        // objects with cached state in memory
+  uint64_t max_objects() const { return max_objects_; }
+  uint64_t object_evictions() const;  // objects dropped from memory
 
   // Stable identity of a credential for the access cache.
   static uint64_t CredId(const upstream::Creds &cr);
@@ -270,6 +316,9 @@ class Cache {
   struct BlockId {
     Key key;
     uint64_t idx;
+    bool operator<(const BlockId &o) const {
+      return key < o.key || (key == o.key && idx < o.idx);
+    }
   };
   struct BlockInfo {
     uint32_t len = 0;
@@ -279,6 +328,9 @@ class Cache {
     uint64_t dirty_epoch = 0;  // a new stamp at every local write of it
     std::list<BlockId>::iterator lru;  // position in lru_ (clean or dirty)
   };
+  // The block index: every cached block of every file, by file then block
+  // (independent of the objects in memory).
+  using BlockIndex = std::map<BlockId, BlockInfo>;
   struct AccessEntry {
     uint64_t who;
     uint32_t asked;
@@ -308,7 +360,6 @@ class Cache {
     Attrs attrs;
     Clock::time_point validated{};  // epoch: never (not persisted)
     uint64_t gen = 0;
-    std::map<uint64_t, BlockInfo> blocks;
     std::vector<AccessEntry> access;
     // Change attributes our own recent writes and setattrs produced: a
     // concurrent write of ours may see one of them as its "before".
@@ -326,6 +377,14 @@ class Cache {
     uint64_t listing_change = 0;
     bool listing_edited = false;  // names only; cookies not the server's
     std::shared_ptr<const std::vector<CachedDirent>> listing;
+    bool unlistable = false;   // SetUnlistable (in memory only)
+    uint64_t cookie_verf = 0;  // SetCookieVerf's 8 bytes (in memory only)
+    // What the store's attrs record holds (RecordHash of its encoding, of
+    // a default object when there is none; 0: not known, e.g. its last
+    // write failed): an object dropped from memory is written first
+    // unless its state hashes to this.
+    uint64_t record_hash = 0;
+    std::list<Key>::iterator lru;  // position in object_lru_
   };
 
   // Attributes LocalSetattr keeps (the rest go to the remote first).
@@ -338,16 +397,52 @@ class Cache {
   static bool IsDirtyObj(const Object &o) {
     return o.dirty_blocks > 0 || o.set_mask != 0;
   }
+  // Whether o may be dropped from memory (see the file comment).
+  static bool MayDrop(const Object &o) {
+    return !IsDirtyObj(o) && o.own_inflight == 0 && o.parked.empty() &&
+           !o.delegated;
+  }
+  // The attrs record of o, encoded, and the hash record_hash keeps of one.
+  static std::string EncodeRecord(const Object &o);
+  static uint64_t RecordHash(const std::string &encoded);
+  // mu_ held; on leaving, the objects in memory are brought back within
+  // the bound (TrimObjectsLocked). Every method that may load an object
+  // takes the lock this way.
+  class Locked {
+   public:
+    explicit Locked(Cache *c) : c_(c), g_(c->mu_) {}
+    ~Locked() { c_->TrimObjectsLocked(); }
+
+   private:
+    Cache *c_;
+    std::lock_guard<std::mutex> g_;
+  };
+  // Drops least recently used objects from memory (their records written
+  // first when they differ) until at most max_objects_ are left, or a few
+  // beyond it when the oldest are in use.
+  void TrimObjectsLocked();
+  // The in-memory object of key if loaded (nullptr if not); counts as a
+  // use.
+  Object *FindLocked(Key key);
+  // The first block of key at or after idx in blocks_.
+  BlockIndex::iterator BlocksFrom(Key key, uint64_t idx = 0) {
+    return blocks_.lower_bound(BlockId{key, idx});
+  }
+  BlockIndex::iterator FindBlock(Key key, uint64_t idx) {
+    return blocks_.find(BlockId{key, idx});
+  }
   // Keeps dirty_ in step with o (after any change of its dirty state).
   void IndexDirtyLocked(Key key, const Object &o);
   // The in-memory object of key, loaded from the attrs family if absent.
   Object *Obj(Key key);
   bool IsFresh(const Object &o) const;
-  // Length of block idx if cached, valid and complete; 0 otherwise.
-  uint32_t ValidBlockLenLocked(Object *o, uint64_t idx);
+  // Length of block idx of key (object o) if cached, valid and complete; 0
+  // otherwise.
+  uint32_t ValidBlockLenLocked(Key key, Object *o, uint64_t idx);
   // Advances o's generation and deletes its blocks in batch.
   void DropData(Key key, Object *o, void *batch);
-  void PersistAttrs(Key key, const Object &o, void *batch);
+  // Puts o's attrs record in batch (and takes it as the store's).
+  void PersistAttrs(Key key, Object &o, void *batch);
   void ForgetLocked(Key key);
   // Writes batch (unsynced); false when the store refused it, after
   // dropping the clean blocks it wrote from the index.
@@ -388,7 +483,11 @@ class Cache {
   std::function<bool()> stale_ok_;                  // set before use
   mutable std::mutex mu_;             // guards everything below
   std::unordered_map<Key, std::unique_ptr<Object>> objects_;
-  std::list<BlockId> lru_;            // least recent first
+  std::list<Key> object_lru_;         // objects_, least recent first
+  uint64_t max_objects_ = 0;          // bound on objects_ (immutable)
+  uint64_t object_evictions_ = 0;     // objects dropped from memory
+  BlockIndex blocks_;                 // every cached block
+  std::list<BlockId> lru_;            // blocks_, least recent first
   uint64_t bytes_ = 0;
   uint64_t nblocks_ = 0;
   uint64_t evictions_ = 0;

@@ -349,6 +349,26 @@ uint32_t Core::FhOfAny(Key key, Fh *fh) {
   return upstream::kNfs4Ok;
 }
 
+void Core::ForgetGone(Key key) {
+  if (key == kNoKey || key == root_key_) return;
+  if (LocalNamespace()) {
+    LocalNames::Entry e;
+    if (local_names_->Get(key, &e) || local_names_->IsRemovedKey(key) ||
+        local_names_->LastChildSeq(key) != 0 ||
+        !local_names_->RemovedIn(key).empty())
+      return;  // the log still names it
+  }
+  // An open of ours keeps a removed file alive at the remote, and its
+  // state must be given back by handle.
+  if (opens_->Contains(key)) return;
+  {
+    std::lock_guard<std::mutex> g(local_mu_);
+    if (local_delegs_.count(key)) return;
+  }
+  if (!cache_->ForgetGone(key)) return;  // dirty or in use
+  handles_->Remove(key);
+}
+
 uint32_t Core::ResolveRoot(Fh *fh) {
   std::lock_guard<std::mutex> g(root_mu_);
   HandleRecord r;
@@ -547,6 +567,8 @@ uint32_t Core::FetchAttrs(const Creds &cr, Key key, uint64_t mask,
   CompoundReply rep;
   st = Run(c, cr, &rep);
   if (st == upstream::kNfs4Ok && out) *out = rep.Find(Op::kGetattr)->attrs;
+  // The remote has no such object any more: nor do we (handle_map.h).
+  if (st == upstream::kNfs4ErrStale && rep.FailedIndex() == 0) ForgetGone(key);
   return st;
 }
 
@@ -655,9 +677,9 @@ uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
 }
 
 bool Core::WorthListing(Key dir) {
-  std::lock_guard<std::mutex> g(misc_mu_);
-  if (unlistable_.count(dir)) return false;
+  if (cache_->Unlistable(dir)) return false;
   if (LocalNamespace()) return true;  // kept current by our own creates
+  std::lock_guard<std::mutex> g(misc_mu_);
   // Elsewhere a listing lives one attribute window: read it at most once
   // per window, and only a small directory (a big one costs more than the
   // lookups it saves; POSIX file systems report a directory's size in
@@ -691,21 +713,17 @@ void Core::PrefetchListing(const Creds &cr, Key dir) {
       st == upstream::kNfs4ErrAccess) {
     // Read and still not kept: too big to cache (or it changed while
     // read), or not listable (search permission only). Name by name
-    // from now on.
-    std::lock_guard<std::mutex> g(misc_mu_);
-    unlistable_.insert(dir);
+    // from now on (while the cache keeps the directory in memory).
+    cache_->SetUnlistable(dir);
   }
 }
 
 upstream::Verifier Core::CookieVerf(Key dir) {
-  std::lock_guard<std::mutex> g(misc_mu_);
-  auto it = cookie_verfs_.find(dir);
-  return it == cookie_verfs_.end() ? upstream::Verifier(8, '\0') : it->second;
+  return cache_->CookieVerf(dir);
 }
 
 void Core::SetCookieVerf(Key dir, const upstream::Verifier &v) {
-  std::lock_guard<std::mutex> g(misc_mu_);
-  cookie_verfs_[dir] = v;
+  cache_->SetCookieVerf(dir, v);
 }
 
 uint32_t Core::Readdir(const Creds &cr, Key dir, uint64_t cookie,
@@ -1037,15 +1055,36 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   ReturnIfReadDelegated(gone);
   Compound c;
   c.SetTag("remove").Putfh(dfh);
-  // With write-back, the object removed must be known (its unflushed data
-  // is then dropped): name it in the same COMPOUND when no listing does.
-  bool name_it = flusher_ && gone == kNoKey;
-  if (name_it) c.Lookup(name).Getfh().Putfh(dfh);
+  // The object removed must be known (with write-back its unflushed data
+  // is then dropped; and its records here go once it is gone): name it in
+  // the same COMPOUND when no listing does. After the REMOVE, in the same
+  // round trip, the object is asked whether it is gone (its handle stale,
+  // or no link left), so that its records here can go too (ForgetGone).
+  HandleRecord gone_rec;
+  const bool name_it = gone == kNoKey;
+  const bool by_handle = !name_it && handles_->Get(gone, &gone_rec) &&
+                         !gone_rec.fh.empty();
+  if (name_it) c.Lookup(name).Getfh().Savefh().Putfh(dfh);
   c.Remove(name).Getattr(upstream::kAttrsObject);
+  if (name_it)
+    c.Restorefh().Getattr(upstream::kAttrNlink);
+  else if (by_handle)
+    c.Putfh(gone_rec.fh).Getattr(upstream::kAttrNlink);
   CompoundReply rep;
   st = Run(c, cr, &rep);
   if (name_it && rep.Find(Op::kGetfh))
     gone = handles_->Find(rep.Find(Op::kGetfh)->fh);
+  bool gone_for_good = false;
+  if ((name_it || by_handle) && rep.Find(Op::kRemove) &&
+      !OpStatus(rep, Op::kRemove)) {
+    const OpResult *p = name_it ? rep.Find(Op::kRestorefh)
+                                : rep.Find(Op::kPutfh, 1);
+    const OpResult *n = rep.Find(Op::kGetattr, 1);
+    gone_for_good = (p && p->status == upstream::kNfs4ErrStale) ||
+                    (n && n->status == upstream::kNfs4Ok &&
+                     (n->attrs.mask & upstream::kAttrNlink) &&
+                     n->attrs.nlink == 0);
+  }
   if (rep.Find(Op::kRemove) && !OpStatus(rep, Op::kRemove)) {
     NoteDirAfter(dir, rep, 0, rep.Find(Op::kRemove)->cinfo, name, "",
                  kNoKey);
@@ -1062,6 +1101,7 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
     cache_->Forget(gone);
   else if (gone != kNoKey)
     cache_->ExpireAttrs(gone);
+  if (gone_for_good) ForgetGone(gone);
   return st;
 }
 

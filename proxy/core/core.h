@@ -193,6 +193,12 @@ class Core {
   // FhOf, also for an object removed here: its upstream state (opens,
   // delegations) must still be given back.
   uint32_t FhOfAny(Key key, upstream::Fh *fh);
+  // The remote said key is gone (its filehandle is stale, or our REMOVE
+  // took its last link): its cache records and its handle record are
+  // deleted, unless something here still needs them (the export root, an
+  // open of ours, a local delegation, dirty data, operations in flight, a
+  // delegation, the write-back log). See handle_map.h.
+  void ForgetGone(Key key);
   // PUTFH + GETATTR(mask) of key.
   uint32_t FetchAttrs(const Creds &cr, Key key, uint64_t mask,
                       const char *tag, Attrs *out);
@@ -659,14 +665,13 @@ class Core {
   std::mutex io_limits_mu_;  // one LearnIoLimits asks at a time
   std::mutex root_mu_;     // serialises ResolveRoot
 
-  std::mutex misc_mu_;  // guards cookie_verfs_, lock_serial_, unlistable_,
-                        // listed_at_
-  // Directories whose listing is too big to cache: lookups in them ask
-  // name by name.
-  std::set<Key> unlistable_;
-  // When a lookup last read each directory's listing (WorthListing).
+  std::mutex misc_mu_;  // guards lock_serial_, listed_at_
+  // When a lookup last read each directory's listing (WorthListing;
+  // pruned of entries older than the window beyond 4096). Directories too
+  // big to list and their cookie verifiers are kept by the cache, with the
+  // directory's object (Cache::SetUnlistable, SetCookieVerf): bounded by
+  // its objects in memory.
   std::map<Key, std::chrono::steady_clock::time_point> listed_at_;
-  std::unordered_map<Key, upstream::Verifier> cookie_verfs_;
   uint64_t lock_serial_ = 0;
   std::string owner_prefix_;  // unique per proxy start (immutable)
   std::mutex state_mu_;       // guards FileOpen::stateid reads for I/O

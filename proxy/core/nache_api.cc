@@ -131,6 +131,9 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
       (cfg->block_size & (cfg->block_size - 1)) != 0)
     return Fail(err, errlen, "Block_Size",
                 "must be a power of two between 4096 and 1048576");
+  if (cfg->cache_objects != 0 && cfg->cache_objects < 1000)
+    return Fail(err, errlen, "Cache_Objects",
+                "must be 0 (derived from Cache_Size) or at least 1000");
   if (cfg->attr_timeout_s > 3600)
     return Fail(err, errlen, "Attr_Timeout", "must be 0..3600 seconds");
   if (cfg->readahead_max > (256u << 20))
@@ -224,6 +227,7 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   c.export_id = cfg->export_id;
   nache_parse_size(cfg->cache_size, &c.cache.size_bytes);
   c.cache.block_size = cfg->block_size;
+  c.cache.max_objects = cfg->cache_objects;
   c.cache.attr_timeout_ms = cfg->attr_timeout_s * 1000;
   c.readahead_max = cfg->readahead_max;
   c.open_linger_ms = cfg->open_linger_s * 1000;

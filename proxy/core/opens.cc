@@ -75,6 +75,11 @@ size_t OpenTable::size() const {
   return files_.size();
 }
 
+bool OpenTable::Contains(Key key) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return files_.count(key) != 0;
+}
+
 std::vector<std::shared_ptr<FileOpen>> OpenTable::Snapshot() const {
   std::lock_guard<std::mutex> g(mu_);
   std::vector<std::shared_ptr<FileOpen>> out;

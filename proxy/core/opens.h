@@ -148,6 +148,9 @@ class OpenTable {
   static void AdvanceSeqid(uint32_t *seqid, uint32_t status);
 
   size_t size() const;
+  // Whether key is in the table (pinned by a local open, or holding or
+  // lingering with an upstream open).
+  bool Contains(Key key) const;
   // Every file in the table (for the reclaim after a server restart).
   std::vector<std::shared_ptr<FileOpen>> Snapshot() const;
 

@@ -156,6 +156,20 @@ void HandleMap::SetFh(Key key, const upstream::Fh &fh) {
   store_->db()->Write(rocksdb::WriteOptions(), &b);
 }
 
+void HandleMap::Remove(Key key) {
+  std::lock_guard<std::mutex> g(alloc_mu_);  // no Intern of its fh between
+  HandleRecord r;
+  if (!Get(key, &r)) return;
+  rocksdb::WriteBatch b;
+  b.Delete(store_->family(Store::kHandles), KeyBytes(key));
+  if (!r.fh.empty() && Find(r.fh) == key)
+    b.Delete(store_->family(Store::kFhIndex), r.fh);
+  rocksdb::Status st = store_->db()->Write(rocksdb::WriteOptions(), &b);
+  if (!st.ok())
+    NACHE_LOG(kLogMajor, "NACHE_HANDLES", "cannot remove handle %llu: %s",
+              (unsigned long long)key, st.ToString().c_str());
+}
+
 bool HandleMap::Get(Key key, HandleRecord *out) const {
   std::string v;
   if (!store_->db()

@@ -10,6 +10,20 @@
 // (CLAIM_FH is 4.1), so an upstream OPEN of an object known only by handle
 // needs them.
 //
+// Records of objects that are gone are removed (Remove), so that the map
+// does not grow with every object ever seen. Removing a record turns the
+// key into ESTALE for every client that still holds it, which is the right
+// answer only for an object gone at the remote, so the core removes one
+// only when the remote said so: the remote answered NFS4ERR_STALE for the
+// object's filehandle, or our REMOVE took its last link and the remote
+// then had no such object or one with no link left, and no open of ours
+// keeps it alive (Core::ForgetGone, core.cc). Never a named slot (the
+// export root), an object created here and not yet at the remote, or one
+// the write-back log still names. Records of objects that live on at the
+// remote are kept however old: the map grows with the objects the remote
+// has that nache has seen (about 400 bytes each with their attrs record;
+// README, "Memory and metadata", says why none is aged out).
+//
 // Thread safety: all methods are thread-safe. Writes are not synced: a
 // daemon crash keeps them (the WAL is in the OS), a power loss may lose the
 // newest keys, whose clients then see ESTALE.
@@ -61,6 +75,11 @@ class HandleMap {
   // Records the remote filehandle of key (resolving a NamedKey or a
   // NewLocal key).
   void SetFh(Key key, const upstream::Fh &fh);
+  // Deletes key's record and its filehandle's index entry: the object is
+  // gone (see the file comment for who may decide that). Clients holding
+  // key get ESTALE from then on; a LOOKUP of a new object with the same
+  // filehandle gets a new key.
+  void Remove(Key key);
 
   // Encoding of records, exposed for tests.
   static std::string EncodeRecord(const HandleRecord &r);

@@ -145,6 +145,17 @@ TEST(ConfigTest, EachBadValueNamesItsParameter) {
   }
 }
 
+TEST(ConfigTest, CacheObjectsIsDerivedOrAtLeastAThousand) {
+  nache_config c = Good();
+  char err[256] = "";
+  c.cache_objects = 0;  // derived from Cache_Size
+  EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
+  c.cache_objects = 1000;
+  EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
+  c.cache_objects = 999;
+  EXPECT_NE(Error(c).find("Cache_Objects"), std::string::npos);
+}
+
 TEST(ConfigTest, WriteBackSettingsAreAccepted) {
   nache_config c = Good();
   c.write_policy = "write_back";

@@ -314,6 +314,12 @@ class ScriptedUpstream : public upstream::Upstream {
       case OP_SAVEFH:
         saved_ = *cur;
         return 0;
+      case OP_RESTOREFH:
+        *cur = saved_;
+        // The object saved was removed and freed meanwhile: stale.
+        if (*cur != "root" && !files_.count(*cur))
+          return upstream::kNfs4ErrStale;
+        return 0;
       case OP_RENAME: {
         const RENAME4args &rn = a.nfs_argop4_u.oprename;
         std::string from = Str(rn.oldname.utf8string_val,
@@ -1437,6 +1443,38 @@ TEST_F(CoreDelegationsTest, WriteBackOnAFullCacheDiskIsNoSpaceUntilFreed) {
                          &n, &committed),
             0u);
   EXPECT_EQ(up_->Count("WRITE"), 0) << "all of it stayed local";
+  EXPECT_EQ(core_->CloseFile(o), 0u);
+}
+
+// Records of objects gone at the remote do not pile up in the store: a
+// file we removed (its last link) and one the remote answers NFS4ERR_STALE
+// for lose their handle record and cached state; one we hold open keeps
+// them (the remote keeps it alive for us).
+TEST_F(CoreDelegationsTest, RecordsOfAnObjectGoneAtTheRemoteAreDeleted) {
+  Start(DelegationType::kNone);
+  ASSERT_TRUE(core_->KeyKnown(file_));
+  Attrs a;
+  ASSERT_EQ(core_->Getattr(cr_, file_, &a), 0u);
+  ASSERT_EQ(core_->Remove(cr_, root_, "f"), 0u);
+  EXPECT_FALSE(core_->KeyKnown(file_)) << "its handle record stayed";
+  EXPECT_FALSE(core_->cache()->KnownAttrs(file_, &a));
+  EXPECT_EQ(core_->Getattr(cr_, file_, &a), uint32_t(upstream::kNfs4ErrStale));
+
+  up_->AddFile("g", "gone elsewhere");
+  Key g;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "g", &g, &a), 0u);
+  up_->ForeignRemove("g");
+  EXPECT_EQ(core_->Getattr(cr_, g, &a), uint32_t(upstream::kNfs4ErrStale));
+  EXPECT_FALSE(core_->KeyKnown(g));
+  EXPECT_FALSE(core_->cache()->KnownAttrs(g, &a));
+}
+
+TEST_F(CoreDelegationsTest, AFileRemovedWhileOpenHereKeepsItsHandle) {
+  Start(DelegationType::kNone);
+  NacheOpen *o = OpenF(kRead);
+  ASSERT_NE(o, nullptr);
+  ASSERT_EQ(core_->Remove(cr_, root_, "f"), 0u);
+  EXPECT_TRUE(core_->KeyKnown(file_));
   EXPECT_EQ(core_->CloseFile(o), 0u);
 }
 

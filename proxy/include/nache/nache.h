@@ -47,6 +47,7 @@ struct nache_config {
 	uint32_t export_id;            /* Ganesha export id (for the client id) */
 	const char *cache_size;        /* bound on cached data, e.g. "4G" */
 	uint32_t block_size;           /* cache block size (bytes) */
+	uint32_t cache_objects;        /* objects in memory (0: from cache_size) */
 	uint32_t attr_timeout_s;       /* attribute window (seconds) */
 	uint32_t readahead_max;        /* readahead window bound (bytes) */
 	uint32_t open_linger_s;        /* upstream CLOSE delay (seconds) */
