@@ -66,6 +66,12 @@ uint32_t Core::CheckForConflict(Key key) {
   const Attrs &now = rep.Find(Op::kGetattr)->attrs;
   if (!(now.mask & upstream::kAttrChange) || now.change == base.change)
     return upstream::kNfs4Ok;
+  NACHE_LOG(kLogWarn, kWritebackComponent,
+            "%llu: its change attribute at the remote is %llu (size %llu), "
+            "our changes are based on %llu (size %llu)",
+            (unsigned long long)key, (unsigned long long)now.change,
+            (unsigned long long)now.size, (unsigned long long)base.change,
+            (unsigned long long)base.size);
   return KeepBothVersions(key, now);
 }
 

@@ -464,6 +464,9 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
     after = rep.Find(Op::kGetattr)->attrs;
   }
   if (st) return st;
+  NACHE_LOG(kLogInfo, kComponent, "created %s (key %llu) in %llu at the remote",
+            r.name.c_str(), (unsigned long long)r.key2,
+            (unsigned long long)r.key);
   handles_->SetFh(r.key2, fh);
   // The object stays dirty (its data and mtime follow); the remote's
   // attributes only tell what it has.

@@ -258,6 +258,11 @@ uint32_t Core::SendRemoves(Key dir,
     if (!seqs.empty()) oplog_->Erase(seqs);
   }
   meta_cv_.notify_all();
+  for (size_t i = 0; i < done; i++)
+    NACHE_LOG(kLogInfo, kWritebackComponent,
+              "removed %s (key %llu) in %llu at the remote",
+              mine[i].name.c_str(), (unsigned long long)mine[i].key,
+              (unsigned long long)dir);
   for (size_t i = 0; i < done - refused.size(); i++)
     metrics_->CountSentRemove();
   for (size_t i : refused) {

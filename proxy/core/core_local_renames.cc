@@ -348,6 +348,10 @@ uint32_t Core::SendRename(const LogRecord &r) {
     // went through.)
     handles_->SetName(k, r.key2, r.name2);
     metrics_->CountSentRename();
+    NACHE_LOG(kLogInfo, kWritebackComponent,
+              "renamed %s in %llu to %s in %llu (key %llu) at the remote",
+              r.name.c_str(), (unsigned long long)r.key, r.name2.c_str(),
+              (unsigned long long)r.key2, (unsigned long long)k);
     return upstream::kNfs4Ok;
   }
   if (rst == upstream::kNfs4ErrNoent || RemoveRefused(rst) ||

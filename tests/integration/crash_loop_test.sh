@@ -10,8 +10,13 @@
 # no conflict copy.
 #
 # CRASH_REMOTE (vfs: Ganesha VFS on the host, the default; knfsd: Linux
-# knfsd in its guest) and CRASH_PROFILE (lan, wan) choose the remote and
-# the link to it (crash_loop_knfsd_wan_test.sh runs knfsd over wan).
+# knfsd 6.1 in its guest; knfsd612: Linux 6.12 knfsd under qemu, reached
+# over NFSv4.1, write-back only under the write delegations it grants)
+# and CRASH_PROFILE (lan, wan) choose the remote and the link to it
+# (crash_loop_knfsd_wan_test.sh runs knfsd over wan). CRASH_MIX=1 also
+# rewrites files the client was told it wrote: appends, truncates (to a
+# random size, to zero) and O_TRUNC rewrites, each checked against a copy
+# the client keeps on its own disk.
 set -uo pipefail
 # The client's workload runs for the whole loop as one command.
 : "${LAB_CMD_TIMEOUT:=900}"
@@ -21,7 +26,12 @@ source "$(dirname "$0")/itest.sh"
 ROUNDS=${CRASH_ROUNDS:-20}
 REMOTE=${CRASH_REMOTE:-vfs}
 PROFILE=${CRASH_PROFILE:-lan}
+MIX=${CRASH_MIX:-}
+# nache's INFO lines (what write-back sent) for the post-mortem below.
+export LAB_NACHE_GLOBAL='LOG { COMPONENTS { FSAL = INFO; } }'
 WB='Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 2;'
+[ "$REMOTE" = knfsd612 ] &&
+	WB='Upstream_Minor_Version = 1; Write_Policy = "write_back"; Flush_Age = 2;'
 lab_init && lab_net_up "$PROFILE" || { echo "lab did not start"; exit 1; }
 case $REMOTE in
 vfs)
@@ -29,7 +39,7 @@ vfs)
 	R=$LAB_REMOTE_EXPORT_DIR
 	on_remote() { bash -c "$1"; }
 	;;
-knfsd)
+knfsd | knfsd612)
 	lab_remote_knfsd_start || { echo "remote did not start"; exit 1; }
 	export LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/
 	R=$LAB_KNFSD_EXPORT_DIR
@@ -49,14 +59,51 @@ on_remote "mkdir -p $R/cl && chmod 777 $R/cl" || { echo "no cl/ at the remote"; 
 # mark a change whose outcome the client may not have heard (nache died
 # meanwhile): either outcome is then right. (A failed directory rename is
 # settled by looking: the directory has one name as the client sees it.)
+#
+# With CRASH_MIX, files the client was told it wrote are changed again
+# (only while the journal's last word on them is an acknowledgement):
+# every 3rd step appends to one, every 4th truncates one to a random size
+# (every 8th to zero), every 6th rewrites one with O_TRUNC; the client
+# applies the same change to its own copy (/tmp/shadow) and journals that
+# copy's digest.
 WORKLOAD='cd '$M'/cl || exit 1
-J=/tmp/journal; : > $J; i=0; D=d0
+J=/tmp/journal; : > $J; i=0; D=d0; MIX='$MIX'
+S=/tmp/shadow; rm -rf $S; mkdir -p $S
+acked() { awk -v n="$1" "{ for (k = 1; k <= NF; k++) if (\$k == n) last = \$0 }
+	END { exit !(index(last, n \" \") == 1) }" $J; }
+journal() { echo "$1 $(sha256sum < $S/$1 | cut -c1-64)" >> $J; }
 while [ ! -e /tmp/stop ]; do
 	i=$((i + 1))
 	head -c $(( (RANDOM % 1024 + 1) * 1024 )) /dev/urandom > /tmp/blob
 	echo "try w$i" >> $J
 	if dd if=/tmp/blob of=w$i bs=64k conv=fsync status=none 2>/dev/null; then
-		echo "w$i $(sha256sum < /tmp/blob | cut -c1-64)" >> $J
+		cp /tmp/blob $S/w$i && journal w$i
+	fi
+	rm -f $S/w$((i - 6))
+	j=$((i - 2))
+	if [ -n "$MIX" ] && [ $((i % 3)) = 0 ] && acked w$j; then
+		head -c $(( (RANDOM % 64 + 1) * 1024 )) /dev/urandom > /tmp/more
+		echo "try w$j" >> $J
+		if dd if=/tmp/more of=w$j bs=64k oflag=append conv=notrunc,fsync status=none 2>/dev/null; then
+			cat /tmp/more >> $S/w$j && journal w$j
+		fi
+	fi
+	j=$((i - 1))
+	if [ -n "$MIX" ] && [ $((i % 4)) = 0 ] && acked w$j; then
+		size=$(( RANDOM % 1200 * 1024 + RANDOM % 1024 ))
+		[ $((i % 8)) = 0 ] && size=0
+		echo "try w$j" >> $J
+		if truncate -s $size w$j 2>/dev/null; then
+			truncate -s $size $S/w$j && journal w$j
+		fi
+	fi
+	j=$((i - 4))
+	if [ -n "$MIX" ] && [ $((i % 6)) = 0 ] && acked w$j; then
+		head -c $(( (RANDOM % 512 + 1) * 1024 )) /dev/urandom > /tmp/blob
+		echo "try w$j" >> $J
+		if dd if=/tmp/blob of=w$j bs=64k conv=fsync status=none 2>/dev/null; then
+			cp /tmp/blob $S/w$j && journal w$j
+		fi
 	fi
 	j=$((i - 3))
 	if [ $((i % 5)) = 0 ] && grep -q "^w$j " $J; then
@@ -157,15 +204,26 @@ crash_loop_loses_no_acknowledged_change() {
 		# A random moment: 0.5 to 3 s into the round.
 		sleep "$((RANDOM % 6 + 1)).$((RANDOM % 10))" # the crash's timing, not a wait for a condition
 		lab_nache_kill && kills=$((kills + 1)) || return 1
+		cat "$(lab_nache_log)" >>"$LAB_DIR/nache-history.log"
 		lab_nache_start "$WB" || { echo "restart $r failed" >&2; return 1; }
 	done
 	on 1 "touch /tmp/stop" && wait "$pid" ||
 		{ echo "workload: $(cat "$LAB_DIR/workload.out")" >&2; return 1; }
-	echo "$(cat "$LAB_DIR/workload.out"), $kills kills ($REMOTE remote, $PROFILE)" >&2
+	echo "$(cat "$LAB_DIR/workload.out"), $kills kills ($REMOTE remote, $PROFILE${MIX:+, with rewrites})" >&2
 	on 1 "cat /tmp/journal" >"$LAB_DIR/journal" || return 1
 	at_least "acknowledged files" "$(grep -c '^w[0-9]* ' "$LAB_DIR/journal")" 50 &&
-		lab_wait_until 180 verify "$LAB_DIR/journal" ||
-		{ verify "$LAB_DIR/journal"; return 1; }
+		lab_wait_until 180 verify "$LAB_DIR/journal" || {
+		verify "$LAB_DIR/journal"
+		# What nache said about write-back in every run, for the post-mortem.
+		cat "$(lab_nache_log)" >>"$LAB_DIR/nache-history.log"
+		grep -E 'NACHE_|ganesha.nfsd-[0-9]+\[main\] nfs_start' \
+			"$LAB_DIR/nache-history.log" | grep -vE 'I/O sizes|NACHE_UPSTREAM' |
+			sed -E 's/^.*(ganesha.nfsd-[0-9]+).*nache_log_to_ganesha :FSAL :/\1 /' |
+			tail -150 >&2
+		echo "--- the client's journal (last 80 lines):" >&2
+		tail -80 "$LAB_DIR/journal" >&2
+		return 1
+	}
 }
 
 check crash_loop_loses_no_acknowledged_change crash_loop_loses_no_acknowledged_change

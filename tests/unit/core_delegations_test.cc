@@ -79,6 +79,15 @@ class ScriptedUpstream : public upstream::Upstream {
   // thread after it confirmed a new client id.
   std::function<void(uint64_t)> on_new_clientid;
   std::atomic<bool> hold_writes{false};          // WRITEs wait while true
+  // A kill of nache simulated at the server: once an op of this name is
+  // executed, its reply is lost (the call times out) and every later call
+  // finds no server (nache is dead) until `dead` is cleared.
+  std::string die_after;                         // guarded by mu_
+  std::atomic<bool> dead{false};
+  void DieAfter(const std::string &op) {
+    std::lock_guard<std::mutex> g(mu_);
+    die_after = op;
+  }
   std::atomic<int> writes_waiting{0};            // WRITEs held right now
   std::atomic<Clock::rep> lease_end{
       (Clock::now() + std::chrono::hours(1)).time_since_epoch().count()};
@@ -214,6 +223,7 @@ class ScriptedUpstream : public upstream::Upstream {
   bool WaitReady(int) override { return true; }
   CallStatus Call(Compound &c, const Creds &, CompoundReply *rep) override {
     std::unique_lock<std::mutex> g(mu_);
+    if (dead) return CallStatus::kDisconnected;
     const COMPOUND4args *args = c.Args();
     Fh cur;
     rep->status = upstream::kNfs4Ok;
@@ -231,6 +241,14 @@ class ScriptedUpstream : public upstream::Upstream {
       }
       log_.push_back(mark_.empty() ? upstream::OpName(r.op) : mark_);
       mark_.clear();
+      if (!die_after.empty() && die_after == upstream::OpName(r.op)) {
+        // Done here; the reply never leaves.
+        die_after.clear();
+        dead = true;
+        *rep = CompoundReply();
+        done_cv_.notify_all();
+        return CallStatus::kTimeout;
+      }
     }
     done_cv_.notify_all();
     return CallStatus::kOk;
@@ -586,15 +604,50 @@ uint16_t FreePort() {
   return ntohs(addr.sin_port);
 }
 
+// What the core owns as its upstream: the test's ScriptedUpstream, which
+// outlives it (a core killed and started again meets the same server).
+class ForwardingUpstream : public upstream::Upstream {
+ public:
+  explicit ForwardingUpstream(ScriptedUpstream *up) : up_(up) {}
+  bool WaitReady(int ms) override { return up_->WaitReady(ms); }
+  CallStatus Call(Compound &c, const Creds &cr, CompoundReply *rep) override {
+    return up_->Call(c, cr, rep);
+  }
+  void CallAsync(Compound c, const Creds &cr, Callback cb) override {
+    up_->CallAsync(std::move(c), cr, std::move(cb));
+  }
+  uint64_t clientid() const override { return up_->clientid(); }
+  uint64_t epoch() const override { return up_->epoch(); }
+  upstream::UpstreamState state() const override { return up_->state(); }
+  uint32_t lease_time() const override { return up_->lease_time(); }
+  Clock::time_point lease_valid_until() const override {
+    return up_->lease_valid_until();
+  }
+  bool callback_path_down() const override {
+    return up_->callback_path_down();
+  }
+  void Shutdown() override { up_->Shutdown(); }
+  void ReclaimDone() override { up_->ReclaimDone(); }
+
+ private:
+  ScriptedUpstream *up_;  // not owned
+};
+
 class CoreDelegationsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     up_->AddFile("f", "hello");
   }
-  void TearDown() override { core_.reset(); }
+  void TearDown() override {
+    core_.reset();
+    delete up_;
+  }
 
+  // probe_callbacks: the server probes the callback path once the core is
+  // up (not on a restart, which needs no callbacks).
   void Start(DelegationType grant,
-             const std::function<void(CoreConfig *)> &tune = nullptr) {
+             const std::function<void(CoreConfig *)> &tune = nullptr,
+             bool probe_callbacks = true) {
     up_->grant = grant;
     CoreConfig cfg;
     cfg.upstream_server = "127.0.0.1";
@@ -610,7 +663,7 @@ class CoreDelegationsTest : public ::testing::Test {
     ScriptedUpstream *up = up_;
     cfg.make_upstream = [up](const upstream::UpstreamOptions &o) {
       up->on_new_clientid = o.on_new_clientid;
-      return std::unique_ptr<upstream::Upstream>(up);
+      return std::unique_ptr<upstream::Upstream>(new ForwardingUpstream(up));
     };
     if (tune) tune(&cfg);
     std::string err;
@@ -618,6 +671,7 @@ class CoreDelegationsTest : public ::testing::Test {
     ASSERT_TRUE(core_) << err;
     ASSERT_EQ(core_->Root(cr_, &root_, nullptr), 0u);
     ASSERT_EQ(core_->Lookup(cr_, root_, "f", &file_, nullptr), 0u);
+    if (!probe_callbacks) return;
     // The server probes the callback path: the core then knows it may
     // delegate.
     ASSERT_TRUE(client_.Connect(port_));
@@ -685,7 +739,7 @@ class CoreDelegationsTest : public ::testing::Test {
 
   testing_util::TempDir dir_;
   metrics::Metrics metrics_;
-  ScriptedUpstream *up_ = new ScriptedUpstream();  // owned by core_
+  ScriptedUpstream *up_ = new ScriptedUpstream();  // deleted by TearDown
   uint16_t port_ = FreePort();
   std::unique_ptr<Core> core_;
   cb_client::Client client_;
@@ -1063,6 +1117,108 @@ TEST_F(CoreDelegationsTest, DataOfAFileGoneAtTheRemoteIsSavedVisibly) {
   EXPECT_EQ(up_->Data("nache-lost+found/" + saved[0]), "new");
   EXPECT_EQ(CounterValue(metrics_, "nache_writeback_lost_files_total"), 2);
   EXPECT_EQ(up_->Names("f.nache-conflict-").size(), 0u);
+}
+
+// A kill of nache at each step of a flush (simulated at the server: the
+// op is done there, its reply never arrives, nothing more reaches the
+// server), then a restart on the same cache: the remote ends with exactly
+// the acknowledged data, and our own half-done flush is never taken for
+// someone else's write (no conflict copy).
+class FlushKillTest : public CoreDelegationsTest,
+                      public ::testing::WithParamInterface<const char *> {
+ protected:
+  void StartFlushingAtOnce(bool probe_callbacks) {
+    Start(DelegationType::kNone,
+          [](CoreConfig *cfg) {
+            cfg->write_back = true;
+            cfg->single_writer = true;
+            cfg->flush_age_ms = 0;
+          },
+          probe_callbacks);
+  }
+};
+
+TEST_P(FlushKillTest, AKillAtThisStepLosesNothingAndMakesNoConflict) {
+  const std::string ours = "ours, and longer than theirs";
+  StartFlushingAtOnce(true);
+  up_->DieAfter(GetParam());
+  size_t n = 0;
+  int committed = 0;
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, ours.size(), ours.data(), 2,
+                         &n, &committed),
+            0u);
+  // And its mtime, as tar sets it after the data (kept here, sent last).
+  Attrs set, attrs;
+  set.mask = upstream::kAttrMtime;
+  set.mtime.sec = 1234567890;
+  ASSERT_EQ(core_->Setattr(cr_, file_, nullptr, set, &attrs), 0u);
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->dead.load(); }))
+      << "the flush never reached " << GetParam();
+  core_.reset();  // killed: what it wrote to its store is all that is left
+  up_->dead = false;
+  StartFlushingAtOnce(false);
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == ours; }))
+      << "the remote holds \"" << up_->Data("f") << "\"";
+  EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
+  EXPECT_EQ(CounterValue(metrics_, "nache_writeback_conflicts_total"), 0);
+}
+
+// The flush's steps for a file the remote has: the conflict check's
+// GETATTR, the WRITE of the data, the SETATTR of the mtime after it.
+INSTANTIATE_TEST_SUITE_P(EveryStep, FlushKillTest,
+                         ::testing::Values("GETATTR", "WRITE", "SETATTR"));
+
+// A kill right after our RENAME of a file with unflushed data reached the
+// remote (its change attribute moved by our doing, and we never heard):
+// after the restart its flush is still no conflict.
+TEST_F(CoreDelegationsTest, AKillAfterOurRenameOfADirtyFileMakesNoConflict) {
+  auto start = [this](bool probe) {
+    Start(DelegationType::kNone,
+          [](CoreConfig *cfg) {
+            cfg->write_back = true;
+            cfg->single_writer = true;
+            cfg->flush_age_ms = 3600 * 1000;  // sent when needed
+          },
+          probe);
+  };
+  start(true);
+  size_t n = 0;
+  int committed = 0;
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", 2, &n,
+                         &committed),
+            0u);
+  ASSERT_EQ(core_->Rename(cr_, root_, "f", root_, "g"), 0u);  // logged
+  up_->DieAfter("RENAME");
+  // A new f needs the name at the remote: the RENAME goes out, and nache
+  // dies with it.
+  Key fresh = CreateWritten("f", "new");
+  Attrs set, attrs;
+  set.mask = upstream::kAttrSize;
+  set.size = 2;
+  EXPECT_NE(core_->Setattr(cr_, fresh, nullptr, set, &attrs), 0u);
+  ASSERT_TRUE(up_->dead.load());
+  core_.reset();
+  up_->dead = false;
+  start(false);
+  Key g;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "g", &g, nullptr), 0u);
+  set.size = 4;  // flushes g's data first
+  ASSERT_EQ(core_->Setattr(cr_, g, nullptr, set, &attrs), 0u);
+  EXPECT_EQ(up_->Data("g"), "HELL");
+  EXPECT_TRUE(up_->Names("g.nache-conflict-").empty());
+  EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
+}
+
+// A file made here, truncated (its create goes out first), then renamed:
+// the remote ends with it under its new name, empty.
+TEST_F(CoreDelegationsTest, AFileMadeHereTruncatedThenRenamedReachesTheRemote) {
+  StartWriteBack(DelegationType::kNone, 0);
+  Key w = CreateWritten("w55", "some data");
+  TruncateTo(w, 0);
+  ASSERT_EQ(core_->Rename(cr_, root_, "w55", root_, "r55"), 0u);
+  ASSERT_TRUE(cb_client::WaitFor([&] {
+    return up_->Data("r55") == "" && up_->Data("w55") == "<none>";
+  })) << "r55: " << up_->Data("r55") << ", w55: " << up_->Data("w55");
 }
 
 // No conflict without a foreign change: a file written twice, flushed in
