@@ -294,6 +294,8 @@ Cache::Object *Cache::Obj(Key key) {
   // What the store holds, as this object encodes it (a record of an older
   // version, or none, is rewritten if the object is dropped).
   o->record_hash = RecordHash(EncodeRecord(*o));
+  // (A READDIR begun before a drop and reload is refused: not this epoch.)
+  o->listing_epoch = NextStampLocked();
   o->lru = object_lru_.insert(object_lru_.end(), key);
   Object *p = o.get();
   objects_.emplace(key, std::move(o));
@@ -656,6 +658,7 @@ void Cache::ExpireAttrs(Key key) {
   if (it == objects_.end()) return;
   it->second->validated = Clock::time_point();
   it->second->listing.reset();
+  it->second->listing_epoch = NextStampLocked();
 }
 
 void Cache::OwnChangeUnseen(Key key) {
@@ -747,10 +750,27 @@ void Cache::NoteAccess(Key key, uint64_t who, uint32_t asked,
 
 // --- listings -------------------------------------------------------------
 
-void Cache::PutListing(Key dir, uint64_t change,
-                       std::vector<CachedDirent> list) {
+uint64_t Cache::ListingEpoch(Key dir) {
+  Locked g(this);
+  return Obj(dir)->listing_epoch;
+}
+
+void Cache::NoteNameSent(Key dir, const std::string &removed,
+                         const std::string &added, Key added_key) {
   Locked g(this);
   Object *o = Obj(dir);
+  o->listing_epoch = NextStampLocked();
+  if (o->listing) {
+    o->listing = EditedListing(*o->listing, removed, added, added_key);
+    o->listing_edited = true;
+  }
+}
+
+void Cache::PutListing(Key dir, uint64_t change,
+                       std::vector<CachedDirent> list, uint64_t epoch) {
+  Locked g(this);
+  Object *o = Obj(dir);
+  if (o->listing_epoch != epoch) return;  // crossed a change of ours
   o->listing_change = change;
   o->listing_edited = false;
   o->listing = std::make_shared<const std::vector<CachedDirent>>(
@@ -768,6 +788,7 @@ void Cache::OwnDirChange(Key dir, const upstream::ChangeInfo &ci,
     bool exactly_ours = ci.atomic && o->listing_change == ci.before &&
                         o->have_attrs && o->attrs.change == ci.before &&
                         (!have_post || post.change == ci.after);
+    o->listing_epoch = NextStampLocked();
     if (o->listing && o->have_attrs && (exactly_ours || sole_writer)) {
       // Exactly our change happened: edit the listing.
       o->listing = EditedListing(*o->listing, removed, added, added_key);
@@ -1332,6 +1353,7 @@ bool Cache::LocalDirEdit(Key dir, const std::string &removed,
   Locked g(this);
   Object *o = Obj(dir);
   if (!o->have_attrs) return false;
+  o->listing_epoch = NextStampLocked();
   if (o->listing) {
     o->listing = EditedListing(*o->listing, removed, added, added_key);
     o->listing_edited = true;

@@ -177,8 +177,23 @@ class Cache {
   void NoteAccess(Key key, uint64_t who, uint32_t asked, uint32_t allowed);
 
   // --- directory listings -----------------------------------------------
-  // Records a complete listing of dir read under change attribute change.
-  void PutListing(Key dir, uint64_t change, std::vector<CachedDirent> list);
+  // Every change of ours to dir's names (local edits, our own creates,
+  // removes and renames at the remote) moves its listing epoch. A listing
+  // read from the remote is recorded only if the epoch taken before its
+  // READDIR was sent has not moved: a READDIR that crossed one of our
+  // changes may lack a name we just created there (and a single-writer
+  // export answers lookups of names a fresh listing lacks with NOENT).
+  uint64_t ListingEpoch(Key dir);
+  // Records a complete listing of dir read under change attribute change,
+  // unless dir's listing epoch is no longer epoch.
+  void PutListing(Key dir, uint64_t change, std::vector<CachedDirent> list,
+                  uint64_t epoch);
+  // Our namespace change reached the remote (a create, remove or rename
+  // logged here and sent by write-back): removed (when not empty) leaves
+  // dir's cached listing, added (when not empty) is in it as added_key;
+  // the listing epoch moves.
+  void NoteNameSent(Key dir, const std::string &removed,
+                    const std::string &added, Key added_key);
   // The listing of dir, if one was recorded under the directory's current
   // (fresh) change attribute. for_readdir: only a listing read from the
   // remote (whose cookies are the server's), not one we edited.
@@ -376,6 +391,7 @@ class Cache {
     std::vector<Parked> parked;
     uint64_t listing_change = 0;
     bool listing_edited = false;  // names only; cookies not the server's
+    uint64_t listing_epoch = 0;   // a new stamp at each change of ours
     std::shared_ptr<const std::vector<CachedDirent>> listing;
     bool unlistable = false;   // SetUnlistable (in memory only)
     uint64_t cookie_verf = 0;  // SetCookieVerf's 8 bytes (in memory only)

@@ -796,6 +796,9 @@ uint32_t Core::ReaddirRemote(const Creds &cr, Key dir, uint64_t cookie,
   bool delivering = true;
   std::vector<CachedDirent> listing;
   uint64_t dir_change = 0;
+  // Taken before the first READDIR: a change of ours to dir's names while
+  // it is read makes the listing unfit to keep.
+  const uint64_t listing_epoch = cache_->ListingEpoch(dir);
   for (;;) {
     // The directory's attributes come along: its listing is recorded
     // under its change attribute, and every entry's attributes are
@@ -849,7 +852,8 @@ uint32_t Core::ReaddirRemote(const Creds &cr, Key dir, uint64_t cookie,
     }
     if (r->eof) {
       *eof = delivering;
-      if (whole) cache_->PutListing(dir, dir_change, std::move(listing));
+      if (whole)
+        cache_->PutListing(dir, dir_change, std::move(listing), listing_epoch);
       return upstream::kNfs4Ok;
     }
     if (r->entries.empty())
@@ -891,7 +895,7 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
   NoteDirAfter(dir, rep, 1, rep.Find(Op::kCreate)->cinfo, "", name, *key);
   // A new directory is empty: lookups in it need not ask.
   if (type == upstream::FileType::kDir && (na.mask & upstream::kAttrChange))
-    cache_->PutListing(*key, na.change, {});
+    cache_->PutListing(*key, na.change, {}, cache_->ListingEpoch(*key));
   if (out) *out = rep.Find(Op::kGetattr)->attrs;
   return st;
 }

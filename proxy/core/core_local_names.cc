@@ -468,6 +468,13 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
             r.name.c_str(), (unsigned long long)r.key2,
             (unsigned long long)r.key);
   handles_->SetFh(r.key2, fh);
+  // From now on the name is the remote's, no longer in LocalNames: a
+  // listing of the directory must show it, and one read before the
+  // create landed must not be kept.
+  HandleRecord sent;
+  cache_->NoteNameSent(r.key, "",
+                       handles_->Get(r.key2, &sent) ? sent.name : r.name,
+                       r.key2);
   // The object stays dirty (its data and mtime follow); the remote's
   // attributes only tell what it has.
   cache_->Validated(r.key2, after);

@@ -258,6 +258,8 @@ uint32_t Core::SendRemoves(Key dir,
     if (!seqs.empty()) oplog_->Erase(seqs);
   }
   meta_cv_.notify_all();
+  // Gone at the remote now (see SendCreate): no listing keeps them.
+  for (size_t i = 0; i < done; i++) cache_->NoteNameSent(dir, mine[i].name, "", kNoKey);
   for (size_t i = 0; i < done; i++)
     NACHE_LOG(kLogInfo, kWritebackComponent,
               "removed %s (key %llu) in %llu at the remote",

@@ -347,6 +347,9 @@ uint32_t Core::SendRename(const LogRecord &r) {
     // (NOENT with our object under the new name: a try before a crash
     // went through.)
     handles_->SetName(k, r.key2, r.name2);
+    // Its names are the remote's now (see SendCreate).
+    cache_->NoteNameSent(r.key, r.name, "", kNoKey);
+    cache_->NoteNameSent(r.key2, "", r.name2, k);
     metrics_->CountSentRename();
     NACHE_LOG(kLogInfo, kWritebackComponent,
               "renamed %s in %llu to %s in %llu (key %llu) at the remote",

@@ -190,7 +190,8 @@ TEST_F(CacheBoundTest, ADirectorysChangeFromOurOwnEditSurvivesTheDrop) {
   Attrs d = FileAttrs(10, 4096);
   d.type = upstream::FileType::kDir;
   cache_->Validated(3, d);
-  cache_->PutListing(3, 10, {CachedDirent{"a", 4, 1}});
+  cache_->PutListing(3, 10, {CachedDirent{"a", 4, 1}},
+                     cache_->ListingEpoch(3));
   upstream::ChangeInfo ci;
   ci.atomic = true;
   ci.before = 10;

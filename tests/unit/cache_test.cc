@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -471,7 +472,8 @@ TEST_F(CacheTest, LocalDirectoryEditsKeepTheListingAndDirtyTheDirectory) {
   Attrs d = FileAttrs(10, 4096);
   d.type = upstream::FileType::kDir;
   cache_->Validated(2, d);
-  cache_->PutListing(2, 10, {CachedDirent{"old", 3, 100}});
+  cache_->PutListing(2, 10, {CachedDirent{"old", 3, 100}},
+                     cache_->ListingEpoch(2));
   EXPECT_FALSE(cache_->LocalDirEdit(9, "", "x", 4)) << "unknown directory";
   ASSERT_TRUE(cache_->LocalDirEdit(2, "", "new", 4));
   ASSERT_TRUE(cache_->LocalDirEdit(2, "old", "", kNoKey));
@@ -683,6 +685,31 @@ TEST_F(CacheTest, OwnUnseenChangesMakeTheBaseUncertain) {
   EXPECT_EQ(base.change, 6u);
 }
 
+// A READDIR that crossed a change of ours to the directory's names (a
+// create the flusher just sent) is not kept: it may lack that name, and a
+// single-writer export answers a lookup of a name a fresh listing lacks
+// with NOENT (the crash loop with rewrites saw files made anew under
+// names that existed). A sent name is added to a listing already held.
+TEST_F(CacheTest, AListingThatCrossedOurOwnNameChangeIsNotKept) {
+  Attrs dir = FileAttrs(10, 4096);
+  dir.type = upstream::FileType::kDir;
+  cache_->Validated(2, dir);
+  uint64_t epoch = cache_->ListingEpoch(2);  // the READDIR goes out
+  cache_->NoteNameSent(2, "", "new", 7);    // our create lands meanwhile
+  cache_->PutListing(2, 10, {CachedDirent{"old", 3, 1}}, epoch);
+  EXPECT_EQ(cache_->Listing(2), nullptr);
+  // Read again after it: kept, and a later sent name joins it.
+  cache_->PutListing(2, 10, {CachedDirent{"old", 3, 1}, {"new", 7, 2}},
+                     cache_->ListingEpoch(2));
+  ASSERT_NE(cache_->Listing(2), nullptr);
+  cache_->NoteNameSent(2, "old", "newer", 8);
+  auto l = cache_->Listing(2);
+  ASSERT_NE(l, nullptr);
+  std::set<std::string> names;
+  for (const CachedDirent &e : *l) names.insert(e.name);
+  EXPECT_EQ(names, (std::set<std::string>{"new", "newer"}));
+}
+
 TEST_F(CacheTest, SurvivesReopenButNeedsRevalidation) {
   Fill(8, 42, 3, 'p');
   Reopen(1 << 20);
@@ -728,14 +755,16 @@ TEST_F(CacheTest, AccessIsCachedPerIdentityAndDroppedOnModeChange) {
 
 TEST_F(CacheTest, ListingValidOnlyUnderItsChangeAndUntilExpired) {
   cache_->Validated(2, FileAttrs(5, 0));
-  cache_->PutListing(2, 5, {{"a", 10, 1}, {"b", 11, 2}});
+  cache_->PutListing(2, 5, {{"a", 10, 1}, {"b", 11, 2}},
+                     cache_->ListingEpoch(2));
   auto l = cache_->Listing(2);
   ASSERT_TRUE(l);
   EXPECT_EQ(l->size(), 2u);
   cache_->ExpireAttrs(2);  // we changed the directory
   EXPECT_FALSE(cache_->Listing(2));
   cache_->Validated(2, FileAttrs(5, 0));
-  cache_->PutListing(2, 5, {{"a", 10, 1}});
+  cache_->PutListing(2, 5, {{"a", 10, 1}},
+                     cache_->ListingEpoch(2));
   cache_->Validated(2, FileAttrs(6, 0));  // someone else changed it
   EXPECT_FALSE(cache_->Listing(2));
 }
@@ -784,7 +813,8 @@ TEST_F(CacheTest, OwnDirectoryChangesEditTheListingForLookups) {
   Attrs dir = FileAttrs(5, 0);
   dir.type = upstream::FileType::kDir;
   cache_->Validated(2, dir);
-  cache_->PutListing(2, 5, {{"a", 10, 1}, {"b", 11, 2}});
+  cache_->PutListing(2, 5, {{"a", 10, 1}, {"b", 11, 2}},
+                     cache_->ListingEpoch(2));
   upstream::ChangeInfo ci;
   ci.atomic = true;
   ci.before = 5;
