@@ -18,9 +18,6 @@ namespace nfs41 = upstream::nfs41;
 namespace {
 
 const char *const kComponent = "NACHE_DELEG";
-constexpr uint32_t kCbNull = 0, kCbCompound = 1;
-constexpr uint32_t kOpCbGetattr = 3, kOpCbRecall = 4, kOpCbIllegal = 10044;
-constexpr uint32_t kMaxOps = 16;
 
 }  // namespace
 
@@ -44,15 +41,15 @@ uint64_t BackChannel::calls() const {
 
 ReplyStatus BackChannel::Serve(const rpc::PeerCall &call, XdrIn *args,
                                std::string *results) {
-  if (call.prog != program_) return ReplyStatus::kProgUnavail;
-  if (call.vers != 1) return ReplyStatus::kProgMismatch;
+  const ReplyStatus program = CheckCbProgram(call, program_, results);
+  if (program != ReplyStatus::kOk) return program;
   {
     std::lock_guard<std::mutex> g(mu_);
     calls_++;
   }
   handler_->OnContact();
-  if (call.proc == kCbNull) return ReplyStatus::kOk;
-  if (call.proc != kCbCompound) return ReplyStatus::kProcUnavail;
+  if (call.proc == kCbProcNull) return ReplyStatus::kOk;
+  if (call.proc != kCbProcCompound) return ReplyStatus::kProcUnavail;
   Compound(args, results);
   return ReplyStatus::kOk;
 }
@@ -66,7 +63,7 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
   std::string ops;  // the results of the ops, after the header
   XdrOut o(&ops);
   uint32_t status = upstream::kNfs4Ok, done = 0;
-  if (!in->Opaque(&tag, &tag_len, 1024) || !in->U32(&minor) ||
+  if (!in->Opaque(&tag, &tag_len, kMaxCbTag) || !in->U32(&minor) ||
       !in->U32(&ident) || !in->U32(&nops)) {
     tag = "";
     tag_len = 0;
@@ -75,7 +72,7 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
   } else if (minor != 1) {
     nops = 0;
     status = upstream::kNfs4ErrMinorVersMismatch;
-  } else if (nops > kMaxOps) {
+  } else if (nops > kMaxCbOps) {
     nops = 0;
     status = upstream::kNfs4ErrResource;
   }
@@ -139,45 +136,26 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
     }
     if (i == 0) {
       status = upstream::kNfs4ErrOpNotInSession;  // CB_SEQUENCE must lead
-      o.U32(op == kOpCbRecall || op == kOpCbGetattr ? op : kOpCbIllegal);
-      o.U32(status);
+      PutCbOpStatus(&o, op == kOpCbRecall || op == kOpCbGetattr ? op
+                                                                : kOpCbIllegal,
+                    status);
       break;
     }
     if (op == kOpCbRecall) {
-      upstream::StateId sid;
-      bool truncate;
-      const char *fh;
-      uint32_t fh_len;
-      if (!in->U32(&sid.seqid) || !in->Fixed(sid.other, 12) ||
-          !in->Bool(&truncate) ||
-          !in->Opaque(&fh, &fh_len, upstream::kMaxFhSize)) {
-        status = upstream::kNfs4ErrBadxdr;
+      CbRecallArgs a;
+      if (ReadCbRecallArgs(in, &a)) {
+        status = ServeCbRecall(handler_, a, &o);
       } else {
-        status = handler_->OnRecall(sid, truncate, upstream::Fh(fh, fh_len));
+        status = upstream::kNfs4ErrBadxdr;
+        PutCbOpStatus(&o, op, status);
       }
-      o.U32(kOpCbRecall);
-      o.U32(status);
     } else if (op == kOpCbGetattr) {
-      const char *fh;
-      uint32_t fh_len, word0 = 0;
-      bool ok = in->Opaque(&fh, &fh_len, upstream::kMaxFhSize) &&
-                ReadBitmapWord0(in, &word0);
-      uint64_t change = 0, size = 0;
-      status = ok ? handler_->OnGetattr(upstream::Fh(fh, fh_len), &change,
-                                        &size)
-                  : upstream::kNfs4ErrBadxdr;
-      o.U32(kOpCbGetattr);
-      o.U32(status);
-      if (status == upstream::kNfs4Ok) {
-        std::string vals;
-        uint32_t mask = CbGetattrAnswer(word0, change, size, &vals);
-        if (mask) {
-          o.U32(1);
-          o.U32(mask);
-        } else {
-          o.U32(0);
-        }
-        o.Opaque(vals);
+      CbGetattrArgs a;
+      if (ReadCbGetattrArgs(in, &a)) {
+        status = ServeCbGetattr(handler_, a, &o);
+      } else {
+        status = upstream::kNfs4ErrBadxdr;
+        PutCbOpStatus(&o, op, status);
       }
     } else if (op == nfs41::kCbOpRecallAny) {
       uint32_t keep, nwords;
@@ -186,21 +164,15 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
       // A request to give back what we can spare: our delegations go back
       // on their own once unused (the open linger), so nothing is forced.
       status = ok ? upstream::kNfs4Ok : upstream::kNfs4ErrBadxdr;
-      o.U32(nfs41::kCbOpRecallAny);
-      o.U32(status);
+      PutCbOpStatus(&o, op, status);
     } else {
       status = upstream::kNfs4ErrOpIllegal;
-      o.U32(kOpCbIllegal);
-      o.U32(status);
+      PutCbOpStatus(&o, kOpCbIllegal, status);
       NACHE_LOG(kLogWarn, kComponent, "back channel: illegal callback op %u",
                 unsigned(op));
     }
   }
-  XdrOut r(results);
-  r.U32(status);  // the last op's, as COMPOUND requires
-  r.Opaque(tag, tag_len);
-  r.U32(done);
-  results->append(ops);
+  PutCbCompoundRes(results, status, tag, tag_len, done, ops);
   if (!sequenced) return;
   std::lock_guard<std::mutex> g(mu_);
   // Unless a new session came meanwhile: its slots start empty.

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "callback/callback_server.h"
+#include "callback/cb_ops.h"
 #include "rpc/rpc_transport.h"
 #include "upstream/nfs41.h"
 

@@ -1,35 +1,27 @@
 // The NFSv4.0 callback service (see callback_server.h).
 //
-// Owns the listening socket, the accepted connections with their libnfs
-// server contexts, the decoding of CB_COMPOUND arguments and the encoding of
-// the replies. It must not block on anything but poll() (the handler answers
-// from memory), never calls the upstream, and never keeps a pointer into a
-// call past its reply.
+// Owns the listening socket, the accepted connections with their RPC
+// transports, and the CB_COMPOUND of minor version 0 around the operations
+// cb_ops.h serves. It must not block on anything but poll() (the handler
+// answers from memory), never calls the upstream, and never keeps a pointer
+// into a call past its reply.
 //
-// libnfs 4.0.0 facts this file is built around:
-//  - Service procedures get no user pointer: a thread_local names the server
-//    whose loop is running.
-//  - The decode buffer (decode_buf_size bytes) and whatever its decoders
-//    allocate live on the call's decode stream, freed with it as soon as the
-//    service procedure returns (zdr_free() is a no-op); the buffer is neither
-//    zeroed nor 8-byte aligned (malloc + 12).
-//  - Its XDR decoders trust the peer's lengths: zdr_array computes count *
-//    size in 32 bits and then decodes count elements into the (wrapped)
-//    allocation, and zdr_bytes ignores its maximum and its bound check wraps.
-//  - rpc_destroy_context() does not free the endpoint rpc_register_service()
-//    allocated: 32 bytes are lost per accepted connection.
-// So CB_COMPOUND arguments are decoded here, by a bounded reader, into a
-// thread_local struct (we ask libnfs for no decode buffer); strings point
-// into the receive buffer and are copied before the handler sees them. This
-// also lets an unknown op code get NFS4ERR_OP_ILLEGAL where libnfs' decoder
-// would fail the whole call with GARBAGE_ARGS.
+// Every byte from the peer is read by our bounded reader (rpc/xdr.h): the
+// RPC call header and credentials by rpc::Transport, the arguments here.
+// libnfs 4.0.0's RPC server, which this service used before, decoded the
+// call header itself and trusted its lengths: a credential claiming
+// 0x80000000 bytes made it read far outside its buffer (issue 15,
+// tests/fuzz/corpus/callback_server/cb-null-cred-length-0x80000000).
+//
+// What a connection may cost is bounded: a record (all its fragments) of
+// at most kMaxRecord bytes, more closes the connection; replies waiting for
+// a peer that does not read them, at most kMaxQueued bytes before its calls
+// are no longer read (rpc::Transport::set_max_queued); and at most
+// max_connections connections.
 #include "callback/callback_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <nfsc/libnfs.h>
-#include <nfsc/libnfs-raw.h>
-#include <nfsc/libnfs-raw-nfs4.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -39,114 +31,32 @@
 #include <cerrno>
 #include <cstring>
 
-#include "rpc/xdr.h"
 #include "util/log.h"
 
 namespace nache {
 namespace callback {
 namespace {
 
-using upstream::Fh;
-using upstream::StateId;
+using rpc::ReplyStatus;
+using rpc::XdrIn;
+using rpc::XdrOut;
 
 const char *const kComponent = "NACHE_CALLBACK";
-constexpr int kCbVersion = 1;          // NFS_CB
-constexpr uint32_t kMaxOps = 16;       // ops of one CB_COMPOUND we evaluate
-constexpr size_t kMaxConns = 64;       // simultaneous connections we keep
+constexpr int kCbVersion = 1;  // NFS_CB
+// A CB_COMPOUND of kMaxCbOps ops with the largest handles and a tag of
+// kMaxCbTag bytes takes under 5 KiB (the server's bitmaps are short).
+constexpr size_t kMaxRecord = 64 * 1024;
+// Replies waiting for a peer that does not read them.
+constexpr size_t kMaxQueued = 256 * 1024;
 
-// The server whose Loop() runs on this thread, and the connection being
-// serviced (for logs).
-thread_local CallbackServer *tls_server = nullptr;
-thread_local const char *tls_peer = "?";
-
-// One decoded CB_COMPOUND op. Pointers go into the call's receive buffer.
+// One decoded op of a CB_COMPOUND.
 struct CbOp {
-  uint32_t op;          // OP_CB_GETATTR, OP_CB_RECALL, else illegal
-  const char *fh;       // the op's nfs_fh4
-  uint32_t fh_len;      // <= upstream::kMaxFhSize
-  uint32_t attr_word0;  // CB_GETATTR: word 0 of attr_request
-  uint32_t seqid;       // CB_RECALL: the stateid...
-  uint8_t other[12];    // ...
-  uint32_t truncate;    // CB_RECALL: XDR bool
+  uint32_t op = 0;        // kOpCbRecall, kOpCbGetattr, else illegal
+  CbRecallArgs recall;    // op == kOpCbRecall
+  CbGetattrArgs getattr;  // op == kOpCbGetattr
 };
-
-// CB_COMPOUND4args as decoded here.
-struct CbArgs {
-  const char *tag;          // echoed in the reply
-  uint32_t tag_len;
-  uint32_t minorversion;    // != 0: nothing else decoded
-  uint32_t callback_ident;
-  bool too_many;            // more than kMaxOps ops: none decoded
-  uint32_t nops;            // ops decoded; the last may be an illegal one
-  CbOp ops[kMaxOps];
-};
-
-// The CB_COMPOUND being served on this thread: filled by DecodeCbCompound()
-// right before libnfs calls ServeCompound().
-thread_local CbArgs tls_args;
-
-using rpc::XdrIn;
-
-// libnfs decode procedure for CB_COMPOUND4args (see the file comment).
-// Returns false (libnfs replies GARBAGE_ARGS) on malformed arguments.
-uint32_t DecodeCbCompound(ZDR *zdr, void * /*no buffer*/, ...) {
-  CbArgs *a = &tls_args;
-  memset(a, 0, sizeof(*a));
-  if (zdr->pos < 0 || zdr->pos > zdr->size) return 0;
-  XdrIn in(zdr->buf + zdr->pos, size_t(zdr->size - zdr->pos));
-  uint32_t count;
-  if (!in.Opaque(&a->tag, &a->tag_len, UINT32_MAX) ||
-      !in.U32(&a->minorversion) || !in.U32(&a->callback_ident) ||
-      !in.U32(&count))
-    return 0;
-  if (a->minorversion != 0) return 1;  // answered from the header alone
-  if (count > kMaxOps) {
-    a->too_many = true;
-    return 1;
-  }
-  for (uint32_t i = 0; i < count; ++i) {
-    CbOp &op = a->ops[a->nops++];
-    if (!in.U32(&op.op)) return 0;
-    bool ok;
-    if (op.op == OP_CB_GETATTR) {
-      ok = in.Opaque(&op.fh, &op.fh_len, upstream::kMaxFhSize) &&
-           ReadBitmapWord0(&in, &op.attr_word0);
-    } else if (op.op == OP_CB_RECALL) {
-      ok = in.U32(&op.seqid) && in.Fixed(op.other, sizeof(op.other)) &&
-           in.U32(&op.truncate) &&
-           in.Opaque(&op.fh, &op.fh_len, upstream::kMaxFhSize);
-    } else {
-      return 1;  // NFS4ERR_OP_ILLEGAL ends the compound: the rest is unread
-    }
-    if (!ok) return 0;
-  }
-  return 1;
-}
 
 }  // namespace
-
-bool ReadBitmapWord0(XdrIn *in, uint32_t *word0) {
-  uint32_t n, w = 0;
-  if (!in->U32(&n) || n > in->left() / 4) return false;
-  *word0 = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    (void)in->U32(&w);  // cannot fail: n words are there
-    if (i == 0) *word0 = w;
-  }
-  return true;
-}
-
-uint32_t CbGetattrAnswer(uint32_t word0, uint64_t change, uint64_t size,
-                         std::string *vals) {
-  constexpr uint32_t kChangeBit = 1u << 3;  // FATTR4_CHANGE in word 0
-  constexpr uint32_t kSizeBit = 1u << 4;    // FATTR4_SIZE in word 0
-  const uint32_t mask = word0 & (kChangeBit | kSizeBit);
-  vals->clear();
-  rpc::XdrOut x(vals);
-  if (mask & kChangeBit) x.U64(change);
-  if (mask & kSizeBit) x.U64(size);
-  return mask;
-}
 
 CallbackServer::CallbackServer(const CallbackOptions &opts,
                                CallbackHandler *handler)
@@ -239,12 +149,11 @@ bool CallbackServer::Allowed(uint32_t addr) const {
 }
 
 void CallbackServer::Loop() {
-  tls_server = this;
   std::vector<pollfd> fds;
   for (;;) {
     fds.assign({{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
     for (const Conn &c : conns_)
-      fds.push_back({rpc_get_fd(c.rpc), short(rpc_which_events(c.rpc)), 0});
+      fds.push_back({c.rpc->fd(), c.rpc->WantEvents(), 0});
     if (poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       nache_log(kLogMajor, kComponent, "poll: %s; the callback service stops",
@@ -255,29 +164,17 @@ void CallbackServer::Loop() {
     // Backwards, so that dropping a connection keeps lower indices valid.
     for (size_t i = conns_.size(); i-- > 0;) {
       if (fds[i + 2].revents == 0) continue;
-      tls_peer = conns_[i].peer.c_str();
-      const int rc = rpc_service(conns_[i].rpc, fds[i + 2].revents);
-      tls_peer = "?";
-      if (rc == 0) continue;
-      const char *why = rpc_get_error(conns_[i].rpc);
+      if (conns_[i].rpc->Service(fds[i + 2].revents)) continue;
       nache_log(kLogInfo, kComponent, "%s: connection closed (%s)",
-                conns_[i].peer.c_str(), why != nullptr ? why : "by the peer");
-      rpc_destroy_context(conns_[i].rpc);  // closes the socket
-      conns_.erase(conns_.begin() + long(i));
+                conns_[i].peer.c_str(), conns_[i].rpc->error().c_str());
+      conns_.erase(conns_.begin() + long(i));  // closes the socket
     }
     if (fds[1].revents != 0) AcceptAll();
   }
-  for (Conn &c : conns_) rpc_destroy_context(c.rpc);
   conns_.clear();
-  tls_server = nullptr;
 }
 
 void CallbackServer::AcceptAll() {
-  // libnfs keeps a pointer to this table in every context.
-  static struct service_proc procs[] = {
-      {CB_NULL, &CallbackServer::ServeNull, (zdrproc_t)zdr_void, 0},
-      {CB_COMPOUND, &CallbackServer::ServeCompound, DecodeCbCompound, 0},
-  };
   for (;;) {
     sockaddr_in sa;
     socklen_t len = sizeof(sa);
@@ -301,115 +198,113 @@ void CallbackServer::AcceptAll() {
                 peer.c_str());
       continue;
     }
-    if (conns_.size() >= kMaxConns) {
+    if (conns_.size() >= opts_.max_connections) {
       close(fd);
       nache_log(kLogWarn, kComponent,
                 "refused a connection from %s: %zu connections already",
                 peer.c_str(), conns_.size());
       continue;
     }
-    struct rpc_context *rpc = rpc_init_server_context(fd);
-    if (rpc == nullptr) {
-      close(fd);
-      nache_log(kLogWarn, kComponent, "%s: no memory for a context",
-                peer.c_str());
-      continue;
-    }
-    if (rpc_register_service(rpc, int(opts_.program), kCbVersion, procs,
-                             int(sizeof(procs) / sizeof(procs[0]))) != 0) {
-      nache_log(kLogWarn, kComponent, "%s: rpc_register_service: %s",
-                peer.c_str(), rpc_get_error(rpc));
-      rpc_destroy_context(rpc);
-      continue;
-    }
-    conns_.push_back(Conn{rpc, peer});
+    Conn c{std::make_unique<rpc::Transport>(fd, kMaxRecord), peer};
+    c.rpc->set_max_queued(kMaxQueued);
+    c.rpc->SetCallHandler(
+        [this, peer](const rpc::PeerCall &call, XdrIn *args,
+                     std::string *results) {
+          return Serve(peer, call, args, results);
+        });
+    conns_.push_back(std::move(c));
     nache_log(kLogInfo, kComponent, "connection from %s", peer.c_str());
   }
 }
 
-int CallbackServer::ServeNull(struct rpc_context *rpc, struct rpc_msg *call) {
-  CallbackServer *s = tls_server;
-  if (s == nullptr) return -1;
-  s->calls_.fetch_add(1);
-  s->handler_->OnContact();
-  return rpc_send_reply(rpc, call, nullptr, (zdrproc_t)zdr_void, 0) == 0 ? 0
-                                                                          : -1;
+ReplyStatus CallbackServer::Serve(const std::string &peer,
+                                  const rpc::PeerCall &call, XdrIn *args,
+                                  std::string *results) {
+  const ReplyStatus program = CheckCbProgram(call, opts_.program, results);
+  if (program != ReplyStatus::kOk) {
+    nache_log(kLogInfo, kComponent,
+              "%s: a call to program 0x%x version %u: %s", peer.c_str(),
+              unsigned(call.prog), unsigned(call.vers),
+              rpc::ReplyStatusName(program));
+    return program;
+  }
+  if (call.proc != kCbProcNull && call.proc != kCbProcCompound)
+    return ReplyStatus::kProcUnavail;
+  calls_.fetch_add(1);
+  handler_->OnContact();
+  if (call.proc == kCbProcNull) return ReplyStatus::kOk;
+  return ServeCompound(peer, args, results);
 }
 
-int CallbackServer::ServeCompound(struct rpc_context *rpc,
-                                  struct rpc_msg *call) {
-  CallbackServer *s = tls_server;
-  const CbArgs *a = &tls_args;
-  if (s == nullptr) return -1;
-  s->calls_.fetch_add(1);
-  s->handler_->OnContact();
-
-  nfs_cb_resop4 results[kMaxOps];
-  uint32_t masks[kMaxOps];     // CB_GETATTR: the bitmap word we return
-  std::string vals[kMaxOps];   // CB_GETATTR: change and/or size, XDR
-  memset(results, 0, sizeof(results));
-  CB_COMPOUND4res res;
-  memset(&res, 0, sizeof(res));
-  res.tag.utf8string_len = a->tag_len;
-  res.tag.utf8string_val = const_cast<char *>(a->tag);
-  res.resarray.resarray_val = results;
+ReplyStatus CallbackServer::ServeCompound(const std::string &peer, XdrIn *in,
+                                          std::string *results) {
+  const char *tag;
+  uint32_t tag_len, minor, ident, count;
+  if (!in->Opaque(&tag, &tag_len, kMaxCbTag) || !in->U32(&minor) ||
+      !in->U32(&ident) || !in->U32(&count))
+    return ReplyStatus::kGarbageArgs;
   uint32_t status = upstream::kNfs4Ok;
-  if (a->minorversion != 0) status = upstream::kNfs4ErrMinorVersMismatch;
-  if (a->too_many) status = upstream::kNfs4ErrResource;
-  const bool ours = a->callback_ident == s->opts_.callback_ident;
-  if (!ours)
+  CbOp ops[kMaxCbOps];
+  uint32_t nops = 0;  // decoded; the last may be an illegal one
+  if (minor != 0) {
+    status = upstream::kNfs4ErrMinorVersMismatch;  // nothing more is read
+  } else if (count > kMaxCbOps) {
+    status = upstream::kNfs4ErrResource;
+  } else {
+    // Every op's arguments are read before any is evaluated: arguments
+    // that do not parse are GARBAGE_ARGS, and then nothing was done.
+    for (uint32_t i = 0; i < count; ++i) {
+      CbOp &op = ops[nops++];
+      if (!in->U32(&op.op)) return ReplyStatus::kGarbageArgs;
+      bool ok;
+      if (op.op == kOpCbRecall) {
+        ok = ReadCbRecallArgs(in, &op.recall);
+      } else if (op.op == kOpCbGetattr) {
+        ok = ReadCbGetattrArgs(in, &op.getattr);
+      } else {
+        break;  // NFS4ERR_OP_ILLEGAL ends the compound: the rest is unread
+      }
+      if (!ok) return ReplyStatus::kGarbageArgs;
+    }
+  }
+  const bool ours = ident == opts_.callback_ident;
+  if (!ours && nops > 0)
     nache_log(kLogWarn, kComponent,
               "%s: CB_COMPOUND for callback_ident %u, ours is %u: answered "
               "as holding no such state",
-              tls_peer, unsigned(a->callback_ident),
-              unsigned(s->opts_.callback_ident));
+              peer.c_str(), unsigned(ident), unsigned(opts_.callback_ident));
+  std::string res;
+  XdrOut o(&res);
+  uint32_t done = 0;
   // COMPOUND semantics: stop at the first op that fails.
-  for (uint32_t i = 0; status == upstream::kNfs4Ok && i < a->nops; ++i) {
-    const CbOp &op = a->ops[i];
-    nfs_cb_resop4 &r = results[res.resarray.resarray_len++];
-    r.resop = op.op;
-    if (op.op == OP_CB_RECALL) {
-      StateId sid;
-      sid.seqid = op.seqid;
-      memcpy(sid.other, op.other, sizeof(sid.other));
-      status = ours ? s->handler_->OnRecall(sid, op.truncate != 0,
-                                            Fh(op.fh, op.fh_len))
-                    : upstream::kNfs4ErrBadStateid;
-      r.nfs_cb_resop4_u.opcbrecall.status = nfsstat4(status);
+  for (uint32_t i = 0; status == upstream::kNfs4Ok && i < nops; ++i, ++done) {
+    const CbOp &op = ops[i];
+    if (op.op == kOpCbRecall) {
+      if (ours) {
+        status = ServeCbRecall(handler_, op.recall, &o);
+      } else {
+        status = upstream::kNfs4ErrBadStateid;
+        PutCbOpStatus(&o, op.op, status);
+      }
       nache_log(kLogDebug, kComponent, "%s: CB_RECALL seqid %u: status %u",
-                tls_peer, unsigned(op.seqid), unsigned(status));
-    } else if (op.op == OP_CB_GETATTR) {
-      uint64_t change = 0, size = 0;
-      status = ours ? s->handler_->OnGetattr(Fh(op.fh, op.fh_len), &change,
-                                             &size)
-                    : upstream::kNfs4ErrBadhandle;
-      CB_GETATTR4res &g = r.nfs_cb_resop4_u.opcbgetattr;
-      g.status = nfsstat4(status);
-      if (status == upstream::kNfs4Ok) {
-        masks[i] = CbGetattrAnswer(op.attr_word0, change, size, &vals[i]);
-        fattr4 &f = g.CB_GETATTR4res_u.resok4.obj_attributes;
-        f.attrmask.bitmap4_len = masks[i] != 0 ? 1 : 0;
-        f.attrmask.bitmap4_val = &masks[i];
-        f.attr_vals.attrlist4_len = u_int(vals[i].size());
-        f.attr_vals.attrlist4_val = &vals[i][0];
+                peer.c_str(), unsigned(op.recall.stateid.seqid),
+                unsigned(status));
+    } else if (op.op == kOpCbGetattr) {
+      if (ours) {
+        status = ServeCbGetattr(handler_, op.getattr, &o);
+      } else {
+        status = upstream::kNfs4ErrBadhandle;
+        PutCbOpStatus(&o, op.op, status);
       }
     } else {
       status = upstream::kNfs4ErrOpIllegal;
-      r.resop = OP_CB_ILLEGAL;
-      r.nfs_cb_resop4_u.opcbillegal.status = nfsstat4(status);
-      nache_log(kLogWarn, kComponent, "%s: illegal callback op %u", tls_peer,
-                unsigned(op.op));
+      PutCbOpStatus(&o, kOpCbIllegal, status);
+      nache_log(kLogWarn, kComponent, "%s: illegal callback op %u",
+                peer.c_str(), unsigned(op.op));
     }
   }
-  res.status = nfsstat4(status);  // the last op's, as COMPOUND requires
-  // Beyond the 4 KiB libnfs always reserves: the echoed tag and the results.
-  const int hint = int(a->tag_len + 64 * res.resarray.resarray_len);
-  if (rpc_send_reply(rpc, call, &res, (zdrproc_t)zdr_CB_COMPOUND4res, hint)) {
-    nache_log(kLogWarn, kComponent, "%s: cannot send a CB_COMPOUND reply: %s",
-              tls_peer, rpc_get_error(rpc));
-    return -1;
-  }
-  return 0;
+  PutCbCompoundRes(results, status, tag, tag_len, done, res);
+  return ReplyStatus::kOk;
 }
 
 }  // namespace callback

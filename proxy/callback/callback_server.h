@@ -2,11 +2,16 @@
 // advertise in SETCLIENTID, on which the upstream server calls us back with
 // CB_NULL and CB_COMPOUND (CB_GETATTR, CB_RECALL).
 //
-// One service thread owns the listening socket, every accepted connection and
-// its libnfs server rpc_context: it accepts (closing peers that are not
-// allowed), decodes calls, asks the CallbackHandler and replies. The handler
-// runs on that thread and must not block. Other threads only Start()/Stop()
-// the service and read its counters. libnfs' headers stay in the .cc.
+// One service thread owns the listening socket and every accepted
+// connection, each an rpc::Transport (our own ONC RPC: record marking
+// bounded, call header and credentials read by our bounded reader; nothing
+// of the peer's reaches libnfs): it accepts (closing peers that are not
+// allowed, and connections beyond max_connections), serves calls through the
+// transport's call handler, asks the CallbackHandler and replies. A
+// connection that breaks the protocol (a record over the bound, a message
+// that is neither call nor reply) is closed alone. The handler runs on that
+// thread and must not block. Other threads only Start()/Stop() the service
+// and read its counters.
 #pragma once
 
 #include <atomic>
@@ -17,11 +22,9 @@
 #include <thread>
 #include <vector>
 
+#include "callback/cb_ops.h"
+#include "rpc/rpc_transport.h"
 #include "rpc/xdr.h"
-#include "upstream/types.h"
-
-struct rpc_context;
-struct rpc_msg;
 
 namespace nache {
 namespace callback {
@@ -40,35 +43,9 @@ struct CallbackOptions {
   // closed at accept and counted in rejected(). Empty: everyone is allowed
   // (tests). To allow no one, list an address no peer has, e.g. "0.0.0.0".
   std::vector<std::string> allowed_peers;
+  // Connections kept at once; one more is closed at accept.
+  size_t max_connections = 64;
 };
-
-class CallbackHandler {
- public:
-  virtual ~CallbackHandler() = default;
-  // Any call from an allowed peer arrived (CB_NULL included): the callback
-  // path works.
-  virtual void OnContact() = 0;
-  // CB_RECALL. Runs on the callback thread and must not block: the handler
-  // queues the work and returns a status for the op (NFS4_OK normally;
-  // NFS4ERR_BADHANDLE / NFS4ERR_BAD_STATEID when it holds no such
-  // delegation).
-  virtual uint32_t OnRecall(const upstream::StateId &stateid, bool truncate,
-                            const upstream::Fh &fh) = 0;
-  // CB_GETATTR. Fills our view of the file's change attribute and size
-  // (including data not yet written upstream). Returns NFS4_OK or an error
-  // (e.g. NFS4ERR_BADHANDLE). Must not block.
-  virtual uint32_t OnGetattr(const upstream::Fh &fh, uint64_t *change,
-                             uint64_t *size) = 0;
-};
-
-// CB_GETATTR, in both minor versions (this service and the NFSv4.1 back
-// channel): the requested bitmap4, of which only word 0 is kept (it holds
-// all we serve); and the answer: of what word0 asks, the attributes we
-// serve (change, size), as the mask returned and their values, XDR in bit
-// order, in *vals.
-bool ReadBitmapWord0(rpc::XdrIn *in, uint32_t *word0);
-uint32_t CbGetattrAnswer(uint32_t word0, uint64_t change, uint64_t size,
-                         std::string *vals);
 
 class CallbackServer {
  public:
@@ -87,23 +64,25 @@ class CallbackServer {
   uint16_t port() const { return port_; }  // the bound port
   // RFC 5665 universal address "a.b.c.d.p1.p2" of address:port.
   std::string uaddr() const;
-  uint64_t calls() const { return calls_.load(); }        // RPC calls served
+  // Calls to our program and version (those the handler sees).
+  uint64_t calls() const { return calls_.load(); }
   uint64_t rejected() const { return rejected_.load(); }  // peers refused
 
  private:
   struct Conn {
-    struct rpc_context *rpc;  // libnfs server context; owns the socket
-    std::string peer;         // "a.b.c.d:port", for logs
+    std::unique_ptr<rpc::Transport> rpc;  // owns the socket
+    std::string peer;                     // "a.b.c.d:port", for logs
   };
 
   CallbackServer(const CallbackOptions &opts, CallbackHandler *handler);
   void Loop();
   void AcceptAll();
   bool Allowed(uint32_t addr) const;
-  // libnfs service procedures; they find the server through a thread_local
-  // set by Loop() (libnfs 4.0.0 passes them no user pointer).
-  static int ServeNull(struct rpc_context *rpc, struct rpc_msg *call);
-  static int ServeCompound(struct rpc_context *rpc, struct rpc_msg *call);
+  // The transport's call handler for a connection from peer.
+  rpc::ReplyStatus Serve(const std::string &peer, const rpc::PeerCall &call,
+                         rpc::XdrIn *args, std::string *results);
+  rpc::ReplyStatus ServeCompound(const std::string &peer, rpc::XdrIn *args,
+                                 std::string *results);
 
   const CallbackOptions opts_;         // as given to Start()
   CallbackHandler *const handler_;     // outlives us; called on the thread

@@ -38,6 +38,8 @@ uint32_t AcceptStatOf(ReplyStatus s) {
       return kAcceptSuccess;
     case ReplyStatus::kProgUnavail:
       return kAcceptProgUnavail;
+    case ReplyStatus::kProgMismatch:
+      return kAcceptProgMismatch;
     case ReplyStatus::kProcUnavail:
       return kAcceptProcUnavail;
     case ReplyStatus::kGarbageArgs:
@@ -166,6 +168,7 @@ bool Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
   if (!encode(&rec) || rec.size() - 4 > max_record_) return false;
   x.PatchU32(0, kLastFragment | uint32_t(rec.size() - 4));
   pending_.emplace(xid, std::move(done));
+  out_bytes_ += rec.size();
   out_.push_back(std::move(rec));
   if (xid_out) *xid_out = xid;
   return true;
@@ -174,14 +177,10 @@ bool Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
 bool Transport::Cancel(uint32_t xid) { return pending_.erase(xid) != 0; }
 
 short Transport::WantEvents() const {
-  return short(POLLIN | (out_.empty() ? 0 : POLLOUT));
+  return short((Throttled() ? 0 : POLLIN) | (out_.empty() ? 0 : POLLOUT));
 }
 
-size_t Transport::queued_bytes() const {
-  size_t n = 0;
-  for (const std::string &r : out_) n += r.size();
-  return n - out_off_;
-}
+size_t Transport::queued_bytes() const { return out_bytes_ - out_off_; }
 
 void Transport::FailAll() {
   std::unordered_map<uint32_t, ReplyFn> failed;
@@ -204,10 +203,14 @@ bool Transport::Service(short revents) {
                 (err ? strerror(err) : "POLLERR"));
   }
   // Read first: a reply may free the peer to read what we send next.
-  if ((revents & (POLLIN | POLLHUP)) && !ReadAll()) return false;
-  if (!Parse()) return false;
+  if ((revents & (POLLIN | POLLHUP)) && !Throttled() && !ReadAll())
+    return false;
   // Writes also when not asked: replies queued while parsing go at once.
-  return WriteAll();
+  // Parsing paused at max_queued_ resumes as far as the socket took them.
+  do {
+    if (!Parse() || !WriteAll()) return false;
+  } while (parse_paused_ && !Throttled());
+  return true;
 }
 
 bool Transport::ReadAll() {
@@ -224,6 +227,7 @@ bool Transport::ReadAll() {
       // Parse as we go: a large reply should not sit in the buffer whole
       // twice over.
       if (!Parse()) return false;
+      if (parse_paused_) return true;  // backpressure: read no more
       continue;
     }
     if (n == 0) return Fail("connection closed by the peer");
@@ -245,6 +249,7 @@ bool Transport::WriteAll() {
     }
     out_off_ += size_t(n);
     if (out_off_ == r.size()) {
+      out_bytes_ -= r.size();
       out_.pop_front();
       out_off_ = 0;
     }
@@ -253,7 +258,12 @@ bool Transport::WriteAll() {
 }
 
 bool Transport::Parse() {
+  parse_paused_ = false;
   while (in_.size() - in_off_ >= 4) {
+    if (Throttled()) {
+      parse_paused_ = true;
+      break;
+    }
     XdrIn m(in_.data() + in_off_, 4);
     uint32_t marker;
     m.U32(&marker);
@@ -376,7 +386,11 @@ void Transport::ServePeerCall(uint32_t xid, XdrIn *in) {
     if (handler_) st = handler_(c, in, &rec);
     if (st == ReplyStatus::kOk && rec.size() - 4 > max_record_)
       st = ReplyStatus::kSystemErr;  // results too large to send
-    if (st != ReplyStatus::kOk) rec.resize(stat_at + 4);  // no results
+    if (st == ReplyStatus::kProgMismatch && rec.size() != stat_at + 4 + 8)
+      st = ReplyStatus::kSystemErr;  // no mismatch_info to send
+    // Only a success and PROG_MISMATCH carry what the handler appended.
+    if (st != ReplyStatus::kOk && st != ReplyStatus::kProgMismatch)
+      rec.resize(stat_at + 4);
     x.PatchU32(stat_at, AcceptStatOf(st));
   }
   QueueRecord(std::move(rec));
@@ -384,6 +398,7 @@ void Transport::ServePeerCall(uint32_t xid, XdrIn *in) {
 
 void Transport::QueueRecord(std::string rec) {
   XdrOut(&rec).PatchU32(0, kLastFragment | uint32_t(rec.size() - 4));
+  out_bytes_ += rec.size();
   out_.push_back(std::move(rec));
 }
 

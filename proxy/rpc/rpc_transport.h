@@ -70,8 +70,12 @@ class Transport {
   // only, else null), valid during the call only.
   using ReplyFn = std::function<void(ReplyStatus, XdrIn *results)>;
   // Serves a call from the peer: appends the procedure's results to
-  // *results and returns kOk, or returns kProgUnavail, kProcUnavail,
-  // kGarbageArgs or kSystemErr (nothing appended). args: the arguments.
+  // *results and returns kOk; or appends the lowest and the highest version
+  // of the program it serves (two XDR unsigned ints, RFC 5531's
+  // mismatch_info) and returns kProgMismatch; or returns kProgUnavail,
+  // kProcUnavail, kGarbageArgs or kSystemErr (nothing appended). args: the
+  // arguments. A call whose header (credential, verifier) does not parse
+  // is answered GARBAGE_ARGS without the handler.
   using CallHandler = std::function<ReplyStatus(const PeerCall &, XdrIn *args,
                                                 std::string *results)>;
 
@@ -86,6 +90,11 @@ class Transport {
   Transport &operator=(const Transport &) = delete;
 
   int fd() const { return fd_; }
+  // Backpressure on a peer that calls without reading the replies: while
+  // more than max bytes wait to be sent, no more is read or parsed
+  // (WantEvents asks no POLLIN); it resumes as the socket takes them.
+  // 0, the default: no bound.
+  void set_max_queued(size_t max) { max_queued_ = max; }
   // Calls from the peer go to h; without one they are answered
   // PROG_UNAVAIL.
   void SetCallHandler(CallHandler h) { handler_ = std::move(h); }
@@ -123,6 +132,9 @@ class Transport {
 
  private:
   bool Fail(const std::string &why);
+  bool Throttled() const {
+    return max_queued_ != 0 && queued_bytes() > max_queued_;
+  }
   bool ReadAll();
   bool WriteAll();
   bool Parse();
@@ -133,6 +145,9 @@ class Transport {
 
   int fd_;
   const size_t max_record_;
+  size_t max_queued_ = 0;  // set_max_queued; 0: no bound
+  // Parse stopped at max_queued_ with input left in in_.
+  bool parse_paused_ = false;
   CallHandler handler_;
   uint32_t next_xid_;
   std::unordered_map<uint32_t, ReplyFn> pending_;  // by XID
@@ -140,6 +155,7 @@ class Transport {
   // first already sent.
   std::deque<std::string> out_;
   size_t out_off_ = 0;
+  size_t out_bytes_ = 0;  // the sizes of the records in out_, summed
   // Received bytes not yet parsed start at in_off_; fragments of a record
   // not yet complete are gathered in record_.
   std::string in_;

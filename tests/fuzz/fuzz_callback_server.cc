@@ -1,10 +1,11 @@
 // Fuzz target: the NFSv4.0 callback service (proxy/callback/
-// callback_server.cc): libnfs' RPC server side and our CB_COMPOUND decoder
-// behind it, over a real loopback TCP connection as the upstream server
-// would call it. Input: one RPC record as the peer sends it (call header,
-// credentials, arguments), without its record marker. After it a CB_NULL
-// goes on the same connection; its reply (or the service closing the
-// connection) says the input was dealt with.
+// callback_server.cc): our RPC transport's call side (call header,
+// credentials) and the CB_COMPOUND decoder behind it, over a real loopback
+// TCP connection as the upstream server would call it. Input: one RPC
+// record as the peer sends it (call header, credentials, arguments),
+// without its record marker. After it a CB_NULL goes on the same
+// connection; its reply (or the service closing the connection) says the
+// input was dealt with.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,10 +13,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -55,8 +60,24 @@ int Connect() {
   sa.sin_family = AF_INET;
   sa.sin_port = htons(server->port());
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa))
+  if (fd < 0) abort();
+  int err = 0;
+  if (connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0) {
+    err = errno;
+    if (err == EINTR) {
+      // Interrupted by libFuzzer's timer: the connection goes on being
+      // made; wait for it and take its outcome.
+      pollfd p{fd, POLLOUT, 0};
+      while (poll(&p, 1, 10000) < 0 && errno == EINTR) {
+      }
+      socklen_t len = sizeof err;
+      if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    }
+  }
+  if (err != 0) {
+    fprintf(stderr, "connect to the callback service: %s\n", strerror(err));
     abort();
+  }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   return fd;
@@ -74,6 +95,8 @@ bool SendAll(int fd, const std::string &b) {
 // Reads records until the sentinel's reply; false when the connection
 // ended first. A service that answers neither within 10 s is hung.
 bool AwaitSentinel(int fd) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::string in;
   for (;;) {
     while (in.size() >= 8) {
@@ -86,8 +109,16 @@ bool AwaitSentinel(int fd) {
       if (xid == kSentinelXid) return true;
       in.erase(0, 4 + len);
     }
+    // libFuzzer's timeout timer (SIGALRM) interrupts poll: EINTR is no
+    // hang, so wait again for what is left of the 10 s.
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 10000) != 1) {
+    int ready;
+    do {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      ready = poll(&p, 1, int(std::max<int64_t>(left.count(), 0)));
+    } while (ready < 0 && errno == EINTR);
+    if (ready != 1) {
       fprintf(stderr, "callback service hung\n");
       abort();
     }

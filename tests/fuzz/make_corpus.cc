@@ -428,6 +428,18 @@ void CallbackServerSeeds() {
       CallHeader(6, 1) + CbCompound40(many, 1));
   Put("callback_server", "illegal-op",
       CallHeader(7, 1) + CbCompound40({std::string("\0\0\0\x63", 4)}, 1));
+  // Issue 15's reproduction: a CB_NULL whose AUTH_SYS credential claims
+  // 0x80000000 bytes (libnfs' RPC server, which once decoded the callback
+  // service's call headers, read far outside its buffer). The fuzzer's
+  // original, found-by-fuzzer-cred-length-0xe6e6e6e6, is kept as found.
+  {
+    std::string b;
+    XdrOut x(&b);
+    for (uint32_t v : {1u, 0u, 2u, 0x40000000u, 1u, 0u, 1u, 0x80000000u})
+      x.U32(v);
+    b.append(64, '\0');
+    Put("callback_server", "cb-null-cred-length-0x80000000", b);
+  }
 }
 
 void TransportSeeds() {

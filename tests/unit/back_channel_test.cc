@@ -187,6 +187,12 @@ TEST_F(BackChannelTest, OtherProgramsAndProceduresAreRefused) {
   XdrIn in("", 0);
   EXPECT_EQ(bc_.Serve(c, &in, &res), rpc::ReplyStatus::kProgUnavail);
   c.prog = 0x40000000;
+  c.vers = 4;
+  EXPECT_EQ(bc_.Serve(c, &in, &res), rpc::ReplyStatus::kProgMismatch);
+  EXPECT_EQ(res, std::string("\0\0\0\1\0\0\0\1", 8))
+      << "mismatch_info: versions 1 to 1";
+  res.clear();
+  c.vers = 1;
   c.proc = 0;  // CB_NULL
   EXPECT_EQ(bc_.Serve(c, &in, &res), rpc::ReplyStatus::kOk);
   EXPECT_TRUE(res.empty());

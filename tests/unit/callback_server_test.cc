@@ -1,7 +1,10 @@
 // The NFSv4.0 callback service (callback/callback_server.h) over loopback
-// TCP, called by a real libnfs client context: CB_NULL, CB_RECALL,
-// CB_GETATTR, op errors, illegal ops, garbage arguments, peer filtering and
-// Stop(). Only the handler is a fake.
+// TCP, called by a client on our RPC transport (cb_client.h, CB_COMPOUND
+// encoded by libnfs' XDR) and by raw bytes no client would send: CB_NULL,
+// CB_RECALL, CB_GETATTR, op errors, illegal ops, garbage arguments,
+// hostile and truncated credentials, RPC-level errors, misbehaving
+// connections, the connection bound, peer filtering and Stop(). Only the
+// handler is a fake.
 #include "callback/callback_server.h"
 
 #include <arpa/inet.h>
@@ -10,7 +13,10 @@
 #include <nfsc/libnfs-raw.h>
 #include <nfsc/libnfs-raw-nfs4.h>
 #include <nfsc/libnfs-zdr.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "cb_client.h"
+#include "rpc/xdr.h"
 
 namespace nache {
 namespace callback {
@@ -81,6 +88,118 @@ StateId TestStateId() {
   memcpy(sid.other, other, sizeof(other));
   return sid;
 }
+
+
+// A raw TCP connection to the service, for bytes no client would send: whole
+// records out, whole records in.
+class RawConn {
+ public:
+  ~RawConn() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool Connect(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return fd_ >= 0 &&
+           connect(fd_, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0;
+  }
+  // Sends bytes as they are (a marker included, or not).
+  bool SendBytes(const std::string &b) {
+    for (size_t off = 0; off < b.size();) {
+      ssize_t n = send(fd_, b.data() + off, b.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += size_t(n);
+    }
+    return true;
+  }
+  // Sends body as one record (one last fragment).
+  bool Send(const std::string &body) {
+    std::string r;
+    rpc::XdrOut(&r).U32(0x80000000u | uint32_t(body.size()));
+    return SendBytes(r + body);
+  }
+  // The next whole record from the server; false when the connection ended
+  // first (*closed: by the server) or nothing came for 5 s.
+  bool Next(std::string *rec, bool *closed = nullptr) {
+    if (closed) *closed = false;
+    rec->clear();
+    for (bool last = false; !last;) {
+      std::string m;
+      if (!Read(4, &m, closed)) return false;
+      uint32_t marker;
+      rpc::XdrIn(m.data(), 4).U32(&marker);
+      last = marker & 0x80000000u;
+      std::string frag;
+      if (!Read(marker & 0x7fffffffu, &frag, closed)) return false;
+      *rec += frag;
+    }
+    return true;
+  }
+  // True when the server closes the connection within 5 s (records that
+  // come first are skipped).
+  bool WaitClosed() {
+    std::string rec;
+    bool closed = false;
+    while (Next(&rec, &closed)) {
+    }
+    return closed;
+  }
+
+ private:
+  bool Read(size_t n, std::string *out, bool *closed) {
+    while (buf_.size() < n) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 5000) != 1) return false;
+      char b[4096];
+      ssize_t got = recv(fd_, b, sizeof b, 0);
+      if (got <= 0) {
+        if (closed) *closed = true;
+        return false;
+      }
+      buf_.append(b, size_t(got));
+    }
+    *out = buf_.substr(0, n);
+    buf_.erase(0, n);
+    return true;
+  }
+  int fd_ = -1;
+  std::string buf_;  // received, not yet returned
+};
+
+// An RPC call header (RFC 5531) with AUTH_NONE credential and verifier.
+std::string CallHeader(uint32_t xid, uint32_t prog, uint32_t vers,
+                       uint32_t proc) {
+  std::string b;
+  rpc::XdrOut x(&b);
+  for (uint32_t v : {xid, 0u, 2u, prog, vers, proc, 0u, 0u, 0u, 0u}) x.U32(v);
+  return b;
+}
+
+// An accepted reply as the server sent it.
+struct RpcReply {
+  uint32_t xid = 0;
+  uint32_t accept_stat = ~0u;  // SUCCESS 0, PROG_UNAVAIL 1, ...
+  std::vector<uint32_t> rest;  // the words after accept_stat
+};
+
+bool ParseAccepted(const std::string &rec, RpcReply *r) {
+  rpc::XdrIn in(rec.data(), rec.size());
+  uint32_t type, stat, flavor;
+  const char *verf;
+  uint32_t verf_len;
+  if (!in.U32(&r->xid) || !in.U32(&type) || type != 1 || !in.U32(&stat) ||
+      stat != 0 || !in.U32(&flavor) || !in.Opaque(&verf, &verf_len, 400) ||
+      !in.U32(&r->accept_stat))
+    return false;
+  uint32_t w;
+  while (in.U32(&w)) r->rest.push_back(w);
+  return true;
+}
+
+constexpr uint32_t kGarbageArgs = 4;
 
 class CallbackServerTest : public ::testing::Test {
  protected:
@@ -288,6 +407,174 @@ TEST_F(CallbackServerTest, PeerNotAllowedIsClosedAtAccept) {
   EXPECT_TRUE(WaitFor([this] { return server_->rejected() == 1; }));
   EXPECT_EQ(handler_.contacts.load(), 0);
   EXPECT_EQ(server_->calls(), 0u);
+}
+
+// Issue 15: a credential claiming 0x80000000 bytes (the length libnfs 4.0.0's
+// RPC server read past its buffer with, taking the daemon down) is refused,
+// and the service goes on answering.
+TEST_F(CallbackServerTest, AHugeCredentialLengthIsRefusedAndTheServiceLives) {
+  ASSERT_TRUE(StartServer());
+  {
+    RawConn raw;
+    ASSERT_TRUE(raw.Connect(server_->port()));
+    std::string call;
+    rpc::XdrOut x(&call);
+    // CB_NULL, AUTH_SYS credential of 0x80000000 bytes; 64 bytes follow.
+    for (uint32_t v : {1u, 0u, 2u, 0x40000000u, 1u, 0u, 1u, 0x80000000u})
+      x.U32(v);
+    call.append(64, '\0');
+    ASSERT_TRUE(raw.Send(call));
+    std::string rec;
+    bool closed = false;
+    // A credential that cannot be decoded is GARBAGE_ARGS, as Linux's RPC
+    // server answers it.
+    ASSERT_TRUE(raw.Next(&rec, &closed)) << "closed: " << closed;
+    RpcReply r;
+    ASSERT_TRUE(ParseAccepted(rec, &r));
+    EXPECT_EQ(r.xid, 1u);
+    EXPECT_EQ(r.accept_stat, kGarbageArgs);
+  }
+  Client c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  Reply *r = c.Call(CB_NULL, nullptr);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->status, RPC_STATUS_SUCCESS) << r->error;
+  EXPECT_EQ(handler_.contacts.load(), 1) << "the refused call is no contact";
+  EXPECT_EQ(server_->calls(), 1u);
+}
+
+// A record that ends inside the credential or the verifier is GARBAGE_ARGS
+// for that call; the connection goes on serving.
+TEST_F(CallbackServerTest, ATruncatedCredentialOrVerifierIsGarbage) {
+  ASSERT_TRUE(StartServer());
+  RawConn raw;
+  ASSERT_TRUE(raw.Connect(server_->port()));
+  auto start = [](uint32_t xid) {
+    std::string b;
+    rpc::XdrOut x(&b);
+    for (uint32_t v : {xid, 0u, 2u, 0x40000000u, 1u, 0u}) x.U32(v);
+    return b;
+  };
+  std::string cut_cred = start(10);  // AUTH_SYS of 20 bytes, 8 sent
+  rpc::XdrOut(&cut_cred).U32(1);
+  rpc::XdrOut(&cut_cred).U32(20);
+  cut_cred.append(8, '\x01');
+  std::string no_verf_len = start(11);  // verifier flavor, then nothing
+  for (uint32_t v : {0u, 0u, 0u}) rpc::XdrOut(&no_verf_len).U32(v);
+  std::string cut_verf = start(12);  // a verifier of 8 bytes, 4 sent
+  for (uint32_t v : {0u, 0u, 0u, 8u, 7u}) rpc::XdrOut(&cut_verf).U32(v);
+  // A verifier of 0xfffffff0 bytes, 4 sent: a bound check computing where
+  // it ends in 32 bits wraps (libnfs 4.0.0's did).
+  std::string wrap_verf = start(14);
+  for (uint32_t v : {0u, 0u, 0u, 0xfffffff0u, 7u})
+    rpc::XdrOut(&wrap_verf).U32(v);
+  for (const std::string &call : {cut_cred, no_verf_len, cut_verf, wrap_verf}) {
+    ASSERT_TRUE(raw.Send(call));
+    std::string rec;
+    ASSERT_TRUE(raw.Next(&rec));
+    RpcReply r;
+    ASSERT_TRUE(ParseAccepted(rec, &r));
+    uint32_t xid;
+    rpc::XdrIn(call.data(), 4).U32(&xid);
+    EXPECT_EQ(r.xid, xid);
+    EXPECT_EQ(r.accept_stat, kGarbageArgs) << "xid " << xid;
+  }
+  ASSERT_TRUE(raw.Send(CallHeader(13, 0x40000000, 1, 0)));
+  std::string rec;
+  ASSERT_TRUE(raw.Next(&rec));
+  RpcReply r;
+  ASSERT_TRUE(ParseAccepted(rec, &r));
+  EXPECT_EQ(r.xid, 13u);
+  EXPECT_EQ(r.accept_stat, 0u);
+  EXPECT_EQ(handler_.contacts.load(), 1);
+}
+
+// The RPC-level errors, as RFC 5531 has a server answer them.
+TEST_F(CallbackServerTest, OtherProgramsVersionsAndProceduresAreRpcErrors) {
+  ASSERT_TRUE(StartServer());
+  RawConn raw;
+  ASSERT_TRUE(raw.Connect(server_->port()));
+  struct Case {
+    uint32_t prog, vers, proc, accept_stat;
+    std::vector<uint32_t> rest;
+  };
+  const Case cases[] = {
+      {0x40000001, 1, 0, 1, {}},      // PROG_UNAVAIL
+      {0x40000000, 2, 0, 2, {1, 1}},  // PROG_MISMATCH: we serve 1 to 1
+      {0x40000000, 1, 2, 3, {}},      // PROC_UNAVAIL
+      {0x40000000, 1, 1, 4, {}},      // CB_COMPOUND without arguments
+  };
+  uint32_t xid = 20;
+  for (const Case &c : cases) {
+    ASSERT_TRUE(raw.Send(CallHeader(xid, c.prog, c.vers, c.proc)));
+    std::string rec;
+    ASSERT_TRUE(raw.Next(&rec)) << "xid " << xid;
+    RpcReply r;
+    ASSERT_TRUE(ParseAccepted(rec, &r)) << "xid " << xid;
+    EXPECT_EQ(r.xid, xid);
+    EXPECT_EQ(r.accept_stat, c.accept_stat) << "xid " << xid;
+    EXPECT_EQ(r.rest, c.rest) << "xid " << xid;
+    xid++;
+  }
+  std::lock_guard<std::mutex> lk(handler_.mu);
+  EXPECT_TRUE(handler_.recalls.empty());
+}
+
+// A connection that breaks the protocol is closed alone.
+TEST_F(CallbackServerTest, AMisbehavingConnectionIsDroppedOthersServe) {
+  ASSERT_TRUE(StartServer());
+  Client good;
+  ASSERT_TRUE(good.Connect(server_->port()));
+  Reply *r = good.Call(CB_NULL, nullptr);
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->status, RPC_STATUS_SUCCESS) << r->error;
+  RawConn huge;  // a record of 2 GiB announced
+  ASSERT_TRUE(huge.Connect(server_->port()));
+  ASSERT_TRUE(huge.SendBytes(std::string("\x7f\xff\xff\xff", 4)));
+  EXPECT_TRUE(huge.WaitClosed());
+  RawConn odd;  // a message neither CALL nor REPLY
+  ASSERT_TRUE(odd.Connect(server_->port()));
+  std::string msg;
+  for (uint32_t v : {1u, 5u}) rpc::XdrOut(&msg).U32(v);
+  ASSERT_TRUE(odd.Send(msg));
+  EXPECT_TRUE(odd.WaitClosed());
+  r = good.Call(CB_NULL, nullptr);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->status, RPC_STATUS_SUCCESS) << r->error;
+  EXPECT_EQ(server_->calls(), 2u);
+}
+
+// At most max_connections at once: one more is closed at accept; once one
+// goes, a new one is served.
+TEST_F(CallbackServerTest, ConnectionsBeyondTheBoundAreClosed) {
+  CallbackOptions o;
+  o.address = "127.0.0.1";
+  o.max_connections = 2;
+  std::string err;
+  server_ = CallbackServer::Start(o, &handler_, &err);
+  ASSERT_NE(server_, nullptr) << err;
+  auto first = std::make_unique<Client>();
+  Client second;
+  for (Client *c : {first.get(), &second}) {  // served: kept by the server
+    ASSERT_TRUE(c->Connect(server_->port()));
+    Reply *r = c->Call(CB_NULL, nullptr);
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(r->status, RPC_STATUS_SUCCESS) << r->error;
+  }
+  RawConn third;
+  ASSERT_TRUE(third.Connect(server_->port()));  // the kernel completes it
+  // (A send that fails found it closed already.)
+  (void)third.Send(CallHeader(1, 0x40000000, 1, 0));
+  EXPECT_TRUE(third.WaitClosed()) << "a third connection was kept";
+  first.reset();
+  // The server sees the first one go, then has room again.
+  EXPECT_TRUE(WaitFor([this] {
+    Client c;
+    if (!c.Connect(server_->port())) return false;
+    Reply *r = c.Call(CB_NULL, nullptr);
+    return r != nullptr && r->status == RPC_STATUS_SUCCESS;
+  }));
+  EXPECT_GE(server_->calls(), 3u);
 }
 
 TEST_F(CallbackServerTest, StopIsPromptAndIdempotent) {

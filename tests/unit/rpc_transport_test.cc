@@ -319,6 +319,84 @@ TEST_F(RpcTransportTest, WithoutAHandlerCallsAreAnsweredProgUnavail) {
   EXPECT_EQ(w[5], 1u) << "PROG_UNAVAIL";
 }
 
+// PROG_MISMATCH carries the versions the handler serves (RFC 5531's
+// mismatch_info); a handler that gives none makes it SYSTEM_ERR.
+TEST_F(RpcTransportTest, ProgMismatchCarriesTheVersionsServed) {
+  bool give_info = true;
+  t_->SetCallHandler([&](const PeerCall &, XdrIn *, std::string *res) {
+    if (give_info) {
+      XdrOut(res).U32(3);
+      XdrOut(res).U32(4);
+    }
+    return ReplyStatus::kProgMismatch;
+  });
+  auto reply_words = [this](uint32_t xid) {
+    std::string b;
+    XdrOut x(&b);
+    for (uint32_t w : {xid, 0u, 2u, kCbProg, 9u, 0u, 0u, 0u, 0u, 0u})
+      x.U32(w);
+    PeerWrite(Record(b));
+    std::string r = PeerReadRecord();
+    XdrIn in(r.data(), r.size());
+    std::vector<uint32_t> words;
+    uint32_t w;
+    while (in.U32(&w)) words.push_back(w);
+    return words;
+  };
+  EXPECT_EQ(reply_words(5),
+            (std::vector<uint32_t>{5, 1, 0, 0, 0, 2, 3, 4}))
+      << "PROG_MISMATCH, versions 3 to 4";
+  give_info = false;
+  EXPECT_EQ(reply_words(6), (std::vector<uint32_t>{6, 1, 0, 0, 0, 5}))
+      << "SYSTEM_ERR";
+}
+
+// A peer that calls without reading the replies: with set_max_queued, the
+// transport stops reading its calls once that much waits to be sent (and
+// the socket takes no more), and serves the rest as the peer reads.
+TEST_F(RpcTransportTest, QueuedRepliesBoundHowMuchOfThePeersCallsIsRead) {
+  int small = 4096;  // the kernel's minimum: a few replies fill it
+  ASSERT_EQ(setsockopt(t_->fd(), SOL_SOCKET, SO_SNDBUF, &small, sizeof small),
+            0);
+  constexpr size_t kBound = 8192, kReply = 1000;
+  constexpr uint32_t kCalls = 400;
+  t_->set_max_queued(kBound);
+  uint32_t served = 0;
+  t_->SetCallHandler([&](const PeerCall &, XdrIn *, std::string *res) {
+    served++;
+    res->append(kReply, 'r');
+    return ReplyStatus::kOk;
+  });
+  std::string calls;
+  for (uint32_t xid = 1; xid <= kCalls; xid++) {
+    std::string b;
+    XdrOut x(&b);
+    for (uint32_t w : {xid, 0u, 2u, kCbProg, 1u, 0u, 0u, 0u, 0u, 0u})
+      x.U32(w);
+    calls += Record(b);
+  }
+  PeerWrite(calls);  // 400 calls of 44 bytes: the socket takes them all
+  for (int round = 0; round < 20; round++) {
+    pollfd p{t_->fd(), t_->WantEvents(), 0};
+    poll(&p, 1, 10);
+    ASSERT_TRUE(t_->Service(p.revents)) << t_->error();
+    ASSERT_LE(t_->queued_bytes(), kBound + kReply + 100);
+  }
+  EXPECT_LT(served, kCalls) << "read everything, replies unbounded";
+  EXPECT_GT(t_->queued_bytes(), kBound);
+  EXPECT_EQ(t_->WantEvents() & POLLIN, 0) << "still asks for calls";
+  // The peer reads: every call is served, in order.
+  for (uint32_t xid = 1; xid <= kCalls; xid++) {
+    std::string r = PeerReadRecord();
+    uint32_t got = 0;
+    ASSERT_GE(r.size(), 4u) << "reply " << xid;
+    XdrIn(r.data(), 4).U32(&got);
+    ASSERT_EQ(got, xid);
+  }
+  EXPECT_EQ(served, kCalls);
+  EXPECT_EQ(t_->queued_bytes(), 0u);
+}
+
 TEST_F(RpcTransportTest, AnOversizedRecordEndsTheConnection) {
   Open(1024);
   Outcome o;
