@@ -1781,11 +1781,17 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
     uint32_t off = i * per, len = std::min(per, bs - off);
     StateId sid = sid_in;
     for (int attempt = 0; attempt < 2; attempt++) {
+      // READ last: knfsd (seen with 6.1) can send a corrupt status word
+      // for an op after a READ whose data ends just before a page
+      // boundary (the Linux client never sends one). Attributes from
+      // before the READ are also the safe ones to cache the data under:
+      // a change landing in between moves them at the next look, so the
+      // block is dropped, never kept as current.
       Compound c;
       c.SetTag("read")
           .Putfh(fh)
-          .Read(sid, start + off, len, &(*data)[off])
-          .Getattr(upstream::kAttrsObject);
+          .Getattr(upstream::kAttrsObject)
+          .Read(sid, start + off, len, &(*data)[off]);
       CompoundReply rep;
       p.st = Run(c, cr, &rep);
       if (IsStateError(p.st) && !(sid == StateId::Anonymous())) {
@@ -1810,11 +1816,9 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
   bool consistent = true;
   for (uint32_t i = 0; i < pieces; i++) {
     const Piece &p = got_pieces[i];
-    if (p.st) {
-      if (i == 0) return p.st;
-      consistent = false;  // return what we have, cache nothing
-      break;
-    }
+    // A piece that failed fails the read (retryable), rather than a short
+    // block the client would take for a read of nothing before EOF.
+    if (p.st) return p.st;
     if (p.post.change != post.change) consistent = false;
     got += p.count;
     if (p.count < std::min(per, bs - i * per) || p.eof) break;
