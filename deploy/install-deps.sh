@@ -29,6 +29,8 @@ lab_pkgs=(
   user-mode-linux kmod nfs-kernel-server iproute2 procps psmisc
   python3 coreutils util-linux bc bsdextrautils e2fsprogs
   python3-matplotlib
+  # Workloads inside the clients (data_integrity_test.sh: verified I/O).
+  fio
   # The lab's knfsd 6.12 under qemu (LAB_KNFSD_KERNEL=6.12, lab/README.md).
   qemu-system-x86 busybox-static cpio xz-utils
 )
