@@ -666,6 +666,9 @@ void Cache::OwnChangeUnseen(Key key) {
   Object *o = Obj(key);
   if (!o->have_attrs && !IsDirtyObj(*o)) return;  // nothing known to guard
   if (!IsDirtyObj(*o)) o->validated = Clock::time_point();
+  // A flush of it under way must not make the base certain again with
+  // attributes from before this change (Flushed).
+  if (o->flushing) o->unseen_while_flushing = true;
   if (o->base_uncertain) return;
   o->base_uncertain = true;
   WriteBatch batch;
@@ -1269,6 +1272,10 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
     o->base_known = true;
     o->base_uncertain = false;
   }
+  // An operation of ours moved the remote unseen while this flush ran
+  // (a RENAME of the file sent meanwhile): `after` does not show it.
+  if (o->flushing && o->unseen_while_flushing) o->base_uncertain = true;
+  o->flushing = o->unseen_while_flushing = false;
   PersistAttrs(key, *o, &batch);
   IndexDirtyLocked(key, *o);
   Commit(&batch);
@@ -1292,9 +1299,10 @@ bool Cache::GetDirtyBase(Key key, DirtyBase *out) {
 void Cache::FlushBegins(Key key) {
   Locked g(this);
   auto it = objects_.find(key);
-  if (it == objects_.end() || !IsDirtyObj(*it->second) ||
-      it->second->base_uncertain)
-    return;
+  if (it == objects_.end()) return;
+  it->second->flushing = true;
+  it->second->unseen_while_flushing = false;
+  if (!IsDirtyObj(*it->second) || it->second->base_uncertain) return;
   it->second->base_uncertain = true;
   WriteBatch batch;
   PersistAttrs(key, *it->second, &batch);

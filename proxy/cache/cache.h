@@ -372,6 +372,10 @@ class Cache {
     uint64_t remote_change = 0;
     bool base_known = false;
     bool base_uncertain = false;
+    // Between FlushBegins and Flushed (in memory: a flush dies with the
+    // process), and whether OwnChangeUnseen came meanwhile.
+    bool flushing = false;
+    bool unseen_while_flushing = false;
     Attrs attrs;
     Clock::time_point validated{};  // epoch: never (not persisted)
     uint64_t gen = 0;

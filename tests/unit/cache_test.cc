@@ -710,6 +710,35 @@ TEST_F(CacheTest, AListingThatCrossedOurOwnNameChangeIsNotKept) {
   EXPECT_EQ(names, (std::set<std::string>{"new", "newer"}));
 }
 
+// A RENAME of ours sent while a flush of the same file is on its way (the
+// directory's flush and the file's run apart): the flush's attributes are
+// from before the rename, so they must not make the base certain again
+// (the crash loop with rewrites saw the false conflict this made).
+TEST_F(CacheTest, AnUnseenChangeDuringAFlushKeepsTheBaseUncertain) {
+  cache_->Validated(1, FileAttrs(5, 0));
+  uint64_t need = 0;
+  ASSERT_TRUE(cache_->LocalWrite(1, 0, "abc", 3, &need));
+  std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
+  cache_->FlushBegins(1);
+  ASSERT_TRUE(cache_->LocalWrite(1, 3, "def", 3, &need));  // still dirty
+  cache_->OwnChangeUnseen(1);                               // the RENAME
+  cache_->Flushed(1, r, 0, FileAttrs(9, 3));
+  Cache::DirtyBase base;
+  ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
+  EXPECT_TRUE(base.uncertain);
+  // Clean after its flush: uncertain once it is written again.
+  cache_->Validated(2, FileAttrs(5, 0));
+  ASSERT_TRUE(cache_->LocalWrite(2, 0, "abc", 3, &need));
+  r = cache_->DirtyRanges(2);
+  cache_->FlushBegins(2);
+  cache_->OwnChangeUnseen(2);
+  cache_->Flushed(2, r, 0, FileAttrs(9, 3));
+  ASSERT_FALSE(cache_->IsDirty(2));
+  ASSERT_TRUE(cache_->LocalWrite(2, 0, "xyz", 3, &need));
+  ASSERT_TRUE(cache_->GetDirtyBase(2, &base));
+  EXPECT_TRUE(base.uncertain);
+}
+
 TEST_F(CacheTest, SurvivesReopenButNeedsRevalidation) {
   Fill(8, 42, 3, 'p');
   Reopen(1 << 20);
