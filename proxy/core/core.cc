@@ -1368,7 +1368,15 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     Attrs a;
     uint32_t st = Lookup(cr, req.key, req.name, &k, &a);
     if (st == upstream::kNfs4Ok) named = k;
-    if (st == upstream::kNfs4Ok && NotAtRemote(k)) {
+    // Renamed here and not yet at the remote: the remote knows it under
+    // its old name, so it is opened by its handle (the record keeps the
+    // remote's name until the RENAME is sent); by the new name the remote
+    // would make another file, which the RENAME would then replace.
+    LocalNames::Entry moved;
+    bool renamed_here = st == upstream::kNfs4Ok &&
+                        local_names_->Find(req.key, req.name, &moved) &&
+                        moved.moved && moved.key == k;
+    if (st == upstream::kNfs4Ok && (NotAtRemote(k) || renamed_here)) {
       if (req.mode == NACHE_OPEN_GUARDED || req.mode == NACHE_OPEN_EXCLUSIVE)
         return upstream::kNfs4ErrExist;
       if (a.type != upstream::FileType::kReg)

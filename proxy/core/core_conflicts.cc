@@ -66,6 +66,13 @@ uint32_t Core::CheckForConflict(Key key) {
   const Attrs &now = rep.Find(Op::kGetattr)->attrs;
   if (!(now.mask & upstream::kAttrChange) || now.change == base.change)
     return upstream::kNfs4Ok;
+  // An operation of ours that moved it (a RENAME sent by the directory's
+  // flush meanwhile) marks the base uncertain before it is sent: if the
+  // GETATTR saw its effect, the mark is there now.
+  Cache::DirtyBase again;
+  if (!cache_->GetDirtyBase(key, &again) || again.uncertain ||
+      again.change != base.change)
+    return upstream::kNfs4Ok;
   NACHE_LOG(kLogWarn, kWritebackComponent,
             "%llu: its change attribute at the remote is %llu (size %llu), "
             "our changes are based on %llu (size %llu)",

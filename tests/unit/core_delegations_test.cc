@@ -1221,6 +1221,36 @@ TEST_F(CoreDelegationsTest, AFileMadeHereTruncatedThenRenamedReachesTheRemote) {
   })) << "r55: " << up_->Data("r55") << ", w55: " << up_->Data("w55");
 }
 
+// A file renamed here (the RENAME logged, not sent yet), then opened by
+// its new name with O_CREAT (a shell's `>>`, dd) and written: the data
+// goes to that file, and the remote ends with it under the new name.
+TEST_F(CoreDelegationsTest, AnOpenByTheNewNameOfALoggedRenameWritesThatFile) {
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);  // sent when needed
+  ASSERT_EQ(core_->Rename(cr_, root_, "f", root_, "g"), 0u);  // logged
+  ASSERT_EQ(up_->Count("RENAME"), 0);
+  Core::OpenRequest req;
+  req.key = root_;
+  req.name = "g";
+  req.access = kBoth;
+  req.mode = NACHE_OPEN_UNCHECKED;
+  NacheOpen *open = nullptr;
+  Key key = kNoKey;
+  bool created = true;
+  ASSERT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
+  EXPECT_FALSE(created);
+  EXPECT_EQ(key, file_) << "the renamed file, not a new one";
+  size_t n = 0;
+  int committed = 0;
+  ASSERT_EQ(core_->Write(cr_, key, open, 0, 5, "HELLO", 2, &n, &committed),
+            0u);
+  ASSERT_EQ(core_->CloseFile(open), 0u);
+  core_.reset();  // a clean stop sends everything
+  std::string ops;
+  for (const std::string &op : up_->Log()) ops += op + " ";
+  EXPECT_EQ(up_->Data("g"), "HELLO") << ops;
+  EXPECT_EQ(up_->Data("f"), "<none>");
+}
+
 // No conflict without a foreign change: a file written twice, flushed in
 // between, is written in place both times.
 TEST_F(CoreDelegationsTest, OwnFlushesAreNoConflict) {
