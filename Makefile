@@ -40,11 +40,11 @@ integration: build
 	cd $(BUILD) && ctest --output-on-failure -L integration
 
 # Each fuzz target for FUZZ_SECONDS; new inputs and crashes go to
-# $(SAN_BUILD)/tests/fuzz/work/<target>/ (copy the useful ones into
+# $(SAN_BUILD)/tests/fuzz/runs/<target>/ (copy the useful ones into
 # tests/fuzz/corpus/<target>/).
 fuzz: san-build
 	@failed=""; for t in $(FUZZ_TARGETS); do \
-	  w=$(SAN_BUILD)/tests/fuzz/work/$$t; mkdir -p $$w/corpus $$w/artifacts; \
+	  w=$(SAN_BUILD)/tests/fuzz/runs/$$t; mkdir -p $$w/corpus $$w/artifacts; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp \
 	  $(SAN_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \

@@ -144,6 +144,18 @@ bool AccessInvariantChanged(const upstream::Attrs &a,
          a.change != b.change;
 }
 
+// FNV-1a: a cheap, stable hash for in-memory identities (credentials,
+// records as last written), continued from h over n bytes.
+constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+uint64_t Fnv1a(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 // Objects in use a trim passes over at most beyond those it drops; and
 // how far LoadIndex lets the objects it loads exceed the bound.
 constexpr uint64_t kTrimBatch = 64;
@@ -168,13 +180,12 @@ Cache::Cache(Store *store, const CacheOptions &opts,
 Cache::~Cache() = default;
 
 uint64_t Cache::CredId(const upstream::Creds &cr) {
-  // FNV-1a over uid, gid and the group list.
-  uint64_t h = 1469598103934665603ull;
+  // Over uid, gid and the group list, each as 4 bytes, low byte first.
+  uint64_t h = kFnvOffset;
   auto mix = [&h](uint32_t v) {
-    for (int i = 0; i < 4; i++) {
-      h ^= (v >> (i * 8)) & 0xff;
-      h *= 1099511628211ull;
-    }
+    const unsigned char b[4] = {uint8_t(v), uint8_t(v >> 8), uint8_t(v >> 16),
+                                uint8_t(v >> 24)};
+    h = Fnv1a(h, b, 4);
   };
   mix(cr.uid);
   mix(cr.gid);
@@ -311,13 +322,8 @@ std::string Cache::EncodeRecord(const Object &o) {
 }
 
 uint64_t Cache::RecordHash(const std::string &encoded) {
-  // FNV-1a; never 0 (0 is "not known").
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : encoded) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h | 1;
+  // Never 0 (0 is "not known").
+  return Fnv1a(kFnvOffset, encoded.data(), encoded.size()) | 1;
 }
 
 void Cache::TrimObjectsLocked() {
@@ -761,7 +767,11 @@ uint64_t Cache::ListingEpoch(Key dir) {
 void Cache::NoteNameSent(Key dir, const std::string &removed,
                          const std::string &added, Key added_key) {
   Locked g(this);
-  Object *o = Obj(dir);
+  EditListingLocked(Obj(dir), removed, added, added_key);
+}
+
+void Cache::EditListingLocked(Object *o, const std::string &removed,
+                              const std::string &added, Key added_key) {
   o->listing_epoch = NextStampLocked();
   if (o->listing) {
     o->listing = EditedListing(*o->listing, removed, added, added_key);
@@ -1351,7 +1361,7 @@ bool Cache::LocalCreate(Key key, const Attrs &a) {
   }
   IndexDirtyLocked(key, *o);
   PersistAttrs(key, *o, &batch);
-  if (store_->db()->Write(rocksdb::WriteOptions(), &batch).ok()) return true;
+  if (store_->Write(rocksdb::WriteOptions(), &batch).ok()) return true;
   o->record_hash = 0;
   return false;
 }
@@ -1361,11 +1371,7 @@ bool Cache::LocalDirEdit(Key dir, const std::string &removed,
   Locked g(this);
   Object *o = Obj(dir);
   if (!o->have_attrs) return false;
-  o->listing_epoch = NextStampLocked();
-  if (o->listing) {
-    o->listing = EditedListing(*o->listing, removed, added, added_key);
-    o->listing_edited = true;
-  }
+  EditListingLocked(o, removed, added, added_key);
   o->attrs.mtime = o->attrs.ctime = RealNow();
   // Not synced: the log record of the create or remove that edited it is.
   bool ok = SetLocallyLocked(dir, o, upstream::kAttrMtime, false);
@@ -1409,7 +1415,7 @@ bool Cache::SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync) {
   PersistAttrs(key, *o, &batch);
   rocksdb::WriteOptions w;
   w.sync = sync;
-  if (store_->db()->Write(w, &batch).ok()) return true;
+  if (store_->Write(w, &batch).ok()) return true;
   o->record_hash = 0;
   return false;
 }

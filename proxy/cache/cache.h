@@ -479,6 +479,10 @@ class Cache {
   // moves, the bits of mask are pending for the flusher, and the record is
   // written (synced when sync).
   bool SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync);
+  // Our change of o's names (a directory): removed leaves its listing,
+  // added joins it as added_key (empty names: none); the epoch moves.
+  void EditListingLocked(Object *o, const std::string &removed,
+                         const std::string &added, Key added_key);
   // o becomes dirty: the remote's state as last seen is its base.
   void BaseIsCurrentLocked(Object *o);
   // The remote's attributes a were seen: a clean o remembers them (the

@@ -971,10 +971,10 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   Fh ofh, nfh;
   uint32_t st = FhOf(olddir, &ofh);
   if (st || (st = FhOf(newdir, &nfh))) return st;
-  ReturnIfReadDelegated(ListedKey(olddir, oldname));
+  const Key source = ListedKey(olddir, oldname);
+  ReturnIfReadDelegated(source);
   ReturnIfReadDelegated(ListedKey(newdir, newname));
   // Before it is sent: the moved object's ctime moves by our doing.
-  Key source = ListedKey(olddir, oldname);
   if (source != kNoKey) cache_->OwnChangeUnseen(source);
   // The trailing LOOKUP+GETFH names the moved object, so its recorded
   // (parent, name) follows it at no extra round trip.

@@ -258,13 +258,14 @@ uint32_t Core::SendRemoves(Key dir,
     if (!seqs.empty()) oplog_->Erase(seqs);
   }
   meta_cv_.notify_all();
-  // Gone at the remote now (see SendCreate): no listing keeps them.
-  for (size_t i = 0; i < done; i++) cache_->NoteNameSent(dir, mine[i].name, "", kNoKey);
-  for (size_t i = 0; i < done; i++)
+  for (size_t i = 0; i < done; i++) {
+    // Gone at the remote now (see SendCreate): no listing keeps them.
+    cache_->NoteNameSent(dir, mine[i].name, "", kNoKey);
     NACHE_LOG(kLogInfo, kWritebackComponent,
               "removed %s (key %llu) in %llu at the remote",
               mine[i].name.c_str(), (unsigned long long)mine[i].key,
               (unsigned long long)dir);
+  }
   for (size_t i = 0; i < done - refused.size(); i++)
     metrics_->CountSentRemove();
   for (size_t i : refused) {

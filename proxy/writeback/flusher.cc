@@ -82,7 +82,7 @@ uint32_t Flusher::FlushFile(Key key) { return FlushFileAs(key, false); }
 void Flusher::Acquire(Key key) {
   std::unique_lock<std::mutex> g(mu_);
   if (busy_.count(key)) {
-    ownership_waits_++;
+    // (nache_writeback_flush_waits_total)
     if (opts_.metrics) opts_.metrics->CountFlushWait();
     cv_.wait(g, [&] { return busy_.count(key) == 0; });
   }
@@ -114,11 +114,6 @@ Flusher::Ownership::~Ownership() {
 }
 
 uint32_t Flusher::Ownership::Flush() { return flusher_->FlushOne(key_, false); }
-
-uint64_t Flusher::ownership_waits() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return ownership_waits_;
-}
 
 uint32_t Flusher::FlushMany(const std::vector<Key> &keys,
                             Clock::time_point deadline, bool patient) {

@@ -103,9 +103,6 @@ class Flusher {
     Key key_;
   };
   Ownership Own(Key key);
-  // Times a caller waited for a flush of a file in progress (FlushFile or
-  // Own finding the file busy).
-  uint64_t ownership_waits() const;
   // Flushes everything dirty, oldest first, until done or deadline passes.
   // True when nothing is left dirty.
   bool FlushAll(std::chrono::steady_clock::time_point deadline);
@@ -143,7 +140,6 @@ class Flusher {
   mutable std::mutex mu_; // guards everything below
   std::condition_variable cv_;  // kicks, stop, a file flush ended
   std::set<Key> busy_;          // files being flushed (or owned)
-  uint64_t ownership_waits_ = 0;
   bool stop_ = false;
   bool kicked_ = false;
   uint64_t reserved_ = 0;       // room granted, not yet in the cache
