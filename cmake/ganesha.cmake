@@ -1,5 +1,6 @@
 # Builds NFS-Ganesha 4.3 (ganesha.nfsd, FSAL_VFS, FSAL_PROXY_V4) from Debian's
-# pinned source tarball, and exposes its headers to our FSAL plugin.
+# pinned source tarball, with one change (ganesha_patch.cmake), and exposes
+# its headers to our FSAL plugin.
 #
 # Why build the daemon instead of loading the plugin into Debian's binary: the
 # FSAL ABI is a set of C structs whose layout depends on Ganesha's config.h
@@ -39,6 +40,9 @@ ExternalProject_Add(ganesha
   URL_HASH SHA256=${NACHE_GANESHA_SHA256}
   DOWNLOAD_EXTRACT_TIMESTAMP ON
   SOURCE_SUBDIR src
+  # One change to MDCACHE: see ganesha_patch.cmake.
+  PATCH_COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
+    -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch.cmake
   CMAKE_GENERATOR Ninja
   CMAKE_ARGS
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -60,6 +64,8 @@ ExternalProject_Add(ganesha
     -DRPCBIND=OFF
   BUILD_BYPRODUCTS "${NACHE_STAGE}/bin/ganesha.nfsd"
 )
+ExternalProject_Add_StepDependencies(ganesha patch
+  ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch.cmake)
 ExternalProject_Get_Property(ganesha SOURCE_DIR BINARY_DIR)
 set(NACHE_GANESHA_INCLUDES
   "${BINARY_DIR}/include"

@@ -29,6 +29,9 @@ lab_pkgs=(
   user-mode-linux kmod nfs-kernel-server iproute2 procps psmisc
   python3 coreutils util-linux bc bsdextrautils e2fsprogs
   python3-matplotlib
+  # setfacl/getfacl inside the knfsd guest (its root is the host's):
+  # POSIX ACLs at the remote (access_identity_test.sh).
+  acl
   # Workloads inside the clients (data_integrity_test.sh: verified I/O).
   fio
   # The lab's knfsd 6.12 under qemu (LAB_KNFSD_KERNEL=6.12, lab/README.md).

@@ -321,6 +321,47 @@ static fsal_status_t op_getattrs(struct fsal_obj_handle *obj,
 			  &a, attrs_out);
 }
 
+/* The remote decides (nache_access.c): what ACCESS can answer is asked of
+ * it, per caller, through the core's cache of its answers; the rest (ACE
+ * bits on attributes, ACLs, ownership) is Ganesha's usual check. MDCACHE
+ * calls this (cmake/ganesha_patch.cmake) after its own owner_skip test. */
+static fsal_status_t op_test_access(struct fsal_obj_handle *obj,
+				    fsal_accessflags_t mask,
+				    fsal_accessflags_t *allowed,
+				    fsal_accessflags_t *denied,
+				    bool owner_skip)
+{
+	const bool dir = obj->type == DIRECTORY;
+	fsal_accessflags_t rest = 0, ok = 0, rest_ok = 0, missing;
+	struct nache_creds cr;
+	uint32_t want, granted = 0, st;
+
+	want = nache_access4_wanted(mask, dir, &rest);
+	if (want != 0) {
+		nache_caller_creds(&cr);
+		st = nache_access(nache_ctx_export()->core, &cr, key_of(obj),
+				  want, &granted);
+		if (st != 0)
+			return nache_status(st);
+		ok = nache_access_allowed(granted, dir);
+	}
+	if (rest != 0) {
+		fsal_status_t s = fsal_test_access(
+			obj, FSAL_ACE4_MASK_SET(rest) | (mask & FSAL_ACE4_REQ_FLAG),
+			&rest_ok, NULL, owner_skip);
+
+		if (FSAL_IS_ERROR(s) && s.major != ERR_FSAL_ACCESS)
+			return s;
+		ok |= rest_ok;
+	}
+	missing = nache_access_missing(mask, ok);
+	if (allowed != NULL)
+		*allowed = ok & mask;
+	if (denied != NULL)
+		*denied = missing;
+	return fsalstat(missing ? ERR_FSAL_ACCESS : ERR_FSAL_NO_ERROR, 0);
+}
+
 static fsal_status_t create_object(struct fsal_obj_handle *dir,
 				   const char *name, enum nache_type type,
 				   struct fsal_attrlist *attrs_in,
@@ -888,6 +929,7 @@ void nache_handle_ops_init(struct fsal_obj_ops *ops)
 	ops->lookup = op_lookup;
 	ops->readdir = op_readdir;
 	ops->getattrs = op_getattrs;
+	ops->test_access = op_test_access;
 	ops->setattr2 = op_setattr2;
 	ops->mkdir = op_mkdir;
 	ops->mknode = op_mknode;

@@ -90,6 +90,17 @@ struct nache_fsal_obj_handle {
 	struct nache_fd global_fd;
 };
 
+/* nache_access.c */
+/* The ACCESS4 bits that answer mask on a directory or other object; rest
+ * gets the ACE bits ACCESS cannot express. */
+uint32_t nache_access4_wanted(fsal_accessflags_t mask, bool dir,
+			      fsal_accessflags_t *rest);
+/* The mode and ACE bits that the ACCESS4 bits granted allow. */
+fsal_accessflags_t nache_access_allowed(uint32_t granted, bool dir);
+/* The permission bits of mask (mode and ACE) that allowed lacks. */
+fsal_accessflags_t nache_access_missing(fsal_accessflags_t mask,
+				       fsal_accessflags_t allowed);
+
 /* nache_errors.c */
 fsal_status_t nache_status(uint32_t nfs4_status);
 uint32_t nache_nfs4_status(fsal_errors_t err);

@@ -7,7 +7,11 @@ Each connection is served by its own thread, so a command stuck in the kernel
 
 Protocol (host side: labtool.py run):
   request   one JSON line: {"cmd": str, "timeout": seconds,
-                            "uid": int|null, "gid": int|null}
+                            "uid": int|null, "gid": int|null,
+                            "groups": [int, ...]|null}
+            With "uid", the command runs as uid:gid (gid defaults to uid)
+            with exactly the supplementary groups in "groups" (none when
+            absent or empty).
   response  frames of 1 type byte + 4-byte big-endian length + payload:
             b"O" stdout bytes, b"E" stderr bytes, b"X" exit status (ASCII).
             Status is 124 when the timeout killed the command and 128+N when
@@ -60,8 +64,13 @@ class CommandHandler(socketserver.StreamRequestHandler):
         if req.get("uid") is not None:
             uid = int(req["uid"])
             gid = int(req["gid"] if req.get("gid") is not None else uid)
+            groups = [int(g) for g in req.get("groups") or []]
+            if groups:
+                groups_arg = "--groups=" + ",".join(map(str, groups))
+            else:
+                groups_arg = "--clear-groups"
             argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}",
-                    "--clear-groups", "--"] + argv
+                    groups_arg, "--"] + argv
             env["HOME"] = "/tmp"
         timeout = float(req.get("timeout") or 300)
         try:

@@ -63,6 +63,24 @@ qemu_platform_setup() {
 	modprobe -a virtio_net virtio_blk || fail "modprobe virtio_net virtio_blk"
 }
 
+# knfsd_no_manage_gids — make rpc.mountd trust the groups a client sends in
+# AUTH_SYS, whatever the host's /etc/nfs.conf says (Debian's sets
+# "manage-gids=y": knfsd then replaces those groups with the server's own
+# group database, where the lab's numeric users have none).  The guest gets
+# a copy of the host's file without the setting, bind-mounted over it in the
+# guest only.  (LAB_KNFSD_MANAGE_GIDS=y passes --manage-gids instead.)
+knfsd_no_manage_gids() {
+	local conf=/run/lab-nfs.conf f
+	for f in /etc/nfs.conf.d/*.conf; do
+		! grep -qs '^[[:space:]]*manage-gids' "$f" ||
+			fail "$f sets manage-gids: cannot turn it off"
+	done
+	grep -qs '^[[:space:]]*manage-gids' /etc/nfs.conf || return 0
+	sed '/^[[:space:]]*manage-gids[[:space:]]*=/d' /etc/nfs.conf >"$conf" &&
+		mount --bind "$conf" /etc/nfs.conf ||
+		fail "cannot turn manage-gids off for rpc.mountd"
+}
+
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 grep -q ' /dev ' /proc/mounts || mount -t devtmpfs devtmpfs /dev
@@ -148,9 +166,15 @@ knfsd)
 		nfsdcld -s "$LAB_KNFSD_CLD_DIR" ||
 		log "nfsdcld failed (grace period will run)"
 	rpcbind -w || log "rpcbind failed (continuing)"
-	exportfs -o rw,fsid=0,no_root_squash,insecure,no_subtree_check,sync \
+	# LAB_KNFSD_MANAGE_GIDS: empty keeps the host's nfs.conf; y or n.
+	mountd_opts=()
+	case ${LAB_KNFSD_MANAGE_GIDS:-} in
+	y) mountd_opts=(--manage-gids) ;;
+	n) knfsd_no_manage_gids ;;
+	esac
+	exportfs -o "${LAB_KNFSD_EXPORT_OPTS:-rw,fsid=0,no_root_squash,insecure,no_subtree_check,sync}" \
 		"*:$LAB_KNFSD_EXPORT_DIR" || fail "exportfs"
-	rpc.mountd --port 20048 || fail "rpc.mountd"
+	rpc.mountd --port 20048 "${mountd_opts[@]}" || fail "rpc.mountd"
 	# lockd starts with rpc.nfsd, in its own grace period (5 x nlm_timeout
 	# = 50 s by default, rounded up to nlm_timeout), and while any grace
 	# period runs knfsd grants no NFSv4 delegations.  LAB_KNFSD_NLM_GRACE

@@ -43,6 +43,14 @@ LAB_REPO_DIR=$(dirname "$LAB_SRC_DIR")
 : "${LAB_KNFSD_GRACE:=10}"
 : "${LAB_KNFSD_THREADS:=8}"
 : "${LAB_KNFSD_NLM_GRACE:=}"      # lockd grace s (empty: kernel default, 50)
+# exportfs options of the knfsd export (keep fsid=0: it is the NFSv4 root).
+# Tests of identity squashing replace no_root_squash (root_squash,
+# all_squash,anonuid=N,...).
+: "${LAB_KNFSD_EXPORT_OPTS:=rw,fsid=0,no_root_squash,insecure,no_subtree_check,sync}"
+# rpc.mountd's manage-gids: empty keeps the host's /etc/nfs.conf (Debian's
+# says y: the server looks the caller's groups up in its own group database
+# instead of using those the client sent), y or n forces it.
+: "${LAB_KNFSD_MANAGE_GIDS:=}"
 : "${LAB_WAN_NETEM:=delay 40ms rate 50mbit limit 10000}"
 LAB_AGENT_PORT=7777
 LAB_REGISTRY=/run/nache-lab      # <id> -> "LAB_DIR owner-pid owner-start"
@@ -740,9 +748,11 @@ lab_guest_run() {
 	_lab_guest_exec "$1" "" "" "$2"
 }
 
-# _lab_guest_exec NAME UID GID CMD — common path of the run functions.
+# _lab_guest_exec NAME UID GID CMD [GROUPS] — common path of the run
+# functions.  With UID, GROUPS (comma-separated gids) are the supplementary
+# groups (none when empty).
 _lab_guest_exec() {
-	local name=$1 uid=$2 gid=$3 cmd=$4 ns addr rc=0
+	local name=$1 uid=$2 gid=$3 cmd=$4 groups=${5:-} ns addr rc=0
 	ns=${_LAB_GUEST_NS[$name]:-}
 	addr=${_LAB_GUEST_ADDR[$name]:-}
 	if [ -z "$ns" ] && [ -r "${LAB_DIR:-}/guests/$name.agent" ]; then
@@ -750,7 +760,7 @@ _lab_guest_exec() {
 	fi
 	[ -n "$ns" ] || _lab_err "no guest named '$name'" || return 255
 	local extra=()
-	[ -z "$uid" ] || extra=(--uid "$uid" --gid "$gid")
+	[ -z "$uid" ] || extra=(--uid "$uid" --gid "$gid" --groups "$groups")
 	_lab_ns "$ns" "${_LAB_TOOL[@]}" run "$addr" "$cmd" \
 		--port "$LAB_AGENT_PORT" --timeout "$LAB_CMD_TIMEOUT" "${extra[@]}" &
 	wait $! || rc=$?
@@ -805,6 +815,17 @@ lab_client_run() { _lab_guest_exec "c$1" "" "" "$2"; }
 # lab_client_run_as N UID GID CMD — run CMD in client N as UID:GID, no
 # supplementary groups (setpriv), HOME=/tmp.
 lab_client_run_as() { _lab_guest_exec "c$1" "$2" "$3" "$4"; }
+
+# lab_client_run_as_groups N UID GID GROUPS CMD — like lab_client_run_as,
+# with the supplementary groups GROUPS (comma-separated gids, e.g.
+# "3000,3001"; empty: none).  They travel in the AUTH_SYS credential of the
+# client's NFS calls.
+lab_client_run_as_groups() {
+	[[ $4 =~ ^([0-9]+(,[0-9]+)*)?$ ]] ||
+		_lab_err "lab_client_run_as_groups: GROUPS '$4' is not a comma-separated list of gids" ||
+		return 2
+	_lab_guest_exec "c$1" "$2" "$3" "$5" "$4"
+}
 
 # lab_router_run CMD — run CMD as root in the router guest.
 lab_router_run() { _lab_guest_exec rtr "" "" "$1"; }
@@ -969,8 +990,9 @@ lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
 
 # lab_nache_start [EXTRA_FSAL_LINES] — start nache (FSAL NACHE) on
 # LAB_NACHE_ADDR.  Upstream: LAB_NACHE_UPSTREAM (default LAB_REMOTE_ADDR),
-# LAB_NACHE_UPSTREAM_PATH (default /export; "/" for knfsd).  EXTRA lines go
-# verbatim into the FSAL block.  The NFSv4 callback service (delegations)
+# LAB_NACHE_UPSTREAM_PORT (default 2049; a proxy in between listens on
+# another), LAB_NACHE_UPSTREAM_PATH (default /export; "/" for knfsd).
+# EXTRA lines go verbatim into the FSAL block.  The NFSv4 callback service (delegations)
 # listens on LAB_NACHE_WAN_ADDR:LAB_NACHE_CALLBACK_PORT unless
 # LAB_NACHE_CALLBACK is set (to other FSAL lines, or empty for none).
 # LAB_NACHE_DELEGATIONS (read, readwrite; default none): Ganesha delegates
@@ -999,7 +1021,7 @@ EXPORT {
 	FSAL {
 		Name = NACHE;
 		Upstream_Server = ${LAB_NACHE_UPSTREAM:-$LAB_REMOTE_ADDR};
-		Upstream_Port = 2049;
+		Upstream_Port = ${LAB_NACHE_UPSTREAM_PORT:-2049};
 		Upstream_Path = \"${LAB_NACHE_UPSTREAM_PATH:-/export}\";
 		Connections = 2;
 		Cache_Dir = \"$LAB_DIR/nache/cache\";
@@ -1027,6 +1049,26 @@ lab_nache_log() { echo "$LAB_DIR/logs/nache.log"; }
 
 # lab_nache_pid — pid of the running nache (empty if none).
 lab_nache_pid() { _lab_pid_of ganesha-nache; }
+
+# lab_helper_start NAME NS CMD... — run CMD, a test's helper (a fake or a
+# hostile server, a proxy), in namespace NS (one of $LAB_NS_*) as a lab
+# process: its own session, its pid in $LAB_DIR/run/helper-NAME.pid,
+# stdout and stderr in $LAB_DIR/logs/NAME.log, killed at teardown.
+lab_helper_start() {
+	_lab_need_init || return 1
+	local name=$1 ns=$2
+	shift 2
+	_lab_spawn "helper-$name" "$ns" "$LAB_DIR" "$LAB_DIR/logs/$name.log" "$@"
+}
+
+# lab_helper_pid NAME — pid of the helper NAME (empty if none was started).
+lab_helper_pid() { _lab_pid_of "helper-$1"; }
+
+# lab_helper_stop NAME — SIGKILL the helper NAME and its process group.
+lab_helper_stop() {
+	_lab_kill_spawned "helper-$1"
+	rm -f "$LAB_DIR/run/helper-$1.pid"
+}
 
 # lab_proxyv4_start — stock FSAL PROXY_V4 on LAB_PROXYV4_ADDR (nache's
 # namespace), upstream LAB_PROXYV4_UPSTREAM (default LAB_REMOTE_ADDR) path
@@ -1066,6 +1108,10 @@ lab_proxyv4_log() { echo "$LAB_DIR/logs/proxyv4.log"; }
 # LAB_KNFSD_ADDR:$LAB_KNFSD_EXPORT_DIR (v3).  Lease LAB_KNFSD_LEASE s.
 # Returns once NFS answers.  A first boot skips the NFSv4 grace period; after
 # lab_remote_knfsd_restart it runs: lab_knfsd_wait_grace waits it out.
+# LAB_KNFSD_EXPORT_OPTS: the export's exportfs options (default
+# rw,fsid=0,no_root_squash,insecure,no_subtree_check,sync).
+# LAB_KNFSD_MANAGE_GIDS: y or n sets rpc.mountd's manage-gids (empty: the
+# host's /etc/nfs.conf decides; Debian's says y).
 # LAB_KNFSD_KERNEL picks the server's kernel: 6.1 (default) boots a UML
 # guest; 6.12 boots the same guest under qemu (TCG, slower; knfsd 6.12
 # grants write delegations, 6.1 only read ones).  Every lab_knfsd_* function
@@ -1105,7 +1151,7 @@ lab_remote_knfsd_start() {
 		--timeout "$LAB_START_TIMEOUT" &
 	wait $! || rc=$?
 	[ $rc = 0 ] || _lab_err "knfsd does not answer NFS NULL" || return 1
-	_lab_log "knfsd serving on $LAB_KNFSD_ADDR ($(lab_knfsd_run 'echo "Linux $(uname -r),"; cat /proc/fs/nfsd/versions' | tr '\n' ' '))"
+	_lab_log "knfsd serving on $LAB_KNFSD_ADDR ($(lab_knfsd_run 'echo "Linux $(uname -r),"; cat /proc/fs/nfsd/versions' | tr '\n' ' '), export $LAB_KNFSD_EXPORT_OPTS)"
 }
 
 # _lab_knfsd_env DISK — the knfsd guest's env lines (guest_init.sh), its
@@ -1119,6 +1165,8 @@ _lab_knfsd_env() {
 		LAB_KNFSD_THREADS='$LAB_KNFSD_THREADS'
 		LAB_KNFSD_NLM_GRACE='$LAB_KNFSD_NLM_GRACE'
 		LAB_KNFSD_CLD_DIR='$LAB_DIR/knfsd/nfsdcld'
+		LAB_KNFSD_EXPORT_OPTS='$LAB_KNFSD_EXPORT_OPTS'
+		LAB_KNFSD_MANAGE_GIDS='$LAB_KNFSD_MANAGE_GIDS'
 	EOF
 }
 
@@ -1160,7 +1208,9 @@ lab_remote_knfsd_stop() { _lab_guest_stop knfsd; }
 lab_remote_knfsd_restart() { lab_remote_knfsd_stop && lab_remote_knfsd_start; }
 
 # lab_knfsd_run CMD — run CMD as root in the knfsd guest (export mounted at
-# $LAB_KNFSD_EXPORT_DIR there).
+# $LAB_KNFSD_EXPORT_DIR there): the server's local root, never squashed, so
+# it can create files, chown, chmod and setfacl (POSIX ACLs: ext4 mounted
+# with acl, setfacl/getfacl from the host's acl package) at the remote.
 lab_knfsd_run() { _lab_guest_exec knfsd "" "" "$1"; }
 
 # lab_knfsd_stats — print knfsd's /proc/net/rpc/nfsd (per-op counters).

@@ -46,6 +46,14 @@ def recv_exact(sock, n):
 
 # ---------------------------------------------------------------- run
 
+def group_list(text):
+    """Parse run's --groups: '1,2,3' -> [1, 2, 3], '' -> []."""
+    try:
+        return [int(g) for g in text.split(",") if g.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of gids: {text!r}")
+
+
 def cmd_run(args):
     """Run one shell command through the guest agent, relaying its output."""
     request = {
@@ -53,6 +61,7 @@ def cmd_run(args):
         "timeout": args.timeout,
         "uid": args.uid,
         "gid": args.gid,
+        "groups": args.groups,
     }
     try:
         sock = connect(args.addr, args.port, 10)
@@ -376,6 +385,8 @@ def main():
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument("--uid", type=int)
     p.add_argument("--gid", type=int)
+    p.add_argument("--groups", type=group_list, default=None,
+                   help="supplementary groups with --uid, comma-separated")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("wait-agent", help="wait until a guest agent answers")

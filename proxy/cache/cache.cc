@@ -727,8 +727,12 @@ bool Cache::CachedAccess(Key key, uint64_t who, uint32_t want,
     Locked g(this);
     Object *o = FindLocked(key);
     if (o && IsFresh(*o)) {
+      const Clock::time_point now = Clock::now();
+      const bool vouched =
+          o->delegated && lease_clock_ && now < lease_clock_();
       for (const AccessEntry &e : o->access) {
-        if (e.who == who && (e.asked & want) == want) {
+        if (e.who == who && (e.asked & want) == want &&
+            (vouched || now - e.when < kAccessTrust)) {
           *allowed = e.allowed & want;
           hit = true;
           break;
@@ -744,17 +748,20 @@ void Cache::NoteAccess(Key key, uint64_t who, uint32_t asked,
                        uint32_t allowed) {
   Locked g(this);
   Object *o = Obj(key);
+  const Clock::time_point now = Clock::now();
   for (AccessEntry &e : o->access) {
     if (e.who == who) {
-      // Merge: bits asked before keep their answer unless asked again.
-      e.allowed = (e.allowed & ~asked) | (allowed & asked);
-      e.asked |= asked;
+      // A new answer replaces the old one: bits asked only before are
+      // forgotten rather than kept past their time.
+      e.allowed = allowed & asked;
+      e.asked = asked;
+      e.when = now;
       return;
     }
   }
   // A handful of identities per object; a long tail is not worth keeping.
   if (o->access.size() >= 16) o->access.erase(o->access.begin());
-  o->access.push_back(AccessEntry{who, asked, allowed});
+  o->access.push_back(AccessEntry{who, asked, allowed & asked, now});
 }
 
 // --- listings -------------------------------------------------------------

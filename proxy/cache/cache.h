@@ -171,8 +171,12 @@ class Cache {
   void SetStaleOk(std::function<bool()> stale_ok);
 
   // --- access -----------------------------------------------------------
-  // ACCESS answered locally when the object's attributes are fresh and
-  // this identity asked for (at least) these bits before.
+  // ACCESS answered locally: this identity asked the remote for (at least)
+  // these bits before, the object's attributes are fresh, and they are the
+  // ones the answer came with (a new change attribute, mode or owner
+  // clears every answer). Without a delegation vouching for the object an
+  // answer is trusted for kAccessTrust at most, however fresh the object.
+  static constexpr std::chrono::seconds kAccessTrust{60};
   bool CachedAccess(Key key, uint64_t who, uint32_t want, uint32_t *allowed);
   void NoteAccess(Key key, uint64_t who, uint32_t asked, uint32_t allowed);
 
@@ -350,6 +354,7 @@ class Cache {
     uint64_t who;
     uint32_t asked;
     uint32_t allowed;
+    std::chrono::steady_clock::time_point when;  // when the remote answered
   };
   struct Object {
     bool have_attrs = false;

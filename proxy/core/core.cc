@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/convert.h"
+#include "upstream/attrs.h"
 #include "util/log.h"
 
 namespace nache {
@@ -503,12 +504,14 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
   c.SetTag("lookup").Putfh(dfh);
   if (name != ".") c.Lookup(name);
   c.Getfh().Getattr(upstream::kAttrsObject);
+  const size_t at = AskAccess(c);
   CompoundReply rep;
-  st = Run(c, cr, &rep);
+  st = UnlessOnlyAccessFailed(at, Run(c, cr, &rep), rep);
   if (st) return st;
   *key = name == "." ? dir
                      : handles_->Intern(rep.Find(Op::kGetfh)->fh, dir, name);
   cache_->Validated(*key, rep.Find(Op::kGetattr)->attrs);
+  NoteAccessAnswer(*key, cr, rep);
   if (attrs) *attrs = rep.Find(Op::kGetattr)->attrs;
   return st;
 }
@@ -549,12 +552,7 @@ uint32_t Core::Getattr(const Creds &cr, Key key, Attrs *attrs) {
 }
 
 uint32_t Core::Revalidate(const Creds &cr, Key key, Attrs *out) {
-  Attrs a;
-  uint32_t st = FetchAttrs(cr, key, upstream::kAttrsObject, "getattr", &a);
-  if (st) return st;
-  cache_->Validated(key, a);
-  if (out) *out = a;
-  return st;
+  return FetchAttrs(cr, key, upstream::kAttrsObject, "getattr", out);
 }
 
 uint32_t Core::FetchAttrs(const Creds &cr, Key key, uint64_t mask,
@@ -562,13 +560,23 @@ uint32_t Core::FetchAttrs(const Creds &cr, Key key, uint64_t mask,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
+  const bool object = mask == upstream::kAttrsObject;
   Compound c;
   c.SetTag(tag).Putfh(fh).Getattr(mask);
+  // The caller's rights to the object come along: no round trip of their
+  // own when its access is checked next.
+  const size_t at = object ? AskAccess(c) : c.size();
   CompoundReply rep;
-  st = Run(c, cr, &rep);
-  if (st == upstream::kNfs4Ok && out) *out = rep.Find(Op::kGetattr)->attrs;
+  st = UnlessOnlyAccessFailed(at, Run(c, cr, &rep), rep);
   // The remote has no such object any more: nor do we (handle_map.h).
   if (st == upstream::kNfs4ErrStale && rep.FailedIndex() == 0) ForgetGone(key);
+  if (st) return st;
+  const Attrs &a = rep.Find(Op::kGetattr)->attrs;
+  if (object) {
+    cache_->Validated(key, a);
+    NoteAccessAnswer(key, cr, rep);
+  }
+  if (out) *out = a;
   return st;
 }
 
@@ -650,30 +658,89 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
 
 uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
                       uint32_t *allowed) {
-  uint64_t who = Cache::CredId(cr);
-  if (cache_->CachedAccess(key, who, want, allowed)) return upstream::kNfs4Ok;
+  if (cache_->CachedAccess(key, Cache::CredId(cr), want, allowed))
+    return upstream::kNfs4Ok;
   Attrs la;
-  if (DecidedLocally(key) && cache_->KnownAttrs(key, &la)) {
-    // The remote has no say yet (or cannot be asked): the mode bits.
+  if (NotAtRemote(key) && cache_->KnownAttrs(key, &la)) {
+    // Made here: the remote has no say yet, its mode bits are ours.
     *allowed = AccessByMode(cr, la, want);
+    return upstream::kNfs4Ok;
+  }
+  if (ServingStale() && cache_->KnownAttrs(key, &la)) {
+    // The remote cannot be asked and never answered for this caller: the
+    // mode bits, with root as the remote's root squash would make it
+    // (its ACLs are unknown here: see config/README.md).
+    *allowed = AccessByMode(cr.uid == 0 ? SquashedRoot() : cr, la, want);
     return upstream::kNfs4Ok;
   }
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  // The attributes come along, so the cached answer is valid as long as
-  // they are.
+  // Every bit, with the attributes: the answer serves every later question
+  // of this caller while the attributes it came with hold.
   Compound c;
-  c.SetTag("access").Putfh(fh).Access(want).Getattr(upstream::kAttrsObject);
+  c.SetTag("access").Putfh(fh).Getattr(upstream::kAttrsObject);
+  const size_t at = AskAccess(c);
   CompoundReply rep;
-  st = Run(c, cr, &rep);
-  if (st == upstream::kNfs4Ok) {
-    *allowed = rep.Find(Op::kAccess)->access;
-    cache_->Validated(key, rep.Find(Op::kGetattr)->attrs);
-    cache_->NoteAccess(key, who, rep.Find(Op::kAccess)->access_supported,
-                       *allowed);
+  st = UnlessOnlyAccessFailed(at, Run(c, cr, &rep), rep);
+  if (st) return st;
+  cache_->Validated(key, rep.Find(Op::kGetattr)->attrs);
+  NoteAccessAnswer(key, cr, rep);
+  if (!cache_->CachedAccess(key, Cache::CredId(cr), want, allowed)) {
+    // No usable answer (the remote refused the ACCESS alone, or a change
+    // meanwhile cleared it): what the reply said, unremembered.
+    const OpResult *r = rep.Find(Op::kAccess);
+    *allowed = r && r->status == 0 ? r->access & want : 0;
   }
-  return st;
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::MayOpen(const Creds &cr, Key key, uint32_t share_access) {
+  // As a server's OPEN judges: reading needs READ (or EXECUTE: a program
+  // is read to be run), writing needs MODIFY.
+  const bool read = share_access & upstream::kShareAccessRead;
+  const uint32_t want =
+      (read ? upstream::kAccessRead : 0) |
+      ((share_access & upstream::kShareAccessWrite) ? upstream::kAccessModify
+                                                    : 0);
+  uint32_t allowed = 0;
+  uint32_t st = Access(cr, key, want, &allowed);
+  if (st) return st;
+  if (read && !(allowed & upstream::kAccessRead)) {
+    uint32_t exec = 0;
+    if ((st = Access(cr, key, upstream::kAccessExecute, &exec))) return st;
+    if (exec) allowed |= upstream::kAccessRead;
+  }
+  return (allowed & want) == want ? upstream::kNfs4Ok
+                                  : upstream::kNfs4ErrAccess;
+}
+
+size_t Core::AskAccess(Compound &c) {
+  c.Access(upstream::kAccessAll);
+  return c.size() - 1;
+}
+
+uint32_t Core::UnlessOnlyAccessFailed(size_t at, uint32_t st,
+                                      const CompoundReply &rep) {
+  const int failed = rep.FailedIndex();
+  return st && failed >= 0 && size_t(failed) == at &&
+                 rep.results[failed].op == Op::kAccess
+             ? upstream::kNfs4Ok
+             : st;
+}
+
+void Core::NoteAccessAnswer(Key key, const Creds &cr,
+                            const CompoundReply &rep) {
+  const OpResult *r = rep.Find(Op::kAccess);
+  if (r && r->status == 0)
+    cache_->NoteAccess(key, Cache::CredId(cr), r->access_supported,
+                       r->access);
+}
+
+Core::Creds Core::SquashedRoot() {
+  Creds nobody;
+  nobody.uid = nobody.gid = upstream::kNobodyId;
+  return nobody;
 }
 
 bool Core::WorthListing(Key dir) {
@@ -1216,6 +1283,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   Compound c;
   c.SetTag("open").Putfh(prec.fh).Open(a).Getfh().Getattr(
       upstream::kAttrsObject);
+  const size_t at = AskAccess(c);  // before any READ (FetchBlock)
   // A read-only open of a file whose first block we do not hold reads it
   // in the same COMPOUND: most files opened for reading are read from the
   // start (small ones whole), so the client's first READ needs no round
@@ -1228,7 +1296,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
     c.Read(StateId::Anonymous(), 0, uint32_t(first.size()), &first[0]);
   }
   CompoundReply rep;
-  uint32_t st = Run(c, cr, &rep);
+  uint32_t st = UnlessOnlyAccessFailed(at, Run(c, cr, &rep), rep);
   const OpResult *o = rep.Find(Op::kOpen);
   if (o) OpenTable::AdvanceSeqid(&f->owner->seqid, o->status);
   // (A failed READ, the last op, leaves the open done.)
@@ -1258,6 +1326,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   }
   const Attrs &got_attrs = rep.Find(Op::kGetattr)->attrs;
   cache_->Validated(f->key, got_attrs);
+  NoteAccessAnswer(f->key, cr, rep);
   if (const OpResult *r = rep.Find(Op::kRead)) {
     // Kept when it is the whole block (or the whole file).
     first.resize(r->status == upstream::kNfs4Ok ? r->count : 0);
@@ -1443,9 +1512,11 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     Compound c;
     c.SetTag("open_name").Putfh(dfh).Open(a).Getfh();
     if (req.truncate) c.Setattr(StateId::Anonymous(), TruncateAttrs());
-    // The file's attributes, then its directory's (a create changed it).
-    c.Getattr(upstream::kAttrsObject).Putfh(dfh).Getattr(
-        upstream::kAttrsObject);
+    // The file's attributes and the caller's rights to it, then its
+    // directory's attributes (a create changed it).
+    c.Getattr(upstream::kAttrsObject);
+    AskAccess(c);
+    c.Putfh(dfh).Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
     const OpResult *o = rep.Find(Op::kOpen);
@@ -1466,6 +1537,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     if (const OpResult *g = rep.Find(Op::kGetattr)) {
       if (!g->status) {
         cache_->Validated(key, g->attrs);
+        NoteAccessAnswer(key, cr, rep);
         if (attrs) *attrs = g->attrs;
         have_attrs = true;
       }
@@ -1516,6 +1588,17 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   if (!covered && DelegationCovers(key, want_access, want_deny, nullptr)) {
     covered = true;
     f->deleg_creds = cr;
+  }
+  // Shared with another caller's upstream open, or granted under our
+  // delegation: no OPEN asks the remote about this caller, so its answer
+  // to ACCESS does (cached, or asked now), as its OPEN would have.
+  if (covered && !NotAtRemote(key)) {
+    uint32_t st = MayOpen(cr, key, req.access);
+    if (st) {
+      fg.unlock();
+      opens_->Unpin(f);
+      return st;
+    }
   }
   // Not at the remote yet: nobody there to share with. Or the remote is
   // unreachable and we serve what we have.

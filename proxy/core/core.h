@@ -199,7 +199,8 @@ class Core {
   // open of ours, a local delegation, dirty data, operations in flight, a
   // delegation, the write-back log). See handle_map.h.
   void ForgetGone(Key key);
-  // PUTFH + GETATTR(mask) of key.
+  // PUTFH + GETATTR(mask) of key; for the object attributes
+  // (kAttrsObject) also the caller's ACCESS, both recorded in the cache.
   uint32_t FetchAttrs(const Creds &cr, Key key, uint64_t mask,
                       const char *tag, Attrs *out);
   // GETATTR upstream, recorded in the cache (a moved change attribute
@@ -552,6 +553,22 @@ class Core {
   // ACCESS by the POSIX mode bits (objects the remote does not have yet).
   static uint32_t AccessByMode(const Creds &cr, const Attrs &a,
                                uint32_t want);
+  // The remote decides access (Access): AskAccess appends an ACCESS of
+  // every bit to a compound that goes out anyway and returns its index;
+  // after Run, UnlessOnlyAccessFailed treats a failure of that ACCESS
+  // alone as success (the rest answered), and NoteAccessAnswer, called
+  // after the attributes the compound brought are validated, keeps the
+  // caller's answer for the object the compound ended on.
+  static size_t AskAccess(upstream::Compound &c);
+  static uint32_t UnlessOnlyAccessFailed(size_t at, uint32_t st,
+                                         const upstream::CompoundReply &rep);
+  void NoteAccessAnswer(Key key, const Creds &cr,
+                        const upstream::CompoundReply &rep);
+  // Whether the remote lets cr open key with share_access (NFS4ERR_ACCESS
+  // if not), from its ACCESS answer: for opens no OPEN of cr's decides.
+  uint32_t MayOpen(const Creds &cr, Key key, uint32_t share_access);
+  // Root as a remote that squashes it sees it: nobody, no groups.
+  static Creds SquashedRoot();
 
   // --- delegations (core_delegations.cc) ---------------------------------
   class CallbackGlue;  // the callback service's handler

@@ -271,6 +271,7 @@ enum : uint32_t {
   kAccessExtend = 0x08,
   kAccessDelete = 0x10,
   kAccessExecute = 0x20,
+  kAccessAll = 0x3f,  // every bit: one answer serves every later question
 };
 
 enum class StableHow : uint32_t { kUnstable = 0, kDataSync = 1, kFileSync = 2 };

@@ -88,6 +88,13 @@ class ScriptedUpstream : public upstream::Upstream {
     std::lock_guard<std::mutex> g(mu_);
     die_after = op;
   }
+  // Callers the remote denies reading (an ACL entry "user:UID:---"):
+  // ACCESS leaves READ and EXECUTE out for them and their read OPENs fail.
+  std::set<uint32_t> unreadable_by;              // guarded by mu_
+  void DenyReading(uint32_t uid) {
+    std::lock_guard<std::mutex> g(mu_);
+    unreadable_by.insert(uid);
+  }
   std::atomic<int> writes_waiting{0};            // WRITEs held right now
   std::atomic<Clock::rep> lease_end{
       (Clock::now() + std::chrono::hours(1)).time_since_epoch().count()};
@@ -221,8 +228,9 @@ class ScriptedUpstream : public upstream::Upstream {
   }
 
   bool WaitReady(int) override { return true; }
-  CallStatus Call(Compound &c, const Creds &, CompoundReply *rep) override {
+  CallStatus Call(Compound &c, const Creds &cr, CompoundReply *rep) override {
     std::unique_lock<std::mutex> g(mu_);
+    caller_ = cr;
     if (dead) return CallStatus::kDisconnected;
     const COMPOUND4args *args = c.Args();
     Fh cur;
@@ -271,6 +279,7 @@ class ScriptedUpstream : public upstream::Upstream {
   void Shutdown() override {}
 
  private:
+  Creds caller_;  // of the call being executed; guarded by mu_
   struct File {
     std::string name, data;
     Fh parent = "root";
@@ -370,9 +379,15 @@ class ScriptedUpstream : public upstream::Upstream {
         return 0;
       case OP_ACCESS:
         r->access_supported = r->access = a.nfs_argop4_u.opaccess.access;
+        if (unreadable_by.count(caller_.uid))
+          r->access &= ~uint32_t(upstream::kAccessRead |
+                                 upstream::kAccessExecute);
         return 0;
       case OP_OPEN: {
         const OPEN4args &o = a.nfs_argop4_u.opopen;
+        if ((o.share_access & OPEN4_SHARE_ACCESS_READ) &&
+            unreadable_by.count(caller_.uid))
+          return upstream::kNfs4ErrAccess;
         if (o.claim.claim == CLAIM_PREVIOUS) {
           if (!in_grace_) return upstream::kNfs4ErrNoGrace;
           mark_ = "OPEN(previous)";
@@ -1374,6 +1389,46 @@ TEST_F(CoreDelegationsTest, RenamesOfRemoteFilesAreLoggedThenSentOnce) {
   EXPECT_EQ(up_->Count("RENAME"), 1);
   EXPECT_EQ(up_->Count("REMOVE"), 2);
   EXPECT_EQ(up_->Data("dst"), "N");
+}
+
+// The remote decides who may read: an open that joins another caller's
+// upstream open, or is granted under our delegation, sends no OPEN, so
+// the remote's ACCESS answer for this caller decides it; answers are kept
+// per caller (one ACCESS each while they hold), never shared.
+TEST_F(CoreDelegationsTest, OpensWithoutAnUpstreamOpenAreAskedPerCaller) {
+  Start(DelegationType::kRead);
+  up_->DenyReading(2000);
+  NacheOpen *first = OpenF(kRead);  // the upstream OPEN, and a delegation
+  ASSERT_NE(first, nullptr);
+  ASSERT_EQ(up_->Count("OPEN"), 1);
+  auto open_as = [this](uint32_t uid, NacheOpen **out) {
+    Creds who;
+    who.uid = who.gid = uid;
+    Core::OpenRequest req;
+    req.key = file_;
+    req.access = kRead;
+    Key key;
+    bool created;
+    return core_->OpenFile(who, req, out, &key, nullptr, &created);
+  };
+  NacheOpen *denied = nullptr, *allowed = nullptr;
+  EXPECT_EQ(open_as(2000, &denied), uint32_t(upstream::kNfs4ErrAccess));
+  EXPECT_EQ(denied, nullptr);
+  const int asked = up_->Count("ACCESS");
+  EXPECT_EQ(open_as(2000, &denied), uint32_t(upstream::kNfs4ErrAccess))
+      << "asked again: still denied";
+  EXPECT_EQ(up_->Count("ACCESS"), asked) << "the answer is kept";
+  ASSERT_EQ(open_as(3000, &allowed), 0u);
+  EXPECT_EQ(up_->Count("OPEN"), 1) << "granted under the delegation";
+  uint32_t bits = 0;
+  ASSERT_EQ(core_->Access(cr_, file_, upstream::kAccessRead, &bits), 0u);
+  EXPECT_EQ(bits, uint32_t(upstream::kAccessRead));
+  Creds other;
+  other.uid = other.gid = 2000;
+  ASSERT_EQ(core_->Access(other, file_, upstream::kAccessRead, &bits), 0u);
+  EXPECT_EQ(bits, 0u) << "2000's answer, not the first reader's";
+  EXPECT_EQ(core_->CloseFile(allowed), 0u);
+  EXPECT_EQ(core_->CloseFile(first), 0u);
 }
 
 // Renames of directories the remote has are logged too, and their RENAMEs
