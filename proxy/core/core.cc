@@ -58,7 +58,11 @@ upstream::Attrs TruncateAttrs() {
 
 uint32_t OpStatus(const CompoundReply &rep, Op op) {
   const OpResult *r = rep.Find(op);
-  return r ? r->status : rep.status;
+  if (r) return r->status;
+  // Not answered: an earlier operation failed, or no reply came at all (a
+  // lost or garbled reply leaves the status OK and no results) and the
+  // operation may or may not have been done.
+  return rep.status ? rep.status : upstream::kNfs4ErrServerfault;
 }
 
 Core::~Core() {

@@ -517,7 +517,12 @@ class Core {
   // permission on both), decided here by their access bits.
   uint32_t MayRenameBetween(const Creds &cr, Key olddir, Key newdir);
   // Sends a kRename record's RENAME (its directories are at the remote).
+  // A reply that does not answer the RENAME leaves the record to be sent
+  // again; NOENT then is success when the new name holds our object (the
+  // try whose reply was lost went through: NamedAtRemote).
   uint32_t SendRename(const LogRecord &r);
+  bool NamedAtRemote(const Creds &cr, const upstream::Fh &dir,
+                     const std::string &name, Key k);
   // Whether a remove of k (attributes a) may be logged instead of sent: a
   // file or symlink with one link that the remote has.
   bool RemoveMayBeLogged(Key k, const Attrs &a);

@@ -314,6 +314,18 @@ uint32_t Core::MayRenameBetween(const Creds &cr, Key olddir, Key newdir) {
              : upstream::kNfs4Ok;
 }
 
+bool Core::NamedAtRemote(const Creds &cr, const Fh &dir,
+                         const std::string &name, Key k) {
+  HandleRecord h;
+  if (!handles_->Get(k, &h)) return false;
+  Compound c;
+  c.SetTag("flush_rename_check").Putfh(dir).Lookup(name).Getfh();
+  CompoundReply rep;
+  if (Run(c, cr, &rep)) return false;
+  const upstream::OpResult *got = rep.Find(Op::kGetfh);
+  return got && got->fh == h.fh;
+}
+
 uint32_t Core::SendRename(const LogRecord &r) {
   const Key k = Key(r.offset);
   Fh ofh, nfh;
@@ -330,22 +342,17 @@ uint32_t Core::SendRename(const LogRecord &r) {
       .Putfh(ofh)
       .Savefh()
       .Putfh(nfh)
-      .Rename(r.name, r.name2)
-      .Lookup(r.name2)
-      .Getfh();
+      .Rename(r.name, r.name2);
   // Before it is sent (a kill may follow at once): the object's ctime, so
   // its change attribute, moves at the remote by our doing.
   cache_->OwnChangeUnseen(k);
   CompoundReply rep;
   st = Run(c, cr, &rep);
+  if (!rep.Find(Op::kRename)) return st ? st : upstream::kNfs4ErrServerfault;
   uint32_t rst = OpStatus(rep, Op::kRename);
-  const upstream::OpResult *got = rep.Find(Op::kGetfh);
-  HandleRecord h;
-  bool ours = got && handles_->Get(k, &h) && got->fh == h.fh;
-  if (rst == upstream::kNfs4Ok ||
-      (rst == upstream::kNfs4ErrNoent && ours)) {
-    // (NOENT with our object under the new name: a try before a crash
-    // went through.)
+  if (rst == upstream::kNfs4ErrNoent && NamedAtRemote(cr, nfh, r.name2, k))
+    rst = upstream::kNfs4Ok;  // a try whose reply was lost went through
+  if (rst == upstream::kNfs4Ok) {
     handles_->SetName(k, r.key2, r.name2);
     // Its names are the remote's now (see SendCreate).
     cache_->NoteNameSent(r.key, r.name, "", kNoKey);

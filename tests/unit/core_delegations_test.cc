@@ -88,6 +88,13 @@ class ScriptedUpstream : public upstream::Upstream {
     std::lock_guard<std::mutex> g(mu_);
     die_after = op;
   }
+  // A request lost on its way: the next compound with an op of this name
+  // is not executed at all, and the call times out.
+  std::string lose_request_with;                 // guarded by mu_
+  void LoseRequestWith(const std::string &op) {
+    std::lock_guard<std::mutex> g(mu_);
+    lose_request_with = op;
+  }
   // Callers the remote denies reading (an ACL entry "user:UID:---"):
   // ACCESS leaves READ and EXECUTE out for them and their read OPENs fail.
   std::set<uint32_t> unreadable_by;              // guarded by mu_
@@ -232,6 +239,16 @@ class ScriptedUpstream : public upstream::Upstream {
     std::unique_lock<std::mutex> g(mu_);
     caller_ = cr;
     if (dead) return CallStatus::kDisconnected;
+    if (!lose_request_with.empty()) {
+      for (size_t i = 0; i < c.size(); i++) {
+        if (lose_request_with == upstream::OpName(c.op(i))) {
+          lose_request_with.clear();
+          log_.push_back("lost");
+          done_cv_.notify_all();
+          return CallStatus::kTimeout;
+        }
+      }
+    }
     const COMPOUND4args *args = c.Args();
     Fh cur;
     rep->status = upstream::kNfs4Ok;
@@ -1430,6 +1447,50 @@ TEST_F(CoreDelegationsTest, OpensWithoutAnUpstreamOpenAreAskedPerCaller) {
   EXPECT_EQ(core_->CloseFile(allowed), 0u);
   EXPECT_EQ(core_->CloseFile(first), 0u);
 }
+
+// A logged rename whose RENAME gets no answer is sent again: when the
+// request was lost, the retry renames; when only the reply was, the retry
+// finds the name gone and our object under the new one (done, not a
+// refusal). Either way the remote ends with the rename, once.
+class LostRenameTest : public CoreDelegationsTest,
+                       public ::testing::WithParamInterface<bool> {};
+
+TEST_P(LostRenameTest, ARenameWithoutAnAnswerIsSentAgain) {
+  const bool reply_lost = GetParam();
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);  // sent when needed
+  up_->AddFile("log", "L");
+  up_->AddFile("dst", "D");
+  Key k;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "log", &k, nullptr), 0u);
+  ASSERT_EQ(core_->Rename(cr_, root_, "log", root_, "dst"), 0u);  // logged
+  if (reply_lost)
+    up_->DieAfter("RENAME");
+  else
+    up_->LoseRequestWith("RENAME");
+  // A new "log" needs the name at the remote: the RENAME goes out first
+  // and gets no answer, so the truncate (which sends the create) fails.
+  Key fresh = CreateWritten("log", "new");
+  Attrs set, attrs;
+  set.mask = upstream::kAttrSize;
+  set.size = 2;
+  EXPECT_NE(core_->Setattr(cr_, fresh, nullptr, set, &attrs), 0u);
+  // (The remote's dst is removed first: the rename replaces it.)
+  EXPECT_EQ(up_->Data(reply_lost ? "dst" : "log"), "L");
+  up_->dead = false;
+  ASSERT_EQ(core_->Setattr(cr_, fresh, nullptr, set, &attrs), 0u);
+  EXPECT_EQ(up_->Data("dst"), "L");
+  EXPECT_EQ(up_->Data("log"), "ne");
+  double refused = 0;
+  for (const prometheus::MetricFamily &f : metrics_.Collect())
+    if (f.name == "nache_writeback_renames_total")
+      for (const prometheus::ClientMetric &m : f.metric)
+        for (const prometheus::ClientMetric::Label &l : m.label)
+          if (l.name == "outcome" && l.value == "refused")
+            refused += m.counter.value;
+  EXPECT_EQ(refused, 0) << "done, not refused";
+}
+
+INSTANTIATE_TEST_SUITE_P(RequestOrReply, LostRenameTest, ::testing::Bool());
 
 // Renames of directories the remote has are logged too, and their RENAMEs
 // reach the remote in log order: "a" moved out of "b", then "b" moved into
