@@ -602,8 +602,8 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
       (known.type == upstream::FileType::kReg ||
        (LocalNamespace() && (known.type == upstream::FileType::kDir ||
                              known.type == upstream::FileType::kLnk))) &&
-      MaySetLocally(cr, known, set) && cache_->LocalSetattr(key, set)) {
-    NoteLocalWriter(key, cr);
+      MaySetLocally(cr, known, set) &&
+      (NoteLocalWriter(key, cr), cache_->LocalSetattr(key, set))) {
     if (out) cache_->KnownAttrs(key, out);
     return upstream::kNfs4Ok;
   }

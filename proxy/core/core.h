@@ -335,8 +335,18 @@ class Core {
   Key DirtyFileNamed(Key dir, const std::string &name);
   // The credentials a flush of key uses: its last local writer's (as
   // NoteLocalWriter recorded), or its owner's.
+  // The writer is persisted (store kMeta, "wb_writer/<key>") when it
+  // changes, so a flush after a restart is still sent as the last writer,
+  // with its groups. Different users writing the same file between two
+  // flushes: all of it is flushed as the last of them.
   Creds FlushCreds(Key key);
   void NoteLocalWriter(Key key, const Creds &cr);
+  static bool SameCreds(const Creds &a, const Creds &b);
+  // A flush send refused by the remote for the permissions of the caller
+  // it is sent as (ACCESS, PERM): counted and logged, naming op, the
+  // object and the uid. Other statuses: nothing.
+  void NoteFlushRefused(const char *op, Key key, const Creds &cr,
+                        uint32_t st);
   // Whether cr may set these attributes of a file with attributes a by
   // the usual POSIX rules (owner or root; only root gives a file away).
   static bool MaySetLocally(const Creds &cr, const Attrs &a,

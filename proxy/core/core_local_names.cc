@@ -138,6 +138,7 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
   r.attrs = a;
   r.name = name;
   r.text = link_text;
+  r.SetCreds(cr);  // sent as its creator, groups and all
   uint64_t seq = oplog_->Append(r);
   if (seq == 0) {
     cache_->Forget(k);
@@ -318,7 +319,9 @@ uint32_t Core::CreateRemotely(Key key) {
     }
   }
   meta_cv_.notify_all();
-  if (st)
+  if (st == upstream::kNfs4ErrAccess || st == upstream::kNfs4ErrPerm)
+    NoteFlushRefused(e.moved ? "rename" : "create", key, r.SendCreds(), st);
+  else if (st)
     NACHE_LOG(kLogInfo, kComponent,
               "create of %s (key %llu) at the remote failed (nfs status %u); "
               "kept, retried later",
@@ -352,10 +355,9 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
   // Its directory is at the remote already (CreateRemotely sent it first).
   Fh pfh;
   if (uint32_t st = FhOf(r.key, &pfh)) return st;
-  // As its creator (the owner and group the remote gives it).
-  Creds cr;
-  cr.uid = r.attrs.uid;
-  cr.gid = r.attrs.gid;
+  // As its creator, with the groups that allowed the create here (a
+  // record of the first format: the owner and group, no groups).
+  Creds cr = r.SendCreds();
   Attrs ca;
   ca.mask = upstream::kAttrMode;
   ca.mode = r.attrs.mode;

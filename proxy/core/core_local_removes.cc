@@ -129,6 +129,7 @@ LogRecord Core::RemoveRecord(const Creds &cr, Key dir, const std::string &name,
   r.attrs.mask = upstream::kAttrOwner | upstream::kAttrOwnerGroup;
   r.attrs.uid = cr.uid;  // the remover, as whom it is sent
   r.attrs.gid = cr.gid;
+  r.SetCreds(cr);  // with the groups that allowed it here
   return r;
 }
 
@@ -205,14 +206,11 @@ uint32_t Core::SendRemoves(Key dir,
   while (st == upstream::kNfs4Ok && done < mine.size()) {
     // As the remover of the first; the rest in the same COMPOUND when
     // they were removed by the same user.
-    Creds cr;
-    cr.uid = recs[done].attrs.uid;
-    cr.gid = recs[done].attrs.gid;
+    Creds cr = recs[done].SendCreds();
     Compound c;
     c.SetTag("flush_remove").Putfh(dfh);
     size_t n = 0;
-    while (done + n < mine.size() && recs[done + n].attrs.uid == cr.uid &&
-           recs[done + n].attrs.gid == cr.gid) {
+    while (done + n < mine.size() && SameCreds(recs[done + n].SendCreds(), cr)) {
       c.Remove(mine[done + n].name);
       n++;
     }
@@ -231,9 +229,14 @@ uint32_t Core::SendRemoves(Key dir,
       if (refused_here) {
         refused.push_back(done);
         NACHE_LOG(kLogMajor, kWritebackComponent,
-                  "the remote refuses the remove of %s (%s), logged here "
-                  "earlier: it keeps the object, and so do we",
-                  mine[done].name.c_str(), nache_status_name(r->status));
+                  "the remote refuses the remove of %s (key %llu) as uid "
+                  "%u (%s), logged here earlier: it keeps the object, and "
+                  "so do we",
+                  mine[done].name.c_str(), (unsigned long long)mine[done].key,
+                  cr.uid, nache_status_name(r->status));
+        if (r->status == upstream::kNfs4ErrAccess ||
+            r->status == upstream::kNfs4ErrPerm)
+          metrics_->CountWritebackRefused("remove");
       }
       done++;
       if (r->status != upstream::kNfs4Ok) {

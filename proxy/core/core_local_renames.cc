@@ -83,6 +83,7 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
   mv.attrs.mask = upstream::kAttrOwner | upstream::kAttrOwnerGroup;
   mv.attrs.uid = cr.uid;  // the renamer, as whom it is sent
   mv.attrs.gid = cr.gid;
+  mv.SetCreds(cr);  // with the groups that allowed it here
   {
     std::lock_guard<std::mutex> g(meta_mu_);
     // Changed while we were checking: the client retries.
@@ -334,9 +335,7 @@ uint32_t Core::SendRename(const LogRecord &r) {
   if (st || (st = FhOf(r.key2, &nfh))) return st;
   // Our own read delegation on it first: the server would recall it.
   ReturnIfReadDelegated(k);
-  Creds cr;
-  cr.uid = r.attrs.uid;
-  cr.gid = r.attrs.gid;
+  Creds cr = r.SendCreds();
   Compound c;
   c.SetTag("flush_rename")
       .Putfh(ofh)
@@ -370,10 +369,13 @@ uint32_t Core::SendRename(const LogRecord &r) {
     // all) under its old name there; ours follows once the directories
     // are revalidated.
     NACHE_LOG(kLogMajor, kWritebackComponent,
-              "the remote refuses the rename of %s to %s (%s), logged here "
-              "earlier: the object keeps its old name",
-              r.name.c_str(), r.name2.c_str(), nache_status_name(rst));
+              "the remote refuses the rename of %s to %s (key %llu) as uid "
+              "%u (%s), logged here earlier: the object keeps its old name",
+              r.name.c_str(), r.name2.c_str(), (unsigned long long)k, cr.uid,
+              nache_status_name(rst));
     metrics_->CountRefusedRename();
+    if (rst == upstream::kNfs4ErrAccess || rst == upstream::kNfs4ErrPerm)
+      metrics_->CountWritebackRefused("rename");
     cache_->ExpireAttrs(k);
     return upstream::kNfs4Ok;
   }

@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
 #include "core/core.h"
+#include "util/bytes.h"
 #include "util/log.h"
 
 namespace nache {
@@ -53,11 +57,12 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
     size_t n;
     ~Used() { f->RoomUsed(n); }
   } used{flusher_.get(), len};
+  // The writer first: its record is made durable by the write's own sync.
+  NoteLocalWriter(key, cr);
   for (int attempt = 0; attempt < 4; attempt++) {
     uint64_t need = UINT64_MAX, unchanged = 0;
     if (cache_->LocalWrite(key, offset, buf, len, &need, &unchanged)) {
       if (unchanged) metrics_->CountUnchangedWrite(unchanged);
-      NoteLocalWriter(key, cr);
       *nwritten = len;
       *committed = 2;  // FILE_SYNC: it is on our stable storage
       return upstream::kNfs4Ok;
@@ -86,8 +91,22 @@ uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
   StateId sid;
   if (!DelegationCovers(key, upstream::kShareAccessWrite, 0, &sid))
     sid = StateId::Anonymous();
-  return WriteStable(cr, fh, sid, offset, data.data(), data.size(), "flush",
-                     after);
+  st = WriteStable(cr, fh, sid, offset, data.data(), data.size(), "flush",
+                   after);
+  NoteFlushRefused("write", key, cr, st);
+  return st;
+}
+
+void Core::NoteFlushRefused(const char *op, Key key, const Creds &cr,
+                            uint32_t st) {
+  if (st != upstream::kNfs4ErrAccess && st != upstream::kNfs4ErrPerm) return;
+  metrics_->CountWritebackRefused(op);
+  NACHE_LOG(kLogCrit, kWritebackComponent,
+            "the remote refuses the %s of key %llu, acknowledged here "
+            "earlier, to uid %u gid %u with %zu group(s) (%s): kept, "
+            "retried later",
+            op, (unsigned long long)key, cr.uid, cr.gid, cr.groups.size(),
+            nache_status_name(st));
 }
 
 uint32_t Core::WriteStable(const Creds &cr, const Fh &fh, const StateId &sid,
@@ -114,22 +133,84 @@ uint32_t Core::WriteStable(const Creds &cr, const Fh &fh, const StateId &sid,
   return upstream::kNfs4Ok;
 }
 
-void Core::NoteLocalWriter(Key key, const Creds &cr) {
+namespace {
+
+// The last local writer of a dirty file, in the store's kMeta family
+// (see core.h): "wb_writer/" and the key, big-endian; uid, gid, the group
+// count (at most 16) and the groups, big-endian 32-bit each.
+std::string WriterName(Key key) {
+  std::string n = "wb_writer/";
+  PutBE64(&n, key);
+  return n;
+}
+
+std::string EncodeWriter(const upstream::Creds &cr) {
+  std::string v;
+  size_t n = std::min(cr.groups.size(), LogRecord::kMaxGroups);
+  PutBE32(&v, cr.uid);
+  PutBE32(&v, cr.gid);
+  PutBE32(&v, uint32_t(n));
+  for (size_t i = 0; i < n; i++) PutBE32(&v, cr.groups[i]);
+  return v;
+}
+
+bool DecodeWriter(const std::string &v, upstream::Creds *cr) {
+  if (v.size() < 12) return false;
+  uint32_t n = GetBE32(v.data() + 8);
+  if (n > LogRecord::kMaxGroups || v.size() != 12 + 4 * size_t(n))
+    return false;
+  cr->uid = GetBE32(v.data());
+  cr->gid = GetBE32(v.data() + 4);
+  cr->groups.resize(n);
+  for (uint32_t i = 0; i < n; i++) cr->groups[i] = GetBE32(v.data() + 12 + 4 * i);
+  return true;
+}
+
+}  // namespace
+
+bool Core::SameCreds(const Creds &a, const Creds &b) {
+  return a.uid == b.uid && a.gid == b.gid && a.groups == b.groups;
+}
+
+void Core::NoteLocalWriter(Key key, const Creds &in) {
+  Creds cr = in;
+  if (cr.groups.size() > LogRecord::kMaxGroups)
+    cr.groups.resize(LogRecord::kMaxGroups);
   std::lock_guard<std::mutex> g(writers_mu_);
-  writers_[key] = cr;
+  auto it = writers_.find(key);
+  if (it == writers_.end() || !SameCreds(it->second, cr)) {
+    // Persisted when it changes, unsynced: the caller's own synced write
+    // that follows (the data, the attributes) makes it durable with it.
+    store_->PutMeta(WriterName(key), EncodeWriter(cr), false);
+    writers_[key] = cr;
+  }
   // Only files still dirty need theirs: prune now and then.
   if (writers_.size() > 4096) {
-    for (auto it = writers_.begin(); it != writers_.end();)
-      it = cache_->IsDirty(it->first) ? std::next(it) : writers_.erase(it);
+    rocksdb::WriteBatch drop;
+    for (auto i = writers_.begin(); i != writers_.end();) {
+      if (cache_->IsDirty(i->first)) {
+        ++i;
+        continue;
+      }
+      drop.Delete(store_->family(Store::kMeta), WriterName(i->first));
+      i = writers_.erase(i);
+    }
+    store_->Write(rocksdb::WriteOptions(), &drop);  // best effort
   }
 }
 
 Core::Creds Core::FlushCreds(Key key) {
-  // As the file's last local writer; after a restart, as its owner.
+  // As the file's last local writer (remembered in the store, so also
+  // after a restart); a file of none such, as its owner.
   std::lock_guard<std::mutex> g(writers_mu_);
   auto it = writers_.find(key);
   if (it != writers_.end()) return it->second;
   Creds cr;
+  std::string v;
+  if (store_->GetMeta(WriterName(key), &v) && DecodeWriter(v, &cr)) {
+    writers_[key] = cr;
+    return cr;
+  }
   Attrs a;
   if (cache_->KnownAttrs(key, &a)) {
     cr.uid = a.uid;
@@ -166,8 +247,10 @@ uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   if (set.mask != 0) c.Setattr(StateId::Anonymous(), set);
   c.Getattr(upstream::kAttrsObject);
   CompoundReply rep;
-  st = Run(c, FlushCreds(key), &rep);
+  Creds cr = FlushCreds(key);
+  st = Run(c, cr, &rep);
   if (st == upstream::kNfs4Ok) *after = rep.Find(Op::kGetattr)->attrs;
+  NoteFlushRefused("setattr", key, cr, st);
   return st;
 }
 

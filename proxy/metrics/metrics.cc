@@ -330,6 +330,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                          .Help("1 while the cache store refuses writes "
                                "because its filesystem is full")
                          .Register(r);
+  refused_ = &prometheus::BuildCounter()
+                  .Name("nache_writeback_refused_total")
+                  .Help("Changes acknowledged by nache in write-back mode "
+                        "that the remote refused at flush time "
+                        "(NFS4ERR_ACCESS or NFS4ERR_PERM) as the caller "
+                        "who made them, by op (create, remove, rename, "
+                        "write, setattr)")
+                  .Register(r);
   unchanged_bytes_ = &prometheus::BuildCounter()
                          .Name("nache_writeback_unchanged_bytes_total")
                          .Help("Bytes written locally on write-back exports "
@@ -452,6 +460,8 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->conflicts_ = &conflicts_->Add(ex);
   e->flush_waits_ = &flush_waits_->Add(ex);
   e->unchanged_bytes_ = &unchanged_bytes_->Add(ex);
+  for (size_t i = 0; i < e->refused_.size(); i++)
+    e->refused_[i] = &refused_->Add(with("op", ExportMetrics::kRefusedOps[i]));
   e->lost_files_[0] = &lost_files_->Add(with("outcome", "saved"));
   e->lost_files_[1] = &lost_files_->Add(with("outcome", "unsaved"));
   e->local_creates_[0] = &local_creates_->Add(with("outcome", "logged"));

@@ -157,6 +157,15 @@ class ExportMetrics {
   void CountLoggedRename() { local_renames_[0]->Increment(); }
   void CountSentRename() { local_renames_[1]->Increment(); }
   void CountRefusedRename() { local_renames_[2]->Increment(); }
+  // Write-back: a change acknowledged here that the remote refused at
+  // flush time for the permissions of the caller it is sent as
+  // (NFS4ERR_ACCESS or NFS4ERR_PERM); op is one of kRefusedOps.
+  static constexpr const char *kRefusedOps[] = {"create", "remove", "rename",
+                                                "write", "setattr"};
+  void CountWritebackRefused(const std::string &op) {
+    for (size_t i = 0; i < refused_.size(); i++)
+      if (op == kRefusedOps[i]) refused_[i]->Increment();
+  }
   // Write-back: bytes a local write put back as the cache held them (not
   // dirtied, never sent).
   void CountUnchangedWrite(uint64_t bytes) {
@@ -255,6 +264,8 @@ class ExportMetrics {
   std::array<prometheus::Counter *, 3> local_creates_{};
   std::array<prometheus::Counter *, 3> local_removes_{};
   std::array<prometheus::Counter *, 3> local_renames_{};
+  // nache_writeback_refused_total{op=create|remove|rename|write|setattr}
+  std::array<prometheus::Counter *, 5> refused_{};
   // nache_upstream_reclaims_total{state, outcome}
   std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,
              size_t(ReclaimState::kCount)>
@@ -338,6 +349,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *local_renames_ = nullptr;
   prometheus::Family<prometheus::Counter> *reclaims_ = nullptr;
   prometheus::Family<prometheus::Counter> *unchanged_bytes_ = nullptr;
+  prometheus::Family<prometheus::Counter> *refused_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;

@@ -4,6 +4,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -19,8 +20,12 @@ const char *const kComponent = "NACHE_WBLOG";
 // Record layout (after the 4-byte CRC-32C of everything that follows):
 // version byte, op byte, logged_at, key, key2, offset, type, then the
 // lengths and bytes of data, name, name2, text, and the raw Attrs (plain
-// data, with its size so that another layout is refused).
-constexpr uint8_t kRecordVersion = 1;
+// data, with its size so that another layout is refused). Version 2 adds,
+// after the Attrs, the caller's credentials: uid, gid, the number of
+// groups (at most LogRecord::kMaxGroups) and the groups. Version 1 records
+// (written before) still decode, without credentials.
+constexpr uint8_t kRecordVersion1 = 1;
+constexpr uint8_t kRecordVersion = 2;
 
 std::string SeqKey(uint64_t seq) {
   std::string k;
@@ -84,6 +89,16 @@ std::string OpLog::Encode(const LogRecord &r) {
   PutBytes(&body, r.text);
   PutBytes(&body, std::string(reinterpret_cast<const char *>(&r.attrs),
                               sizeof(r.attrs)));
+  // Credentials (version 2): a record without them keeps the fallback of
+  // version 1 by having none here (a zero flag).
+  body.push_back(char(r.has_creds ? 1 : 0));
+  if (r.has_creds) {
+    size_t n = std::min(r.creds.groups.size(), LogRecord::kMaxGroups);
+    PutBE32(&body, r.creds.uid);
+    PutBE32(&body, r.creds.gid);
+    PutBE32(&body, uint32_t(n));
+    for (size_t i = 0; i < n; i++) PutBE32(&body, r.creds.groups[i]);
+  }
   std::string out;
   PutBE32(&out, Crc32c(body.data(), body.size()));
   out += body;
@@ -99,13 +114,32 @@ bool OpLog::Decode(const std::string &v, LogRecord *r) {
   uint64_t at;
   uint32_t type;
   std::string attrs;
-  if (!in.U8(&version) || version != kRecordVersion || !in.U8(&op) ||
+  if (!in.U8(&version) ||
+      (version != kRecordVersion && version != kRecordVersion1) ||
+      !in.U8(&op) ||
       op < uint8_t(LogOp::kWrite) || op > uint8_t(LogOp::kLink) ||
       !in.U64(&at) || !in.U64(&r->key) || !in.U64(&r->key2) ||
       !in.U64(&r->offset) || !in.U32(&type) || !in.Bytes(&r->data) ||
       !in.Bytes(&r->name) || !in.Bytes(&r->name2) || !in.Bytes(&r->text) ||
-      !in.Bytes(&attrs) || attrs.size() != sizeof(r->attrs) || !in.done())
+      !in.Bytes(&attrs) || attrs.size() != sizeof(r->attrs))
     return false;
+  r->has_creds = false;
+  r->creds = upstream::Creds();
+  if (version >= 2) {
+    uint8_t has;
+    if (!in.U8(&has) || has > 1) return false;
+    if (has) {
+      uint32_t n;
+      if (!in.U32(&r->creds.uid) || !in.U32(&r->creds.gid) || !in.U32(&n) ||
+          n > LogRecord::kMaxGroups)
+        return false;
+      r->creds.groups.resize(n);
+      for (uint32_t i = 0; i < n; i++)
+        if (!in.U32(&r->creds.groups[i])) return false;
+      r->has_creds = true;
+    }
+  }
+  if (!in.done()) return false;
   r->op = LogOp(op);
   r->logged_at = int64_t(at);
   r->type = upstream::FileType(type);

@@ -54,6 +54,30 @@ struct LogRecord {
   upstream::Attrs attrs; // kSetattr, kCreate
   upstream::FileType type = upstream::FileType::kNone;  // kCreate
   std::string name, name2, text;
+  // The caller whose change this is, as whom it is sent upstream (issue 16:
+  // a change allowed only through a supplementary group must be sent with
+  // that group). Records of the first format have none (has_creds false):
+  // they are sent as attrs.uid/attrs.gid with no groups, as before.
+  bool has_creds = false;
+  upstream::Creds creds;  // at most kMaxGroups groups are kept
+
+  // AUTH_SYS carries at most 16 supplementary groups (the transport sends
+  // the first 16): more are never kept.
+  static constexpr size_t kMaxGroups = 16;
+  void SetCreds(const upstream::Creds &cr) {
+    has_creds = true;
+    creds = cr;
+    if (creds.groups.size() > kMaxGroups) creds.groups.resize(kMaxGroups);
+  }
+  // As whom the record is sent: its creds, or for a record of the first
+  // format its uid and gid (kept in attrs) without groups.
+  upstream::Creds SendCreds() const {
+    if (has_creds) return creds;
+    upstream::Creds cr;
+    cr.uid = attrs.uid;
+    cr.gid = attrs.gid;
+    return cr;
+  }
 };
 
 class OpLog {

@@ -182,5 +182,80 @@ TEST_F(OpLogTest, ReplaceWithSeveralRecordsKeepsTheirOrder) {
   EXPECT_EQ(log_->records(), 2u);
 }
 
+
+// The caller's credentials are kept with a record (at most 16 groups).
+TEST(OpLogCodecTest, CredentialsRoundTrip) {
+  LogRecord r = NameRecord(LogOp::kCreate, 1, 2, "n");
+  upstream::Creds cr;
+  cr.uid = 2000;
+  cr.gid = 2001;
+  for (uint32_t g = 0; g < 20; g++) cr.groups.push_back(3000 + g);
+  r.SetCreds(cr);
+  LogRecord back;
+  ASSERT_TRUE(OpLog::Decode(OpLog::Encode(r), &back));
+  ASSERT_TRUE(back.has_creds);
+  EXPECT_EQ(back.creds.uid, 2000u);
+  EXPECT_EQ(back.creds.gid, 2001u);
+  ASSERT_EQ(back.creds.groups.size(), 16u);
+  EXPECT_EQ(back.creds.groups[15], 3015u);
+  EXPECT_EQ(back.SendCreds().groups.size(), 16u);
+}
+
+// A record of the first format (version 1: no credentials) still loads,
+// and is sent as the uid and gid it kept in its attributes, without groups.
+TEST_F(OpLogTest, ARecordOfTheFirstFormatStillLoads) {
+  LogRecord r = NameRecord(LogOp::kRemove, 1, 2, "old");
+  r.attrs.mask = upstream::kAttrOwner | upstream::kAttrOwnerGroup;
+  r.attrs.uid = 2000;
+  r.attrs.gid = 2001;
+  // Version 1's layout: the body ends with the Attrs.
+  std::string body;
+  body.push_back(char(1));
+  body.push_back(char(r.op));
+  PutBE64(&body, 77);  // logged_at
+  PutBE64(&body, r.key);
+  PutBE64(&body, r.key2);
+  PutBE64(&body, r.offset);
+  PutBE32(&body, uint32_t(r.type));
+  for (const std::string *b : {&r.data, &r.name, &r.name2, &r.text}) {
+    PutBE32(&body, uint32_t(b->size()));
+    body += *b;
+  }
+  PutBE32(&body, uint32_t(sizeof(r.attrs)));
+  body.append(reinterpret_cast<const char *>(&r.attrs), sizeof(r.attrs));
+  std::string v;
+  PutBE32(&v, Crc32c(body.data(), body.size()));
+  v += body;
+  std::string k;
+  PutBE64(&k, 5);
+  ASSERT_TRUE(store_->db()
+                  ->Put(rocksdb::WriteOptions(),
+                        store_->family(Store::kWbLog), k, v)
+                  .ok());
+  Reopen();
+  EXPECT_EQ(log_->discarded(), 0u);
+  std::vector<LogRecord> got = log_->Read(0, 10);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].seq, 5u);
+  EXPECT_EQ(got[0].name, "old");
+  EXPECT_FALSE(got[0].has_creds);
+  upstream::Creds cr = got[0].SendCreds();
+  EXPECT_EQ(cr.uid, 2000u);
+  EXPECT_EQ(cr.gid, 2001u);
+  EXPECT_TRUE(cr.groups.empty());
+  // Appended after it: the new format, with credentials.
+  LogRecord n = NameRecord(LogOp::kCreate, 1, 3, "new");
+  upstream::Creds me;
+  me.uid = 7;
+  me.groups = {8};
+  n.SetCreds(me);
+  EXPECT_EQ(log_->Append(n), 6u);
+  Reopen();
+  got = log_->Read(0, 10);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_TRUE(got[1].has_creds);
+  EXPECT_EQ(got[1].creds.groups, std::vector<uint32_t>{8});
+}
+
 }  // namespace
 }  // namespace nache
