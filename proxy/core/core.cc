@@ -957,6 +957,21 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
   st = Run(c, cr, &rep);
   if (!rep.Find(Op::kGetattr)) {
     cache_->ExpireAttrs(dir);
+    const uint64_t who = Cache::CredId(cr);
+    if (!rep.Find(Op::kCreate) && st == upstream::kNfs4ErrDelay) {
+      unanswered_.Note(UnansweredNames::Op::kCreate, dir, name, who);
+    } else if (OpStatus(rep, Op::kCreate) == upstream::kNfs4ErrExist &&
+               unanswered_.TakeRecent(UnansweredNames::Op::kCreate, dir,
+                                      name, who)) {
+      // The client's retry of a create done once: what the name holds,
+      // when it is of the type asked for.
+      Attrs a;
+      if (Lookup(cr, dir, name, key, &a) == upstream::kNfs4Ok &&
+          a.type == type) {
+        if (out) *out = a;
+        return upstream::kNfs4Ok;
+      }
+    }
     return st;
   }
   st = upstream::kNfs4Ok;
@@ -1147,6 +1162,15 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
     c.Putfh(gone_rec.fh).Getattr(upstream::kAttrNlink);
   CompoundReply rep;
   st = Run(c, cr, &rep);
+  const uint64_t who = Cache::CredId(cr);
+  if (!rep.Find(Op::kRemove) && st == upstream::kNfs4ErrDelay) {
+    unanswered_.Note(UnansweredNames::Op::kRemove, dir, name, who);
+  } else if (OpStatus(rep, Op::kRemove) == upstream::kNfs4ErrNoent &&
+             unanswered_.TakeRecent(UnansweredNames::Op::kRemove, dir, name,
+                                    who)) {
+    cache_->ExpireAttrs(dir);
+    return upstream::kNfs4Ok;  // the client's retry of a remove done once
+  }
   if (name_it && rep.Find(Op::kGetfh))
     gone = handles_->Find(rep.Find(Op::kGetfh)->fh);
   bool gone_for_good = false;

@@ -40,6 +40,7 @@
 #include "cache/reader.h"
 #include "core/delegations.h"
 #include "core/opens.h"
+#include "core/unanswered.h"
 #include "core/write_behind.h"
 #include "handles/handle_map.h"
 #include "metrics/metrics.h"
@@ -647,6 +648,8 @@ class Core {
   // several, since an owner's OPEN and CLOSE are serialised).
   std::array<OwnerSlot, 8> flush_owners_;
   // Who last wrote each dirty file locally: the flush writes as them.
+  // Write-through removes and creates that got no answer (unanswered.h).
+  UnansweredNames unanswered_;
   std::mutex writers_mu_;  // guards writers_
   std::unordered_map<Key, upstream::Creds> writers_;
   uint8_t boot_verf_[8] = {};  // our write verifier (immutable after Open)

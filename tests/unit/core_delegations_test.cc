@@ -1520,6 +1520,49 @@ TEST_P(LostRenameTest, ARenameWithoutAnAnswerIsSentAgain) {
 
 INSTANTIATE_TEST_SUITE_P(RequestOrReply, LostRenameTest, ::testing::Bool());
 
+// Write-through: a REMOVE or CREATE done at the remote whose reply was
+// lost is retried by the client (told NFS4ERR_DELAY); the retry meets
+// NOENT or EXIST, and is answered as the first try's success, for the
+// same caller only.
+TEST_F(CoreDelegationsTest, ARetryOfARemoveOrCreateWhoseReplyWasLostSucceeds) {
+  Start(DelegationType::kNone);
+  up_->AddFile("gone", "G");
+  up_->AddFile("other", "O");
+  up_->DieAfter("REMOVE");
+  EXPECT_EQ(core_->Remove(cr_, root_, "gone"), uint32_t(upstream::kNfs4ErrDelay));
+  ASSERT_TRUE(up_->dead.load());
+  up_->dead = false;
+  EXPECT_EQ(up_->Data("gone"), "<none>") << "done at the remote";
+  EXPECT_EQ(core_->Remove(cr_, root_, "gone"), 0u) << "the retry";
+  EXPECT_EQ(core_->Remove(cr_, root_, "gone"), uint32_t(upstream::kNfs4ErrNoent))
+      << "once only";
+  Creds someone;
+  someone.uid = someone.gid = 4000;
+  up_->DieAfter("REMOVE");
+  EXPECT_NE(core_->Remove(cr_, root_, "other"), 0u);
+  up_->dead = false;
+  EXPECT_EQ(core_->Remove(someone, root_, "other"),
+            uint32_t(upstream::kNfs4ErrNoent)) << "not someone else's";
+
+  Attrs mode, got;
+  mode.mask = upstream::kAttrMode;
+  mode.mode = 0755;
+  Key k = kNoKey;
+  up_->DieAfter("CREATE");
+  EXPECT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
+                          &k, &got),
+            uint32_t(upstream::kNfs4ErrDelay));
+  up_->dead = false;
+  ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
+                          &k, &got),
+            0u) << "the retry";
+  EXPECT_NE(k, kNoKey);
+  EXPECT_EQ(got.type, upstream::FileType::kDir);
+  EXPECT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
+                          &k, &got),
+            uint32_t(upstream::kNfs4ErrExist)) << "once only";
+}
+
 // Renames of directories the remote has are logged too, and their RENAMEs
 // reach the remote in log order: "a" moved out of "b", then "b" moved into
 // "a" is a cycle at the remote if sent the other way round. A move into
