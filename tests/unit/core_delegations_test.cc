@@ -771,8 +771,8 @@ class CoreDelegationsTest : public ::testing::Test {
     EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
     return open;
   }
-  // Creates name in the root, writes data into it and closes it.
-  Key CreateWritten(const char *name, const std::string &data) {
+  // Creates name in the root as cr, writes data into it and closes it.
+  Key CreateAs(const Creds &cr, const char *name, const std::string &data) {
     Core::OpenRequest req;
     req.key = root_;
     req.name = name;
@@ -781,15 +781,18 @@ class CoreDelegationsTest : public ::testing::Test {
     NacheOpen *open = nullptr;
     Key key = kNoKey;
     bool created = false;
-    EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
+    EXPECT_EQ(core_->OpenFile(cr, req, &open, &key, nullptr, &created), 0u);
     EXPECT_TRUE(created);
     size_t n = 0;
     int committed = 0;
-    EXPECT_EQ(core_->Write(cr_, key, open, 0, data.size(), data.data(), 2, &n,
+    EXPECT_EQ(core_->Write(cr, key, open, 0, data.size(), data.data(), 2, &n,
                            &committed),
               0u);
     EXPECT_EQ(core_->CloseFile(open), 0u);
     return key;
+  }
+  Key CreateWritten(const char *name, const std::string &data) {
+    return CreateAs(cr_, name, data);
   }
   cb_client::Reply *Recall(int n) {
     cb_client::Args args;
@@ -1873,26 +1876,6 @@ class WriteBackIdentityTest : public CoreDelegationsTest {
             cfg->flush_age_ms = 3600 * 1000;  // sent when needed
           },
           probe);
-  }
-  // Creates name in the root as cr, writes data into it and closes it.
-  Key CreateAs(const Creds &cr, const char *name, const std::string &data) {
-    Core::OpenRequest req;
-    req.key = root_;
-    req.name = name;
-    req.access = kBoth;
-    req.mode = NACHE_OPEN_GUARDED;
-    NacheOpen *open = nullptr;
-    Key key = kNoKey;
-    bool created = false;
-    EXPECT_EQ(core_->OpenFile(cr, req, &open, &key, nullptr, &created), 0u);
-    EXPECT_TRUE(created);
-    size_t n = 0;
-    int committed = 0;
-    EXPECT_EQ(core_->Write(cr, key, open, 0, data.size(), data.data(), 2, &n,
-                           &committed),
-              0u);
-    EXPECT_EQ(core_->CloseFile(open), 0u);
-    return key;
   }
   // Sends key (its create, then data) by a size change; its status.
   uint32_t SendBySetSize(Key key, uint64_t size) {
