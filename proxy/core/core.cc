@@ -690,12 +690,9 @@ uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
   if (st) return st;
   cache_->Validated(key, rep.Find(Op::kGetattr)->attrs);
   NoteAccessAnswer(key, cr, rep);
-  if (!cache_->CachedAccess(key, Cache::CredId(cr), want, allowed)) {
-    // No usable answer (the remote refused the ACCESS alone, or a change
-    // meanwhile cleared it): what the reply said, unremembered.
-    const OpResult *r = rep.Find(Op::kAccess);
-    *allowed = r && r->status == 0 ? r->access & want : 0;
-  }
+  // (The remote refusing the ACCESS alone: nothing allowed.)
+  const OpResult *r = rep.Find(Op::kAccess);
+  *allowed = r && r->status == 0 ? r->access & want : 0;
   return upstream::kNfs4Ok;
 }
 

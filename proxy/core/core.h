@@ -342,7 +342,6 @@ class Core {
   // flushes: all of it is flushed as the last of them.
   Creds FlushCreds(Key key);
   void NoteLocalWriter(Key key, const Creds &cr);
-  static bool SameCreds(const Creds &a, const Creds &b);
   // A flush send refused by the remote for the permissions of the caller
   // it is sent as (ACCESS, PERM): counted and logged, naming op, the
   // object and the uid. Other statuses: nothing.

@@ -210,7 +210,7 @@ uint32_t Core::SendRemoves(Key dir,
     Compound c;
     c.SetTag("flush_remove").Putfh(dfh);
     size_t n = 0;
-    while (done + n < mine.size() && SameCreds(recs[done + n].SendCreds(), cr)) {
+    while (done + n < mine.size() && recs[done + n].SendCreds() == cr) {
       c.Remove(mine[done + n].name);
       n++;
     }

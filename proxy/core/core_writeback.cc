@@ -136,41 +136,15 @@ uint32_t Core::WriteStable(const Creds &cr, const Fh &fh, const StateId &sid,
 namespace {
 
 // The last local writer of a dirty file, in the store's kMeta family
-// (see core.h): "wb_writer/" and the key, big-endian; uid, gid, the group
-// count (at most 16) and the groups, big-endian 32-bit each.
+// (see core.h): "wb_writer/" and the key, big-endian; its credentials as
+// the log keeps them (PutCreds).
 std::string WriterName(Key key) {
   std::string n = "wb_writer/";
   PutBE64(&n, key);
   return n;
 }
 
-std::string EncodeWriter(const upstream::Creds &cr) {
-  std::string v;
-  size_t n = std::min(cr.groups.size(), LogRecord::kMaxGroups);
-  PutBE32(&v, cr.uid);
-  PutBE32(&v, cr.gid);
-  PutBE32(&v, uint32_t(n));
-  for (size_t i = 0; i < n; i++) PutBE32(&v, cr.groups[i]);
-  return v;
-}
-
-bool DecodeWriter(const std::string &v, upstream::Creds *cr) {
-  if (v.size() < 12) return false;
-  uint32_t n = GetBE32(v.data() + 8);
-  if (n > LogRecord::kMaxGroups || v.size() != 12 + 4 * size_t(n))
-    return false;
-  cr->uid = GetBE32(v.data());
-  cr->gid = GetBE32(v.data() + 4);
-  cr->groups.resize(n);
-  for (uint32_t i = 0; i < n; i++) cr->groups[i] = GetBE32(v.data() + 12 + 4 * i);
-  return true;
-}
-
 }  // namespace
-
-bool Core::SameCreds(const Creds &a, const Creds &b) {
-  return a.uid == b.uid && a.gid == b.gid && a.groups == b.groups;
-}
 
 void Core::NoteLocalWriter(Key key, const Creds &in) {
   Creds cr = in;
@@ -178,10 +152,12 @@ void Core::NoteLocalWriter(Key key, const Creds &in) {
     cr.groups.resize(LogRecord::kMaxGroups);
   std::lock_guard<std::mutex> g(writers_mu_);
   auto it = writers_.find(key);
-  if (it == writers_.end() || !SameCreds(it->second, cr)) {
+  if (it == writers_.end() || it->second != cr) {
     // Persisted when it changes, unsynced: the caller's own synced write
     // that follows (the data, the attributes) makes it durable with it.
-    store_->PutMeta(WriterName(key), EncodeWriter(cr), false);
+    std::string v;
+    PutCreds(&v, cr);
+    store_->PutMeta(WriterName(key), v, false);
     writers_[key] = cr;
   }
   // Only files still dirty need theirs: prune now and then.
@@ -207,7 +183,7 @@ Core::Creds Core::FlushCreds(Key key) {
   if (it != writers_.end()) return it->second;
   Creds cr;
   std::string v;
-  if (store_->GetMeta(WriterName(key), &v) && DecodeWriter(v, &cr)) {
+  if (store_->GetMeta(WriterName(key), &v) && ParseCreds(v, &cr)) {
     writers_[key] = cr;
     return cr;
   }

@@ -129,6 +129,10 @@ struct Creds {
   uint32_t uid = 0;
   uint32_t gid = 0;
   std::vector<uint32_t> groups;  // clamped to 16 when encoded
+  bool operator==(const Creds &o) const {
+    return uid == o.uid && gid == o.gid && groups == o.groups;
+  }
+  bool operator!=(const Creds &o) const { return !(*this == o); }
 };
 
 struct Time {

@@ -67,12 +67,37 @@ class Reader {
     return true;
   }
   bool done() const { return p_ == end_; }
+  // Everything not read yet.
+  void Rest(std::string *b) {
+    b->assign(p_, end_);
+    p_ = end_;
+  }
 
  private:
   const char *p_, *end_;
 };
 
 }  // namespace
+
+void PutCreds(std::string *out, const upstream::Creds &cr) {
+  const size_t n = std::min(cr.groups.size(), LogRecord::kMaxGroups);
+  PutBE32(out, cr.uid);
+  PutBE32(out, cr.gid);
+  PutBE32(out, uint32_t(n));
+  for (size_t i = 0; i < n; i++) PutBE32(out, cr.groups[i]);
+}
+
+bool ParseCreds(const std::string &v, upstream::Creds *cr) {
+  Reader in(v.data(), v.size());
+  uint32_t n;
+  if (!in.U32(&cr->uid) || !in.U32(&cr->gid) || !in.U32(&n) ||
+      n > LogRecord::kMaxGroups)
+    return false;
+  cr->groups.resize(n);
+  for (uint32_t i = 0; i < n; i++)
+    if (!in.U32(&cr->groups[i])) return false;
+  return in.done();
+}
 
 std::string OpLog::Encode(const LogRecord &r) {
   std::string body;
@@ -92,13 +117,7 @@ std::string OpLog::Encode(const LogRecord &r) {
   // Credentials (version 2): a record without them keeps the fallback of
   // version 1 by having none here (a zero flag).
   body.push_back(char(r.has_creds ? 1 : 0));
-  if (r.has_creds) {
-    size_t n = std::min(r.creds.groups.size(), LogRecord::kMaxGroups);
-    PutBE32(&body, r.creds.uid);
-    PutBE32(&body, r.creds.gid);
-    PutBE32(&body, uint32_t(n));
-    for (size_t i = 0; i < n; i++) PutBE32(&body, r.creds.groups[i]);
-  }
+  if (r.has_creds) PutCreds(&body, r.creds);
   std::string out;
   PutBE32(&out, Crc32c(body.data(), body.size()));
   out += body;
@@ -129,13 +148,9 @@ bool OpLog::Decode(const std::string &v, LogRecord *r) {
     uint8_t has;
     if (!in.U8(&has) || has > 1) return false;
     if (has) {
-      uint32_t n;
-      if (!in.U32(&r->creds.uid) || !in.U32(&r->creds.gid) || !in.U32(&n) ||
-          n > LogRecord::kMaxGroups)
-        return false;
-      r->creds.groups.resize(n);
-      for (uint32_t i = 0; i < n; i++)
-        if (!in.U32(&r->creds.groups[i])) return false;
+      std::string creds;  // the record's last field
+      in.Rest(&creds);
+      if (!ParseCreds(creds, &r->creds)) return false;
       r->has_creds = true;
     }
   }

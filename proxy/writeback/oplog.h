@@ -80,6 +80,13 @@ struct LogRecord {
   }
 };
 
+// Credentials as the log and the write-back writer records keep them: uid,
+// gid, the number of groups (at most LogRecord::kMaxGroups; more are
+// dropped) and the groups, each big-endian 32-bit. ParseCreds takes all
+// of v; false when it is not exactly that.
+void PutCreds(std::string *out, const upstream::Creds &cr);
+bool ParseCreds(const std::string &v, upstream::Creds *cr);
+
 class OpLog {
  public:
   // Loads the log from store (which must outlive it); see above for what a

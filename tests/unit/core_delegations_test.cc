@@ -755,11 +755,14 @@ class CoreDelegationsTest : public ::testing::Test {
   }
   // Truncates key to size: a size change goes upstream, so key (and what
   // its create depends on) is sent first.
-  void TruncateTo(Key key, uint64_t size) {
+  void TruncateTo(Key key, uint64_t size) { ASSERT_EQ(SetSize(key, size), 0u); }
+  // Sets key's size (sending key, its create then its data, first when it
+  // is written back); the status.
+  uint32_t SetSize(Key key, uint64_t size) {
     Attrs set, attrs;
     set.mask = upstream::kAttrSize;
     set.size = size;
-    ASSERT_EQ(core_->Setattr(cr_, key, nullptr, set, &attrs), 0u);
+    return core_->Setattr(cr_, key, nullptr, set, &attrs);
   }
   NacheOpen *OpenF(uint32_t access) {
     Core::OpenRequest req;
@@ -1167,11 +1170,8 @@ TEST_F(CoreDelegationsTest, DataOfAFileGoneAtTheRemoteIsSavedVisibly) {
   up_->ForeignRemove("f");
   up_->ForeignRemove("d");
   // Size changes flush first: the flush finds each file gone.
-  Attrs set, attrs;
-  set.mask = upstream::kAttrSize;
-  set.size = 1;
-  EXPECT_NE(core_->Setattr(cr_, file_, nullptr, set, &attrs), 0u);
-  EXPECT_NE(core_->Setattr(cr_, x, nullptr, set, &attrs), 0u);
+  EXPECT_NE(SetSize(file_, 1), 0u);
+  EXPECT_NE(SetSize(x, 1), 0u);
   std::vector<std::string> saved = up_->Names("f.nache-lost-");
   ASSERT_EQ(saved.size(), 1u) << "beside where it was";
   EXPECT_EQ(up_->Data(saved[0]), "ours!");
@@ -1255,18 +1255,14 @@ TEST_F(CoreDelegationsTest, AKillAfterOurRenameOfADirtyFileMakesNoConflict) {
   // A new f needs the name at the remote: the RENAME goes out, and nache
   // dies with it.
   Key fresh = CreateWritten("f", "new");
-  Attrs set, attrs;
-  set.mask = upstream::kAttrSize;
-  set.size = 2;
-  EXPECT_NE(core_->Setattr(cr_, fresh, nullptr, set, &attrs), 0u);
+  EXPECT_NE(SetSize(fresh, 2), 0u);
   ASSERT_TRUE(up_->dead.load());
   core_.reset();
   up_->dead = false;
   start(false);
   Key g;
   ASSERT_EQ(core_->Lookup(cr_, root_, "g", &g, nullptr), 0u);
-  set.size = 4;  // flushes g's data first
-  ASSERT_EQ(core_->Setattr(cr_, g, nullptr, set, &attrs), 0u);
+  ASSERT_EQ(SetSize(g, 4), 0u);  // flushes g's data first
   EXPECT_EQ(up_->Data("g"), "HELL");
   EXPECT_TRUE(up_->Names("g.nache-conflict-").empty());
   EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
@@ -1501,14 +1497,11 @@ TEST_P(LostRenameTest, ARenameWithoutAnAnswerIsSentAgain) {
   // A new "log" needs the name at the remote: the RENAME goes out first
   // and gets no answer, so the truncate (which sends the create) fails.
   Key fresh = CreateWritten("log", "new");
-  Attrs set, attrs;
-  set.mask = upstream::kAttrSize;
-  set.size = 2;
-  EXPECT_NE(core_->Setattr(cr_, fresh, nullptr, set, &attrs), 0u);
+  EXPECT_NE(SetSize(fresh, 2), 0u);
   // (The remote's dst is removed first: the rename replaces it.)
   EXPECT_EQ(up_->Data(reply_lost ? "dst" : "log"), "L");
   up_->dead = false;
-  ASSERT_EQ(core_->Setattr(cr_, fresh, nullptr, set, &attrs), 0u);
+  ASSERT_EQ(SetSize(fresh, 2), 0u);
   EXPECT_EQ(up_->Data("dst"), "L");
   EXPECT_EQ(up_->Data("log"), "ne");
   double refused = 0;
@@ -1877,13 +1870,6 @@ class WriteBackIdentityTest : public CoreDelegationsTest {
           },
           probe);
   }
-  // Sends key (its create, then data) by a size change; its status.
-  uint32_t SendBySetSize(Key key, uint64_t size) {
-    Attrs set, attrs;
-    set.mask = upstream::kAttrSize;
-    set.size = size;
-    return core_->Setattr(cr_, key, nullptr, set, &attrs);
-  }
   // Kills nache (nothing more reaches the server) and restarts it on the
   // same cache.
   void KillAndRestart() {
@@ -1906,7 +1892,7 @@ TEST_F(WriteBackIdentityTest, ALocalCreateIsSentAsItsCreatorWithItsGroups) {
   up_->Guard({"OPEN"}, 3000);
   Key k = CreateAs(User(2000, 2000, {3000}), "mine", "data");
   EXPECT_EQ(up_->Sends("OPEN").size(), 0u) << "logged, not sent";
-  ASSERT_EQ(SendBySetSize(k, 2), 0u);
+  ASSERT_EQ(SetSize(k, 2), 0u);
   std::vector<ScriptedUpstream::Sent> opens = up_->Sends("OPEN");
   ASSERT_EQ(opens.size(), 1u);
   ExpectCreds(opens[0].cr, 2000, 2000, {3000});
@@ -1921,7 +1907,7 @@ TEST_F(WriteBackIdentityTest, ACreateLoggedBeforeARestartIsSentAsItsCreator) {
   KillAndRestart();
   Key k;
   ASSERT_EQ(core_->Lookup(cr_, root_, "mine", &k, nullptr), 0u);
-  ASSERT_EQ(SendBySetSize(k, 2), 0u);
+  ASSERT_EQ(SetSize(k, 2), 0u);
   std::vector<ScriptedUpstream::Sent> opens = up_->Sends("OPEN");
   ASSERT_EQ(opens.size(), 1u);
   ExpectCreds(opens[0].cr, 2000, 2000, {3000});
@@ -1937,7 +1923,7 @@ TEST_F(WriteBackIdentityTest, DataWrittenBeforeARestartIsSentAsItsWriter) {
                          "OURS!", 2, &n, &committed),
             0u);
   KillAndRestart();
-  ASSERT_EQ(SendBySetSize(file_, 4), 0u);  // flushes the data first
+  ASSERT_EQ(SetSize(file_, 4), 0u);  // flushes the data first
   std::vector<ScriptedUpstream::Sent> writes = up_->Sends("WRITE");
   ASSERT_GE(writes.size(), 1u);
   ExpectCreds(writes[0].cr, 2000, 2000, {3000});
@@ -1955,8 +1941,8 @@ TEST_F(WriteBackIdentityTest, RemovesAndRenamesAreSentAsTheirCaller) {
   EXPECT_EQ(up_->Sends("REMOVE").size() + up_->Sends("RENAME").size(), 0u)
       << "logged, not sent";
   // New files under the old names need them free at the remote.
-  ASSERT_EQ(SendBySetSize(CreateWritten("old", "new"), 1), 0u);
-  ASSERT_EQ(SendBySetSize(CreateWritten("moved", "new"), 1), 0u);
+  ASSERT_EQ(SetSize(CreateWritten("old", "new"), 1), 0u);
+  ASSERT_EQ(SetSize(CreateWritten("moved", "new"), 1), 0u);
   std::vector<ScriptedUpstream::Sent> removes = up_->Sends("REMOVE");
   std::vector<ScriptedUpstream::Sent> renames = up_->Sends("RENAME");
   ASSERT_EQ(removes.size(), 1u);
@@ -1973,7 +1959,7 @@ TEST_F(WriteBackIdentityTest, ARefusalAtFlushIsCounted) {
   // ACCESS says yes), refused at the flush.
   up_->Guard({"OPEN", "WRITE"}, 3000);
   Key k = CreateAs(User(2000, 2000, {}), "theirs", "data");
-  EXPECT_EQ(SendBySetSize(k, 2), uint32_t(upstream::kNfs4ErrAccess));
+  EXPECT_EQ(SetSize(k, 2), uint32_t(upstream::kNfs4ErrAccess));
   EXPECT_GE(CounterValue(metrics_, "nache_writeback_refused_total"), 1);
   // Data of a file the remote has, written by a non-member.
   size_t n = 0;
@@ -1982,7 +1968,7 @@ TEST_F(WriteBackIdentityTest, ARefusalAtFlushIsCounted) {
                          2, &n, &committed),
             0u);
   double before = CounterValue(metrics_, "nache_writeback_refused_total");
-  EXPECT_NE(SendBySetSize(file_, 4), 0u);
+  EXPECT_NE(SetSize(file_, 4), 0u);
   EXPECT_GT(CounterValue(metrics_, "nache_writeback_refused_total"), before);
   EXPECT_EQ(up_->Data("f"), "hello");
 }
