@@ -316,6 +316,8 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
   auto t0 = std::chrono::steady_clock::now();
   upstream::CallStatus s = up_->Call(c, cr, rep);
   metrics_->ObserveCompound(c, s, *rep, std::chrono::steady_clock::now() - t0);
+  if (s != upstream::CallStatus::kOk && SeqidBearing(c))
+    s = ResendSeqidBearing(c, cr, rep, s);
   if (s != upstream::CallStatus::kOk) {
     NACHE_LOG(kLogInfo, "NACHE_UPSTREAM", "%s: upstream %s, client retries",
               c.tag().c_str(), upstream::CallStatusName(s));
@@ -329,6 +331,75 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
               nache_status_name(rep->status));
   }
   return rep->status;
+}
+
+bool Core::SeqidBearing(const Compound &c) const {
+  if (cfg_.minor_version != 0) return false;  // sessions sequence calls
+  for (size_t i = 0; i < c.size(); i++) {
+    switch (c.op(i)) {
+      case Op::kOpen:
+      case Op::kOpenConfirm:
+      case Op::kOpenDowngrade:
+      case Op::kClose:
+      case Op::kLock:
+      case Op::kLocku:
+        return true;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
+upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
+                                              CompoundReply *rep,
+                                              upstream::CallStatus s) {
+  // The request may have been executed: its owner's seqid at the server is
+  // unknown. Anything else sent by the owner now would be wrong: the same
+  // seqid is taken for a retransmission of this request and answered from
+  // the server's replay cache (another file's open), the next one is
+  // refused while the server has not seen this one. Only this request,
+  // unchanged, is right: the server executes it, or answers it again from
+  // its replay cache. So it is resent (the caller holds the owner's lock)
+  // while the connection comes back, for up to a lease: a longer outage
+  // most likely cost the client id anyway (a new one resets every owner).
+  // If it cannot be settled, the client id and all its state are given up
+  // (RestartClient), which makes every seqid known again.
+  const uint64_t epoch = up_->epoch();
+  const auto budget = std::chrono::seconds(
+      std::clamp<uint32_t>(up_->lease_time(), 1, kMaxSeqidResendSeconds));
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  auto pause = std::chrono::milliseconds(50);
+  for (int n = 1; s != upstream::CallStatus::kOk; n++) {
+    if (s == upstream::CallStatus::kShutdown || s == upstream::CallStatus::kEncodeError)
+      return s;
+    if (up_->epoch() != epoch) return s;  // the server forgot the owner
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    if (!up_->WaitReady(int(left.count()))) continue;  // (the deadline ends it)
+    if (up_->epoch() != epoch) return s;
+    if (n > 1) {
+      // A connection that is up but drops the request again: do not spin.
+      std::this_thread::sleep_for(std::min(pause, left));
+      pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+    }
+    NACHE_LOG(kLogInfo, "NACHE_UPSTREAM",
+              "%s: upstream %s, resending it unchanged (seqid)",
+              c.tag().c_str(), upstream::CallStatusName(s));
+    *rep = CompoundReply();
+    auto t0 = std::chrono::steady_clock::now();
+    s = up_->Call(c, cr, rep);
+    metrics_->ObserveCompound(c, s, *rep, std::chrono::steady_clock::now() - t0);
+    metrics_->CountSeqidResend(s == upstream::CallStatus::kOk ? "answered" : "unanswered");
+  }
+  if (s == upstream::CallStatus::kOk) return s;
+  if (up_->epoch() == epoch) {
+    metrics_->CountSeqidResend("gave_up");
+    up_->RestartClient("an NFSv4.0 open or lock request stayed unanswered; "
+                       "its owner's seqid is unknown");
+  }
+  return s;
 }
 
 uint32_t Core::FhOf(Key key, Fh *fh) {

@@ -338,6 +338,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                         "who made them, by op (create, remove, rename, "
                         "write, setattr)")
                   .Register(r);
+  seqid_resends_ = &prometheus::BuildCounter()
+                       .Name("nache_upstream_seqid_resends_total")
+                       .Help("NFSv4.0 seqid-bearing requests (OPEN, CLOSE, "
+                             "LOCK...) resent unchanged after getting no "
+                             "reply, by outcome: answered, unanswered "
+                             "(again), gave_up (the client id and its state "
+                             "were given up to make the seqid known)")
+                       .Register(r);
   unchanged_bytes_ = &prometheus::BuildCounter()
                          .Name("nache_writeback_unchanged_bytes_total")
                          .Help("Bytes written locally on write-back exports "
@@ -462,6 +470,9 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->unchanged_bytes_ = &unchanged_bytes_->Add(ex);
   for (size_t i = 0; i < e->refused_.size(); i++)
     e->refused_[i] = &refused_->Add(with("op", ExportMetrics::kRefusedOps[i]));
+  for (size_t i = 0; i < e->seqid_resends_.size(); i++)
+    e->seqid_resends_[i] = &seqid_resends_->Add(
+        with("outcome", ExportMetrics::kSeqidResendOutcomes[i]));
   e->lost_files_[0] = &lost_files_->Add(with("outcome", "saved"));
   e->lost_files_[1] = &lost_files_->Add(with("outcome", "unsaved"));
   e->local_creates_[0] = &local_creates_->Add(with("outcome", "logged"));

@@ -166,6 +166,15 @@ class ExportMetrics {
     for (size_t i = 0; i < refused_.size(); i++)
       if (op == kRefusedOps[i]) refused_[i]->Increment();
   }
+  // NFSv4.0: a seqid-bearing request (OPEN, CLOSE, LOCK...) that got no
+  // reply, resent unchanged: answered, unanswered again, or given up
+  // (the client id was given up with it). kSeqidResendOutcomes.
+  static constexpr const char *kSeqidResendOutcomes[] = {
+      "answered", "unanswered", "gave_up"};
+  void CountSeqidResend(const std::string &outcome) {
+    for (size_t i = 0; i < seqid_resends_.size(); i++)
+      if (outcome == kSeqidResendOutcomes[i]) seqid_resends_[i]->Increment();
+  }
   // Write-back: bytes a local write put back as the cache held them (not
   // dirtied, never sent).
   void CountUnchangedWrite(uint64_t bytes) {
@@ -266,6 +275,8 @@ class ExportMetrics {
   std::array<prometheus::Counter *, 3> local_renames_{};
   // nache_writeback_refused_total{op=create|remove|rename|write|setattr}
   std::array<prometheus::Counter *, 5> refused_{};
+  // nache_upstream_seqid_resends_total{outcome}
+  std::array<prometheus::Counter *, 3> seqid_resends_{};
   // nache_upstream_reclaims_total{state, outcome}
   std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,
              size_t(ReclaimState::kCount)>
@@ -350,6 +361,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *reclaims_ = nullptr;
   prometheus::Family<prometheus::Counter> *unchanged_bytes_ = nullptr;
   prometheus::Family<prometheus::Counter> *refused_ = nullptr;
+  prometheus::Family<prometheus::Counter> *seqid_resends_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;

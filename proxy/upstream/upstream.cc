@@ -103,6 +103,7 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
     return Clock::time_point(Clock::duration(lease_until_.load()));
   }
   bool callback_path_down() const override { return cb_path_down_.load(); }
+  void RestartClient(const char *why) override;
   void Shutdown() override;
 
   void OnConnectionUp(int index) override;
@@ -159,7 +160,7 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   void NoteLeaseRenewed(Clock::time_point sent);
 
   const UpstreamOptions opts_;       // as given to Create
-  const Verifier verifier_;          // SETCLIENTID verifier, new every start
+  Verifier verifier_;                // SETCLIENTID verifier (state thread)
   std::string id_string_;            // the id sent (state thread only)
   std::vector<std::unique_ptr<Connection>> conns_;  // fixed after Start
   std::thread state_thread_;         // StateLoop
@@ -169,6 +170,8 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   bool stopping_ = false;            // Shutdown started
   bool client_ready_ = false;        // a confirmed client id is in use
   bool recovery_requested_ = false;  // a reply said the id is stale
+  // RestartClient: the next id is established under a new verifier.
+  bool new_verifier_ = false;
   // A connection came back while the id was in use: the server may have
   // restarted, so the id is checked now rather than at the next renewal
   // (its grace period for our reclaims is short).
@@ -309,6 +312,19 @@ void UpstreamImpl::TriggerRecovery(uint64_t generation) {
   cv_.notify_all();
 }
 
+void UpstreamImpl::RestartClient(const char *why) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (new_verifier_) return;  // already asked for, not yet done
+  nache_log(kLogWarn, kComponent,
+            "giving up client id %016llx and its state at the server: %s",
+            (unsigned long long)clientid_.load(), why);
+  new_verifier_ = true;
+  // (While no id is in use, the state thread is establishing one: it
+  // reads the flag before its next SETCLIENTID or EXCHANGE_ID.)
+  if (client_ready_) recovery_requested_ = true;
+  cv_.notify_all();
+}
+
 void UpstreamImpl::OnConnectionUp(int index) {
   connected_count_.fetch_add(1);
   std::lock_guard<std::mutex> lk(mu_);
@@ -367,6 +383,10 @@ void UpstreamImpl::StateLoop() {
     WaitLocked(lk, Clock::now() + std::chrono::hours(1),
                [this] { return stopping_ || connected_count_.load() > 0; });
     if (stopping_) return;
+    if (new_verifier_) {
+      verifier_ = RandomVerifier();
+      new_verifier_ = false;
+    }
     lk.unlock();
     Clock::time_point sent = Clock::now();
     bool new_id = true;

@@ -112,6 +112,15 @@ class Upstream {
   // our callback service, so it will grant no delegations.
   virtual bool callback_path_down() const = 0;
 
+  // Gives up the client id and all its state at the server: the next id
+  // is established under a new verifier, so the server treats us as a
+  // restarted client and drops the old id's opens, locks, delegations and
+  // replay caches (RFC 7530 16.33.5). For an NFSv4.0 open-owner whose
+  // request may or may not have been executed and cannot be resent any
+  // more: its seqid is unknown, and only a new client id makes it known
+  // again. on_new_clientid runs as after any new id.
+  virtual void RestartClient(const char *why) = 0;
+
   // Stops the loops; in-flight calls complete with kShutdown.
   virtual void Shutdown() = 0;
   // The owner has reclaimed what it could after a new client id (NFSv4.1:

@@ -95,6 +95,16 @@ class ScriptedUpstream : public upstream::Upstream {
     std::lock_guard<std::mutex> g(mu_);
     lose_request_with = op;
   }
+  // A reply lost on its way back: the next compound with an op of this
+  // name is executed, and the call times out; the server carries on.
+  std::string lose_reply_of;                     // guarded by mu_
+  void LoseReplyOf(const std::string &op) {
+    std::lock_guard<std::mutex> g(mu_);
+    lose_reply_of = op;
+  }
+  // The core gave up its client id (Upstream::RestartClient); the test
+  // then plays the server's part (Restart).
+  std::atomic<int> restarts_asked{0};
   // Callers the remote denies reading (an ACL entry "user:UID:---"):
   // ACCESS leaves READ and EXECUTE out for them and their read OPENs fail.
   std::set<uint32_t> unreadable_by;              // guarded by mu_
@@ -219,6 +229,7 @@ class ScriptedUpstream : public upstream::Upstream {
       std::lock_guard<std::mutex> g(mu_);
       epoch_++;
       in_grace_ = grace;
+      replay_.clear();
       locks_.erase(std::remove_if(locks_.begin(), locks_.end(),
                                   [](const HeldRange &l) {
                                     return l.owner != "foreign";
@@ -271,6 +282,20 @@ class ScriptedUpstream : public upstream::Upstream {
       }
     }
     const COMPOUND4args *args = c.Args();
+    // NFSv4.0 as knfsd does it: an OPEN bearing the seqid of its owner's
+    // last OPEN is a retransmission, answered from the replay cache
+    // whatever it asks for.
+    const OPEN4args *open = OpenIn(args);
+    std::string open_owner;
+    if (open)
+      open_owner = Str(open->owner.owner.owner_val, open->owner.owner.owner_len);
+    if (open && replay_.count(open_owner) &&
+        replay_[open_owner].seqid == open->seqid) {
+      *rep = replay_[open_owner].rep;
+      log_.push_back("OPEN(replayed)");
+      done_cv_.notify_all();
+      return CallStatus::kOk;
+    }
     Fh cur;
     rep->status = upstream::kNfs4Ok;
     for (u_int i = 0; i < args->argarray.argarray_len; i++) {
@@ -302,9 +327,19 @@ class ScriptedUpstream : public upstream::Upstream {
         return CallStatus::kTimeout;
       }
     }
+    if (open && rep->status == upstream::kNfs4Ok)
+      replay_[open_owner] = Replay{open->seqid, *rep};
     done_cv_.notify_all();
+    for (size_t i = 0; i < c.size() && !lose_reply_of.empty(); i++) {
+      if (lose_reply_of == upstream::OpName(c.op(i))) {
+        lose_reply_of.clear();
+        *rep = CompoundReply();
+        return CallStatus::kTimeout;
+      }
+    }
     return CallStatus::kOk;
   }
+  void RestartClient(const char *) override { restarts_asked++; }
   void CallAsync(Compound c, const Creds &cr, Callback cb) override {
     CompoundReply rep;
     CallStatus s = Call(c, cr, &rep);
@@ -640,6 +675,19 @@ class ScriptedUpstream : public upstream::Upstream {
   std::vector<std::string> log_;  // ops completed, in order
   std::string mark_;  // the current op's name in the log, when special
   uint32_t opens_ = 0, delegs_ = 0, lock_sids_ = 0;
+  // The OPEN of a compound, if it has one.
+  static const OPEN4args *OpenIn(const COMPOUND4args *args) {
+    for (u_int i = 0; i < args->argarray.argarray_len; i++)
+      if (args->argarray.argarray_val[i].argop == OP_OPEN)
+        return &args->argarray.argarray_val[i].nfs_argop4_u.opopen;
+    return nullptr;
+  }
+  // Per open-owner: its last OPEN's seqid and reply (guarded by mu_).
+  struct Replay {
+    uint32_t seqid = 0;
+    CompoundReply rep;
+  };
+  std::map<std::string, Replay> replay_;
   std::atomic<uint64_t> epoch_{0};  // client ids confirmed before this one
   bool in_grace_ = false;
   std::vector<HeldRange> locks_;
@@ -686,6 +734,7 @@ class ForwardingUpstream : public upstream::Upstream {
   bool callback_path_down() const override {
     return up_->callback_path_down();
   }
+  void RestartClient(const char *why) override { up_->RestartClient(why); }
   void Shutdown() override { up_->Shutdown(); }
   void ReclaimDone() override { up_->ReclaimDone(); }
 
@@ -1071,12 +1120,22 @@ TEST_F(CoreDelegationsTest, ConflictKeepsBothVersions) {
   EXPECT_EQ(up_->Names("f.nache-conflict-").size(), 1u);
 }
 
-// The value of a counter of metrics (summed over its series).
-double CounterValue(metrics::Metrics &m, const std::string &name) {
+// The value of a counter of metrics, summed over its series that have
+// every label given.
+double CounterValue(metrics::Metrics &m, const std::string &name,
+                    const std::map<std::string, std::string> &labels = {}) {
   double v = 0;
-  for (const prometheus::MetricFamily &f : m.Collect())
-    if (f.name == name)
-      for (const prometheus::ClientMetric &c : f.metric) v += c.counter.value;
+  for (const prometheus::MetricFamily &f : m.Collect()) {
+    if (f.name != name) continue;
+    for (const prometheus::ClientMetric &c : f.metric) {
+      size_t matched = 0;
+      for (const prometheus::ClientMetric::Label &l : c.label) {
+        auto it = labels.find(l.name);
+        if (it != labels.end() && it->second == l.value) matched++;
+      }
+      if (matched == labels.size()) v += c.counter.value;
+    }
+  }
   return v;
 }
 
@@ -1230,6 +1289,84 @@ TEST_P(FlushKillTest, AKillAtThisStepLosesNothingAndMakesNoConflict) {
 // GETATTR, the WRITE of the data, the SETATTR of the mtime after it.
 INSTANTIATE_TEST_SUITE_P(EveryStep, FlushKillTest,
                          ::testing::Values("GETATTR", "WRITE", "SETATTR"));
+
+// NFSv4.0 open-owner seqids. An OPEN whose reply is lost may have been
+// executed: the owner's seqid at the server is unknown. Resent unchanged, it
+// is answered from the server's replay cache; were the owner's next OPEN
+// (another file) sent with the same seqid instead, the server would answer
+// it with the lost OPEN's reply, and writes to the second file would go to
+// the first.
+class SeqidTest : public CoreDelegationsTest {
+ protected:
+  void SetUp() override {
+    CoreDelegationsTest::SetUp();
+    up_->AddFile("a", "AAA");
+    up_->AddFile("b", "BBB");
+  }
+  // Opens name (in the root) for reading and writing; the status.
+  uint32_t OpenName(const char *name, NacheOpen **open, Key *key) {
+    Core::OpenRequest req;
+    req.key = root_;
+    req.name = name;
+    req.access = kBoth;
+    bool created = false;
+    return core_->OpenFile(cr_, req, open, key, nullptr, &created);
+  }
+  // Writes data at 0 through an open of name (write-through), closes it.
+  void WriteThrough(const char *name, const std::string &data) {
+    NacheOpen *open = nullptr;
+    Key key = kNoKey;
+    ASSERT_EQ(OpenName(name, &open, &key), 0u);
+    size_t n = 0;
+    int committed = 0;
+    ASSERT_EQ(core_->Write(cr_, key, open, 0, data.size(), data.data(), 2, &n,
+                           &committed),
+              0u);
+    ASSERT_EQ(core_->CloseFile(open), 0u);
+  }
+};
+
+TEST_F(SeqidTest, AnOpenWhoseReplyWasLostIsResentUnchanged) {
+  Start(DelegationType::kNone);
+  NacheOpen *f = OpenF(kRead);  // an owner the server knows (seqid 1)
+  ASSERT_NE(f, nullptr);
+  up_->LoseReplyOf("OPEN");
+  NacheOpen *a = nullptr;
+  Key ka = kNoKey;
+  EXPECT_EQ(OpenName("a", &a, &ka), 0u) << "the lost OPEN's resend";
+  EXPECT_EQ(up_->Count("OPEN(replayed)"), 1);
+  if (a) EXPECT_EQ(core_->CloseFile(a), 0u);
+  WriteThrough("b", "b-wrote");
+  EXPECT_EQ(up_->Data("b"), "b-wrote");
+  EXPECT_EQ(up_->Data("a"), "AAA");
+  EXPECT_EQ(CounterValue(metrics_, "nache_upstream_seqid_resends_total",
+                         {{"outcome", "answered"}}),
+            1);
+  EXPECT_EQ(core_->CloseFile(f), 0u);
+}
+
+// The remote stays away longer than a lease after the lost reply: the
+// seqid cannot be settled, so the client id is given up (the server then
+// forgets the owner), and the next OPEN starts the owner afresh.
+TEST_F(SeqidTest, AnOpenUnansweredForALeaseGivesUpTheClientId) {
+  Start(DelegationType::kNone);
+  NacheOpen *f = OpenF(kRead);
+  ASSERT_NE(f, nullptr);
+  up_->DieAfter("OPEN");
+  NacheOpen *a = nullptr;
+  Key ka = kNoKey;
+  EXPECT_EQ(OpenName("a", &a, &ka), uint32_t(upstream::kNfs4ErrDelay));
+  EXPECT_EQ(up_->restarts_asked.load(), 1);
+  EXPECT_EQ(CounterValue(metrics_, "nache_upstream_seqid_resends_total",
+                         {{"outcome", "gave_up"}}),
+            1);
+  up_->dead = false;
+  up_->Restart(false);  // the new client id: the old one's state is gone
+  WriteThrough("b", "b-wrote");
+  EXPECT_EQ(up_->Data("b"), "b-wrote");
+  EXPECT_EQ(up_->Data("a"), "AAA");
+  core_->CloseFile(f);
+}
 
 // A kill right after our RENAME of a file with unflushed data reached the
 // remote (its change attribute moved by our doing, and we never heard):
