@@ -338,6 +338,12 @@ bool Core::SeqidBearing(const Compound &c) const {
   for (size_t i = 0; i < c.size(); i++) {
     switch (c.op(i)) {
       case Op::kOpen:
+        // Seqid 0: a new owner's first OPEN. The server does not sequence
+        // an owner until its OPEN_CONFIRM: a retransmission is executed
+        // anew (a GUARDED create then finds its own file), and a caller's
+        // retry is no different from a resend.
+        if (c.open_seqid(i) == 0) break;
+        return true;
       case Op::kOpenConfirm:
       case Op::kOpenDowngrade:
       case Op::kClose:

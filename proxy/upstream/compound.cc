@@ -550,6 +550,10 @@ size_t Compound::size() const { return impl_->args.size(); }
 
 Op Compound::op(size_t i) const { return impl_->meta[i].op; }
 
+uint32_t Compound::open_seqid(size_t i) const {
+  return op(i) == Op::kOpen ? impl_->args[i].nfs_argop4_u.opopen.seqid : 0;
+}
+
 size_t Compound::EncodedSizeHint() const { return impl_->size_hint; }
 
 void Compound::FillClientid(uint64_t clientid) {

@@ -230,6 +230,8 @@ class Compound {
 
   size_t size() const;          // number of operations
   Op op(size_t i) const;
+  // The seqid of operation i when it is an OPEN (else 0).
+  uint32_t open_seqid(size_t i) const;
   // An upper bound of the encoded size in bytes (for the encode buffer).
   size_t EncodedSizeHint() const;
   // Whether any operation carries a clientid left 0 for Call to fill in.

@@ -22,27 +22,24 @@
 # every step must end in success; an error is a wrong answer, and nache
 # not answering at all shows as the guest command's timeout (exit 124)
 # rather than as a soft mount's EIO.#
-# HOSTILE_CONFIGS (default "v41-wt v41-wb v40-wt"): which upstream minor
-# versions (v40, v41) and write policies (wt: write_through, wb:
-# write_back on a single-writer export) run, in order; v40-wb (the
-# flusher's calls over NFSv4.0, the same paths as v41-wb) is left out by
-# default for time (about a minute more). HOSTILE_TRACE=1:
+# HOSTILE_CONFIGS (default "v41-wt v41-wb v40-wt v40-wb"): which upstream
+# minor versions (v40, v41) and write policies (wt: write_through, wb:
+# write_back on a single-writer export) run, in order. HOSTILE_TRACE=1:
 # the proxy's log also has every call and reply (for post-mortems).
 #
-# Known bug, not run unless HOSTILE_KNOWN_BUGS=1 (each skip is printed):
-# over NFSv4.0 an OPEN whose reply is lost leaves nache's open-owner
-# seqid behind the remote's, and the next OPEN on that owner can be taken
-# by the remote for a retransmission of the lost one (knfsd then answers
-# it with the other file's reply). It shows in v40-*: drop_reply_open in
-# about one run in three. The fix (resending the unanswered request with
-# the same seqid, so the remote's replay cache answers it) is open work.
-KNOWN_BUGS=("v40-wt: drop_reply_open" "v40-wb: drop_reply_open")
+# Over NFSv4.0 a lost reply to an OPEN (or CLOSE, LOCK...) leaves the
+# owner's seqid unknown; nache resends the request unchanged so that the
+# remote's replay cache answers it (drop_reply_open; before, the next OPEN
+# of the owner was taken for a retransmission and answered with another
+# file's reply). v40-wb's drop_reply_write found the converse: a new
+# owner's first OPEN, which the remote does not sequence, resent as a
+# GUARDED create made a false conflict.
 set -uo pipefail
 : "${LAB_CMD_TIMEOUT:=90}"
 export LAB_CMD_TIMEOUT
 source "$(dirname "$0")/itest.sh"
 
-CONFIGS=${HOSTILE_CONFIGS:-"v41-wt v41-wb v40-wt"}
+CONFIGS=${HOSTILE_CONFIGS:-"v41-wt v41-wb v40-wt v40-wb"}
 PORT=12049
 HOSTILE=("$LAB_PYTHON" -B "$ITEST_DIR/tools/hostile_proxy.py")
 # nache reaches its remote through the proxy, on its WAN address.
@@ -249,11 +246,6 @@ for cfg in $CONFIGS; do
 	[ -e "$LAB_DIR/up" ] || continue
 	for c in "${CASES[@]}"; do
 		IFS='|' read -r name rule says counts <<<"$c"
-		if [ -z "${HOSTILE_KNOWN_BUGS:-}" ] &&
-			printf '%s\n' "${KNOWN_BUGS[@]}" | grep -qxF "$cfg: $name"; then
-			echo "=== $ITEST_NAME: $cfg: $name not run (known bug, see the header)" >&2
-			continue
-		fi
 		check "$cfg: $name" hostile_case "$cfg" "$cfg.$name" "$cfg/$name" "$rule" "$says" "$counts"
 	done
 done

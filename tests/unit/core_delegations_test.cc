@@ -284,12 +284,14 @@ class ScriptedUpstream : public upstream::Upstream {
     const COMPOUND4args *args = c.Args();
     // NFSv4.0 as knfsd does it: an OPEN bearing the seqid of its owner's
     // last OPEN is a retransmission, answered from the replay cache
-    // whatever it asks for.
+    // whatever it asks for; but an owner is sequenced only once confirmed,
+    // and a new owner's first OPEN (seqid 0 from the core) is executed
+    // anew.
     const OPEN4args *open = OpenIn(args);
     std::string open_owner;
     if (open)
       open_owner = Str(open->owner.owner.owner_val, open->owner.owner.owner_len);
-    if (open && replay_.count(open_owner) &&
+    if (open && open->seqid != 0 && replay_.count(open_owner) &&
         replay_[open_owner].seqid == open->seqid) {
       *rep = replay_[open_owner].rep;
       log_.push_back("OPEN(replayed)");
@@ -1343,6 +1345,21 @@ TEST_F(SeqidTest, AnOpenWhoseReplyWasLostIsResentUnchanged) {
                          {{"outcome", "answered"}}),
             1);
   EXPECT_EQ(core_->CloseFile(f), 0u);
+}
+
+// A new owner's first OPEN is not sequenced by the server: resent, it would
+// be executed anew, and a flushed create (GUARDED) would find its own file
+// and make a false conflict. It is left to the flusher's retry, which
+// knows the create may have happened (UNCHECKED).
+TEST_F(SeqidTest, ALostFirstOpenOfAFlushOwnerMakesNoConflict) {
+  StartWriteBack(DelegationType::kNone, 0);  // flushed at once
+  up_->LoseReplyOf("OPEN");
+  Key n = CreateWritten("n", "new-data");
+  ASSERT_NE(n, kNoKey);
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("n") == "new-data"; }))
+      << "the remote holds \"" << up_->Data("n") << "\"";
+  EXPECT_TRUE(up_->Names("n.nache-conflict-").empty());
+  EXPECT_EQ(CounterValue(metrics_, "nache_writeback_conflicts_total"), 0);
 }
 
 // The remote stays away longer than a lease after the lost reply: the
