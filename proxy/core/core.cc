@@ -2031,8 +2031,19 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
                      uint64_t offset, size_t len, const char *buf, int stable,
                      size_t *nwritten, int *committed) {
   // Kept local: our own read delegation is no conflict until the flush.
-  if (WriteBackFor(key))
-    return WriteLocal(cr, key, open, offset, len, buf, nwritten, committed);
+  if (WriteBackFor(key)) {
+    uint32_t st =
+        WriteLocal(cr, key, open, offset, len, buf, nwritten, committed);
+    // A full cache disk: a write that cannot be kept goes to the remote
+    // now, FILE_SYNC, when the remote has the file and nothing of it waits
+    // to be flushed (which would be sent after it, and undo it). Else the
+    // client hears NFS4ERR_NOSPC.
+    if (st != upstream::kNfs4ErrNospc || NotAtRemote(key) ||
+        cache_->IsDirty(key))
+      return st;
+    metrics_->CountFullDiskWrite();
+    stable = 2;
+  }
   ReturnIfReadDelegated(key);  // an NFSv3 WRITE comes with no open
   if (stable == 0 && write_behind_ &&
       write_behind_->Submit(key, cr, IoStateid(open), offset, buf, len)) {

@@ -77,6 +77,9 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
     std::string block;
     uint32_t st = reader_->Get(key, need, cr, IoStateid(open), &block);
     if (st) return st;
+    // Read but not kept (a full cache disk): trying again would read it
+    // again, for ever.
+    if (store_->no_space()) return upstream::kNfs4ErrNospc;
   }
   return upstream::kNfs4ErrDelay;  // evicted again and again: retry
 }

@@ -338,6 +338,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                         "who made them, by op (create, remove, rename, "
                         "write, setattr)")
                   .Register(r);
+  full_disk_writes_ = &prometheus::BuildCounter()
+                          .Name("nache_writeback_full_disk_writes_total")
+                          .Help("Writes on write-back exports that the full "
+                                "cache disk could not keep, sent to the "
+                                "remote at once (write-through) instead of "
+                                "NFS4ERR_NOSPC: the file was at the remote "
+                                "with nothing unflushed")
+                          .Register(r);
   seqid_resends_ = &prometheus::BuildCounter()
                        .Name("nache_upstream_seqid_resends_total")
                        .Help("NFSv4.0 seqid-bearing requests (OPEN, CLOSE, "
@@ -470,6 +478,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->unchanged_bytes_ = &unchanged_bytes_->Add(ex);
   for (size_t i = 0; i < e->refused_.size(); i++)
     e->refused_[i] = &refused_->Add(with("op", ExportMetrics::kRefusedOps[i]));
+  e->full_disk_writes_ = &full_disk_writes_->Add(ex);
   for (size_t i = 0; i < e->seqid_resends_.size(); i++)
     e->seqid_resends_[i] = &seqid_resends_->Add(
         with("outcome", ExportMetrics::kSeqidResendOutcomes[i]));

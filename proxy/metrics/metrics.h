@@ -166,6 +166,9 @@ class ExportMetrics {
     for (size_t i = 0; i < refused_.size(); i++)
       if (op == kRefusedOps[i]) refused_[i]->Increment();
   }
+  // Write-back: a write the full cache disk could not keep, sent to the
+  // remote at once instead.
+  void CountFullDiskWrite() { full_disk_writes_->Increment(); }
   // NFSv4.0: a seqid-bearing request (OPEN, CLOSE, LOCK...) that got no
   // reply, resent unchanged: answered, unanswered again, or given up
   // (the client id was given up with it). kSeqidResendOutcomes.
@@ -277,6 +280,7 @@ class ExportMetrics {
   std::array<prometheus::Counter *, 5> refused_{};
   // nache_upstream_seqid_resends_total{outcome}
   std::array<prometheus::Counter *, 3> seqid_resends_{};
+  prometheus::Counter *full_disk_writes_ = nullptr;  // ..._full_disk_writes_total
   // nache_upstream_reclaims_total{state, outcome}
   std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,
              size_t(ReclaimState::kCount)>
@@ -362,6 +366,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *unchanged_bytes_ = nullptr;
   prometheus::Family<prometheus::Counter> *refused_ = nullptr;
   prometheus::Family<prometheus::Counter> *seqid_resends_ = nullptr;
+  prometheus::Family<prometheus::Counter> *full_disk_writes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;

@@ -550,6 +550,8 @@ size_t Compound::size() const { return impl_->args.size(); }
 
 Op Compound::op(size_t i) const { return impl_->meta[i].op; }
 
+char *Compound::read_dest(size_t i) const { return impl_->meta[i].read_dest; }
+
 uint32_t Compound::open_seqid(size_t i) const {
   return op(i) == Op::kOpen ? impl_->args[i].nfs_argop4_u.opopen.seqid : 0;
 }

@@ -232,6 +232,9 @@ class Compound {
   Op op(size_t i) const;
   // The seqid of operation i when it is an OPEN (else 0).
   uint32_t open_seqid(size_t i) const;
+  // Where operation i, a READ, puts its data (else null). For upstream/
+  // and tests only (a scripted server).
+  char *read_dest(size_t i) const;
   // An upper bound of the encoded size in bytes (for the encode buffer).
   size_t EncodedSizeHint() const;
   // Whether any operation carries a clientid left 0 for Call to fill in.

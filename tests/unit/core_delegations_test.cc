@@ -310,7 +310,7 @@ class ScriptedUpstream : public upstream::Upstream {
                               need_group) != cr.groups.end();
       r.status = guarded_ops.count(upstream::OpName(r.op)) && !member
                      ? uint32_t(upstream::kNfs4ErrAccess)
-                     : Execute(a, &cur, &r, g);
+                     : Execute(a, &cur, &r, g, c.read_dest(i));
       rep->results.push_back(r);
       if (r.status) {
         rep->status = r.status;
@@ -400,8 +400,9 @@ class ScriptedUpstream : public upstream::Upstream {
     return a;
   }
 
+  // read_dest: where a READ puts its data.
   uint32_t Execute(const nfs_argop4 &a, Fh *cur, OpResult *r,
-                   std::unique_lock<std::mutex> &g) {
+                   std::unique_lock<std::mutex> &g, char *read_dest) {
     switch (a.argop) {
       case OP_PUTROOTFH:
         *cur = "root";
@@ -615,6 +616,16 @@ class ScriptedUpstream : public upstream::Upstream {
         r->count = w.data.data_len;
         r->committed = upstream::StableHow::kFileSync;
         r->verifier = std::string(8, 'v');
+        return 0;
+      }
+      case OP_READ: {
+        const READ4args &rd = a.nfs_argop4_u.opread;
+        const std::string &data = files_[*cur].data;
+        size_t from = std::min<size_t>(size_t(rd.offset), data.size());
+        size_t n = std::min<size_t>(rd.count, data.size() - from);
+        if (n) memcpy(read_dest, data.data() + from, n);
+        r->count = uint32_t(n);
+        r->eof = from + n == data.size();
         return 0;
       }
       default:
@@ -1912,60 +1923,108 @@ TEST_F(CoreDelegationsTest, WithoutAGracePeriodOpensAndLocksAreTakenAnew) {
   EXPECT_EQ(core_->CloseFile(open), 0u);
 }
 
-// A full cache disk under write-back: the write that does not fit gets
-// NFS4ERR_NOSPC (nothing of it taken), what was acknowledged stays
-// readable, and once space is freed writes go in again, without a restart
-// (the store's side: store_test.cc).
-TEST_F(CoreDelegationsTest, WriteBackOnAFullCacheDiskIsNoSpaceUntilFreed) {
-  ASSERT_EQ(geteuid(), 0u) << "needs root to mount a tmpfs (make test runs as root)";
-  const std::string mnt = dir_.path() + "/mnt";
-  ASSERT_EQ(mkdir(mnt.c_str(), 0700), 0);
-  ASSERT_EQ(mount(("nache-unit-tmpfs-" + std::to_string(getpid())).c_str(),
-                  mnt.c_str(), "tmpfs", 0, "size=16m"),
-            0)
-      << strerror(errno);
-  struct Unmount {  // lazily: the core closes its store after the test
-    std::string at;
-    ~Unmount() { umount2(at.c_str(), MNT_DETACH); }
-  } unmount{mnt};
-  Start(DelegationType::kNone, [&mnt](CoreConfig *cfg) {
-    cfg->write_back = true;
-    cfg->single_writer = true;
-    cfg->flush_age_ms = 3600 * 1000;  // nothing leaves meanwhile
-    cfg->cache_dir = mnt + "/cache";
-  });
-  {  // room RocksDB needs to flush what it holds in memory, freed later
+// Write-back on a small tmpfs cache disk, filled up by writes of f.
+class FullCacheDiskTest : public CoreDelegationsTest {
+ protected:
+  void TearDown() override {
+    CoreDelegationsTest::TearDown();  // the core closes its store first
+    if (!mnt_.empty()) umount2(mnt_.c_str(), MNT_DETACH);
+  }
+  void StartOnTmpfs() {
+    ASSERT_EQ(geteuid(), 0u) << "needs root to mount a tmpfs (make test runs as root)";
+    const std::string mnt = dir_.path() + "/mnt";
+    ASSERT_EQ(mkdir(mnt.c_str(), 0700), 0);
+    ASSERT_EQ(mount(("nache-unit-tmpfs-" + std::to_string(getpid())).c_str(),
+                    mnt.c_str(), "tmpfs", 0, "size=16m"),
+              0)
+        << strerror(errno);
+    mnt_ = mnt;
+    Start(DelegationType::kNone, [&mnt](CoreConfig *cfg) {
+      cfg->write_back = true;
+      cfg->single_writer = true;
+      cfg->flush_age_ms = 3600 * 1000;  // nothing leaves meanwhile
+      cfg->cache_dir = mnt + "/cache";
+    });
+    // Room RocksDB needs to flush what it holds in memory, freed later.
     std::string chunk(1 << 20, 'r');
-    FILE *f = fopen((mnt + "/reserve").c_str(), "w");
+    FILE *f = fopen(Reserve().c_str(), "w");
     ASSERT_NE(f, nullptr);
     for (int i = 0; i < 7; i++) fwrite(chunk.data(), 1, chunk.size(), f);
     fclose(f);
   }
+  std::string Reserve() const { return mnt_ + "/reserve"; }
+  // Writes f through open in 64 KiB pieces until a write fails; the bytes
+  // acknowledged, and *st the failure.
+  uint64_t FillWithF(NacheOpen *open, uint32_t *st) {
+    std::string data(64 << 10, 'w');
+    size_t n = 0;
+    int committed = -1;
+    uint64_t acked = 0;
+    while (acked < (64u << 20)) {
+      *st = core_->Write(cr_, file_, open, acked, data.size(), data.data(), 2,
+                         &n, &committed);
+      if (*st) break;
+      acked += data.size();
+    }
+    return acked;
+  }
+  std::string mnt_;  // the tmpfs, unmounted (lazily) by TearDown
+};
+
+// A full cache disk under write-back: the write that does not fit gets
+// NFS4ERR_NOSPC (nothing of it taken; f has unflushed data, which would
+// be sent after it), what was acknowledged stays readable, and once space
+// is freed writes go in again, without a restart (the store's side:
+// store_test.cc).
+TEST_F(FullCacheDiskTest, AWriteToADirtyFileIsNoSpaceUntilFreed) {
+  StartOnTmpfs();
   NacheOpen *o = OpenF(kBoth);
   ASSERT_NE(o, nullptr);
-  std::string data(64 << 10, 'w');
-  size_t n = 0;
-  int committed = -1;
-  uint64_t acked = 0;
   uint32_t st = 0;
-  while (acked < (64u << 20)) {
-    st = core_->Write(cr_, file_, o, acked, data.size(), data.data(), 2, &n,
-                      &committed);
-    if (st) break;
-    acked += data.size();
-  }
+  uint64_t acked = FillWithF(o, &st);
   EXPECT_EQ(st, uint32_t(upstream::kNfs4ErrNospc));
   ASSERT_GT(acked, 0u);
   std::string back(4096, '\0');
+  size_t n = 0;
+  int committed = -1;
   bool eof = false;
   ASSERT_EQ(core_->Read(cr_, file_, o, acked - 4096, 4096, &back[0], &n, &eof),
             0u);
   EXPECT_EQ(back, std::string(4096, 'w'));
-  ASSERT_EQ(unlink((mnt + "/reserve").c_str()), 0);
+  ASSERT_EQ(unlink(Reserve().c_str()), 0);
+  std::string data(64 << 10, 'w');
   EXPECT_EQ(core_->Write(cr_, file_, o, acked, data.size(), data.data(), 2,
                          &n, &committed),
             0u);
   EXPECT_EQ(up_->Count("WRITE"), 0) << "all of it stayed local";
+  EXPECT_EQ(core_->CloseFile(o), 0u);
+}
+
+// On a full cache disk, a write to a file with nothing unflushed, which
+// the remote has, goes to the remote at once (write-through, FILE_SYNC)
+// instead of failing; read back, it is the written bytes.
+TEST_F(FullCacheDiskTest, AWriteToACleanFileGoesThroughToTheRemote) {
+  up_->AddFile("g", "0123456789");
+  StartOnTmpfs();
+  Key g = kNoKey;
+  Attrs a;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "g", &g, &a), 0u);
+  NacheOpen *o = OpenF(kBoth);
+  ASSERT_NE(o, nullptr);
+  uint32_t st = 0;
+  FillWithF(o, &st);
+  ASSERT_EQ(st, uint32_t(upstream::kNfs4ErrNospc));
+  size_t n = 0;
+  int committed = -1;
+  EXPECT_EQ(core_->Write(cr_, g, nullptr, 2, 3, "abc", 2, &n, &committed), 0u);
+  EXPECT_EQ(n, 3u);
+  EXPECT_EQ(committed, 2);
+  EXPECT_EQ(up_->Data("g"), "01abc56789");
+  EXPECT_EQ(CounterValue(metrics_, "nache_writeback_full_disk_writes_total"), 1);
+  std::string back(10, '\0');
+  bool eof = false;
+  ASSERT_EQ(core_->Read(cr_, g, nullptr, 0, 10, &back[0], &n, &eof), 0u);
+  EXPECT_EQ(back.substr(0, n), "01abc56789");
   EXPECT_EQ(core_->CloseFile(o), 0u);
 }
 
