@@ -1589,40 +1589,62 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       owner->seqid = 0;
       owner->epoch = epoch;
     }
-    upstream::OpenArgs a;
-    a.seqid = owner->seqid;
-    a.share_access = req.access;
-    a.share_deny = req.deny;
-    a.owner = owner->name;
-    a.name = req.name;
-    switch (req.mode) {
-      case NACHE_OPEN_NOCREATE:
-        a.create = upstream::OpenArgs::Create::kNoCreate;
-        break;
-      case NACHE_OPEN_UNCHECKED:
-        a.create = upstream::OpenArgs::Create::kUnchecked;
-        break;
-      // Exclusive creates go upstream as GUARDED with the attributes: we
-      // never retransmit to the upstream, and Ganesha's duplicate request
-      // cache answers our clients' retransmissions.
-      case NACHE_OPEN_GUARDED:
-      case NACHE_OPEN_EXCLUSIVE:
-        a.create = upstream::OpenArgs::Create::kGuarded;
-        break;
-    }
-    a.create_attrs = req.create_attrs;
-    Compound c;
-    c.SetTag("open_name").Putfh(dfh).Open(a).Getfh();
-    if (req.truncate) c.Setattr(StateId::Anonymous(), TruncateAttrs());
-    // The file's attributes and the caller's rights to it, then its
-    // directory's attributes (a create changed it).
-    c.Getattr(upstream::kAttrsObject);
-    AskAccess(c);
-    c.Putfh(dfh).Getattr(upstream::kAttrsObject);
+    const bool exclusive =
+        req.mode == NACHE_OPEN_GUARDED || req.mode == NACHE_OPEN_EXCLUSIVE;
+    const uint64_t who = Cache::CredId(cr);
+    bool created_once = false;  // a lost reply's create, found done
     CompoundReply rep;
-    st = Run(c, cr, &rep);
-    const OpResult *o = rep.Find(Op::kOpen);
-    if (o) OpenTable::AdvanceSeqid(&owner->seqid, o->status);
+    const OpResult *o = nullptr;
+    for (bool again = true; again;) {
+      again = false;
+      upstream::OpenArgs a;
+      a.seqid = owner->seqid;
+      a.share_access = req.access;
+      a.share_deny = req.deny;
+      a.owner = owner->name;
+      a.name = req.name;
+      switch (req.mode) {
+        case NACHE_OPEN_NOCREATE:
+          a.create = upstream::OpenArgs::Create::kNoCreate;
+          break;
+        case NACHE_OPEN_UNCHECKED:
+          a.create = upstream::OpenArgs::Create::kUnchecked;
+          break;
+        // Exclusive creates go upstream as GUARDED with the attributes;
+        // a retry of one whose reply was lost is below.
+        case NACHE_OPEN_GUARDED:
+        case NACHE_OPEN_EXCLUSIVE:
+          a.create = upstream::OpenArgs::Create::kGuarded;
+          break;
+      }
+      if (created_once) a.create = upstream::OpenArgs::Create::kNoCreate;
+      a.create_attrs = req.create_attrs;
+      Compound c;
+      c.SetTag("open_name").Putfh(dfh).Open(a).Getfh();
+      if (req.truncate) c.Setattr(StateId::Anonymous(), TruncateAttrs());
+      // The file's attributes and the caller's rights to it, then its
+      // directory's attributes (a create changed it).
+      c.Getattr(upstream::kAttrsObject);
+      AskAccess(c);
+      c.Putfh(dfh).Getattr(upstream::kAttrsObject);
+      rep = CompoundReply();
+      st = Run(c, cr, &rep);
+      o = rep.Find(Op::kOpen);
+      if (o) OpenTable::AdvanceSeqid(&owner->seqid, o->status);
+      if (exclusive && !o && st == upstream::kNfs4ErrDelay) {
+        // Executed or not: the client's retry tells (below).
+        unanswered_.Note(UnansweredNames::Op::kCreate, req.key, req.name, who);
+      } else if (exclusive && !created_once && o &&
+                 o->status == upstream::kNfs4ErrExist &&
+                 unanswered_.TakeRecent(UnansweredNames::Op::kCreate, req.key,
+                                        req.name, who)) {
+        // The client's retry of an exclusive create whose reply was lost,
+        // which the remote did: the name holds the file it made, opened
+        // now without a create. (NFSv4.1, and a new NFSv4.0 owner's first
+        // OPEN; Run resends other NFSv4.0 OPENs itself.)
+        created_once = again = true;
+      }
+    }
     if (!o || o->status) return o ? o->status : st;
     if (!rep.Find(Op::kGetfh)) return st ? st : upstream::kNfs4ErrServerfault;
     StateId sid = o->stateid;
@@ -1631,9 +1653,10 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
                              {dfh, req.name, req.access, req.deny}, &deleg)))
       return st;
     key = handles_->Intern(rep.Find(Op::kGetfh)->fh, req.key, req.name);
-    *created = req.mode != NACHE_OPEN_NOCREATE &&
-               (req.mode != NACHE_OPEN_UNCHECKED ||
-                o->cinfo.before != o->cinfo.after);
+    *created = created_once ||
+               (req.mode != NACHE_OPEN_NOCREATE &&
+                (req.mode != NACHE_OPEN_UNCHECKED ||
+                 o->cinfo.before != o->cinfo.after));
     // A truncating open makes unflushed data of ours garbage.
     if (req.truncate && cache_->IsDirty(key)) cache_->Forget(key);
     if (const OpResult *g = rep.Find(Op::kGetattr)) {

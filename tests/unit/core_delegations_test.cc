@@ -1373,6 +1373,40 @@ TEST_F(SeqidTest, ALostFirstOpenOfAFlushOwnerMakesNoConflict) {
   EXPECT_EQ(CounterValue(metrics_, "nache_writeback_conflicts_total"), 0);
 }
 
+// The client's retry of an exclusive create (O_EXCL) whose reply was lost,
+// which the remote did: the retry finds the name taken (EXIST) by the
+// file this very create made, and opens it instead of failing; someone
+// else's retry does not. (The first OPEN of an owner: Run does not resend
+// it, as with NFSv4.1, whose session retires the slot instead.)
+TEST_F(SeqidTest, ARetryOfAnExclusiveCreateWhoseReplyWasLostSucceeds) {
+  Start(DelegationType::kNone);
+  Core::OpenRequest req;
+  req.key = root_;
+  req.name = "x";
+  req.access = kBoth;
+  req.mode = NACHE_OPEN_EXCLUSIVE;
+  NacheOpen *open = nullptr;
+  Key key = kNoKey;
+  bool created = false;
+  up_->DieAfter("OPEN");
+  EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created),
+            uint32_t(upstream::kNfs4ErrDelay));
+  up_->dead = false;
+  ASSERT_EQ(up_->Data("x"), "") << "made at the remote";
+  ASSERT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u)
+      << "the retry";
+  EXPECT_TRUE(created);
+  EXPECT_EQ(core_->CloseFile(open), 0u);
+  req.name = "y";
+  up_->DieAfter("OPEN");
+  EXPECT_NE(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
+  up_->dead = false;
+  Creds someone;
+  someone.uid = someone.gid = 4000;
+  EXPECT_EQ(core_->OpenFile(someone, req, &open, &key, nullptr, &created),
+            uint32_t(upstream::kNfs4ErrExist)) << "not someone else's";
+}
+
 // The remote stays away longer than a lease after the lost reply: the
 // seqid cannot be settled, so the client id is given up (the server then
 // forgets the owner), and the next OPEN starts the owner afresh.
