@@ -1095,6 +1095,17 @@ uint32_t Core::Link(const Creds &cr, Key key, Key dir,
   CompoundReply rep;
   st = Run(c, cr, &rep);
   cache_->ExpireAttrs(dir);  // also on failure: the outcome may be unknown
+  const uint64_t who = Cache::CredId(cr);
+  if (!rep.Find(Op::kLink) && st == upstream::kNfs4ErrDelay) {
+    unanswered_.Note(UnansweredNames::Op::kLink, dir, name, who);
+  } else if (st == upstream::kNfs4ErrExist &&
+             unanswered_.TakeRecent(UnansweredNames::Op::kLink, dir, name,
+                                    who)) {
+    // The client's retry of a link done once: the name holds this object.
+    Key k = kNoKey;
+    if (Lookup(cr, dir, name, &k, nullptr) == upstream::kNfs4Ok && k == key)
+      return upstream::kNfs4Ok;
+  }
   return st;
 }
 

@@ -1,8 +1,9 @@
-// Names whose write-through REMOVE or CREATE got no answer from the
+// Names whose write-through REMOVE, CREATE (or exclusive OPEN) or LINK got
+// no answer from the
 // remote (the request or its reply was lost, garbled, or late): the
 // remote may or may not have done it, and the client, told to retry
 // (NFS4ERR_DELAY), sends the same operation again. Done the first time,
-// the retry meets NOENT (remove) or EXIST (create) and would report an
+// the retry meets NOENT (remove) or EXIST (create, link) and would report an
 // error for an operation that succeeded exactly once. A retry of the same
 // operation by the same caller on the same name, soon after, takes that
 // answer as the first try's success, the way a server's duplicate request
@@ -24,7 +25,7 @@ namespace nache {
 
 class UnansweredNames {
  public:
-  enum class Op { kRemove, kCreate };
+  enum class Op { kRemove, kCreate, kLink };
   using Clock = std::chrono::steady_clock;
   // How long a retry may come after the unanswered try, and how many
   // names are remembered (the oldest are forgotten first).

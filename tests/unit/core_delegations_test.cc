@@ -618,6 +618,14 @@ class ScriptedUpstream : public upstream::Upstream {
         r->verifier = std::string(8, 'v');
         return 0;
       }
+      case OP_LINK: {  // the saved object gets another name in cur
+        const component4 &n = a.nfs_argop4_u.oplink.newname;
+        std::string name = Str(n.utf8string_val, n.utf8string_len);
+        if (!Named(*cur, name).empty()) return upstream::kNfs4ErrExist;
+        aliases_[*cur + "/" + name] = saved_;
+        files_[saved_].change++;
+        return 0;
+      }
       case OP_READ: {
         const READ4args &rd = a.nfs_argop4_u.opread;
         const std::string &data = files_[*cur].data;
@@ -1303,13 +1311,14 @@ TEST_P(FlushKillTest, AKillAtThisStepLosesNothingAndMakesNoConflict) {
 INSTANTIATE_TEST_SUITE_P(EveryStep, FlushKillTest,
                          ::testing::Values("GETATTR", "WRITE", "SETATTR"));
 
-// NFSv4.0 open-owner seqids. An OPEN whose reply is lost may have been
+// Lost replies of operations that are not idempotent. NFSv4.0 open-owner
+// seqids first: an OPEN whose reply is lost may have been
 // executed: the owner's seqid at the server is unknown. Resent unchanged, it
 // is answered from the server's replay cache; were the owner's next OPEN
 // (another file) sent with the same seqid instead, the server would answer
 // it with the lost OPEN's reply, and writes to the second file would go to
 // the first.
-class SeqidTest : public CoreDelegationsTest {
+class LostReplyTest : public CoreDelegationsTest {
  protected:
   void SetUp() override {
     CoreDelegationsTest::SetUp();
@@ -1339,7 +1348,7 @@ class SeqidTest : public CoreDelegationsTest {
   }
 };
 
-TEST_F(SeqidTest, AnOpenWhoseReplyWasLostIsResentUnchanged) {
+TEST_F(LostReplyTest, AnOpenWhoseReplyWasLostIsResentUnchanged) {
   Start(DelegationType::kNone);
   NacheOpen *f = OpenF(kRead);  // an owner the server knows (seqid 1)
   ASSERT_NE(f, nullptr);
@@ -1362,7 +1371,7 @@ TEST_F(SeqidTest, AnOpenWhoseReplyWasLostIsResentUnchanged) {
 // be executed anew, and a flushed create (GUARDED) would find its own file
 // and make a false conflict. It is left to the flusher's retry, which
 // knows the create may have happened (UNCHECKED).
-TEST_F(SeqidTest, ALostFirstOpenOfAFlushOwnerMakesNoConflict) {
+TEST_F(LostReplyTest, ALostFirstOpenOfAFlushOwnerMakesNoConflict) {
   StartWriteBack(DelegationType::kNone, 0);  // flushed at once
   up_->LoseReplyOf("OPEN");
   Key n = CreateWritten("n", "new-data");
@@ -1378,7 +1387,7 @@ TEST_F(SeqidTest, ALostFirstOpenOfAFlushOwnerMakesNoConflict) {
 // file this very create made, and opens it instead of failing; someone
 // else's retry does not. (The first OPEN of an owner: Run does not resend
 // it, as with NFSv4.1, whose session retires the slot instead.)
-TEST_F(SeqidTest, ARetryOfAnExclusiveCreateWhoseReplyWasLostSucceeds) {
+TEST_F(LostReplyTest, ARetryOfAnExclusiveCreateWhoseReplyWasLostSucceeds) {
   Start(DelegationType::kNone);
   Core::OpenRequest req;
   req.key = root_;
@@ -1407,10 +1416,30 @@ TEST_F(SeqidTest, ARetryOfAnExclusiveCreateWhoseReplyWasLostSucceeds) {
             uint32_t(upstream::kNfs4ErrExist)) << "not someone else's";
 }
 
+// The same for a hard link (write-through): the retry of a LINK done once
+// finds the name holding the very object, and succeeds.
+TEST_F(LostReplyTest, ARetryOfALinkWhoseReplyWasLostSucceeds) {
+  Start(DelegationType::kNone);
+  up_->DieAfter("LINK");
+  EXPECT_EQ(core_->Link(cr_, file_, root_, "f2"), uint32_t(upstream::kNfs4ErrDelay));
+  up_->dead = false;
+  EXPECT_EQ(core_->Link(cr_, file_, root_, "f2"), 0u) << "the retry";
+  EXPECT_EQ(core_->Link(cr_, file_, root_, "f2"), uint32_t(upstream::kNfs4ErrExist))
+      << "once only";
+  Key a = kNoKey;
+  Attrs at;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "a", &a, &at), 0u);
+  up_->DieAfter("LINK");
+  EXPECT_NE(core_->Link(cr_, a, root_, "a2"), 0u);
+  up_->dead = false;
+  EXPECT_EQ(core_->Link(cr_, file_, root_, "a2"), uint32_t(upstream::kNfs4ErrExist))
+      << "another object's name";
+}
+
 // The remote stays away longer than a lease after the lost reply: the
 // seqid cannot be settled, so the client id is given up (the server then
 // forgets the owner), and the next OPEN starts the owner afresh.
-TEST_F(SeqidTest, AnOpenUnansweredForALeaseGivesUpTheClientId) {
+TEST_F(LostReplyTest, AnOpenUnansweredForALeaseGivesUpTheClientId) {
   Start(DelegationType::kNone);
   NacheOpen *f = OpenF(kRead);
   ASSERT_NE(f, nullptr);
