@@ -834,6 +834,17 @@ class CoreDelegationsTest : public ::testing::Test {
     set.size = size;
     return core_->Setattr(cr_, key, nullptr, set, &attrs);
   }
+  // Opens name in the root as cr, for reading and writing, created as
+  // mode says; the status.
+  uint32_t OpenNamed(const Creds &cr, const char *name, nache_createmode mode,
+                     NacheOpen **open, Key *key, bool *created) {
+    Core::OpenRequest req;
+    req.key = root_;
+    req.name = name;
+    req.access = kBoth;
+    req.mode = mode;
+    return core_->OpenFile(cr, req, open, key, nullptr, created);
+  }
   NacheOpen *OpenF(uint32_t access) {
     Core::OpenRequest req;
     req.key = file_;
@@ -844,24 +855,27 @@ class CoreDelegationsTest : public ::testing::Test {
     EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
     return open;
   }
-  // Creates name in the root as cr, writes data into it and closes it.
-  Key CreateAs(const Creds &cr, const char *name, const std::string &data) {
-    Core::OpenRequest req;
-    req.key = root_;
-    req.name = name;
-    req.access = kBoth;
-    req.mode = NACHE_OPEN_GUARDED;
+  // Opens name in the root as cr (created as mode says), writes data at 0
+  // (FILE_SYNC) and closes it; its key. *created: whether the open made it.
+  Key WriteNamed(const Creds &cr, const char *name, nache_createmode mode,
+                 const std::string &data, bool *created) {
     NacheOpen *open = nullptr;
     Key key = kNoKey;
-    bool created = false;
-    EXPECT_EQ(core_->OpenFile(cr, req, &open, &key, nullptr, &created), 0u);
-    EXPECT_TRUE(created);
+    EXPECT_EQ(OpenNamed(cr, name, mode, &open, &key, created), 0u);
+    if (!open) return kNoKey;
     size_t n = 0;
     int committed = 0;
     EXPECT_EQ(core_->Write(cr, key, open, 0, data.size(), data.data(), 2, &n,
                            &committed),
               0u);
     EXPECT_EQ(core_->CloseFile(open), 0u);
+    return key;
+  }
+  // Creates name in the root as cr, writes data into it and closes it.
+  Key CreateAs(const Creds &cr, const char *name, const std::string &data) {
+    bool created = false;
+    Key key = WriteNamed(cr, name, NACHE_OPEN_GUARDED, data, &created);
+    EXPECT_TRUE(created);
     return key;
   }
   Key CreateWritten(const char *name, const std::string &data) {
@@ -1327,24 +1341,14 @@ class LostReplyTest : public CoreDelegationsTest {
   }
   // Opens name (in the root) for reading and writing; the status.
   uint32_t OpenName(const char *name, NacheOpen **open, Key *key) {
-    Core::OpenRequest req;
-    req.key = root_;
-    req.name = name;
-    req.access = kBoth;
     bool created = false;
-    return core_->OpenFile(cr_, req, open, key, nullptr, &created);
+    return OpenNamed(cr_, name, NACHE_OPEN_NOCREATE, open, key, &created);
   }
   // Writes data at 0 through an open of name (write-through), closes it.
   void WriteThrough(const char *name, const std::string &data) {
-    NacheOpen *open = nullptr;
-    Key key = kNoKey;
-    ASSERT_EQ(OpenName(name, &open, &key), 0u);
-    size_t n = 0;
-    int committed = 0;
-    ASSERT_EQ(core_->Write(cr_, key, open, 0, data.size(), data.data(), 2, &n,
-                           &committed),
-              0u);
-    ASSERT_EQ(core_->CloseFile(open), 0u);
+    bool created = false;
+    ASSERT_NE(WriteNamed(cr_, name, NACHE_OPEN_NOCREATE, data, &created),
+              kNoKey);
   }
 };
 
@@ -1389,30 +1393,25 @@ TEST_F(LostReplyTest, ALostFirstOpenOfAFlushOwnerMakesNoConflict) {
 // it, as with NFSv4.1, whose session retires the slot instead.)
 TEST_F(LostReplyTest, ARetryOfAnExclusiveCreateWhoseReplyWasLostSucceeds) {
   Start(DelegationType::kNone);
-  Core::OpenRequest req;
-  req.key = root_;
-  req.name = "x";
-  req.access = kBoth;
-  req.mode = NACHE_OPEN_EXCLUSIVE;
+  const nache_createmode excl = NACHE_OPEN_EXCLUSIVE;
   NacheOpen *open = nullptr;
   Key key = kNoKey;
   bool created = false;
   up_->DieAfter("OPEN");
-  EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created),
+  EXPECT_EQ(OpenNamed(cr_, "x", excl, &open, &key, &created),
             uint32_t(upstream::kNfs4ErrDelay));
   up_->dead = false;
   ASSERT_EQ(up_->Data("x"), "") << "made at the remote";
-  ASSERT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u)
+  ASSERT_EQ(OpenNamed(cr_, "x", excl, &open, &key, &created), 0u)
       << "the retry";
   EXPECT_TRUE(created);
   EXPECT_EQ(core_->CloseFile(open), 0u);
-  req.name = "y";
   up_->DieAfter("OPEN");
-  EXPECT_NE(core_->OpenFile(cr_, req, &open, &key, nullptr, &created), 0u);
+  EXPECT_NE(OpenNamed(cr_, "y", excl, &open, &key, &created), 0u);
   up_->dead = false;
   Creds someone;
   someone.uid = someone.gid = 4000;
-  EXPECT_EQ(core_->OpenFile(someone, req, &open, &key, nullptr, &created),
+  EXPECT_EQ(OpenNamed(someone, "y", excl, &open, &key, &created),
             uint32_t(upstream::kNfs4ErrExist)) << "not someone else's";
 }
 
