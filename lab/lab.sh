@@ -997,7 +997,9 @@ lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
 # LAB_NACHE_CALLBACK is set (to other FSAL lines, or empty for none).
 # LAB_NACHE_DELEGATIONS (read, readwrite; default none): Ganesha delegates
 # to nache's clients.  Cache in $LAB_DIR/nache/cache, kept across
-# restarts.  LAB_NACHE_GLOBAL (default empty): config text put verbatim at
+# restarts.  LAB_NACHE_SQUASH (default Root_Squash, as config/nache.conf
+# ships): the export's Squash; the test suites use No_Root_Squash (itest.sh).
+# LAB_NACHE_GLOBAL (default empty): config text put verbatim at
 # the top level of nache's ganesha.conf, e.g. 'NACHE { Metrics = false; }'.
 # Fails with the log tail if the daemon exits during start.
 lab_nache_start() {
@@ -1011,7 +1013,7 @@ EXPORT {
 	Path = /;
 	Pseudo = /export;
 	Access_Type = RW;
-	Squash = No_Root_Squash;
+	Squash = ${LAB_NACHE_SQUASH:-Root_Squash};
 	SecType = sys;
 	Protocols = 3, 4;
 	Transports = TCP;
