@@ -308,6 +308,12 @@ _lab_kill_lab() {
 	# little) so a check right after teardown sees no process at all.
 	# shellcheck disable=SC2086
 	_lab_wait_gone 5 $all
+	# File systems mounted under the lab dir (a small tmpfs as nache's
+	# cache disk): lazily, deepest first.
+	local m
+	for m in $(findmnt -rn -o TARGET 2>/dev/null | grep -F -- "$dir/" | sort -r); do
+		umount -l "$m" 2>/dev/null || echo "lab: could not unmount $m" >&2
+	done
 	for ns in $namespaces; do
 		ip netns delete "$ns" 2>/dev/null ||
 			echo "lab: could not delete namespace $ns" >&2
@@ -997,7 +1003,9 @@ lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
 # LAB_NACHE_CALLBACK is set (to other FSAL lines, or empty for none).
 # LAB_NACHE_DELEGATIONS (read, readwrite; default none): Ganesha delegates
 # to nache's clients.  Cache in $LAB_DIR/nache/cache, kept across
-# restarts.  LAB_NACHE_SQUASH (default Root_Squash, as config/nache.conf
+# restarts; LAB_NACHE_CACHE_TMPFS (a size, e.g. 24m; default unset): the
+# cache directory is a tmpfs of that size (a cache disk that fills up),
+# unmounted at teardown.  LAB_NACHE_SQUASH (default Root_Squash, as config/nache.conf
 # ships): the export's Squash; the test suites use No_Root_Squash (itest.sh).
 # LAB_NACHE_GLOBAL (default empty): config text put verbatim at
 # the top level of nache's ganesha.conf, e.g. 'NACHE { Metrics = false; }'.
@@ -1006,6 +1014,12 @@ lab_nache_start() {
 	_lab_need_init || return 1
 	_LAB_NACHE_EXTRA=${1:-}
 	mkdir -p "$LAB_DIR/nache/cache"
+	if [ -n "${LAB_NACHE_CACHE_TMPFS:-}" ] && ! mountpoint -q "$LAB_DIR/nache/cache"; then
+		mount -t tmpfs -o "size=$LAB_NACHE_CACHE_TMPFS" "nl-$LAB_ID-cache" \
+			"$LAB_DIR/nache/cache" ||
+			_lab_err "lab_nache_start: cannot mount a $LAB_NACHE_CACHE_TMPFS tmpfs as the cache disk" ||
+			return 1
+	fi
 	_lab_ganesha_start nache "$LAB_NS_LAN" "$LAB_NACHE_ADDR" "
 ${LAB_NACHE_GLOBAL:-}
 EXPORT {

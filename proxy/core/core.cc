@@ -394,6 +394,7 @@ upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
               "%s: upstream %s, resending it unchanged (seqid)",
               c.tag().c_str(), upstream::CallStatusName(s));
     *rep = CompoundReply();
+    rep->sends = n + 1;
     auto t0 = std::chrono::steady_clock::now();
     s = up_->Call(c, cr, rep);
     metrics_->ObserveCompound(c, s, *rep, std::chrono::steady_clock::now() - t0);
@@ -1647,12 +1648,14 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
         unanswered_.Note(UnansweredNames::Op::kCreate, req.key, req.name, who);
       } else if (exclusive && !created_once && o &&
                  o->status == upstream::kNfs4ErrExist &&
-                 unanswered_.TakeRecent(UnansweredNames::Op::kCreate, req.key,
-                                        req.name, who)) {
+                 (rep.sends > 1 ||
+                  unanswered_.TakeRecent(UnansweredNames::Op::kCreate,
+                                         req.key, req.name, who))) {
         // The client's retry of an exclusive create whose reply was lost,
-        // which the remote did: the name holds the file it made, opened
-        // now without a create. (NFSv4.1, and a new NFSv4.0 owner's first
-        // OPEN; Run resends other NFSv4.0 OPENs itself.)
+        // which the remote did (NFSv4.1, and a new NFSv4.0 owner's first
+        // OPEN), or Run's own resend of it that the remote executed anew
+        // instead of answering from its replay cache: the name holds the
+        // file it made, opened now without a create.
         created_once = again = true;
       }
     }

@@ -187,6 +187,10 @@ class Core {
   // sends passes here, so this is where upstream metrics are counted.
   uint32_t Run(upstream::Compound &c, const Creds &cr,
                upstream::CompoundReply *rep);
+  // The client's answer to a write to the store that failed: a full cache
+  // disk is NFS4ERR_NOSPC (nothing was taken; space can be freed), any
+  // other failure NFS4ERR_IO.
+  uint32_t StoreFailure() const;
   // NFSv4.0: c bears an open-owner's or lock-owner's seqid (OPEN,
   // OPEN_CONFIRM, OPEN_DOWNGRADE, CLOSE, LOCK, LOCKU).
   bool SeqidBearing(const upstream::Compound &c) const;

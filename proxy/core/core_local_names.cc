@@ -106,7 +106,7 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
   std::lock_guard<std::mutex> g(meta_mu_);
   if (local_names_->Find(dir, name, nullptr)) return upstream::kNfs4ErrExist;
   Key k = handles_->NewLocal(dir, name);
-  if (k == kNoKey) return upstream::kNfs4ErrIo;
+  if (k == kNoKey) return StoreFailure();
   Attrs a;
   a.mask = upstream::kAttrsObject;
   a.type = type;
@@ -129,7 +129,7 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
   a.gid = (da.mode & 02000) ? da.gid : cr.gid;
   if (type == FileType::kDir && (da.mode & 02000)) a.mode |= 02000;
   a.atime = a.mtime = a.ctime = Now();
-  if (!cache_->LocalCreate(k, a)) return upstream::kNfs4ErrIo;
+  if (!cache_->LocalCreate(k, a)) return StoreFailure();
   LogRecord r;
   r.op = LogOp::kCreate;
   r.key = dir;
@@ -142,7 +142,7 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
   uint64_t seq = oplog_->Append(r);
   if (seq == 0) {
     cache_->Forget(k);
-    return upstream::kNfs4ErrIo;
+    return StoreFailure();
   }
   local_names_->Add(LocalNames::Entry{seq, dir, name, k, type, link_text,
                                       int64_t(time(nullptr))});
@@ -173,7 +173,7 @@ uint32_t Core::RemoveLocal(const Creds &cr, Key dir,
     return upstream::kNfs4ErrNotempty;
   // Synced: once the client hears "removed", a crash must not bring the
   // create back.
-  if (!oplog_->Erase({e.seq}, true)) return upstream::kNfs4ErrIo;
+  if (!oplog_->Erase({e.seq}, true)) return StoreFailure();
   local_names_->Erase(e.key);
   never_sent_.erase(e.key);
   cache_->Forget(e.key);  // its data need never be sent
@@ -232,13 +232,13 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
   r.logged_at = 0;
   if (target_local) {
     // Replaced: the target is dropped as if removed.
-    if (!oplog_->Erase({target.seq}, false)) return upstream::kNfs4ErrIo;
+    if (!oplog_->Erase({target.seq}, false)) return StoreFailure();
   }
   std::vector<LogRecord> recs;
   if (replaced != kNoKey)
     recs.push_back(RemoveRecord(cr, newdir, newname, replaced));
   recs.push_back(std::move(r));
-  if (!oplog_->Replace(src.seq, &recs)) return upstream::kNfs4ErrIo;
+  if (!oplog_->Replace(src.seq, &recs)) return StoreFailure();
   uint64_t seq = recs.back().seq;
   if (replaced != kNoKey) NoteReplaced(recs[0].seq, newdir, newname, replaced);
   if (target_local) {
@@ -363,6 +363,7 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
   ca.mode = r.attrs.mode;
   Fh fh;
   Attrs after;
+  bool resent_exist = false;  // EXIST to a create Run had to resend
   // A record never tried before must find its name free: one taken at the
   // remote meanwhile is somebody else's object (a conflict, below). One
   // that may have been sent before (by a run that crashed, or a try whose
@@ -412,6 +413,10 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
           if (have_set && set.mask != 0) c->Setattr(StateId::Anonymous(), set);
         },
         &rep, &fh, &deleg);
+    // The create went out again after getting no reply, and the remote
+    // executed the resend anew rather than from its replay cache: the
+    // name may hold the file the first send made.
+    if (st == upstream::kNfs4ErrExist && rep.sends > 1) resent_exist = true;
     if (st) return st;
     NoteGrant(r.key2, deleg);
     // Everything after the OPEN went through: the file is clean (unless
@@ -433,7 +438,8 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
     return upstream::kNfs4Ok;
   };
   uint32_t st = create_as(r.name);
-  if (st == upstream::kNfs4ErrExist && fresh && r.type != FileType::kDir) {
+  if (st == upstream::kNfs4ErrExist && fresh && !resent_exist &&
+      r.type != FileType::kDir) {
     // Taken at the remote since (a directory is simply shared: its
     // entries are checked one by one). Ours goes beside it, and is known
     // here by that name from now on.

@@ -65,7 +65,7 @@ uint32_t Core::RemoveLogged(const Creds &cr, Key dir, const std::string &name,
     // Synced: once the client hears "removed", a crash must not bring the
     // name back.
     uint64_t seq = oplog_->Append(r);
-    if (seq == 0) return upstream::kNfs4ErrIo;
+    if (seq == 0) return StoreFailure();
     local_names_->AddRemoved(LocalNames::Removed{seq, dir, name, k});
   }
   cache_->Forget(k);  // its unflushed data need never be sent

@@ -97,7 +97,7 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
       recs.push_back(RemoveRecord(cr, newdir, newname, replaced));
     recs.push_back(mv);
     // Synced, in one write: the client hears "renamed" only then.
-    if (!oplog_->Replace(0, &recs)) return upstream::kNfs4ErrIo;
+    if (!oplog_->Replace(0, &recs)) return StoreFailure();
     if (replaced != kNoKey)
       NoteReplaced(recs[0].seq, newdir, newname, replaced);
     AddMoved(recs.back().seq, olddir, oldname, newdir, newname, k, a.type);
@@ -185,7 +185,7 @@ uint32_t Core::RenameMoved(const Creds &cr, const LocalNames::Entry &src,
   }
   // One synced write: the chain keeps one record (none when the object is
   // back under its remote name).
-  if (!oplog_->Replace(src.seq, &recs)) return upstream::kNfs4ErrIo;
+  if (!oplog_->Replace(src.seq, &recs)) return StoreFailure();
   local_names_->Erase(src.key);
   local_names_->EraseRemoved(src.seq);
   if (!back) {
@@ -234,7 +234,7 @@ uint32_t Core::RemoveMoved(const Creds &cr, Key dir,
   // The remote only ever sees the remove, under the name it knows.
   std::vector<LogRecord> recs{RemoveRecord(cr, rec[0].key, rec[0].name,
                                            e.key)};
-  if (!oplog_->Replace(e.seq, &recs)) return upstream::kNfs4ErrIo;
+  if (!oplog_->Replace(e.seq, &recs)) return StoreFailure();
   local_names_->Erase(e.key);
   local_names_->EraseRemoved(e.seq);
   local_names_->AddRemoved(

@@ -69,9 +69,7 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
     }
     // The store failed: a full cache disk is the client's NOSPC (nothing
     // of the write was taken; it can free space or retry); else EIO.
-    if (need == UINT64_MAX)
-      return store_->no_space() ? upstream::kNfs4ErrNospc
-                                : upstream::kNfs4ErrIo;
+    if (need == UINT64_MAX) return StoreFailure();
     // A block the write covers only in part and whose other bytes are at
     // the remote: read it first (it is cached, then the write goes in).
     std::string block;
@@ -82,6 +80,10 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
     if (store_->no_space()) return upstream::kNfs4ErrNospc;
   }
   return upstream::kNfs4ErrDelay;  // evicted again and again: retry
+}
+
+uint32_t Core::StoreFailure() const {
+  return store_->no_space() ? upstream::kNfs4ErrNospc : upstream::kNfs4ErrIo;
 }
 
 uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,

@@ -100,7 +100,7 @@ Key HandleMap::Intern(const upstream::Fh &fh, Key parent,
   b.Put(store_->family(Store::kHandles), KeyBytes(k), EncodeRecord(r));
   b.Put(store_->family(Store::kFhIndex), fh,
         std::string(reinterpret_cast<const char *>(&k), 8));
-  rocksdb::Status st = store_->db()->Write(rocksdb::WriteOptions(), &b);
+  rocksdb::Status st = store_->Write(rocksdb::WriteOptions(), &b);
   if (!st.ok())
     NACHE_LOG(kLogMajor, "NACHE_HANDLES", "cannot persist handle %llu: %s",
               (unsigned long long)k, st.ToString().c_str());
@@ -113,7 +113,7 @@ Key HandleMap::NewLocal(Key parent, const std::string &name) {
   HandleRecord r{upstream::Fh(), parent, name};
   // Not synced: the log record of the create, appended (and synced) next,
   // makes it durable.
-  rocksdb::Status st = store_->db()->Put(rocksdb::WriteOptions(),
+  rocksdb::Status st = store_->Put(rocksdb::WriteOptions(),
                                          store_->family(Store::kHandles),
                                          KeyBytes(k), EncodeRecord(r));
   if (!st.ok()) return kNoKey;
@@ -136,7 +136,7 @@ Key HandleMap::NamedKey(const std::string &slot) {
         std::string(reinterpret_cast<const char *>(&k), 8));
   rocksdb::WriteOptions w;
   w.sync = true;  // clients will hold this key
-  rocksdb::Status st = store_->db()->Write(w, &b);
+  rocksdb::Status st = store_->Write(w, &b);
   if (!st.ok())
     NACHE_LOG(kLogMajor, "NACHE_HANDLES", "cannot persist slot %s: %s",
               slot.c_str(), st.ToString().c_str());
@@ -153,7 +153,7 @@ void HandleMap::SetFh(Key key, const upstream::Fh &fh) {
   b.Put(store_->family(Store::kHandles), KeyBytes(key), EncodeRecord(r));
   b.Put(store_->family(Store::kFhIndex), fh,
         std::string(reinterpret_cast<const char *>(&key), 8));
-  store_->db()->Write(rocksdb::WriteOptions(), &b);
+  store_->Write(rocksdb::WriteOptions(), &b);
 }
 
 void HandleMap::Remove(Key key) {
@@ -164,7 +164,7 @@ void HandleMap::Remove(Key key) {
   b.Delete(store_->family(Store::kHandles), KeyBytes(key));
   if (!r.fh.empty() && Find(r.fh) == key)
     b.Delete(store_->family(Store::kFhIndex), r.fh);
-  rocksdb::Status st = store_->db()->Write(rocksdb::WriteOptions(), &b);
+  rocksdb::Status st = store_->Write(rocksdb::WriteOptions(), &b);
   if (!st.ok())
     NACHE_LOG(kLogMajor, "NACHE_HANDLES", "cannot remove handle %llu: %s",
               (unsigned long long)key, st.ToString().c_str());
@@ -185,7 +185,7 @@ void HandleMap::SetName(Key key, Key parent, const std::string &name) {
   if (!Get(key, &r)) return;
   r.parent = parent;
   r.name = name;
-  store_->db()->Put(rocksdb::WriteOptions(), store_->family(Store::kHandles),
+  store_->Put(rocksdb::WriteOptions(), store_->family(Store::kHandles),
                     KeyBytes(key), EncodeRecord(r));
 }
 

@@ -466,7 +466,7 @@ bool Store::PutMeta(const std::string &name, const std::string &value,
                     bool sync) {
   rocksdb::WriteOptions w;
   w.sync = sync;
-  return db_->Put(w, families_[kMeta], name, value).ok();
+  return Put(w, families_[kMeta], name, value).ok();
 }
 
 UnflushedCount Store::CountUnflushed() const {
@@ -491,6 +491,15 @@ rocksdb::Status Store::Write(const rocksdb::WriteOptions &opts,
     metrics_->CountStoreWriteFailure(false);
   }
   return st;
+}
+
+rocksdb::Status Store::Put(const rocksdb::WriteOptions &opts,
+                           rocksdb::ColumnFamilyHandle *family,
+                           const rocksdb::Slice &key,
+                           const rocksdb::Slice &value) {
+  rocksdb::WriteBatch b;
+  rocksdb::Status st = b.Put(family, key, value);
+  return st.ok() ? Write(opts, &b) : st;
 }
 
 void Store::NoteNoSpace(const rocksdb::Status &st) {

@@ -41,6 +41,7 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Slice;
 class Status;
 class WriteBatch;
 struct WriteOptions;
@@ -121,6 +122,10 @@ class Store {
   // counted).
   rocksdb::Status Write(const rocksdb::WriteOptions &opts,
                         rocksdb::WriteBatch *batch);
+  // One key's value, the same way (a batch of one).
+  rocksdb::Status Put(const rocksdb::WriteOptions &opts,
+                      rocksdb::ColumnFamilyHandle *family,
+                      const rocksdb::Slice &key, const rocksdb::Slice &value);
   // True while the store refuses writes for lack of space.
   bool no_space() const { return no_space_.load(); }
 

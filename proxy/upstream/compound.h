@@ -148,6 +148,11 @@ struct OpResult {
 struct CompoundReply {
   uint32_t status = kNfs4Ok;  // status of the whole compound (first failure)
   std::vector<OpResult> results;
+  // Times the compound was sent for this reply: more than 1 when the core
+  // resent it unchanged after getting no reply (an NFSv4.0 seqid-bearing
+  // request), so the server may have executed it before. A GUARDED create
+  // answered EXIST then may have met the file it made itself.
+  int sends = 1;
 
   // The result of the i-th operation of kind op, or nullptr when the server
   // did not reach it.

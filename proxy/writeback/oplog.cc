@@ -186,7 +186,7 @@ OpLog::OpLog(Store *store) : store_(store) {
   if (discarded_ > 0) {
     rocksdb::WriteOptions w;
     w.sync = true;
-    store_->db()->Write(w, &drop);
+    store_->Write(w, &drop);
     NACHE_LOG(kLogCrit, kComponent,
               "write-back log: record %llu is damaged; it and the %zu "
               "record(s) after it are discarded (%zu intact records kept)",
@@ -206,7 +206,7 @@ uint64_t OpLog::Append(LogRecord r) {
   rocksdb::WriteOptions w;
   w.sync = true;  // durable before the client hears "done"
   rocksdb::Status st =
-      store_->db()->Put(w, store_->family(Store::kWbLog), SeqKey(r.seq), v);
+      store_->Put(w, store_->family(Store::kWbLog), SeqKey(r.seq), v);
   if (!st.ok()) {
     NACHE_LOG(kLogCrit, kComponent, "write-back log append failed: %s",
               st.ToString().c_str());
@@ -247,7 +247,7 @@ bool OpLog::Erase(const std::vector<uint64_t> &seqs, bool sync) {
   // with EXIST or NOENT, which the flusher must take as done.
   rocksdb::WriteOptions w;
   w.sync = sync;
-  rocksdb::Status st = store_->db()->Write(w, &b);
+  rocksdb::Status st = store_->Write(w, &b);
   if (!st.ok())
     NACHE_LOG(kLogCrit, kComponent, "write-back log erase failed: %s",
               st.ToString().c_str());
@@ -274,7 +274,7 @@ bool OpLog::Replace(uint64_t old_seq, std::vector<LogRecord> *rs) {
   }
   rocksdb::WriteOptions w;
   w.sync = true;  // durable before the client hears "done"
-  rocksdb::Status st = store_->db()->Write(w, &b);
+  rocksdb::Status st = store_->Write(w, &b);
   if (!st.ok()) {
     NACHE_LOG(kLogCrit, kComponent, "write-back log replace failed: %s",
               st.ToString().c_str());

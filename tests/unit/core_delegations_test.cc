@@ -102,6 +102,9 @@ class ScriptedUpstream : public upstream::Upstream {
     std::lock_guard<std::mutex> g(mu_);
     lose_reply_of = op;
   }
+  // No replay cache: an OPEN bearing its owner's last seqid is executed
+  // anew (a server that lost it, or does not keep one).
+  std::atomic<bool> no_replay{false};
   // The core gave up its client id (Upstream::RestartClient); the test
   // then plays the server's part (Restart).
   std::atomic<int> restarts_asked{0};
@@ -291,7 +294,7 @@ class ScriptedUpstream : public upstream::Upstream {
     std::string open_owner;
     if (open)
       open_owner = Str(open->owner.owner.owner_val, open->owner.owner.owner_len);
-    if (open && open->seqid != 0 && replay_.count(open_owner) &&
+    if (open && open->seqid != 0 && !no_replay && replay_.count(open_owner) &&
         replay_[open_owner].seqid == open->seqid) {
       *rep = replay_[open_owner].rep;
       log_.push_back("OPEN(replayed)");
@@ -1386,6 +1389,30 @@ TEST_F(LostReplyTest, ALostFirstOpenOfAFlushOwnerMakesNoConflict) {
   EXPECT_EQ(CounterValue(metrics_, "nache_writeback_conflicts_total"), 0);
 }
 
+// A flushed create (GUARDED) resent after its reply was lost, which the
+// remote executes anew instead of answering from a replay cache: EXIST
+// then means the file the first send made, not somebody else's. No
+// conflict copy. (Every flush owner known first: the create's OPEN is
+// resent, not left to the flusher's retry.)
+TEST_F(LostReplyTest, AResentFlushCreateMeetingItsOwnFileMakesNoConflict) {
+  StartWriteBack(DelegationType::kNone, 0);  // flushed at once
+  for (int i = 0; i < 8; i++) {
+    std::string name = "p" + std::to_string(i);
+    CreateWritten(name.c_str(), "p");
+    ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data(name) == "p"; }));
+  }
+  up_->no_replay = true;
+  up_->LoseReplyOf("OPEN");
+  CreateWritten("n", "new-data");
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("n") == "new-data"; }))
+      << "the remote holds \"" << up_->Data("n") << "\"";
+  EXPECT_TRUE(up_->Names("n.nache-conflict-").empty());
+  EXPECT_EQ(CounterValue(metrics_, "nache_writeback_conflicts_total"), 0);
+  EXPECT_GE(CounterValue(metrics_, "nache_upstream_seqid_resends_total",
+                         {{"outcome", "answered"}}),
+            1);
+}
+
 // The client's retry of an exclusive create (O_EXCL) whose reply was lost,
 // which the remote did: the retry finds the name taken (EXIST) by the
 // file this very create made, and opens it instead of failing; someone
@@ -2087,6 +2114,10 @@ TEST_F(FullCacheDiskTest, AWriteToACleanFileGoesThroughToTheRemote) {
   bool eof = false;
   ASSERT_EQ(core_->Read(cr_, g, nullptr, 0, 10, &back[0], &n, &eof), 0u);
   EXPECT_EQ(back.substr(0, n), "01abc56789");
+  // A remove to log finds no room either: NFS4ERR_NOSPC, not EIO (the
+  // client can free space and retry), and the name stays.
+  EXPECT_EQ(core_->Remove(cr_, root_, "g"), uint32_t(upstream::kNfs4ErrNospc));
+  EXPECT_EQ(core_->Lookup(cr_, root_, "g", &g, &a), 0u);
   EXPECT_EQ(core_->CloseFile(o), 0u);
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "cache/cache.h"
+#include "handles/handle_map.h"
 #include "metrics/metrics.h"
 #include "temp_dir.h"
 
@@ -432,6 +433,29 @@ class FullDiskTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Cache> cache_;
 };
+
+// The handle map writes through the store's path for writes that may meet
+// a full disk (as the op log does): a handle that cannot be recorded puts
+// the store in the no-space state (the core answers NFS4ERR_NOSPC), and
+// once space is freed the next one resumes it. Before, they wrote to
+// RocksDB directly: neither noticed, and nothing resumed the store.
+TEST_F(FullDiskTest, HandleWritesEnterAndLeaveTheNoSpaceState) {
+  Open();
+  Filler("reserve", 7 << 20);
+  HandleMap handles(store_.get());
+  const std::string name(200, 'n');
+  Key k = kNoKey;
+  int made = 0;
+  for (; made < 1000000; made++) {
+    k = handles.NewLocal(1, name + std::to_string(made));
+    if (k == kNoKey) break;
+  }
+  ASSERT_EQ(k, kNoKey) << "the disk never filled";
+  EXPECT_TRUE(store_->no_space());
+  Unfill("reserve");
+  EXPECT_NE(handles.NewLocal(1, "after"), kNoKey);
+  EXPECT_FALSE(store_->no_space());
+}
 
 // Write-back writes on a full disk fail (NoSpace: the core's
 // NFS4ERR_NOSPC) and show nothing; what was acknowledged before stays
