@@ -32,6 +32,9 @@ lab_pkgs=(
   # setfacl/getfacl inside the knfsd guest (its root is the host's):
   # POSIX ACLs at the remote (access_identity_test.sh).
   acl
+  # nfs4_setfacl in the clients (the host's binaries): NFSv4 ACLs with
+  # DENY entries set through a direct mount (access_identity_test.sh).
+  nfs4-acl-tools
   # Workloads inside the clients (data_integrity_test.sh: verified I/O).
   fio
   # The lab's knfsd 6.12 under qemu (LAB_KNFSD_KERNEL=6.12, lab/README.md).

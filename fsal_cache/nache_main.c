@@ -405,6 +405,10 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 
 void nache_release_export_params(struct nache_fsal_export *exp)
 {
+	/* Returns made while the core shuts down need no MDCACHE up-call:
+	 * the export above us is going away. */
+	if (exp->core != NULL)
+		nache_set_attrs_stale(exp->core, NULL, NULL);
 	nache_core_close(exp->core);
 	exp->core = NULL;
 	nache_cache_dir_release(exp->export.export_id);

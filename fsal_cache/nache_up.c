@@ -71,7 +71,29 @@ static void nache_recall_local(void *arg, nache_key key)
 			 PRIu64 ": %s", key, msg_fsal_err(st.major));
 }
 
+/* The core gave back its upstream delegation on key: MDCACHE's copy of the
+ * file's attributes is no longer vouched for (the remote may be about to
+ * change them: a chmod recalls first), so the next GETATTR comes from the
+ * core, which revalidates. The up-call only clears flags on the cache entry
+ * (under its own op context) and takes no lock a caller of ours holds. */
+static void nache_attrs_stale(void *arg, nache_key key)
+{
+	struct nache_fsal_export *exp = arg;
+	struct nache_wire wire = { .incarnation = exp->incarnation,
+				   .key = key };
+	struct gsh_buffdesc handle = { .addr = &wire, .len = sizeof(wire) };
+	fsal_status_t st;
+
+	st = exp->export.up_ops->invalidate(exp->export.up_ops, &handle,
+					    FSAL_UP_INVALIDATE_ATTRS);
+	if (FSAL_IS_ERROR(st))
+		LogMajor(COMPONENT_FSAL,
+			 "NACHE: cannot invalidate the cached attributes of %"
+			 PRIu64 ": %s", key, msg_fsal_err(st.major));
+}
+
 void nache_up_init(struct nache_fsal_export *exp)
 {
 	nache_set_local_recall(exp->core, nache_recall_local, exp);
+	nache_set_attrs_stale(exp->core, nache_attrs_stale, exp);
 }

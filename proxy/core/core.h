@@ -173,6 +173,9 @@ class Core {
   void ReleaseLocalDelegation(Key key);
   void SetLocalRecall(std::function<void(Key)> recall);
   uint64_t LocalDelegations();  // held now, all files
+  // Called with a file's key once its upstream delegation is given back
+  // (see nache.h, nache_set_attrs_stale).
+  void SetAttrsStale(std::function<void(Key)> stale);
 
   uint32_t Lock(const Creds &cr, Key key, NacheOpen *open,
                 const std::string &owner, nache_lock_op op, bool write,
@@ -345,6 +348,9 @@ class Core {
                        Attrs *after);
   // The flusher's SETATTR of attributes set locally.
   uint32_t FlushSetattr(Key key, const Attrs &set, Attrs *after);
+  // Whether st is the remote's refusal of set, only times, on a directory:
+  // given up (the remote's times stand), never retried.
+  bool RefusedDirectoryTimes(Key key, const Attrs &set, uint32_t st);
   // The file with unflushed data known as name in dir, or kNoKey (one
   // look at each dirty file's recorded name: for the rare truncating open
   // by name).
@@ -688,6 +694,7 @@ class Core {
   std::condition_variable local_cv_;  // a local delegation was released
   std::unordered_map<Key, int> local_delegs_;
   std::function<void(Key)> local_recall_;  // set once before use
+  std::function<void(Key)> attrs_stale_;   // guarded by local_mu_
   // Delegations to return, for the recall thread.
   std::mutex recall_mu_;  // guards recalls_, recall_stop_
   std::condition_variable recall_cv_;

@@ -207,6 +207,11 @@ void Core::SetLocalRecall(std::function<void(Key)> recall) {
   local_recall_ = std::move(recall);
 }
 
+void Core::SetAttrsStale(std::function<void(Key)> stale) {
+  std::lock_guard<std::mutex> g(local_mu_);
+  attrs_stale_ = std::move(stale);
+}
+
 void Core::RecallLocalDelegations(Key key) {
   std::unique_lock<std::mutex> g(local_mu_);
   auto held = [&] {
@@ -280,6 +285,21 @@ void Core::ReturnDelegation(Key key, bool recalled) {
     CompoundReply rep;
     st = Run(c, Creds(), &rep);
   }
+  // What the delegation vouched for (attributes, the ACCESS answers kept
+  // with them, data) is checked again at its next use, however recently
+  // it was validated, here and in Ganesha's attribute cache above us: a
+  // server recalls before a change (Linux breaks the delegation in
+  // notify_change, so a chmod or an ACL set there waits for our
+  // DELEGRETURN), and a reader that change revokes must be denied at once
+  // rather than at the end of an attribute window. Only after the
+  // DELEGRETURN: a revalidation before it would see the old file.
+  cache_->ExpireAttrs(key);
+  std::function<void(Key)> stale;
+  {
+    std::lock_guard<std::mutex> g(local_mu_);
+    stale = attrs_stale_;
+  }
+  if (stale) stale(key);
   delegs_->Forget(key, d.stateid);
   double secs = std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - d.since)

@@ -231,8 +231,31 @@ uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   Creds cr = FlushCreds(key);
   st = Run(c, cr, &rep);
   if (st == upstream::kNfs4Ok) *after = rep.Find(Op::kGetattr)->attrs;
+  if (RefusedDirectoryTimes(key, set, st))
+    return FlushSetattr(key, Attrs(), after);  // the remote's times stand
   NoteFlushRefused("setattr", key, cr, st);
   return st;
+}
+
+bool Core::RefusedDirectoryTimes(Key key, const Attrs &set, uint32_t st) {
+  // A directory's times follow from the creates and removes in it, which
+  // the remote applied itself, moving them. Set explicitly they need the
+  // owner's rights (utimes), which the caller they are sent as may lack
+  // (nobody wrote the directory here but to add entries; a squashed root
+  // owns nothing): refused, they would be retried for ever and keep the
+  // directory dirty. Given up instead, logged: nothing a user wrote is in
+  // them.
+  const uint64_t times = upstream::kAttrAtime | upstream::kAttrMtime;
+  Attrs a;
+  if ((st != upstream::kNfs4ErrAccess && st != upstream::kNfs4ErrPerm) ||
+      set.mask == 0 || (set.mask & ~times) != 0 ||
+      !cache_->KnownAttrs(key, &a) || a.type != upstream::FileType::kDir)
+    return false;
+  NACHE_LOG(kLogWarn, kWritebackComponent,
+            "the remote refuses to set the times of directory %llu (%s): "
+            "its own times stand",
+            (unsigned long long)key, nache_status_name(st));
+  return true;
 }
 
 }  // namespace nache

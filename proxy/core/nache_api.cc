@@ -520,4 +520,13 @@ void nache_set_local_recall(struct nache_core *core, nache_local_recall_fn fn,
   core->core->SetLocalRecall([fn, arg](nache::Key key) { fn(arg, key); });
 }
 
+void nache_set_attrs_stale(struct nache_core *core, nache_attrs_stale_fn fn,
+                           void *arg) {
+  if (fn == nullptr) {
+    core->core->SetAttrsStale(nullptr);
+    return;
+  }
+  core->core->SetAttrsStale([fn, arg](nache::Key key) { fn(arg, key); });
+}
+
 }  // extern "C"

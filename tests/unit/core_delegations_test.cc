@@ -4,12 +4,12 @@
 // the real callback service, called by a real libnfs client over loopback.
 // Covered: opens a write or read delegation lets the core grant locally;
 // (and, not a delegation matter, the open linger);
-// attributes trusted under it past the attribute window; a recall that
-// flushes queued writes and turns local opens into upstream opens before
-// DELEGRETURN; CB_GETATTR from the core's view; a read delegation returned
-// before our own open for write; a lapsed lease ending the trust; after a
-// server restart, opens, locks and delegations reclaimed in the grace
-// period, or taken anew without one.
+// attributes trusted under it past the attribute window, and no longer
+// once it is recalled; a recall that flushes queued writes and turns local
+// opens into upstream opens before DELEGRETURN; CB_GETATTR from the core's
+// view; a read delegation returned before our own open for write; a
+// lapsed lease ending the trust; after a server restart, opens, locks and
+// delegations reclaimed in the grace period, or taken anew without one.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -114,6 +114,13 @@ class ScriptedUpstream : public upstream::Upstream {
   void DenyReading(uint32_t uid) {
     std::lock_guard<std::mutex> g(mu_);
     unreadable_by.insert(uid);
+  }
+  // The same, done to the file at path at the server by someone else (a
+  // chmod or an ACL entry set there): its change attribute moves.
+  void ForeignDenyReading(const std::string &path, uint32_t uid) {
+    std::lock_guard<std::mutex> g(mu_);
+    unreadable_by.insert(uid);
+    Add(path).change++;
   }
   std::atomic<int> writes_waiting{0};            // WRITEs held right now
   // Ops named here fail with NFS4ERR_ACCESS for callers without group
@@ -1729,6 +1736,76 @@ TEST_F(CoreDelegationsTest, OpensWithoutAnUpstreamOpenAreAskedPerCaller) {
   EXPECT_EQ(core_->CloseFile(first), 0u);
 }
 
+// A recall ends the trust the delegation gave at once: the server recalls
+// it before a change (Linux knfsd when a chmod or an ACL entry is set at
+// the remote), so an ACCESS answer kept while it was held is not used
+// after the return, however fresh the attribute window (60 s here) would
+// call it, and the FSAL is told to drop its own copy of the attributes
+// (Ganesha's MDCACHE), once the DELEGRETURN is done. Without that, a
+// reader the change revokes kept reading through the shared upstream open
+// until the window ended.
+TEST_F(CoreDelegationsTest, ARecallEndsTheAccessAnswersKeptUnderIt) {
+  Start(DelegationType::kRead,
+        [](CoreConfig *cfg) { cfg->cache.attr_timeout_ms = 60000; });
+  std::atomic<int> stale_calls{0}, returned_before{-1};
+  std::atomic<Key> stale_key{kNoKey};
+  core_->SetAttrsStale([&](Key k) {
+    stale_key = k;
+    returned_before = up_->Count("DELEGRETURN");
+    stale_calls++;
+  });
+  NacheOpen *first = OpenF(kRead);  // the upstream OPEN, and a delegation
+  ASSERT_NE(first, nullptr);
+  ASSERT_EQ(up_->Count("OPEN"), 1);
+  Creds reader;
+  reader.uid = reader.gid = 2000;
+  auto open_as_reader = [&](NacheOpen **out) {
+    Core::OpenRequest req;
+    req.key = file_;
+    req.access = kRead;
+    Key key;
+    bool created;
+    return core_->OpenFile(reader, req, out, &key, nullptr, &created);
+  };
+  NacheOpen *o = nullptr;
+  ASSERT_EQ(open_as_reader(&o), 0u);  // asked once, kept
+  ASSERT_EQ(core_->CloseFile(o), 0u);
+  ASSERT_EQ(open_as_reader(&o), 0u);
+  ASSERT_EQ(core_->CloseFile(o), 0u);
+  EXPECT_EQ(up_->Count("OPEN"), 1) << "granted under the delegation";
+  // At the remote, 2000 loses the right to read: the server recalls the
+  // delegation first, and the change lands once it is returned.
+  auto returns = [this] {
+    double n = 0;
+    for (const prometheus::MetricFamily &f : metrics_.Collect())
+      if (f.name == "nache_delegation_return_seconds")
+        for (const prometheus::ClientMetric &m : f.metric)
+          for (const prometheus::ClientMetric::Label &l : m.label)
+            if (l.name == "reason" && l.value == "recall")
+              n += double(m.histogram.sample_count);
+    return n;
+  };
+  cb_client::Reply *r = Recall(1);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->nfs_status, upstream::kNfs4Ok);
+  ASSERT_TRUE(cb_client::WaitFor([&] { return returns() >= 1; }))
+      << "the delegation was returned";
+  EXPECT_EQ(stale_calls.load(), 1) << "the FSAL's attributes were not dropped";
+  EXPECT_EQ(stale_key.load(), file_);
+  EXPECT_EQ(returned_before.load(), 1) << "dropped after the DELEGRETURN";
+  up_->ForeignDenyReading("f", 2000);
+  const int asked = up_->Count("ACCESS");
+  o = nullptr;
+  EXPECT_EQ(open_as_reader(&o), uint32_t(upstream::kNfs4ErrAccess))
+      << "the answer kept under the delegation was used after its recall";
+  EXPECT_EQ(o, nullptr);
+  if (o) core_->CloseFile(o);
+  EXPECT_GT(up_->Count("ACCESS"), asked) << "the remote was asked again";
+  // The first reader's open, an upstream open again, is unaffected.
+  EXPECT_EQ(core_->CloseFile(first), 0u);
+  core_->SetAttrsStale(nullptr);  // its captures end here
+}
+
 // A logged rename whose RENAME gets no answer is sent again: when the
 // request was lost, the retry renames; when only the reply was, the retry
 // finds the name gone and our object under the new one (done, not a
@@ -2218,6 +2295,26 @@ TEST_F(WriteBackIdentityTest, ACreateLoggedBeforeARestartIsSentAsItsCreator) {
   ASSERT_EQ(opens.size(), 1u);
   ExpectCreds(opens[0].cr, 2000, 2000, {3000});
   EXPECT_EQ(up_->Data("mine"), "da");
+}
+
+// Directories' times, moved here by a local mkdir, sent as a caller the
+// remote does not let set them (SETATTR refused): given up, the remote's
+// times stand and the directories are clean, not retried for ever.
+TEST_F(CoreDelegationsTest, RefusedDirectoryTimesAreGivenUp) {
+  StartWriteBack(DelegationType::kNone, 0);  // flushed at once
+  up_->Guard({"SETATTR"}, 3000);
+  Attrs mode, got;
+  mode.mask = upstream::kAttrMode;
+  mode.mode = 0755;
+  Key sub = kNoKey;
+  ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode,
+                          "", &sub, &got),
+            0u);
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Tree().find("sub/") != std::string::npos; }));
+  EXPECT_TRUE(cb_client::WaitFor([&] {
+    return !core_->cache()->IsDirty(root_) && !core_->cache()->IsDirty(sub);
+  })) << "a directory stays dirty (its times retried)";
+  EXPECT_EQ(CounterValue(metrics_, "nache_writeback_refused_total"), 0);
 }
 
 TEST_F(WriteBackIdentityTest, DataWrittenBeforeARestartIsSentAsItsWriter) {

@@ -332,6 +332,17 @@ void nache_local_deleg_release(struct nache_core *core, nache_key key);
 typedef void (*nache_local_recall_fn)(void *arg, nache_key key);
 void nache_set_local_recall(struct nache_core *core, nache_local_recall_fn fn,
 			    void *arg);
+/* Once nache has given back an upstream delegation on key (recalled by the
+ * remote, or returned before an operation of its own), it calls fn(arg,
+ * key): what the caller keeps of the file's attributes (Ganesha's MDCACHE)
+ * must come from nache again, which revalidates it at the remote (a server
+ * recalls a delegation before it lets the file change). Called on nache's
+ * recall thread or a worker thread; fn must not block. Set after
+ * nache_core_open; fn NULL stops the calls (before nache_core_close, whose
+ * recall thread still returns the delegations recalled meanwhile). */
+typedef void (*nache_attrs_stale_fn)(void *arg, nache_key key);
+void nache_set_attrs_stale(struct nache_core *core, nache_attrs_stale_fn fn,
+			   void *arg);
 
 /* Human-readable name of an NFSv4 status, for logs. */
 const char *nache_status_name(uint32_t status);
