@@ -855,6 +855,15 @@ class CoreDelegationsTest : public ::testing::Test {
     req.mode = mode;
     return core_->OpenFile(cr, req, open, key, nullptr, created);
   }
+  // Opens f (by handle) as cr for access; the status.
+  uint32_t OpenFAs(const Creds &cr, uint32_t access, NacheOpen **out) {
+    Core::OpenRequest req;
+    req.key = file_;
+    req.access = access;
+    Key key;
+    bool created;
+    return core_->OpenFile(cr, req, out, &key, nullptr, &created);
+  }
   NacheOpen *OpenF(uint32_t access) {
     Core::OpenRequest req;
     req.key = file_;
@@ -1709,12 +1718,7 @@ TEST_F(CoreDelegationsTest, OpensWithoutAnUpstreamOpenAreAskedPerCaller) {
   auto open_as = [this](uint32_t uid, NacheOpen **out) {
     Creds who;
     who.uid = who.gid = uid;
-    Core::OpenRequest req;
-    req.key = file_;
-    req.access = kRead;
-    Key key;
-    bool created;
-    return core_->OpenFile(who, req, out, &key, nullptr, &created);
+    return OpenFAs(who, kRead, out);
   };
   NacheOpen *denied = nullptr, *allowed = nullptr;
   EXPECT_EQ(open_as(2000, &denied), uint32_t(upstream::kNfs4ErrAccess));
@@ -1760,12 +1764,7 @@ TEST_F(CoreDelegationsTest, ARecallEndsTheAccessAnswersKeptUnderIt) {
   Creds reader;
   reader.uid = reader.gid = 2000;
   auto open_as_reader = [&](NacheOpen **out) {
-    Core::OpenRequest req;
-    req.key = file_;
-    req.access = kRead;
-    Key key;
-    bool created;
-    return core_->OpenFile(reader, req, out, &key, nullptr, &created);
+    return OpenFAs(reader, kRead, out);
   };
   NacheOpen *o = nullptr;
   ASSERT_EQ(open_as_reader(&o), 0u);  // asked once, kept
