@@ -1003,7 +1003,8 @@ lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
 # LAB_NACHE_CALLBACK is set (to other FSAL lines, or empty for none).
 # LAB_NACHE_DELEGATIONS (read, readwrite; default none): Ganesha delegates
 # to nache's clients.  Cache in $LAB_DIR/nache/cache, kept across
-# restarts; LAB_NACHE_CACHE_TMPFS (a size, e.g. 24m; default unset): the
+# restarts; LAB_NACHE_CONNECTIONS (default 2): its upstream connections;
+# LAB_NACHE_CACHE_TMPFS (a size, e.g. 24m; default unset): the
 # cache directory is a tmpfs of that size (a cache disk that fills up),
 # unmounted at teardown.  LAB_NACHE_SQUASH (default Root_Squash, as config/nache.conf
 # ships): the export's Squash; the test suites use No_Root_Squash (itest.sh).
@@ -1039,7 +1040,7 @@ EXPORT {
 		Upstream_Server = ${LAB_NACHE_UPSTREAM:-$LAB_REMOTE_ADDR};
 		Upstream_Port = ${LAB_NACHE_UPSTREAM_PORT:-2049};
 		Upstream_Path = \"${LAB_NACHE_UPSTREAM_PATH:-/export}\";
-		Connections = 2;
+		Connections = ${LAB_NACHE_CONNECTIONS:-2};
 		Cache_Dir = \"$LAB_DIR/nache/cache\";
 		${LAB_NACHE_CALLBACK-Callback_Address = $LAB_NACHE_WAN_ADDR; Callback_Port = $LAB_NACHE_CALLBACK_PORT;}
 		$_LAB_NACHE_EXTRA

@@ -36,7 +36,7 @@
 # GUARDED create made a false conflict.
 set -uo pipefail
 : "${LAB_CMD_TIMEOUT:=90}"
-export LAB_CMD_TIMEOUT
+export LAB_CMD_TIMEOUT LAB_NACHE_CONNECTIONS=1
 source "$(dirname "$0")/itest.sh"
 
 CONFIGS=${HOSTILE_CONFIGS:-"v41-wt v41-wb v40-wt v40-wb"}
@@ -94,7 +94,9 @@ counted_more() {
 # A reply can only be reordered behind another one on its connection:
 # the 4 MiB file is written, and the 2 MiB one read, with several WRITEs
 # or READs in flight at once (the kernel's, then nache's write-behind,
-# flusher or readahead).
+# flusher or readahead), on nache's one upstream connection (with two,
+# concurrent READs could go one on each, and the reorder then never
+# happened: seen once in v41-wt reorder_read).
 CASES=(
 	"truncate_write|mode=truncate op=38 count=2|cut [0-9]+ -> |decode_error"
 	"truncate_read|mode=truncate op=25 count=2|cut [0-9]+ -> |decode_error"

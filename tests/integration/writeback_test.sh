@@ -41,6 +41,18 @@ restart_with() {
 		lab_nache_start "$1"
 }
 remote_has() { [ "$(sha_remote "$1")" = "$2" ]; }
+# remote_quiet — write-back has sent everything, directories' times
+# included (nache_flush_lag_seconds back to 0). A check may change the
+# remote directly only then: on a single-writer export nache answers for
+# what it has not flushed, so a directory with a change of ours still to
+# send keeps the listing it has, and a name made at the remote meanwhile
+# is not seen (nothing but nache may write there). (rm -r of a tree made
+# in wb/ right after a check that left wb/'s mtime unsent found no tree:
+# 1 run in 23.)
+remote_quiet() {
+	lab_wait_until 60 eval '[ "$(metric nache_flush_lag_seconds)" = 0 ]' ||
+		{ echo "write-back did not drain (flush lag $(metric nache_flush_lag_seconds) s)" >&2; return 1; }
+}
 creates() { metric nache_writeback_creates_total "outcome=\"$1\""; }
 up_ops() { metric nache_upstream_ops_total "op=\"$1\""; }
 
@@ -194,6 +206,7 @@ dirty_bound_holds_a_fast_writer() {
 # moves the remote's mtime, as the clients saw it move.
 rewritten_unchanged_sends_no_data() {
 	local w0 u0 m0 want
+	remote_quiet || return 1
 	head -c $((2 << 20)) /dev/urandom >"$R/wb/same" && chmod 666 "$R/wb/same" &&
 		want=$(sha_remote wb/same) && m0=$(stat -c %y "$R/wb/same") &&
 		restart_with "$SOON" &&
@@ -215,6 +228,7 @@ rewritten_unchanged_sends_no_data() {
 # reaches the remote.
 save_over_a_remote_file_is_logged() {
 	local r0 m0 o0
+	remote_quiet || return 1
 	echo v1 >"$R/wb/doc" && chmod 666 "$R/wb/doc" &&
 		restart_with "$HOLD" &&
 		expect_eq "read through nache" "$(on 1 "cat $M/wb/doc")" v1 || return 1
@@ -240,6 +254,7 @@ save_over_a_remote_file_is_logged() {
 # loses none of it; then the remote has exactly the final names.
 renames_of_remote_files_are_logged() {
 	local m0 r0
+	remote_quiet || return 1
 	mkdir -p "$R/wb/mv/sub" && echo L >"$R/wb/mv/log" && echo A >"$R/wb/mv/a" &&
 		echo B >"$R/wb/mv/b" && echo C >"$R/wb/mv/c" && echo D >"$R/wb/mv/d" &&
 		chmod -R a+rwX "$R/wb/mv" && restart_with "$HOLD" || return 1
@@ -257,6 +272,7 @@ renames_of_remote_files_are_logged() {
 
 removes_of_remote_files_are_logged() {
 	local i r0
+	remote_quiet || return 1
 	mkdir -p "$R/wb/rm" && chmod 777 "$R/wb/rm" &&
 		for i in $(seq 1 50); do echo "v$i" >"$R/wb/rm/f$i"; done
 	restart_with "$HOLD" || return 1
@@ -281,6 +297,7 @@ removes_of_remote_files_are_logged() {
 # directory's.
 tree_removed_as_one_log() {
 	local d i r0
+	remote_quiet || return 1
 	for d in 1 2 3 4 5; do
 		mkdir -p "$R/wb/tree/d$d" && for i in $(seq 1 10); do echo "$d-$i" >"$R/wb/tree/d$d/f$i"; done
 	done
@@ -311,6 +328,7 @@ tree_removed_as_one_log() {
 # the clients saw.
 renames_of_remote_directories_are_logged() {
 	local want m0
+	remote_quiet || return 1
 	mkdir -p "$R/wb/dm/a" "$R/wb/dm/b/c" "$R/wb/dm/p" "$R/wb/dm/e" &&
 		echo X >"$R/wb/dm/a/x" && echo Y >"$R/wb/dm/a/y" && echo Z >"$R/wb/dm/b/c/z" &&
 		chmod -R a+rwX "$R/wb/dm" && restart_with "$HOLD" || return 1
