@@ -112,6 +112,10 @@ uint32_t OpStatus(const upstream::CompoundReply &rep, upstream::Op op);
 
 class Core {
  public:
+  // Open-owners that create flushed files (NFSv4.0 creates by OPEN); a
+  // file's is chosen by its key, modulo this.
+  static constexpr size_t kFlushOwners = 8;
+
   ~Core();
   static std::unique_ptr<Core> Open(const CoreConfig &cfg, std::string *err);
 
@@ -666,7 +670,7 @@ class Core {
   // The open-owners that create flushed files (their own: a flush may run
   // while a pool owner's mutex is held by the thread that needs it;
   // several, since an owner's OPEN and CLOSE are serialised).
-  std::array<OwnerSlot, 8> flush_owners_;
+  std::array<OwnerSlot, kFlushOwners> flush_owners_;
   // Who last wrote each dirty file locally: the flush writes as them.
   // Write-through removes and creates that got no answer (unanswered.h).
   UnansweredNames unanswered_;
