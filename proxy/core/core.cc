@@ -314,10 +314,11 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
     return upstream::kNfs4ErrDelay;
   }
   auto t0 = std::chrono::steady_clock::now();
+  const uint64_t epoch = up_->epoch();  // of the state c names
   upstream::CallStatus s = up_->Call(c, cr, rep);
   metrics_->ObserveCompound(c, s, *rep, std::chrono::steady_clock::now() - t0);
   if (s != upstream::CallStatus::kOk && SeqidBearing(c))
-    s = ResendSeqidBearing(c, cr, rep, s);
+    s = ResendSeqidBearing(c, cr, rep, s, epoch);
   if (s != upstream::CallStatus::kOk) {
     NACHE_LOG(kLogInfo, "NACHE_UPSTREAM", "%s: upstream %s, client retries",
               c.tag().c_str(), upstream::CallStatusName(s));
@@ -359,7 +360,8 @@ bool Core::SeqidBearing(const Compound &c) const {
 
 upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
                                               CompoundReply *rep,
-                                              upstream::CallStatus s) {
+                                              upstream::CallStatus s,
+                                              uint64_t epoch) {
   // The request may have been executed: its owner's seqid at the server is
   // unknown. Anything else sent by the owner now would be wrong: the same
   // seqid is taken for a retransmission of this request and answered from
@@ -370,8 +372,10 @@ upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
   // while the connection comes back, for up to a lease: a longer outage
   // most likely cost the client id anyway (a new one resets every owner).
   // If it cannot be settled, the client id and all its state are given up
-  // (RestartClient), which makes every seqid known again.
-  const uint64_t epoch = up_->epoch();
+  // (RestartClient), which makes every seqid known again. Never under a
+  // client id other than the one c was sent under (epoch): the server
+  // forgot that one's owners, and would answer the resend STALE_CLIENTID,
+  // which would cost the new id too.
   const auto budget = std::chrono::seconds(
       std::clamp<uint32_t>(up_->lease_time(), 1, kMaxSeqidResendSeconds));
   const auto deadline = std::chrono::steady_clock::now() + budget;

@@ -201,13 +201,15 @@ class Core {
   // NFSv4.0: c bears an open-owner's or lock-owner's seqid (OPEN,
   // OPEN_CONFIRM, OPEN_DOWNGRADE, CLOSE, LOCK, LOCKU).
   bool SeqidBearing(const upstream::Compound &c) const;
-  // Run's recovery of a seqid-bearing compound that got no usable reply
-  // (s): resent unchanged until answered, for up to a lease; then the
-  // client id is given up. The caller holds the owner's lock.
+  // Run's recovery of a seqid-bearing compound sent under client id epoch
+  // that got no usable reply (s): resent unchanged until answered, for up
+  // to a lease, while the client id is still that one; then the client id
+  // is given up. The caller holds the owner's lock.
   upstream::CallStatus ResendSeqidBearing(upstream::Compound &c,
                                           const Creds &cr,
                                           upstream::CompoundReply *rep,
-                                          upstream::CallStatus s);
+                                          upstream::CallStatus s,
+                                          uint64_t epoch);
   static constexpr uint32_t kMaxSeqidResendSeconds = 90;
   // The remote filehandle of key, or NFS4ERR_STALE (also for an object
   // removed here, the remote not told yet). Resolves the export root on

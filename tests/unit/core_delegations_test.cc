@@ -98,9 +98,13 @@ class ScriptedUpstream : public upstream::Upstream {
   // A reply lost on its way back: the next compound with an op of this
   // name is executed, and the call times out; the server carries on.
   std::string lose_reply_of;                     // guarded by mu_
-  void LoseReplyOf(const std::string &op) {
+  // And meanwhile a new client id is confirmed (the old one's state is
+  // gone at the server).
+  bool new_id_after_lost = false;                // guarded by mu_
+  void LoseReplyOf(const std::string &op, bool new_id = false) {
     std::lock_guard<std::mutex> g(mu_);
     lose_reply_of = op;
+    new_id_after_lost = new_id;
   }
   // No replay cache: an OPEN bearing its owner's last seqid is executed
   // anew (a server that lost it, or does not keep one).
@@ -355,6 +359,10 @@ class ScriptedUpstream : public upstream::Upstream {
       if (lose_reply_of == upstream::OpName(c.op(i))) {
         lose_reply_of.clear();
         *rep = CompoundReply();
+        if (new_id_after_lost) {
+          epoch_++;
+          replay_.clear();
+        }
         return CallStatus::kTimeout;
       }
     }
@@ -1489,6 +1497,22 @@ TEST_F(LostReplyTest, ARetryOfALinkWhoseReplyWasLostSucceeds) {
   up_->dead = false;
   EXPECT_EQ(core_->Link(cr_, file_, root_, "a2"), uint32_t(upstream::kNfs4ErrExist))
       << "another object's name";
+}
+
+// A lost reply, and meanwhile a new client id (the server forgot the old
+// one and its owners): the request is not resent under the new id, which
+// would only earn STALE_CLIENTID and cost the new id too.
+TEST_F(LostReplyTest, NothingIsResentUnderANewClientId) {
+  Start(DelegationType::kNone);
+  NacheOpen *f = OpenF(kRead);  // an owner the server knows (seqid 1)
+  ASSERT_NE(f, nullptr);
+  up_->LoseReplyOf("OPEN", true);
+  NacheOpen *a = nullptr;
+  Key ka = kNoKey;
+  EXPECT_EQ(OpenName("a", &a, &ka), uint32_t(upstream::kNfs4ErrDelay));
+  EXPECT_EQ(up_->Count("OPEN"), 2) << "resent under the new client id";
+  EXPECT_EQ(CounterValue(metrics_, "nache_upstream_seqid_resends_total"), 0);
+  EXPECT_EQ(up_->restarts_asked.load(), 0);
 }
 
 // The remote stays away longer than a lease after the lost reply: the
