@@ -313,8 +313,15 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
                               std::chrono::steady_clock::duration(0));
     return upstream::kNfs4ErrDelay;
   }
-  auto t0 = std::chrono::steady_clock::now();
   const uint64_t epoch = up_->epoch();  // of the state c names
+  // Seqids of this client id given up: until the new one is confirmed, an
+  // owner's next request could be taken for the lost one's retransmission.
+  if (gave_up_epoch_.load() == epoch && SeqidBearing(c)) {
+    metrics_->ObserveCompound(c, upstream::CallStatus::kDisconnected, *rep,
+                              std::chrono::steady_clock::duration(0));
+    return upstream::kNfs4ErrDelay;
+  }
+  auto t0 = std::chrono::steady_clock::now();
   upstream::CallStatus s = up_->Call(c, cr, rep);
   metrics_->ObserveCompound(c, s, *rep, std::chrono::steady_clock::now() - t0);
   if (s != upstream::CallStatus::kOk && SeqidBearing(c))
@@ -384,8 +391,14 @@ upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
     if (s == upstream::CallStatus::kShutdown || s == upstream::CallStatus::kEncodeError)
       return s;
     if (up_->epoch() != epoch) return s;  // the server forgot the owner
+    // Given up already (another request of this client id): the new id
+    // settles this one too. Each waiting its own lease would hold its
+    // owner's lock, and the opens waiting for it, a lease each.
+    if (gave_up_epoch_.load() == epoch) return s;
     auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) break;
+    // Our lease lapsed (a WAN cut): the remote drops our state, or keeps
+    // it only until someone conflicts; waiting longer settles nothing.
+    if (now >= deadline || Disconnected()) break;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
     if (!up_->WaitReady(int(left.count()))) continue;  // (the deadline ends it)
     if (up_->epoch() != epoch) return s;
@@ -405,7 +418,9 @@ upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
     metrics_->CountSeqidResend(s == upstream::CallStatus::kOk ? "answered" : "unanswered");
   }
   if (s == upstream::CallStatus::kOk) return s;
-  if (up_->epoch() == epoch) {
+  uint64_t not_yet = kNoEpoch;
+  if (up_->epoch() == epoch &&
+      gave_up_epoch_.compare_exchange_strong(not_yet, epoch)) {
     metrics_->CountSeqidResend("gave_up");
     up_->RestartClient("an NFSv4.0 open or lock request stayed unanswered; "
                        "its owner's seqid is unknown");

@@ -211,6 +211,10 @@ class Core {
                                           upstream::CallStatus s,
                                           uint64_t epoch);
   static constexpr uint32_t kMaxSeqidResendSeconds = 90;
+  static constexpr uint64_t kNoEpoch = ~0ull;
+  // The client id epoch whose seqid-bearing requests were given up
+  // (RestartClient asked once for it), or kNoEpoch.
+  std::atomic<uint64_t> gave_up_epoch_{kNoEpoch};
   // The remote filehandle of key, or NFS4ERR_STALE (also for an object
   // removed here, the remote not told yet). Resolves the export root on
   // first use; creates a local object remotely first.

@@ -1473,6 +1473,8 @@ TEST_F(LostReplyTest, ARetryOfAnExclusiveCreateWhoseReplyWasLostSucceeds) {
   up_->DieAfter("OPEN");
   EXPECT_NE(OpenNamed(cr_, "y", excl, &open, &key, &created), 0u);
   up_->dead = false;
+  if (up_->restarts_asked.load() > 0)
+    up_->Restart(false);  // the new client id the core asked for
   Creds someone;
   someone.uid = someone.gid = 4000;
   EXPECT_EQ(OpenNamed(someone, "y", excl, &open, &key, &created),
@@ -1513,6 +1515,32 @@ TEST_F(LostReplyTest, NothingIsResentUnderANewClientId) {
   EXPECT_EQ(up_->Count("OPEN"), 2) << "resent under the new client id";
   EXPECT_EQ(CounterValue(metrics_, "nache_upstream_seqid_resends_total"), 0);
   EXPECT_EQ(up_->restarts_asked.load(), 0);
+}
+
+// Once our lease has lapsed (a WAN cut) an unanswered request is not
+// resent: the client id is given up at once. And once given up, no
+// request of that client id bearing a seqid goes out until the new one is
+// confirmed (the owner's next OPEN could be taken for the lost one's
+// retransmission), nor is the client id given up twice.
+TEST_F(LostReplyTest, AfterTheLeaseLapsedOrOnceGivenUpNothingIsResent) {
+  Start(DelegationType::kNone);
+  NacheOpen *f = OpenF(kRead);  // an owner the server knows (seqid 1)
+  ASSERT_NE(f, nullptr);
+  up_->lease_end = Clock::now().time_since_epoch().count();  // lapsed
+  up_->LoseReplyOf("OPEN");
+  NacheOpen *o = nullptr;
+  Key k = kNoKey;
+  EXPECT_EQ(OpenName("a", &o, &k), uint32_t(upstream::kNfs4ErrDelay));
+  EXPECT_EQ(up_->restarts_asked.load(), 1);
+  EXPECT_EQ(CounterValue(metrics_, "nache_upstream_seqid_resends_total",
+                         {{"outcome", "gave_up"}}),
+            1);
+  EXPECT_EQ(CounterValue(metrics_, "nache_upstream_seqid_resends_total"), 1)
+      << "resent after the lease lapsed";
+  EXPECT_EQ(OpenName("b", &o, &k), uint32_t(upstream::kNfs4ErrDelay));
+  EXPECT_EQ(up_->Count("OPEN"), 2) << "an OPEN went out after giving up";
+  EXPECT_EQ(up_->Count("OPEN(replayed)"), 0);
+  EXPECT_EQ(up_->restarts_asked.load(), 1);
 }
 
 // The remote stays away longer than a lease after the lost reply: the
