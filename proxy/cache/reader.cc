@@ -58,6 +58,9 @@ uint32_t BlockReader::Get(Key key, uint64_t idx, const upstream::Creds &cr,
       if (f->status == upstream::kNfs4Ok) *data = f->data;
       return f->status;
     }
+    // A flight that ended between the first look and here cached the
+    // block before it left flights_: look again rather than fetch twice.
+    if (cache_->GetBlock(key, idx, data)) return upstream::kNfs4Ok;
     f = std::make_shared<Flight>();
     flights_.emplace(Id(key, idx), f);
     fetches_++;
