@@ -299,6 +299,10 @@ bool Core::KeyKnown(Key key) const {
 
 bool Core::Disconnected() const {
   if (!up_ || up_->state() != upstream::UpstreamState::kReady) return true;
+  return LeaseLapsed();
+}
+
+bool Core::LeaseLapsed() const {
   auto until = up_->lease_valid_until();
   return until != std::chrono::steady_clock::time_point() &&
          std::chrono::steady_clock::now() >= until;
@@ -398,7 +402,7 @@ upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
     auto now = std::chrono::steady_clock::now();
     // Our lease lapsed (a WAN cut): the remote drops our state, or keeps
     // it only until someone conflicts; waiting longer settles nothing.
-    if (now >= deadline || Disconnected()) break;
+    if (now >= deadline || LeaseLapsed()) break;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
     if (!up_->WaitReady(int(left.count()))) continue;  // (the deadline ends it)
     if (up_->epoch() != epoch) return s;

@@ -394,6 +394,9 @@ class Core {
   // The remote cannot be reached: no connection, or the lease could not be
   // renewed in time (a WAN cut).
   bool Disconnected() const;
+  // Our lease could not be renewed in time: the remote may have dropped
+  // our state (a connection that is merely down is not this).
+  bool LeaseLapsed() const;
   // Serving from the cache whatever its age (serve_stale, disconnected).
   bool ServingStale() const { return cfg_.serve_stale && Disconnected(); }
   // Created here and not sent yet: it has no remote handle.

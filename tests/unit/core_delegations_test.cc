@@ -376,8 +376,11 @@ class ScriptedUpstream : public upstream::Upstream {
   }
   uint64_t clientid() const override { return 1; }
   uint64_t epoch() const override { return epoch_.load(); }
+  // The connection is being made again (a reply lost with it).
+  std::atomic<bool> reconnecting{false};
   upstream::UpstreamState state() const override {
-    return upstream::UpstreamState::kReady;
+    return reconnecting ? upstream::UpstreamState::kConnecting
+                        : upstream::UpstreamState::kReady;
   }
   uint32_t lease_time() const override { return 4; }
   Clock::time_point lease_valid_until() const override {
@@ -1515,6 +1518,24 @@ TEST_F(LostReplyTest, NothingIsResentUnderANewClientId) {
   EXPECT_EQ(up_->Count("OPEN"), 2) << "resent under the new client id";
   EXPECT_EQ(CounterValue(metrics_, "nache_upstream_seqid_resends_total"), 0);
   EXPECT_EQ(up_->restarts_asked.load(), 0);
+}
+
+// A connection dropped with the reply and being made again is no lapsed
+// lease: the request is resent once it is back, the client id kept.
+TEST_F(LostReplyTest, AReconnectingUpstreamIsWaitedForNotGivenUp) {
+  Start(DelegationType::kNone);
+  NacheOpen *f = OpenF(kRead);  // an owner the server knows (seqid 1)
+  ASSERT_NE(f, nullptr);
+  up_->reconnecting = true;
+  up_->LoseReplyOf("OPEN");
+  NacheOpen *a = nullptr;
+  Key ka = kNoKey;
+  EXPECT_EQ(OpenName("a", &a, &ka), 0u);
+  EXPECT_EQ(up_->Count("OPEN(replayed)"), 1);
+  EXPECT_EQ(up_->restarts_asked.load(), 0);
+  up_->reconnecting = false;
+  if (a) EXPECT_EQ(core_->CloseFile(a), 0u);
+  EXPECT_EQ(core_->CloseFile(f), 0u);
 }
 
 // Once our lease has lapsed (a WAN cut) an unanswered request is not
