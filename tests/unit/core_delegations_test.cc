@@ -1518,6 +1518,7 @@ TEST_F(LostReplyTest, NothingIsResentUnderANewClientId) {
   EXPECT_EQ(up_->Count("OPEN"), 2) << "resent under the new client id";
   EXPECT_EQ(CounterValue(metrics_, "nache_upstream_seqid_resends_total"), 0);
   EXPECT_EQ(up_->restarts_asked.load(), 0);
+  core_->CloseFile(f);  // (its upstream open went with the old client id)
 }
 
 // A connection dropped with the reply and being made again is no lapsed
@@ -1562,6 +1563,7 @@ TEST_F(LostReplyTest, AfterTheLeaseLapsedOrOnceGivenUpNothingIsResent) {
   EXPECT_EQ(up_->Count("OPEN"), 2) << "an OPEN went out after giving up";
   EXPECT_EQ(up_->Count("OPEN(replayed)"), 0);
   EXPECT_EQ(up_->restarts_asked.load(), 1);
+  core_->CloseFile(f);  // (its CLOSE waits for the new client id)
 }
 
 // The remote stays away longer than a lease after the lost reply: the
