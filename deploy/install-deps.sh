@@ -15,7 +15,7 @@ ganesha_sha256=d4efd020edf4dfe65abfd0f0f66eb4390613360f99dce4354467ab297e0e1c0f
 runtime_pkgs=(
   libnfs13 librocksdb7.8 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
   libntirpc4.3 libtirpc3 liburcu8 libkrb5-3 libacl1 libcap2 libblkid1
-  libuuid1 libsqlite3-0
+  libuuid1 libsqlite3-0 libnfsidmap1
 )
 build_pkgs=(
   build-essential cmake ninja-build pkg-config bison flex dpkg-dev

@@ -324,7 +324,11 @@ static fsal_status_t op_getattrs(struct fsal_obj_handle *obj,
 /* The remote decides (nache_access.c): what ACCESS can answer is asked of
  * it, per caller, through the core's cache of its answers; the rest (ACE
  * bits on attributes, ACLs, ownership) is Ganesha's usual check. MDCACHE
- * calls this (cmake/ganesha_patch.cmake) after its own owner_skip test. */
+ * calls this (cmake/ganesha_patch.cmake) before its own owner_skip test:
+ * owner_skip (the caller's own file: NFSv3 READ/WRITE, reclaims) is ours
+ * to judge, so that nobody (a squashed root) is never taken for the owner
+ * of a file whose owner the remote named and nache could not map (shown
+ * as nobody too). */
 static fsal_status_t op_test_access(struct fsal_obj_handle *obj,
 				    fsal_accessflags_t mask,
 				    fsal_accessflags_t *allowed,
@@ -336,9 +340,12 @@ static fsal_status_t op_test_access(struct fsal_obj_handle *obj,
 	struct nache_creds cr;
 	uint32_t want, granted = 0, st;
 
+	nache_caller_creds(&cr);
+	if (owner_skip &&
+	    nache_caller_owns(nache_ctx_export()->core, &cr, key_of(obj)))
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
 	want = nache_access4_wanted(mask, dir, &rest);
 	if (want != 0) {
-		nache_caller_creds(&cr);
 		st = nache_access(nache_ctx_export()->core, &cr, key_of(obj),
 				  want, &granted);
 		if (st != 0)
@@ -346,9 +353,10 @@ static fsal_status_t op_test_access(struct fsal_obj_handle *obj,
 		ok = nache_access_allowed(granted, dir);
 	}
 	if (rest != 0) {
+		/* (owner_skip was judged above.) */
 		fsal_status_t s = fsal_test_access(
 			obj, FSAL_ACE4_MASK_SET(rest) | (mask & FSAL_ACE4_REQ_FLAG),
-			&rest_ok, NULL, owner_skip);
+			&rest_ok, NULL, false);
 
 		if (FSAL_IS_ERROR(s) && s.major != ERR_FSAL_ACCESS)
 			return s;

@@ -50,6 +50,7 @@ struct nache_export_params {
 	char *dirty_max;           /* Dirty_Max */
 	bool cache_reset_if_corrupt;  /* Cache_Reset_If_Corrupt */
 	bool cache_reset_on_upstream_change; /* Cache_Reset_On_Upstream_Change */
+	char *upstream_owner_format;  /* Upstream_Owner_Format */
 };
 
 /* Values of the top-level NACHE { } block (daemon-wide), as parsed. */
@@ -57,6 +58,7 @@ struct nache_global_params {
 	bool metrics;             /* Metrics: serve Prometheus metrics */
 	char *metrics_address;    /* Metrics_Address (IPv4) */
 	uint32_t metrics_port;    /* Metrics_Port */
+	char *idmapd_conf;        /* Idmapd_Conf (NULL: libnfsidmap's default) */
 };
 
 /* The wire handle: which store and which object. Also the host handle and

@@ -126,6 +126,8 @@ static struct config_item nache_export_items[] = {
 		       cache_reset_if_corrupt),
 	CONF_ITEM_BOOL("Cache_Reset_On_Upstream_Change", false,
 		       nache_export_params, cache_reset_on_upstream_change),
+	CONF_ITEM_STR("Upstream_Owner_Format", 0, 64, "auto",
+		      nache_export_params, upstream_owner_format),
 	CONFIG_EOL
 };
 
@@ -148,6 +150,7 @@ static void nache_free_params(struct nache_export_params *p)
 	gsh_free(p->write_behind_max);
 	gsh_free(p->write_policy);
 	gsh_free(p->dirty_max);
+	gsh_free(p->upstream_owner_format);
 }
 
 /* Refuses to start: Ganesha's LogFatal exits the daemon. */
@@ -242,6 +245,10 @@ static struct config_item nache_global_items[] = {
 	/* Range judged by nache_metrics_validate, which names the parameter. */
 	CONF_ITEM_UI32("Metrics_Port", 0, UINT32_MAX, 9464,
 		       nache_global_params, metrics_port),
+	/* Unset (NULL) is libnfsidmap's default; a path set must be
+	 * readable (nache_idmap_configure). */
+	CONF_ITEM_STR("Idmapd_Conf", 0, 4096, NULL, nache_global_params,
+		      idmapd_conf),
 	CONFIG_EOL
 };
 
@@ -276,6 +283,8 @@ static fsal_status_t nache_init_config(struct fsal_module *fsal_hdl,
 	if (!nache_metrics_validate(nache_global.metrics_address,
 				    nache_global.metrics_port, err,
 				    sizeof(err)))
+		nache_refuse("NACHE block: %s", err);
+	if (!nache_idmap_configure(nache_global.idmapd_conf, err, sizeof(err)))
 		nache_refuse("NACHE block: %s", err);
 	/* A metrics port we cannot bind is refused like a bad value: the
 	 * operator asked for metrics and would silently get none. */
@@ -354,6 +363,7 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 	cfg.cache_reset_if_corrupt = exp->params.cache_reset_if_corrupt;
 	cfg.cache_reset_on_upstream_change =
 		exp->params.cache_reset_on_upstream_change;
+	cfg.upstream_owner_format = exp->params.upstream_owner_format;
 	if (!nache_config_validate(&cfg, err, sizeof(err)))
 		nache_refuse("export %d: %s", cfg.export_id, err);
 	/* Two exports on one store would each move the other's data, or one
@@ -436,6 +446,8 @@ MODULE_FINI void nache_fini(void)
 	nache_metrics_stop();
 	gsh_free(nache_global.metrics_address);
 	nache_global.metrics_address = NULL;
+	gsh_free(nache_global.idmapd_conf);
+	nache_global.idmapd_conf = NULL;
 	if (unregister_fsal(&NacheModule.fsal) != 0)
 		LogCrit(COMPONENT_FSAL, "NACHE module failed to unregister");
 }

@@ -16,6 +16,7 @@
 #   LAB_GUEST_IFS      "eth0=ADDR/LEN eth1=ADDR/LEN"
 #   LAB_GUEST_ROUTES   "PREFIX via GW;..." (default route: "default via GW")
 #   LAB_GUEST_AGENT    "ADDR PORT"
+#   LAB_GUEST_IDENTITY_DIR  (optional) passwd, group, idmapd.conf for the guest
 #   role extras: LAB_GUEST_NETEM (router), LAB_KNFSD_* (knfsd)
 
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -81,6 +82,30 @@ knfsd_no_manage_gids() {
 		fail "cannot turn manage-gids off for rpc.mountd"
 }
 
+# use_identities DIR — the guest's users, groups and NFSv4 id-mapping
+# domain from DIR (those of passwd, group and idmapd.conf it holds),
+# bind-mounted over /etc in the guest only.
+use_identities() {
+	local dir=$1 f
+	for f in passwd group idmapd.conf; do
+		[ -e "$dir/$f" ] || continue
+		mount --bind "$dir/$f" "/etc/$f" ||
+			fail "identities: $dir/$f over /etc/$f"
+	done
+}
+
+# knfsd_idmap — NFSv4 owners as names ("alice@domain") at knfsd, as a
+# server with id mapping on sends and wants them (nfs4_disable_idmapping
+# is read when nfsd serves a request: set before rpc.nfsd starts it).
+# rpc.idmapd (server side only, -S) answers nfsd's name<->id upcalls
+# (/proc/net/rpc/nfs4.nametoid/channel, nfs4.idtoname) from
+# /etc/idmapd.conf; it returns once it has opened them.
+knfsd_idmap() {
+	echo N >/sys/module/nfsd/parameters/nfs4_disable_idmapping ||
+		fail "cannot turn nfsd's id mapping on"
+	rpc.idmapd -S || fail "rpc.idmapd"
+}
+
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 grep -q ' /dev ' /proc/mounts || mount -t devtmpfs devtmpfs /dev
@@ -107,6 +132,7 @@ if [ ! -e "$LAB_SRC_DIR/guest_agent.py" ]; then
 	mount_host_dir "$repo_dir" repo ro || fail "host dir $repo_dir"
 fi
 [ "$LAB_GUEST_PLATFORM" != qemu ] || qemu_platform_setup
+[ -z "${LAB_GUEST_IDENTITY_DIR:-}" ] || use_identities "$LAB_GUEST_IDENTITY_DIR"
 
 hostname "lab-$LAB_GUEST_NAME"
 
@@ -152,6 +178,7 @@ knfsd)
 	rmdir "$LAB_KNFSD_EXPORT_DIR/lost+found" 2>/dev/null
 	modprobe nfsd || fail "modprobe nfsd"
 	mount -t nfsd nfsd /proc/fs/nfsd || fail "mount nfsd fs"
+	[ "${LAB_KNFSD_IDMAP:-}" != 1 ] || knfsd_idmap
 	mkdir -p /var/lib/nfs/v4recovery /run/rpc_pipefs /run/rpcbind
 	: >/var/lib/nfs/etab
 	: >/var/lib/nfs/rmtab

@@ -51,6 +51,19 @@ LAB_REPO_DIR=$(dirname "$LAB_SRC_DIR")
 # says y: the server looks the caller's groups up in its own group database
 # instead of using those the client sent), y or n forces it.
 : "${LAB_KNFSD_MANAGE_GIDS:=}"
+# LAB_KNFSD_IDMAP=1: knfsd sends and wants NFSv4 owners as names
+# (nfs4_disable_idmapping=N, rpc.idmapd in the guest); empty: numeric, as
+# Linux does by default for AUTH_SYS.
+: "${LAB_KNFSD_IDMAP:=}"
+# Users, groups and the NFSv4 id-mapping domain the lab's machines see
+# instead of the host's: a directory holding passwd, group and idmapd.conf
+# (each optional), bind-mounted over /etc in the guest or the daemon only.
+# LAB_KNFSD_IDENTITY_DIR: the knfsd guest (the remote side).
+# LAB_IDENTITY_DIR: the client guests, and nache (its passwd and group
+# only, in a mount namespace of its own: nache's idmapd.conf is its
+# Idmapd_Conf parameter).
+: "${LAB_KNFSD_IDENTITY_DIR:=}"
+: "${LAB_IDENTITY_DIR:=}"
 : "${LAB_WAN_NETEM:=delay 40ms rate 50mbit limit 10000}"
 LAB_AGENT_PORT=7777
 LAB_REGISTRY=/run/nache-lab      # <id> -> "LAB_DIR owner-pid owner-start"
@@ -806,7 +819,7 @@ _lab_client_boot() {
 	fi
 	_lab_guest_boot "c$n" client "$LAB_NS_LAN" "$LAB_NS_LAN" "$mem" \
 		"$addr" "eth0=$addr/24" "default via $LAB_NACHE_ADDR" \
-		"eth0=tuntap,$tap,$mac" ""
+		"eth0=tuntap,$tap,$mac" "LAB_GUEST_IDENTITY_DIR='$LAB_IDENTITY_DIR'"
 }
 
 # lab_client_addr N — LAN address of client N.
@@ -862,12 +875,14 @@ lab_client_umount() {
 
 # ------------------------------------------------------------------ ganesha
 
-# _lab_ganesha_start NAME NS ADDR EXPORT_BLOCK — start a staged ganesha.nfsd
-# instance NAME (config, log, pid file and recovery dir in $LAB_DIR/NAME)
-# bound to ADDR.  Returns once it answers an NFS NULL call and logged
-# "NFS SERVER INITIALIZED"; if it exits first, prints its log tail, fails.
+# _lab_ganesha_start NAME NS ADDR EXPORT_BLOCK [IDENTITY_DIR] — start a
+# staged ganesha.nfsd instance NAME (config, log, pid file and recovery dir
+# in $LAB_DIR/NAME) bound to ADDR; with IDENTITY_DIR, it sees that
+# directory's passwd and group (_LAB_IDENTITIES_SH).  Returns once it
+# answers an NFS NULL call and logged "NFS SERVER INITIALIZED"; if it exits
+# first, prints its log tail, fails.
 _lab_ganesha_start() {
-	local name=$1 ns=$2 addr=$3 export_block=$4
+	local name=$1 ns=$2 addr=$3 export_block=$4 identities=${5:-}
 	local dir=$LAB_DIR/$name log=$LAB_DIR/logs/$name.log
 	local old
 	old=$(_lab_pid_of "ganesha-$name")
@@ -911,9 +926,12 @@ _lab_ganesha_start() {
 		cat "$log" >>"$log.old"
 		: >"$log"
 	fi
+	local daemon=("$LAB_STAGE_DIR/bin/ganesha.nfsd" -F -f "$dir/ganesha.conf"
+		-L "$log" -p "$dir/ganesha.pid" -N NIV_EVENT)
+	[ -z "$identities" ] || daemon=(unshare --mount --propagation private \
+		bash -c "$_LAB_IDENTITIES_SH" "$identities" "${daemon[@]}")
 	_lab_spawn "ganesha-$name" "$ns" "$dir" "$LAB_DIR/logs/$name.stdout" \
-		"$LAB_STAGE_DIR/bin/ganesha.nfsd" -F -f "$dir/ganesha.conf" \
-		-L "$log" -p "$dir/ganesha.pid" -N NIV_EVENT || return 1
+		"${daemon[@]}" || return 1
 	local pid=$_LAB_SPAWNED_PID rc=0 t0
 	t0=$(_lab_now_us)
 	_lab_ns "$ns" "${_LAB_TOOL[@]}" wait-rpc "$addr" --pid "$pid" \
@@ -934,6 +952,17 @@ _lab_ganesha_start() {
 	fi
 	_lab_log "ganesha $name serving on $addr (pid $pid, $((($(_lab_now_us) - t0) / 1000)) ms)"
 }
+
+# The script (bash -c SCRIPT DIR CMD...) that runs CMD where DIR/passwd and
+# DIR/group are /etc/passwd and /etc/group: under unshare --mount
+# --propagation private, a mount namespace of its own from which nothing
+# propagates to the host.  It execs, so CMD keeps the pid _lab_spawn
+# records.
+# shellcheck disable=SC2016
+_LAB_IDENTITIES_SH='for f in passwd group; do
+	mount --bind "$0/$f" "/etc/$f" || exit 1
+done
+exec "$@"'
 
 # _lab_ganesha_stop NAME [SIGNAL [TIMEOUT_S]] — SIGTERM (or SIGNAL) and
 # wait; SIGKILL after TIMEOUT_S (default LAB_STOP_TIMEOUT).
@@ -1010,6 +1039,7 @@ lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
 # ships): the export's Squash; the test suites use No_Root_Squash (itest.sh).
 # LAB_NACHE_GLOBAL (default empty): config text put verbatim at
 # the top level of nache's ganesha.conf, e.g. 'NACHE { Metrics = false; }'.
+# LAB_IDENTITY_DIR: nache sees its passwd and group (owner names).
 # Fails with the log tail if the daemon exits during start.
 lab_nache_start() {
 	_lab_need_init || return 1
@@ -1045,7 +1075,7 @@ EXPORT {
 		${LAB_NACHE_CALLBACK-Callback_Address = $LAB_NACHE_WAN_ADDR; Callback_Port = $LAB_NACHE_CALLBACK_PORT;}
 		$_LAB_NACHE_EXTRA
 	}
-}"
+}" "$LAB_IDENTITY_DIR"
 }
 
 # lab_nache_stop — SIGTERM nache and wait for it to exit.
@@ -1184,6 +1214,8 @@ _lab_knfsd_env() {
 		LAB_KNFSD_CLD_DIR='$LAB_DIR/knfsd/nfsdcld'
 		LAB_KNFSD_EXPORT_OPTS='$LAB_KNFSD_EXPORT_OPTS'
 		LAB_KNFSD_MANAGE_GIDS='$LAB_KNFSD_MANAGE_GIDS'
+		LAB_KNFSD_IDMAP='$LAB_KNFSD_IDMAP'
+		LAB_GUEST_IDENTITY_DIR='$LAB_KNFSD_IDENTITY_DIR'
 	EOF
 }
 

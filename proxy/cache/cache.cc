@@ -140,8 +140,10 @@ bool DecodeBlockMeta(const rocksdb::Slice &s, uint64_t *gen, uint32_t *len,
 // What of a change of attributes invalidates access results.
 bool AccessInvariantChanged(const upstream::Attrs &a,
                             const upstream::Attrs &b) {
+  const uint64_t unmapped =
+      upstream::kAttrOwnerUnmapped | upstream::kAttrGroupUnmapped;
   return a.mode != b.mode || a.uid != b.uid || a.gid != b.gid ||
-         a.change != b.change;
+         ((a.mask ^ b.mask) & unmapped) || a.change != b.change;
 }
 
 // FNV-1a: a cheap, stable hash for in-memory identities (credentials,
@@ -1333,8 +1335,15 @@ bool Cache::LocalSetattr(Key key, const Attrs &set) {
   upstream::Time t = RealNow();
   uint64_t m = set.mask & kLocalSetattrMask;
   if (m & upstream::kAttrMode) o->attrs.mode = set.mode;
-  if (m & upstream::kAttrOwner) o->attrs.uid = set.uid;
-  if (m & upstream::kAttrOwnerGroup) o->attrs.gid = set.gid;
+  // An id set here is a local one (mapped), whatever the remote named.
+  if (m & upstream::kAttrOwner) {
+    o->attrs.uid = set.uid;
+    o->attrs.mask &= ~upstream::kAttrOwnerUnmapped;
+  }
+  if (m & upstream::kAttrOwnerGroup) {
+    o->attrs.gid = set.gid;
+    o->attrs.mask &= ~upstream::kAttrGroupUnmapped;
+  }
   if (m & upstream::kAttrAtime)
     o->attrs.atime = set.atime_server ? t : set.atime;
   if (m & upstream::kAttrMtime)

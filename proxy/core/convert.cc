@@ -42,6 +42,8 @@ void AttrsToC(const upstream::Attrs &in, nache_attrs *out) {
   out->atime = {in.atime.sec, in.atime.nsec};
   out->mtime = {in.mtime.sec, in.mtime.nsec};
   out->ctime = {in.ctime.sec, in.ctime.nsec};
+  out->owner_unmapped = (in.mask & upstream::kAttrOwnerUnmapped) != 0;
+  out->group_unmapped = (in.mask & upstream::kAttrGroupUnmapped) != 0;
 }
 
 void AttrsToC(const upstream::Attrs &in, uint64_t key, nache_attrs *out) {

@@ -162,6 +162,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
            (unsigned long long)c->store_->incarnation(), cfg.export_id);
   uo.client_id = id;
   uo.auth_machine = host;
+  uo.owners = std::make_shared<upstream::OwnerCodec>(
+      cfg.owner_format, upstream::GlobalIdMapper());
   // The callback service listens before SETCLIENTID advertises it (the
   // server probes it right after the client id is confirmed).
   if (!c->StartCallbackService(&uo.callback_uaddr, err)) return nullptr;
@@ -795,6 +797,11 @@ uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
   const OpResult *r = rep.Find(Op::kAccess);
   *allowed = r && r->status == 0 ? r->access & want : 0;
   return upstream::kNfs4Ok;
+}
+
+bool Core::CallerOwnsKnown(const Creds &cr, Key key) {
+  Attrs a;
+  return cache_->KnownAttrs(key, &a) && CallerOwns(cr, a);
 }
 
 uint32_t Core::MayOpen(const Creds &cr, Key key, uint32_t share_access) {

@@ -40,6 +40,7 @@
 #include "cache/reader.h"
 #include "core/delegations.h"
 #include "core/opens.h"
+#include "core/owner_rights.h"
 #include "core/unanswered.h"
 #include "core/write_behind.h"
 #include "handles/handle_map.h"
@@ -97,6 +98,9 @@ struct CoreConfig {
   // Cache_Reset_If_Corrupt, Cache_Reset_On_Upstream_Change (store.h).
   bool cache_reset_if_corrupt = false;
   bool cache_reset_on_upstream_change = false;
+  // owner and owner_group strings sent to the remote (Upstream_Owner_Format,
+  // upstream/owners.h); names are mapped by the process-wide IdMapper.
+  upstream::OwnerFormat owner_format = upstream::OwnerFormat::kAuto;
   // Registry the export reports to; null: the process-wide one.
   metrics::Metrics *metrics = nullptr;
   // Makes the upstream client; empty: upstream::Upstream::Create. Unit
@@ -140,6 +144,10 @@ class Core {
   uint32_t Setattr(const Creds &cr, Key key, NacheOpen *open,
                    const Attrs &set, Attrs *out);
   uint32_t Access(const Creds &cr, Key key, uint32_t want, uint32_t *allowed);
+  // Whether cr owns key by the attributes known here (no upstream call;
+  // false when none are known, and for an owner we could not map):
+  // Ganesha's owner_skip shortcut (nache_caller_owns).
+  bool CallerOwnsKnown(const Creds &cr, Key key);
   uint32_t Readdir(const Creds &cr, Key dir, uint64_t cookie,
                    nache_dirent_cb cb, void *ctx, bool *eof);
   uint32_t Create(const Creds &cr, Key dir, const std::string &name,
@@ -378,10 +386,6 @@ class Core {
   // object and the uid. Other statuses: nothing.
   void NoteFlushRefused(const char *op, Key key, const Creds &cr,
                         uint32_t st);
-  // Whether cr may set these attributes of a file with attributes a by
-  // the usual POSIX rules (owner or root; only root gives a file away).
-  static bool MaySetLocally(const Creds &cr, const Attrs &a,
-                            const Attrs &set);
 
   // --- local namespace (core_local_names.cc) -----------------------------
   // With write-back on a single-writer export, creates of files,
@@ -573,10 +577,6 @@ class Core {
   // Whether a REMOVE failing with status is refused for good (a logged
   // remove that fails so is dropped, and logged, not retried forever).
   static bool RemoveRefused(uint32_t status);
-  // A sticky directory's rule: only the owner of the entry or of the
-  // directory (or root) may remove or replace it.
-  static bool StickyForbids(const Creds &cr, const Attrs &dir,
-                            const Attrs &a);
   // The kRemove record of (dir, name) = k, removed by cr.
   static LogRecord RemoveRecord(const Creds &cr, Key dir,
                                 const std::string &name, Key k);
@@ -599,9 +599,6 @@ class Core {
   // The remote's listing of dir (Readdir without local entries).
   uint32_t ReaddirRemote(const Creds &cr, Key dir, uint64_t cookie,
                          nache_dirent_cb cb, void *ctx, bool *eof);
-  // ACCESS by the POSIX mode bits (objects the remote does not have yet).
-  static uint32_t AccessByMode(const Creds &cr, const Attrs &a,
-                               uint32_t want);
   // The remote decides access (Access): AskAccess appends an ACCESS of
   // every bit to a compound that goes out anyway and returns its index;
   // after Run, UnlessOnlyAccessFailed treats a failure of that ACCESS

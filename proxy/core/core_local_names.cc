@@ -44,36 +44,7 @@ upstream::Time Now() {
   return upstream::Time{ts.tv_sec, uint32_t(ts.tv_nsec)};
 }
 
-bool InGroups(const upstream::Creds &cr, uint32_t gid) {
-  return cr.gid == gid ||
-         std::find(cr.groups.begin(), cr.groups.end(), gid) != cr.groups.end();
-}
-
 }  // namespace
-
-uint32_t Core::AccessByMode(const Creds &cr, const Attrs &a, uint32_t want) {
-  bool dir = a.type == FileType::kDir;
-  uint32_t bits;  // rwx for this caller
-  if (cr.uid == 0) {
-    // Root reads and writes anything; executes a file only when someone may.
-    bits = 06 | ((dir || (a.mode & 0111)) ? 01 : 0);
-  } else if (cr.uid == a.uid) {
-    bits = (a.mode >> 6) & 7;
-  } else if (InGroups(cr, a.gid)) {
-    bits = (a.mode >> 3) & 7;
-  } else {
-    bits = a.mode & 7;
-  }
-  uint32_t allowed = 0;
-  if (bits & 4) allowed |= upstream::kAccessRead;
-  if (bits & 2) {
-    allowed |= upstream::kAccessModify | upstream::kAccessExtend;
-    if (dir) allowed |= upstream::kAccessDelete;
-  }
-  if (bits & 1)
-    allowed |= dir ? upstream::kAccessLookup : upstream::kAccessExecute;
-  return allowed & want;
-}
 
 uint32_t Core::CheckNewName(const Creds &cr, Key dir, const std::string &name,
                             Attrs *dir_attrs) {
@@ -127,6 +98,8 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
   // A set-group-id directory passes its group on (and the bit, to
   // subdirectories), as at the remote.
   a.gid = (da.mode & 02000) ? da.gid : cr.gid;
+  // (A group the remote named and we could not map stays no one's here.)
+  if (da.mode & 02000) a.mask |= da.mask & upstream::kAttrGroupUnmapped;
   if (type == FileType::kDir && (da.mode & 02000)) a.mode |= 02000;
   a.atime = a.mtime = a.ctime = Now();
   if (!cache_->LocalCreate(k, a)) return StoreFailure();

@@ -114,11 +114,6 @@ bool Core::RemoveMayBeLogged(Key k, const Attrs &a) {
          !((a.mask & upstream::kAttrNlink) && a.nlink > 1) && !NotAtRemote(k);
 }
 
-bool Core::StickyForbids(const Creds &cr, const Attrs &dir, const Attrs &a) {
-  return (dir.mode & 01000) && cr.uid != 0 && cr.uid != a.uid &&
-         cr.uid != dir.uid;
-}
-
 LogRecord Core::RemoveRecord(const Creds &cr, Key dir, const std::string &name,
                              Key k) {
   LogRecord r;

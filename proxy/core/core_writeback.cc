@@ -200,17 +200,6 @@ Core::Creds Core::FlushCreds(Key key) {
   return cr;
 }
 
-bool Core::MaySetLocally(const Creds &cr, const Attrs &a, const Attrs &set) {
-  if (cr.uid == 0) return true;
-  if (cr.uid != a.uid) return false;  // let the remote judge
-  if ((set.mask & upstream::kAttrOwner) && set.uid != a.uid) return false;
-  if ((set.mask & upstream::kAttrOwnerGroup) && set.gid != cr.gid &&
-      std::find(cr.groups.begin(), cr.groups.end(), set.gid) ==
-          cr.groups.end())
-    return false;
-  return true;
-}
-
 uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   Fh fh;
   uint32_t st = FhOf(key, &fh);

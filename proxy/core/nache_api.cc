@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
@@ -17,6 +18,8 @@
 #include "core/convert.h"
 #include "core/core.h"
 #include "nache/nache.h"
+#include "upstream/idmap.h"
+#include "upstream/owners.h"
 #include "util/log.h"
 
 using nache::AttrsFromC;
@@ -154,6 +157,11 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
                 "must be write_through or write_back");
   if (cfg->flush_age_s > 86400)
     return Fail(err, errlen, "Flush_Age", "must be 0..86400 seconds");
+  nache::upstream::OwnerFormat format;
+  if (cfg->upstream_owner_format != nullptr &&
+      !nache::upstream::ParseOwnerFormat(cfg->upstream_owner_format, &format))
+    return Fail(err, errlen, "Upstream_Owner_Format",
+                "must be auto, numeric or names");
   uint64_t cache = 0, dirty = 0;
   nache_parse_size(cfg->cache_size, &cache);
   if (cfg->dirty_max != nullptr && cfg->dirty_max[0] != '\0' &&
@@ -162,6 +170,29 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
     return Fail(err, errlen, "Dirty_Max",
                 "must be a size from 1M up to Cache_Size (empty: a quarter "
                 "of Cache_Size)");
+  return true;
+}
+
+bool nache_idmap_configure(const char *conf_path, char *err, size_t errlen) {
+  const std::string path = conf_path != nullptr ? conf_path : "";
+  char why[512];
+  if (!path.empty()) {
+    if (path[0] != '/')
+      return Fail(err, errlen, "Idmapd_Conf",
+                  "must be an absolute path (e.g. /etc/idmapd.conf)");
+    FILE *f = fopen(path.c_str(), "r");
+    struct stat st;
+    if (f == nullptr || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+      snprintf(why, sizeof(why), "cannot read %s: %s", path.c_str(),
+               f == nullptr ? strerror(errno) : "not a regular file");
+      if (f != nullptr) fclose(f);
+      return Fail(err, errlen, "Idmapd_Conf", why);
+    }
+    fclose(f);
+  }
+  std::string already;
+  if (!nache::upstream::ConfigureLibNfsIdmap(path, &already))
+    return Fail(err, errlen, "Idmapd_Conf", already.c_str());
   return true;
 }
 
@@ -236,6 +267,9 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   c.write_back =
       cfg->write_policy != nullptr && strcmp(cfg->write_policy, "write_back") == 0;
   c.single_writer = cfg->single_writer;
+  if (cfg->upstream_owner_format != nullptr)
+    nache::upstream::ParseOwnerFormat(cfg->upstream_owner_format,
+                                      &c.owner_format);
   c.serve_stale = cfg->serve_stale;
   c.flush_age_ms = cfg->flush_age_s * 1000;
   c.cache_reset_if_corrupt = cfg->cache_reset_if_corrupt;
@@ -355,6 +389,11 @@ uint32_t nache_access(struct nache_core *core, const struct nache_creds *cr,
                       nache_key key, uint32_t want, uint32_t *allowed) {
   CountLocal(core, LocalOp::kAccess);
   return core->core->Access(CredsFromC(cr), key, want, allowed);
+}
+
+bool nache_caller_owns(struct nache_core *core, const struct nache_creds *cr,
+                       nache_key key) {
+  return core->core->CallerOwnsKnown(CredsFromC(cr), key);
 }
 
 uint32_t nache_readdir(struct nache_core *core, const struct nache_creds *cr,

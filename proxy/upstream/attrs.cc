@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "rpc/xdr.h"
+#include "upstream/owners.h"
 
 namespace nache {
 namespace upstream {
@@ -172,9 +173,25 @@ bool SkipAcl(XdrReader *r) {
   return true;
 }
 
+// An owner or owner_group string s as *id; when it names no one we can
+// map, the bit unmapped (kAttrOwnerUnmapped, kAttrGroupUnmapped) goes into
+// a->mask too.
+void DecodeOwner(IdKind kind, const std::string &s, OwnerCodec *owners,
+                 uint32_t *id, uint64_t unmapped, Attrs *a) {
+  OwnerCodec numeric(OwnerFormat::kNumeric, nullptr);
+  if (!(owners != nullptr ? owners : &numeric)->Decode(kind, s, id))
+    a->mask |= unmapped;
+}
+
+// The string to send for id.
+std::string EncodeOwner(IdKind kind, uint32_t id, OwnerCodec *owners) {
+  return owners != nullptr ? owners->Encode(kind, id) : FormatNumericOwner(id);
+}
+
 // Decodes one attribute. Attributes we have no field for are parsed and
 // dropped: the server may return more than we asked for.
-bool DecodeOne(uint32_t bit, XdrReader *r, Attrs *a, Fh *fh) {
+bool DecodeOne(uint32_t bit, XdrReader *r, Attrs *a, Fh *fh,
+               OwnerCodec *owners) {
   uint32_t u32;
   std::string s;
   switch (bit) {
@@ -256,12 +273,12 @@ bool DecodeOne(uint32_t bit, XdrReader *r, Attrs *a, Fh *fh) {
       return r->U32(&a->nlink);
     case kF4Owner:
       if (!r->Opaque(&s, kMaxOwnerLen)) return false;
-      a->uid = ParseNumericOwner(s);
+      DecodeOwner(IdKind::kUser, s, owners, &a->uid, kAttrOwnerUnmapped, a);
       a->mask |= kAttrOwner;
       return true;
     case kF4OwnerGroup:
       if (!r->Opaque(&s, kMaxOwnerLen)) return false;
-      a->gid = ParseNumericOwner(s);
+      DecodeOwner(IdKind::kGroup, s, owners, &a->gid, kAttrGroupUnmapped, a);
       a->mask |= kAttrOwnerGroup;
       return true;
     case kF4Rawdev:
@@ -337,7 +354,7 @@ std::vector<uint32_t> AttrRequestBitmap(uint64_t mask, bool want_fh) {
 }
 
 void EncodeSettableAttrs(const Attrs &attrs, std::vector<uint32_t> *bitmap,
-                         std::string *attrlist) {
+                         std::string *attrlist, OwnerCodec *owners) {
   bitmap->clear();
   attrlist->clear();
   XdrWriter w(attrlist);
@@ -352,11 +369,11 @@ void EncodeSettableAttrs(const Attrs &attrs, std::vector<uint32_t> *bitmap,
   }
   if (attrs.mask & kAttrOwner) {
     SetBit(bitmap, kF4Owner);
-    w.Opaque(FormatNumericOwner(attrs.uid));
+    w.Opaque(EncodeOwner(IdKind::kUser, attrs.uid, owners));
   }
   if (attrs.mask & kAttrOwnerGroup) {
     SetBit(bitmap, kF4OwnerGroup);
-    w.Opaque(FormatNumericOwner(attrs.gid));
+    w.Opaque(EncodeOwner(IdKind::kGroup, attrs.gid, owners));
   }
   if (attrs.mask & kAttrAtime) {
     SetBit(bitmap, kF4TimeAccessSet);
@@ -387,14 +404,14 @@ void EncodeChangeAttr(uint64_t change, std::vector<uint32_t> *bitmap,
 }
 
 bool DecodeAttrs(const uint32_t *bitmap, size_t nwords, const char *data,
-                 size_t len, Attrs *out, Fh *fh) {
+                 size_t len, Attrs *out, Fh *fh, OwnerCodec *owners) {
   *out = Attrs();
   XdrReader r(data, len);
   for (size_t w = 0; w < nwords; w++) {
     for (uint32_t b = 0; b < 32; b++) {
       if ((bitmap[w] & (1u << b)) == 0) continue;
       uint32_t bit = uint32_t(w) * 32 + b;
-      if (bit >= kF4Count || !DecodeOne(bit, &r, out, fh)) return false;
+      if (bit >= kF4Count || !DecodeOne(bit, &r, out, fh, owners)) return false;
     }
   }
   // Trailing bytes mean the bitmap and the values disagree.
@@ -411,13 +428,9 @@ uint64_t BitmapToAttrMask(const uint32_t *bitmap, size_t nwords) {
 }
 
 uint32_t ParseNumericOwner(const std::string &owner) {
-  std::string digits = owner.substr(0, owner.find('@'));
-  if (digits.empty() || digits.size() > 10) return kNobodyId;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return kNobodyId;
-  }
-  uint64_t v = std::strtoull(digits.c_str(), nullptr, 10);
-  return v > 0xffffffffull ? kNobodyId : uint32_t(v);
+  uint32_t id;
+  OwnerCodec(OwnerFormat::kNumeric, nullptr).Decode(IdKind::kUser, owner, &id);
+  return id;
 }
 
 std::string FormatNumericOwner(uint32_t id) { return std::to_string(id); }

@@ -78,15 +78,23 @@ struct Builder {
     out->attrlist4_len = u_int(bytes.size());
     out->attrlist4_val = Keep(bytes);
   }
-  // Settable attributes as an fattr4; returns its XDR size.
-  size_t Fattr(const Attrs &attrs, fattr4 *out) {
+  // Settable attributes as an fattr4 (owners numeric: EncodeOwners may
+  // encode them again); returns its XDR size.
+  size_t Fattr(const Attrs &attrs, fattr4 *out, OwnerCodec *owners = nullptr) {
     std::vector<uint32_t> words;
     std::string list;
-    EncodeSettableAttrs(attrs, &words, &list);
+    EncodeSettableAttrs(attrs, &words, &list, owners);
     size_t size = 4 + 4 * words.size() + XdrOpaqueSize(list.size());
     Bitmap(std::move(words), &out->attrmask);
     Attrlist(list, &out->attr_vals);
     return size;
+  }
+  // Fattr for the operation being added, remembered for EncodeOwners when
+  // it names an owner or a group.
+  void FattrWithOwners(const Attrs &attrs, fattr4 *out) {
+    Fattr(attrs, out);
+    if (attrs.mask & (kAttrOwner | kAttrOwnerGroup))
+      impl->owner_fattrs.push_back({impl->args.size() - 1, attrs});
   }
   size_t ChangeFattr(uint64_t change, fattr4 *out) {
     std::vector<uint32_t> words;
@@ -100,8 +108,24 @@ struct Builder {
 };
 
 // Largest possible settable fattr4: bitmap (2 words) + size 8, mode 4, two
-// owners of at most 10 digits, two settime4 of 16 bytes each.
+// owners of at most 10 digits, two settime4 of 16 bytes each. (Owners sent
+// as names add their length when EncodeOwners encodes them.)
 constexpr size_t kSettableFattrBound = 4 + 8 + 4 + 8 + 4 + 2 * 16 + 2 * 16;
+
+// The settable attributes of a SETATTR, CREATE or OPEN(create) argument.
+fattr4 *SettableFattr(nfs_argop4 *a) {
+  switch (a->argop) {
+    case OP_SETATTR:
+      return &a->nfs_argop4_u.opsetattr.obj_attributes;
+    case OP_CREATE:
+      return &a->nfs_argop4_u.opcreate.createattrs;
+    case OP_OPEN:
+      return &a->nfs_argop4_u.opopen.openhow.openflag4_u.how.createhow4_u
+                  .createattrs;
+    default:
+      return nullptr;
+  }
+}
 
 }  // namespace
 
@@ -283,11 +307,11 @@ Compound &Compound::Open(const OpenArgs &args) {
     switch (args.create) {
       case OpenArgs::Create::kUnchecked:
         how.mode = UNCHECKED4;
-        b.Fattr(args.create_attrs, &how.createhow4_u.createattrs);
+        b.FattrWithOwners(args.create_attrs, &how.createhow4_u.createattrs);
         break;
       case OpenArgs::Create::kGuarded:
         how.mode = GUARDED4;
-        b.Fattr(args.create_attrs, &how.createhow4_u.createattrs);
+        b.FattrWithOwners(args.create_attrs, &how.createhow4_u.createattrs);
         break;
       default:
         how.mode = EXCLUSIVE4;
@@ -363,7 +387,7 @@ Compound &Compound::Create(FileType type, const std::string &name,
     c.objtype.createtype4_u.devdata.specdata2 = attrs.rdev_minor;
   }
   b.Utf8(name, &c.objname);
-  b.Fattr(attrs, &c.createattrs);
+  b.FattrWithOwners(attrs, &c.createattrs);
   return *this;
 }
 
@@ -419,7 +443,7 @@ Compound &Compound::Setattr(const StateId &stateid, const Attrs &attrs) {
   SETATTR4args &s =
       b.Add(Op::kSetattr, kSettableFattrBound).nfs_argop4_u.opsetattr;
   CopyStateid(stateid, &s.stateid);
-  b.Fattr(attrs, &s.obj_attributes);
+  b.FattrWithOwners(attrs, &s.obj_attributes);
   return *this;
 }
 
@@ -584,6 +608,17 @@ void Compound::FillClientid(uint64_t clientid) {
       default:
         break;
     }
+  }
+}
+
+void Compound::EncodeOwners(OwnerCodec *owners) {
+  if (owners == nullptr) return;  // numeric, as built
+  Builder<Impl> b{impl_.get()};
+  for (const OwnerFattr &of : impl_->owner_fattrs) {
+    fattr4 *f = SettableFattr(&impl_->args[of.op]);
+    if (f == nullptr) continue;
+    // (The bytes encoded before stay kept until the compound dies.)
+    impl_->size_hint += b.Fattr(of.attrs, f, owners);
   }
 }
 

@@ -28,6 +28,7 @@ namespace nfs41 {
 struct SequenceArgs;
 struct SequenceRes;
 }  // namespace nfs41
+class OwnerCodec;
 
 // NFSv4.0 operation numbers we use (RFC 7530).
 enum class Op : uint32_t {
@@ -252,8 +253,10 @@ class Compound {
 
   // The COMPOUND on the wire (compound_wire.cc). Appends the arguments'
   // XDR to out: NFSv4.0 when seq is null, else NFSv4.1 with seq's
-  // SEQUENCE first. False when they do not encode (out unchanged).
-  bool EncodeWire(std::string *out, const nfs41::SequenceArgs *seq);
+  // SEQUENCE first. Owners in settable attributes are encoded by owners
+  // (numeric when null). False when they do not encode (out unchanged).
+  bool EncodeWire(std::string *out, const nfs41::SequenceArgs *seq,
+                  OwnerCodec *owners = nullptr);
   // Decodes a reply's XDR (as EncodeWire sent it, with or without
   // SEQUENCE); for NFSv4.1 the SEQUENCE result goes to *seq_res, and
   // out->results hold this compound's operations only. A failed SEQUENCE
@@ -261,17 +264,23 @@ class Compound {
   // does not decode or does not match the request (CompoundReply's
   // invariant); *out is then empty. *seq_res is written only when
   // SEQUENCE decoded whole, even if what follows it does not. READ data
-  // goes to the Read dest (bounded by the count asked for). p need not be
-  // aligned; every length in it is checked before use.
+  // goes to the Read dest (bounded by the count asked for). Owners in
+  // attributes are decoded by owners (numeric only when null). p need not
+  // be aligned; every length in it is checked before use.
   bool DecodeWire(const char *p, size_t n, CompoundReply *out,
-                  nfs41::SequenceRes *seq_res) const;
+                  nfs41::SequenceRes *seq_res,
+                  OwnerCodec *owners = nullptr) const;
 
  private:
   // The results after the reply header (and SEQUENCE): nres of them,
   // checked against the operations sent and CompoundReply's invariant
   // (compound_decode.cc).
   bool DecodeResults(rpc::XdrIn *in, uint32_t status, uint32_t nres,
-                     bool after_sequence, CompoundReply *out) const;
+                     bool after_sequence, OwnerCodec *owners,
+                     CompoundReply *out) const;
+  // Encodes the owners of settable attributes again with owners
+  // (compound.cc).
+  void EncodeOwners(OwnerCodec *owners);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -63,12 +63,13 @@ bool SkipString(XdrIn *in, uint32_t max) {
   return in->Opaque(&p, &n, max);
 }
 
-// fattr4: the bitmap, then the attrlist it describes (attrs.cc).
-bool GetFattr(XdrIn *in, Attrs *out, Fh *fh) {
+// fattr4: the bitmap, then the attrlist it describes (attrs.cc), owners
+// decoded by owners.
+bool GetFattr(XdrIn *in, OwnerCodec *owners, Attrs *out, Fh *fh) {
   uint32_t words[kMaxBitmapWords], n, len;
   const char *list;
   return GetBitmap(in, words, &n) && in->Opaque(&list, &len, kMaxAttrlist) &&
-         DecodeAttrs(words, n, list, len, out, fh);
+         DecodeAttrs(words, n, list, len, out, fh, owners);
 }
 
 // nfsace4, skipped (a delegation's permissions: we do not use them).
@@ -131,7 +132,8 @@ bool GetDelegation(XdrIn *in, Delegation *d) {
 // it counts the whole READDIR4resok), with some slack for servers that count
 // their overhead differently: that bounds the entries we allocate.
 constexpr size_t kReaddirSlack = 4096;
-bool GetReaddir(XdrIn *in, const OpMeta &meta, OpResult *out) {
+bool GetReaddir(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
+                OpResult *out) {
   const size_t start = in->left();
   const size_t limit = size_t(meta.readdir_maxcount) + kReaddirSlack;
   bool more;
@@ -139,7 +141,7 @@ bool GetReaddir(XdrIn *in, const OpMeta &meta, OpResult *out) {
   while (more) {
     DirEntry de;
     if (!in->U64(&de.cookie) || !in->Opaque(&de.name, kMaxName) ||
-        !GetFattr(in, &de.attrs, meta.want_fh ? &de.fh : nullptr) ||
+        !GetFattr(in, owners, &de.attrs, meta.want_fh ? &de.fh : nullptr) ||
         !in->Bool(&more) || start - in->left() > limit)
       return false;
     out->entries.push_back(std::move(de));
@@ -150,7 +152,8 @@ bool GetReaddir(XdrIn *in, const OpMeta &meta, OpResult *out) {
 // The body of one result (after its number and status) for the operation
 // meta describes. False when it is malformed, too large, or not what was
 // asked for.
-bool GetResultBody(XdrIn *in, const OpMeta &meta, OpResult *out) {
+bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
+                   OpResult *out) {
   const bool ok = out->status == kNfs4Ok;
   switch (meta.op) {
     case Op::kAccess:
@@ -166,7 +169,7 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OpResult *out) {
     case Op::kCreate:
       return !ok || (GetChangeInfo(in, &out->cinfo) && SkipBitmap(in));
     case Op::kGetattr:
-      return !ok || GetFattr(in, &out->attrs, nullptr);
+      return !ok || GetFattr(in, owners, &out->attrs, nullptr);
     case Op::kGetfh:
       return !ok || in->Opaque(&out->fh, kMaxFhSize);
     case Op::kLink:
@@ -197,7 +200,7 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OpResult *out) {
       return true;
     }
     case Op::kReaddir:
-      return !ok || GetReaddir(in, meta, out);
+      return !ok || GetReaddir(in, meta, owners, out);
     case Op::kReadlink:
       return !ok || in->Opaque(&out->data, kMaxLinkText);
     case Op::kSetattr:
@@ -244,7 +247,8 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OpResult *out) {
 }  // namespace
 
 bool Compound::DecodeResults(rpc::XdrIn *in, uint32_t status, uint32_t nres,
-                             bool after_sequence, CompoundReply *out) const {
+                             bool after_sequence, OwnerCodec *owners,
+                             CompoundReply *out) const {
   out->status = status;
   out->results.clear();
   const std::vector<OpMeta> &meta = impl_->meta;
@@ -262,7 +266,7 @@ bool Compound::DecodeResults(rpc::XdrIn *in, uint32_t status, uint32_t nres,
       // it ends the compound.
       if (r.status != kNfs4ErrOpIllegal) return false;
     } else if (resop != uint32_t(meta[i].op) ||
-               !GetResultBody(in, meta[i], &r)) {
+               !GetResultBody(in, meta[i], owners, &r)) {
       return false;
     }
     out->results.push_back(std::move(r));

@@ -31,6 +31,15 @@ struct OpMeta {
   bool auto_clientid = false;  // the clientid is filled in by FillClientid
 };
 
+// Settable attributes that carry an owner or owner_group: encoded again
+// when the compound goes on the wire, in the format the export's remote
+// wants then (owners.h); the numeric encoding made when it was built
+// serves Args() until then.
+struct OwnerFattr {
+  size_t op = 0;  // index of the SETATTR, CREATE or OPEN in args
+  Attrs attrs;    // as given to the builder
+};
+
 struct Compound::Impl {
   std::string tag;                             // COMPOUND tag (for logs)
   std::vector<nfs_argop4> args;                // one per operation
@@ -40,6 +49,7 @@ struct Compound::Impl {
   COMPOUND4args compound;                      // the view Args() returns
   size_t size_hint = 0;                        // running EncodedSizeHint
   bool reclaim_complete = false;               // ReclaimComplete() (4.1)
+  std::vector<OwnerFattr> owner_fattrs;        // re-encoded by EncodeWire
 };
 
 }  // namespace upstream

@@ -44,7 +44,9 @@ Compound &Compound::ReclaimComplete() {
   return *this;
 }
 
-bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq) {
+bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq,
+                          OwnerCodec *owners) {
+  EncodeOwners(owners);
   const size_t room = EncodedSizeHint() + kEncodeSlack;
   if (impl_->reclaim_complete) {
     if (seq == nullptr || !impl_->args.empty()) return false;  // 4.1, alone
@@ -75,7 +77,8 @@ bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq) {
 }
 
 bool Compound::DecodeWire(const char *p, size_t n, CompoundReply *out,
-                          nfs41::SequenceRes *seq_res) const {
+                          nfs41::SequenceRes *seq_res,
+                          OwnerCodec *owners) const {
   rpc::XdrIn in(p, n);
   auto decode = [&]() {
     uint32_t status, nres;
@@ -83,7 +86,7 @@ bool Compound::DecodeWire(const char *p, size_t n, CompoundReply *out,
     if (!nfs41::DecodeCompoundReplyHeader(&in, &status, &nres)) return false;
     if (seq_res == nullptr) {
       if (impl_->reclaim_complete) return false;  // 4.1 only
-      return DecodeResults(&in, status, nres, false, out);
+      return DecodeResults(&in, status, nres, false, owners, out);
     }
     // SEQUENCE leads: one more result than this compound's operations.
     // *seq_res is written only once SEQUENCE decoded whole (the connection
@@ -104,7 +107,7 @@ bool Compound::DecodeWire(const char *p, size_t n, CompoundReply *out,
                                      &rc_status) &&
              rc_status == status;
     }
-    return DecodeResults(&in, status, nres - 1, true, out);
+    return DecodeResults(&in, status, nres - 1, true, owners, out);
   };
   out->status = kNfs4Ok;
   out->results.clear();

@@ -241,13 +241,14 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
   auth.gid = p->creds.gid;
   auth.gids = p->creds.groups;  // the transport sends the first 16
   Compound *compound = p->compound;
+  OwnerCodec *owners = opts_.owners.get();
   rpc::Transport::EncodeFn encode =
       p->raw_encode ? p->raw_encode
-                    : rpc::Transport::EncodeFn([compound, sequenced,
-                                                seq](std::string *rec) {
-                        return compound->EncodeWire(rec,
-                                                    sequenced ? &seq : nullptr);
-                      });
+                    : rpc::Transport::EncodeFn(
+                          [compound, sequenced, seq, owners](std::string *rec) {
+                            return compound->EncodeWire(
+                                rec, sequenced ? &seq : nullptr, owners);
+                          });
   bool queued = transport_->Call(
       kNfsProgram, kNfsV4, kNfsProcCompound, &auth, encode,
       [this, p](rpc::ReplyStatus st, rpc::XdrIn *results) {
@@ -357,8 +358,9 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
   CompoundReply reply;
   nfs41::SequenceRes seq;
   seq.status = UINT32_MAX;  // not decoded
-  bool ok = call->compound->DecodeWire(results->pos(), results->left(),
-                                       &reply, call->session ? &seq : nullptr);
+  bool ok = call->compound->DecodeWire(results->pos(), results->left(), &reply,
+                                       call->session ? &seq : nullptr,
+                                       opts_.owners.get());
   if (call->session) {
     SlotTable::Outcome outcome =
         seq.status == UINT32_MAX     ? SlotTable::Outcome::kLost
@@ -396,6 +398,8 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
     Complete(call, CallStatus::kDecodeError, {});
     return;
   }
+  if (reply.status == kNfs4ErrBadowner && opts_.owners)
+    opts_.owners->NoteOwnerRefused();
   Complete(call, CallStatus::kOk, std::move(reply));
 }
 

@@ -183,6 +183,12 @@ enum AttrBit : uint64_t {
   kAttrMaxName = 1ull << 26,
   kAttrMaxLink = 1ull << 27,
   kAttrMaxFileSize = 1ull << 28,
+  // Not attributes but facts about two: the remote named the owner (the
+  // owner_group) and we could not map the name (upstream/owners.h). uid
+  // (gid) is then kNobodyId for display only: no caller is its owner (a
+  // member of its group) here, whatever its own uid (OwnerIs, GroupIs).
+  kAttrOwnerUnmapped = 1ull << 29,
+  kAttrGroupUnmapped = 1ull << 30,
 };
 
 // The attributes an object's GETATTR normally fetches.
@@ -221,6 +227,16 @@ struct Attrs {
   uint32_t maxname = 0, maxlink = 0;
   uint64_t maxfilesize = 0;
 };
+
+// Whether uid owns the object a describes (never when its owner is
+// unmapped: nobody is no one's stand-in).
+inline bool OwnerIs(const Attrs &a, uint32_t uid) {
+  return a.uid == uid && !(a.mask & kAttrOwnerUnmapped);
+}
+// Whether gid is the object's group (never when it is unmapped).
+inline bool GroupIs(const Attrs &a, uint32_t gid) {
+  return a.gid == gid && !(a.mask & kAttrGroupUnmapped);
+}
 
 struct ChangeInfo {
   bool atomic = false;

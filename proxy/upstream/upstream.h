@@ -25,6 +25,7 @@
 
 #include "rpc/rpc_transport.h"
 #include "upstream/compound.h"
+#include "upstream/owners.h"
 #include "upstream/types.h"
 
 namespace nache {
@@ -48,6 +49,9 @@ struct UpstreamOptions {
   uint32_t callback_ident = 1;
   // Machine name put in AUTH_SYS credentials.
   std::string auth_machine = "nache";
+  // owner and owner_group strings in attributes, both ways (owners.h);
+  // null: numeric, and names from the remote map to nobody.
+  std::shared_ptr<OwnerCodec> owners;
   // NFSv4 minor version: 0 (SETCLIENTID, RENEW, a callback service of our
   // own) or 1 (EXCHANGE_ID, a session, SEQUENCE in every COMPOUND, the back
   // channel on our own connections, served by back_channel).

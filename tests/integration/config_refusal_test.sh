@@ -17,12 +17,13 @@ refuses() {
 		lab_nache_stop
 		return 1
 	fi
-	local pid
+	local pid state
 	pid=$(lab_nache_pid)
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-		echo "daemon still running" >&2
-		return 1
-	fi
+	# (Its zombie, until this shell reaps it, is not running: kill -0
+	# would say it is.)
+	state=$(cat "/proc/$pid/stat" 2>/dev/null) && state=${state##*) } &&
+		[ "${state%% *}" != Z ] &&
+		{ echo "daemon still running" >&2; return 1; }
 	line=$(grep -h "NACHE: bad configuration" "$(lab_nache_log)")
 	[[ $line == *"$param"* ]] || { echo "log does not name $param: $line" >&2; return 1; }
 }
@@ -62,7 +63,15 @@ refuses_changed_upstream() {
 		{ echo "old store not kept aside" >&2; return 1; }
 }
 
+# The daemon-wide NACHE block: an idmapd.conf that cannot be read.
+refuses_missing_idmapd_conf() {
+	LAB_NACHE_GLOBAL="NACHE { Idmapd_Conf = \"$LAB_DIR/no-idmapd.conf\"; }" \
+		refuses "" Idmapd_Conf
+}
+
 check unknown_parameter_refused refuses "Bogus_Option = 12;" Bogus_Option
+check bad_upstream_owner_format_refused refuses 'Upstream_Owner_Format = "name";' Upstream_Owner_Format
+check unreadable_idmapd_conf_refused refuses_missing_idmapd_conf
 check port_out_of_range_refused refuses "Upstream_Port = 70000;" Upstream_Port
 check zero_connections_refused refuses "Connections = 0;" Connections
 check bad_max_io_size_refused refuses "Max_IO_Size = 5000;" Max_IO_Size

@@ -10,6 +10,10 @@
 //     ls                READDIR of the path (with per-entry filehandles)
 //     reconnect SECS    GETATTR loop: survive a server restart within SECS,
 //                       then OPEN (recovering the client id) and CLOSE
+//     read-anon FILE    READ of FILE's first 4 KiB with the anonymous
+//                       stateid (no OPEN), as --uid/--gid (default root):
+//                       prints the data; exit 0 when read, 3 when the
+//                       server refuses it (NFS4ERR_ACCESS, NFS4ERR_PERM)
 //
 // The 1 MiB pattern is byte i = (7*i + (i >> 12)) & 0xff, which the tests
 // regenerate independently.
@@ -38,6 +42,7 @@ struct ProbeOptions {
   std::string path = "/";            // directory the commands work in
   int timeout_ms = 10000;            // call timeout and readiness wait
   int connections = 2;               // pool size
+  up::Creds creds;                   // read-anon's caller (AUTH_SYS)
 };
 
 char PatternByte(uint32_t i) { return char((7 * i + (i >> 12)) & 0xff); }
@@ -223,6 +228,35 @@ int CmdLs(up::Upstream *u, const ProbeOptions &o) {
   return 1;
 }
 
+// What Ganesha's anonymous READ path checks (a READ with no open, as
+// NFSv3 reads are): READ of name in the path, stateid all zeros, as
+// o.creds.
+int CmdReadAnon(up::Upstream *u, const ProbeOptions &o,
+                const std::string &name) {
+  up::Fh dir;
+  if (!LookupPath(u, o.path, &dir)) return 1;
+  std::vector<char> buf(4096);
+  up::Compound c;
+  c.SetTag("read_anon")
+      .Putfh(dir)
+      .Lookup(name)
+      .Read(up::StateId::Anonymous(), 0, uint32_t(buf.size()), buf.data());
+  up::CompoundReply reply;
+  up::CallStatus st = u->Call(c, o.creds, &reply);
+  if (st != up::CallStatus::kOk) {
+    std::fprintf(stderr, "read-anon: transport: %s\n", up::CallStatusName(st));
+    return 1;
+  }
+  std::printf("read-anon: uid %u gid %u: nfs status %u\n", o.creds.uid,
+              o.creds.gid, reply.status);
+  if (reply.status == up::kNfs4ErrAccess || reply.status == up::kNfs4ErrPerm)
+    return 3;
+  if (reply.status != up::kNfs4Ok) return 1;
+  const up::OpResult *r = reply.Find(up::Op::kRead);
+  std::printf("read-anon: data: %.*s\n", int(r->count), buf.data());
+  return 0;
+}
+
 int64_t MsLeft(std::chrono::steady_clock::time_point deadline) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              deadline - std::chrono::steady_clock::now())
@@ -294,8 +328,9 @@ int CmdReconnect(up::Upstream *u, const ProbeOptions &o, int seconds) {
 void Usage() {
   std::fprintf(stderr,
                "usage: upstream_probe --server ADDR [--port P] [--path DIR] "
-               "[--timeout-ms N] [--connections N] "
-               "write1m FILE | read FILE | ls | reconnect SECONDS\n");
+               "[--timeout-ms N] [--connections N] [--uid U --gid G] "
+               "write1m FILE | read FILE | ls | reconnect SECONDS | "
+               "read-anon FILE\n");
 }
 
 }  // namespace
@@ -315,6 +350,10 @@ int main(int argc, char **argv) {
       o.timeout_ms = std::atoi(value.c_str());
     } else if (flag == "--connections") {
       o.connections = std::atoi(value.c_str());
+    } else if (flag == "--uid") {
+      o.creds.uid = uint32_t(std::strtoul(value.c_str(), nullptr, 10));
+    } else if (flag == "--gid") {
+      o.creds.gid = uint32_t(std::strtoul(value.c_str(), nullptr, 10));
     } else {
       Usage();
       return 2;
@@ -351,6 +390,8 @@ int main(int argc, char **argv) {
     rc = CmdRead(u.get(), o, arg);
   } else if (cmd == "ls") {
     rc = CmdLs(u.get(), o);
+  } else if (cmd == "read-anon" && !arg.empty()) {
+    rc = CmdReadAnon(u.get(), o, arg);
   } else if (cmd == "reconnect" && !arg.empty()) {
     rc = CmdReconnect(u.get(), o, std::atoi(arg.c_str()));
   } else {
@@ -358,6 +399,9 @@ int main(int argc, char **argv) {
     rc = 2;
   }
   u->Shutdown();
-  std::printf("%s: %s\n", cmd.c_str(), rc == 0 ? "OK" : "FAILED");
+  std::printf("%s: %s\n", cmd.c_str(),
+              rc == 0   ? "OK"
+              : rc == 3 ? "REFUSED"
+                        : "FAILED");
   return rc;
 }

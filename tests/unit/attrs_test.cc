@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "fake_idmap.h"
+#include "upstream/idmap.h"
+#include "upstream/owners.h"
+
 namespace nache {
 namespace upstream {
 namespace {
@@ -32,9 +36,9 @@ class AttrlistBuilder {
     bytes_.append((4 - s.size() % 4) % 4, '\0');
     return *this;
   }
-  bool Decode(Attrs *a, Fh *fh = nullptr) const {
+  bool Decode(Attrs *a, Fh *fh = nullptr, OwnerCodec *owners = nullptr) const {
     return DecodeAttrs(bitmap_.data(), bitmap_.size(), bytes_.data(),
-                       bytes_.size(), a, fh);
+                       bytes_.size(), a, fh, owners);
   }
   std::string &bytes() { return bytes_; }
 
@@ -195,6 +199,75 @@ TEST(AttrsTest, RequestBitmap) {
   EXPECT_EQ(b[1], 1u << (53 - 32));
   EXPECT_TRUE(AttrRequestBitmap(0, false).empty());
   EXPECT_EQ(BitmapToAttrMask(b.data(), b.size()), kAttrType | kAttrMtime);
+}
+
+// owner and owner_group as given, in an attrlist of their own.
+AttrlistBuilder Owners(const std::string &owner, const std::string &group) {
+  AttrlistBuilder b;
+  b.Bit(36).Opaque(owner).Bit(37).Opaque(group);
+  return b;
+}
+
+TEST(AttrsTest, OwnerNamesDecodeThroughTheCodec) {
+  std::unique_ptr<IdMapper> mapper = testing_util::NewFakeMapper();
+  OwnerCodec codec(OwnerFormat::kAuto, mapper.get());
+  Attrs a;
+  ASSERT_TRUE(Owners("alice@example.org", "staff@example.org")
+                  .Decode(&a, nullptr, &codec));
+  EXPECT_EQ(a.uid, 1000u);
+  EXPECT_EQ(a.gid, 3000u);
+  EXPECT_EQ(a.mask, kAttrOwner | kAttrOwnerGroup) << "both mapped";
+  EXPECT_TRUE(codec.SendsNames()) << "auto learned names from the remote";
+}
+
+TEST(AttrsTest, AnUnmappableOwnerIsNobodyAndMarked) {
+  std::unique_ptr<IdMapper> mapper = testing_util::NewFakeMapper();
+  OwnerCodec codec(OwnerFormat::kAuto, mapper.get());
+  Attrs a;
+  ASSERT_TRUE(Owners("carol@example.org", "3000").Decode(&a, nullptr, &codec));
+  EXPECT_EQ(a.uid, kNobodyId);
+  EXPECT_EQ(a.gid, 3000u);
+  EXPECT_EQ(a.mask, kAttrOwner | kAttrOwnerGroup | kAttrOwnerUnmapped);
+  EXPECT_FALSE(OwnerIs(a, kNobodyId)) << "nobody does not own it";
+  EXPECT_TRUE(GroupIs(a, 3000));
+  ASSERT_TRUE(Owners("1000", "carols@example.org").Decode(&a, nullptr, &codec));
+  EXPECT_EQ(a.mask, kAttrOwner | kAttrOwnerGroup | kAttrGroupUnmapped);
+  EXPECT_EQ(a.gid, kNobodyId);
+  EXPECT_FALSE(GroupIs(a, kNobodyId));
+  // Without a codec, every name is unmappable.
+  ASSERT_TRUE(Owners("alice@example.org", "staff@example.org").Decode(&a));
+  EXPECT_EQ(a.mask, kAttrOwner | kAttrOwnerGroup | kAttrOwnerUnmapped |
+                        kAttrGroupUnmapped);
+  // Nobody by number is the remote's own nobody: owner of its files.
+  ASSERT_TRUE(Owners("65534", "65534").Decode(&a, nullptr, &codec));
+  EXPECT_EQ(a.mask, kAttrOwner | kAttrOwnerGroup);
+  EXPECT_TRUE(OwnerIs(a, kNobodyId));
+}
+
+TEST(AttrsTest, OwnersGoOutInTheCodecsFormat) {
+  std::unique_ptr<IdMapper> mapper = testing_util::NewFakeMapper();
+  OwnerCodec names(OwnerFormat::kNames, mapper.get());
+  Attrs in;
+  in.mask = kAttrMode | kAttrOwner | kAttrOwnerGroup;
+  in.mode = 0640;
+  in.uid = 1000;
+  in.gid = 3000;
+  std::vector<uint32_t> bitmap;
+  std::string list;
+  EncodeSettableAttrs(in, &bitmap, &list, &names);
+  EXPECT_NE(list.find("alice@example.org"), std::string::npos);
+  EXPECT_NE(list.find("staff@example.org"), std::string::npos);
+  Attrs out;
+  ASSERT_TRUE(DecodeAttrs(bitmap.data(), bitmap.size(), list.data(),
+                          list.size(), &out, nullptr, &names));
+  EXPECT_EQ(out.uid, 1000u);
+  EXPECT_EQ(out.gid, 3000u);
+  EXPECT_EQ(out.mode, 0640u);
+  // Numeric: as before.
+  OwnerCodec numeric(OwnerFormat::kNumeric, mapper.get());
+  EncodeSettableAttrs(in, &bitmap, &list, &numeric);
+  EXPECT_EQ(list.find("alice"), std::string::npos);
+  EXPECT_NE(list.find("1000"), std::string::npos);
 }
 
 TEST(AttrsTest, NumericOwners) {

@@ -8,9 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "fake_idmap.h"
 #include "rpc/xdr.h"
+#include "upstream/attrs.h"
 #include "upstream/compound.h"
 #include "upstream/nfs41.h"
+#include "upstream/owners.h"
 
 namespace nache {
 namespace upstream {
@@ -67,10 +70,24 @@ class Reply {
 
 // DecodeWire as NFSv4.0 (seq = false) or NFSv4.1.
 bool Decode(const Compound &c, const Reply &r, bool seq, CompoundReply *out,
-            nfs41::SequenceRes *sr = nullptr) {
+            nfs41::SequenceRes *sr = nullptr, OwnerCodec *owners = nullptr) {
   nfs41::SequenceRes scratch;
   return c.DecodeWire(r.bytes().data(), r.bytes().size(), out,
-                      seq ? (sr ? sr : &scratch) : nullptr);
+                      seq ? (sr ? sr : &scratch) : nullptr, owners);
+}
+
+// The fattr4 of an owner and an owner_group, as a reply carries it.
+std::string OwnerFattr(const std::string &owner, const std::string &group) {
+  std::string list, out;
+  XdrOut l(&list);
+  l.Opaque(owner);
+  l.Opaque(group);
+  XdrOut o(&out);
+  o.U32(2);
+  o.U32(0);
+  o.U32((1u << (36 - 32)) | (1u << (37 - 32)));
+  o.Opaque(list);
+  return out;
 }
 
 // A GETATTR result claiming 0x40000001 bitmap words (libnfs 4.0.0 allocates
@@ -276,6 +293,86 @@ TEST(CompoundWireTest, SetattrFailureKeepsItsBitmap) {
   Reply cut(kNfs4ErrPerm, 2);
   cut.Result(kOpPutfh, kNfs4Ok).Result(34, kNfs4ErrPerm);  // no bitmap
   EXPECT_FALSE(Decode(c, cut, false, &reply));
+}
+
+// Owners in settable attributes are encoded when the compound goes on the
+// wire, in the format the export's codec says then: names once an auto
+// codec has seen the remote send one (a reply decoded with it).
+TEST(CompoundWireTest, OwnersGoOutAsTheCodecSaysWhenSent) {
+  std::unique_ptr<IdMapper> mapper = testing_util::NewFakeMapper();
+  OwnerCodec owners(OwnerFormat::kAuto, mapper.get());
+  Attrs set;
+  set.mask = kAttrOwner | kAttrOwnerGroup;
+  set.uid = 1000;
+  set.gid = 3000;
+  OpenArgs open;
+  open.name = "new";
+  open.owner = "o";
+  open.create = OpenArgs::Create::kGuarded;
+  open.create_attrs = set;
+  Compound c;
+  c.Putfh("f").Setattr(StateId(), set).Create(FileType::kDir, "d", set);
+  c.Open(open).Getattr(kAttrsObject);
+  auto count = [](const std::string &wire, const std::string &s) {
+    size_t n = 0;
+    for (size_t at = wire.find(s); at != std::string::npos;
+         at = wire.find(s, at + 1))
+      n++;
+    return n;
+  };
+  std::string numeric;
+  ASSERT_TRUE(c.EncodeWire(&numeric, nullptr, &owners));
+  EXPECT_EQ(count(numeric, "alice@example.org"), 0u) << "auto: numeric first";
+
+  // A reply with a name teaches the codec; the owners decode through it.
+  Compound g;
+  g.Putfh("f").Getattr(kAttrOwner | kAttrOwnerGroup);
+  Reply r(kNfs4Ok, 2);
+  r.Result(kOpPutfh, kNfs4Ok).Result(kOpGetattr, kNfs4Ok);
+  r.Raw(OwnerFattr("bob@example.org", "staff@example.org"));
+  CompoundReply reply;
+  ASSERT_TRUE(Decode(g, r, false, &reply, nullptr, &owners));
+  EXPECT_EQ(reply.Find(Op::kGetattr)->attrs.uid, 2000u);
+  EXPECT_EQ(reply.Find(Op::kGetattr)->attrs.gid, 3000u);
+  EXPECT_TRUE(owners.SendsNames());
+
+  std::string names;
+  ASSERT_TRUE(c.EncodeWire(&names, nullptr, &owners));
+  EXPECT_EQ(count(names, "alice@example.org"), 3u) << "SETATTR, CREATE, OPEN";
+  EXPECT_EQ(count(names, "staff@example.org"), 3u);
+  // (Args(), libnfs' view, is the one encoded last.)
+  std::string v41;
+  nfs41::SequenceArgs seq;
+  ASSERT_TRUE(c.EncodeWire(&v41, &seq, &owners));
+  EXPECT_EQ(count(v41, "alice@example.org"), 3u) << "NFSv4.1 too";
+}
+
+// READDIR entries' owners decode through the codec too; one it cannot
+// map is nobody, marked unmapped.
+TEST(CompoundWireTest, ReaddirOwnersDecodeThroughTheCodec) {
+  std::unique_ptr<IdMapper> mapper = testing_util::NewFakeMapper();
+  OwnerCodec owners(OwnerFormat::kAuto, mapper.get());
+  Compound c;
+  c.Putfh("d").Readdir(0, Verifier(8, '\0'), 4096, 8192,
+                       kAttrOwner | kAttrOwnerGroup, false);
+  Reply r(kNfs4Ok, 2);
+  r.Result(kOpPutfh, kNfs4Ok).Result(kOpReaddir, kNfs4Ok);
+  r.Raw(std::string(8, 'v'));
+  r.U32(1).U64(1).Opaque("a");
+  r.Raw(OwnerFattr("alice@example.org", "staff@example.org"));
+  r.U32(1).U64(2).Opaque("c");
+  r.Raw(OwnerFattr("carol@example.org", "3000"));
+  r.U32(0).U32(1);
+  CompoundReply reply;
+  ASSERT_TRUE(Decode(c, r, false, &reply, nullptr, &owners));
+  const std::vector<DirEntry> &e = reply.Find(Op::kReaddir)->entries;
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].attrs.uid, 1000u);
+  EXPECT_EQ(e[0].attrs.mask & kAttrOwnerUnmapped, 0u);
+  EXPECT_EQ(e[1].attrs.uid, kNobodyId);
+  EXPECT_EQ(e[1].attrs.gid, 3000u);
+  EXPECT_EQ(e[1].attrs.mask & (kAttrOwnerUnmapped | kAttrGroupUnmapped),
+            kAttrOwnerUnmapped);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // Config validation: good values pass; each bad value names its parameter.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 #include "nache/nache.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -166,6 +168,44 @@ TEST(ConfigTest, WriteBackSettingsAreAccepted) {
   EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
   c.dirty_max = "";  // a quarter of Cache_Size
   EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
+}
+
+TEST(ConfigTest, UpstreamOwnerFormatIsAutoNumericOrNames) {
+  nache_config c = Good();
+  char err[256] = "";
+  for (const char *good : {"auto", "numeric", "names"}) {
+    c.upstream_owner_format = good;
+    EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << good << err;
+  }
+  for (const char *bad : {"", "name", "Names", "numeric,names"}) {
+    c.upstream_owner_format = bad;
+    EXPECT_EQ(Error(c).rfind("Upstream_Owner_Format:", 0), 0u) << bad;
+  }
+}
+
+// Idmapd_Conf: unset is libnfsidmap's default; a path set must be an
+// absolute path to a readable file, or the daemon refuses to start naming
+// it. (Nothing is read from it before the first owner name.)
+TEST(ConfigTest, IdmapdConfMustBeAReadableFile) {
+  nache::testing_util::TempDir dir;
+  const std::string conf = dir.path() + "/idmapd.conf";
+  std::ofstream(conf) << "[General]\nDomain = nache.test\n";
+  char err[256] = "";
+  EXPECT_TRUE(nache_idmap_configure(nullptr, err, sizeof(err))) << err;
+  EXPECT_TRUE(nache_idmap_configure("", err, sizeof(err))) << err;
+  EXPECT_TRUE(nache_idmap_configure(conf.c_str(), err, sizeof(err))) << err;
+  const std::string missing = dir.path() + "/missing.conf";
+  for (const std::string &bad :
+       {std::string("idmapd.conf"), missing, dir.path()}) {
+    err[0] = '\0';
+    EXPECT_FALSE(nache_idmap_configure(bad.c_str(), err, sizeof(err))) << bad;
+    EXPECT_EQ(std::string(err).rfind("Idmapd_Conf:", 0), 0u) << err;
+  }
+  EXPECT_NE(std::string(err).find("not a regular file"), std::string::npos)
+      << err;
+  ASSERT_FALSE(nache_idmap_configure(missing.c_str(), err, sizeof(err)));
+  EXPECT_NE(std::string(err).find("No such file"), std::string::npos) << err;
+  EXPECT_TRUE(nache_idmap_configure(nullptr, err, sizeof(err))) << err;
 }
 
 TEST(ConfigTest, StatusNamesAreReadable) {

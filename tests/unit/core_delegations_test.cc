@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -31,10 +31,11 @@
 #include <vector>
 
 #include "cb_client.h"
+#include "core/convert.h"
 #include "core/core.h"
-#include "upstream/attrs.h"
 #include "metrics/metrics.h"
 #include "temp_dir.h"
+#include "upstream/attrs.h"
 
 namespace nache {
 namespace {
@@ -167,6 +168,18 @@ class ScriptedUpstream : public upstream::Upstream {
   void AddDir(const std::string &path) {
     std::lock_guard<std::mutex> g(mu_);
     Add(path).dir = true;
+  }
+  // The object at path is owned by uid:gid with mode (0: the default);
+  // unmapped: the kAttr*Unmapped bits its attributes carry (an owner the
+  // remote named and the core's codec could not map).
+  void Own(const std::string &path, uint32_t uid, uint32_t gid,
+           uint64_t unmapped, uint32_t mode = 0) {
+    std::lock_guard<std::mutex> g(mu_);
+    File &f = Add(path);
+    f.uid = uid;
+    f.gid = gid;
+    f.unmapped = unmapped;
+    f.mode = mode;
   }
   // Every path the server has, sorted, directories with a trailing "/".
   std::string Tree() {
@@ -396,6 +409,9 @@ class ScriptedUpstream : public upstream::Upstream {
     Fh parent = "root";
     bool dir = false;
     uint64_t change = 1;
+    uint32_t uid = 0, gid = 0;  // (Own)
+    uint64_t unmapped = 0;
+    uint32_t mode = 0;  // 0: 0644, directories 0755
   };
   struct HeldRange {
     std::string owner;
@@ -427,6 +443,10 @@ class ScriptedUpstream : public upstream::Upstream {
     }
     a.change = f.change;
     a.size = f.data.size();
+    a.uid = f.uid;
+    a.gid = f.gid;
+    a.mask |= f.unmapped;
+    if (f.mode != 0) a.mode = f.mode;
     return a;
   }
 
@@ -2461,6 +2481,117 @@ TEST_F(WriteBackIdentityTest, ARefusalAtFlushIsCounted) {
   EXPECT_NE(SetSize(file_, 4), 0u);
   EXPECT_GT(CounterValue(metrics_, "nache_writeback_refused_total"), before);
   EXPECT_EQ(up_->Data("f"), "hello");
+}
+
+// An owner or group the remote named and the core could not map shows as
+// nobody (65534), and nobody (an office client's root, squashed) gets no
+// owner or group rights from it here: a chmod it makes is not kept
+// locally but sent to the remote to judge, Ganesha's owner_skip shortcut
+// does not apply, and a file made in a set-group-id directory of such a
+// group gives no group rights either. The remote's own nobody (65534 by
+// number) keeps its rights.
+class UnmappedOwnerTest : public WriteBackIdentityTest {
+ protected:
+  static constexpr uint32_t kNobody = upstream::kNobodyId;
+  static constexpr uint64_t kUnmapped =
+      upstream::kAttrOwnerUnmapped | upstream::kAttrGroupUnmapped;
+  const Creds nobody_ = User(kNobody, kNobody, {});
+  Key LookupRoot(const char *name) {
+    Key k = kNoKey;
+    EXPECT_EQ(core_->Lookup(cr_, root_, name, &k, nullptr), 0u);
+    return k;
+  }
+  uint32_t Chmod(const Creds &cr, Key k, uint32_t mode) {
+    Attrs set, out;
+    set.mask = upstream::kAttrMode;
+    set.mode = mode;
+    return core_->Setattr(cr, k, nullptr, set, &out);
+  }
+};
+
+TEST_F(UnmappedOwnerTest, NobodysChmodOfTheirFileGoesToTheRemote) {
+  up_->AddFile("theirs", "x");
+  up_->Own("theirs", kNobody, kNobody, kUnmapped);
+  up_->AddFile("nobodys", "y");
+  up_->Own("nobodys", kNobody, kNobody, 0);
+  StartSentWhenNeeded();
+  Key theirs = LookupRoot("theirs"), nobodys = LookupRoot("nobodys");
+  ASSERT_EQ(Chmod(nobody_, nobodys, 0600), 0u);
+  EXPECT_EQ(up_->Sends("SETATTR").size(), 0u) << "its owner: kept here";
+  ASSERT_EQ(Chmod(nobody_, theirs, 0600), 0u);
+  std::vector<ScriptedUpstream::Sent> sent = up_->Sends("SETATTR");
+  ASSERT_EQ(sent.size(), 1u) << "not its owner: the remote judges";
+  ExpectCreds(sent[0].cr, kNobody, kNobody, {});
+}
+
+TEST_F(UnmappedOwnerTest, OwnerSkipNeverTakesNobodyForAnUnmappedOwner) {
+  up_->AddFile("theirs", "x");
+  up_->Own("theirs", kNobody, kNobody, kUnmapped);
+  up_->AddFile("nobodys", "y");
+  up_->Own("nobodys", kNobody, kNobody, 0);
+  StartSentWhenNeeded();
+  Key theirs = LookupRoot("theirs"), nobodys = LookupRoot("nobodys");
+  EXPECT_FALSE(core_->CallerOwnsKnown(nobody_, theirs));
+  EXPECT_TRUE(core_->CallerOwnsKnown(nobody_, nobodys));
+  EXPECT_FALSE(core_->CallerOwnsKnown(User(1000, 1000, {}), nobodys));
+  Attrs a;
+  ASSERT_EQ(core_->Getattr(cr_, theirs, &a), 0u);
+  EXPECT_EQ(a.uid, kNobody) << "shown as nobody";
+  nache_attrs c;
+  AttrsToC(a, &c);
+  EXPECT_TRUE(c.owner_unmapped);
+  EXPECT_TRUE(c.group_unmapped);
+}
+
+// Root gives the file to alice, kept here (write-back): the owner is a
+// local id from then on, no longer unmapped.
+TEST_F(UnmappedOwnerTest, AChownHereMakesTheOwnerMapped) {
+  up_->AddFile("theirs", "x");
+  up_->Own("theirs", kNobody, kNobody, kUnmapped);
+  StartSentWhenNeeded();
+  Key theirs = LookupRoot("theirs");
+  Attrs set, a;
+  set.mask = upstream::kAttrOwner;
+  set.uid = 1000;
+  ASSERT_EQ(core_->Setattr(cr_, theirs, nullptr, set, &a), 0u);
+  EXPECT_EQ(up_->Sends("SETATTR").size(), 0u) << "root's: kept here";
+  ASSERT_EQ(core_->Getattr(cr_, theirs, &a), 0u);
+  EXPECT_EQ(a.uid, 1000u);
+  EXPECT_EQ(a.mask & kUnmapped, upstream::kAttrGroupUnmapped);
+  EXPECT_TRUE(core_->CallerOwnsKnown(User(1000, 1000, {}), theirs));
+}
+
+TEST_F(UnmappedOwnerTest, ASetgidDirectorysUnmappedGroupPassesOnUnmapped) {
+  up_->AddDir("shared");
+  up_->Own("shared", 0, kNobody, upstream::kAttrGroupUnmapped, 02777);
+  StartSentWhenNeeded();
+  Key dir = LookupRoot("shared");
+  Core::OpenRequest req;
+  req.key = dir;
+  req.name = "new";
+  req.access = kBoth;
+  req.mode = NACHE_OPEN_GUARDED;
+  req.create_attrs.mask = upstream::kAttrMode;
+  req.create_attrs.mode = 0660;
+  NacheOpen *open = nullptr;
+  Key k = kNoKey;
+  bool created = false;
+  const Creds alice = User(1000, 1000, {});
+  ASSERT_EQ(core_->OpenFile(alice, req, &open, &k, nullptr, &created), 0u);
+  ASSERT_EQ(core_->CloseFile(open), 0u);
+  EXPECT_EQ(up_->Sends("OPEN").size(), 0u) << "made here, not sent";
+  Attrs a;
+  ASSERT_EQ(core_->Getattr(alice, k, &a), 0u);
+  EXPECT_EQ(a.gid, kNobody);
+  EXPECT_NE(a.mask & upstream::kAttrGroupUnmapped, 0u);
+  uint32_t allowed = 0;
+  ASSERT_EQ(
+      core_->Access(User(2000, kNobody, {}), k,
+                    upstream::kAccessRead | upstream::kAccessModify, &allowed),
+      0u);
+  EXPECT_EQ(allowed, 0u) << "no group rights from an unmapped group";
+  ASSERT_EQ(core_->Access(alice, k, upstream::kAccessRead, &allowed), 0u);
+  EXPECT_EQ(allowed, upstream::kAccessRead) << "its creator owns it";
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ struct nache_config {
 	const char *dirty_max;         /* write-back bound; "" = Cache_Size/4 */
 	bool cache_reset_if_corrupt;   /* move a corrupt store aside */
 	bool cache_reset_on_upstream_change; /* move another upstream's aside */
+	const char *upstream_owner_format; /* "auto", "numeric" or "names" */
 };
 
 /* Parses a size with an optional K, M, G or T suffix (powers of 1024).
@@ -70,6 +71,15 @@ bool nache_parse_size(const char *s, uint64_t *out);
  * and returns false. Pure: touches neither network nor disk. */
 bool nache_config_validate(const struct nache_config *cfg, char *err,
 			   size_t errlen);
+
+/* Owner names (Idmapd_Conf in the top-level NACHE block): the idmapd.conf
+ * libnfsidmap reads to map NFSv4 owner names ("alice@example.org") to local
+ * ids and back, for every export (libnfsidmap has one configuration per
+ * process). NULL or "": libnfsidmap's default (/etc/idmapd.conf when it
+ * exists). Otherwise it must be an absolute path to a readable file. On
+ * error writes "Idmapd_Conf: reason" into err and returns false. Call once,
+ * before the first nache_core_open. */
+bool nache_idmap_configure(const char *conf_path, char *err, size_t errlen);
 
 /* Claims cache_dir for export export_id (export_path names it in
  * messages): two exports must never share a store. Fails, writing
@@ -137,6 +147,10 @@ struct nache_attrs {
 	struct nache_time atime, mtime, ctime;
 	bool atime_server;        /* setattr: set atime to the server's now */
 	bool mtime_server;        /* setattr: set mtime to the server's now */
+	/* The remote named the owner (group) and nache could not map the
+	 * name: uid (gid) is nobody's, 65534, for display only; no caller is
+	 * its owner (a member of its group). Never set by the FSAL. */
+	bool owner_unmapped, group_unmapped;
 };
 
 struct nache_statfs {
@@ -200,6 +214,13 @@ uint32_t nache_setattr(struct nache_core *core, const struct nache_creds *cr,
 		       nache_key key, struct nache_open *open,
 		       const struct nache_attrs *set,
 		       struct nache_attrs *attrs_out);
+
+/* Whether the caller owns key by the attributes nache knows (no upstream
+ * call; false when none are known, and for an owner nache could not map,
+ * so that nobody is never taken for the owner of such an object). For
+ * Ganesha's owner_skip shortcut. */
+bool nache_caller_owns(struct nache_core *core, const struct nache_creds *cr,
+		       nache_key key);
 
 /* ACCESS: the bits of want (NFS4 ACCESS4_* values) that the remote allows. */
 uint32_t nache_access(struct nache_core *core, const struct nache_creds *cr,
