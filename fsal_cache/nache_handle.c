@@ -485,8 +485,12 @@ static fsal_status_t op_unlink(struct fsal_obj_handle *dir,
 
 /* --- opens --------------------------------------------------------------- */
 
-/* Share access/deny of an open, in NFSv4 terms. A write open also reads
- * upstream: clients read through write opens to fill partial pages. */
+/* Share access/deny of an open, in NFSv4 terms: exactly what the client
+ * asked for. A write-only open is judged (and sent upstream) as one: a
+ * user the remote lets write a file but not read it may open it so. Reads
+ * through such an open (a client filling a partial page) still go out:
+ * NFSv4 servers allow READ under a write open unless the open denies
+ * reading (RFC 7530, READ), and judge the caller's right to read. */
 static uint32_t share_access(fsal_openflags_t f)
 {
 	uint32_t a = 0;
@@ -494,7 +498,7 @@ static uint32_t share_access(fsal_openflags_t f)
 	if (f & FSAL_O_READ)
 		a |= NACHE_SHARE_READ;
 	if (f & FSAL_O_WRITE)
-		a |= NACHE_SHARE_READ | NACHE_SHARE_WRITE;
+		a |= NACHE_SHARE_WRITE;
 	return a ? a : NACHE_SHARE_READ;
 }
 

@@ -1773,7 +1773,13 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   // unreachable and we serve what we have.
   if (!covered && DecidedLocally(key)) covered = true;
   if (!covered) {
-    st = UpstreamOpenByHandle(cr, f.get(), want_access, want_deny, attrs);
+    // An upgrade of our open asks for this caller's bits only (the remote
+    // adds them to the open's): the remote judges the caller by what it
+    // asks, and a user who may write a file but not read it must not be
+    // refused for the read access another user's open holds.
+    const bool upgrade = f->open;
+    st = UpstreamOpenByHandle(cr, f.get(), upgrade ? req.access : want_access,
+                              upgrade ? req.deny : want_deny, attrs);
     if (st == upstream::kNfs4Ok) {
       have_attrs = true;  // fetched with the OPEN, and validated
     } else if (st == upstream::kNfs4ErrNoent) {
@@ -1840,15 +1846,25 @@ uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
   uint32_t st = upstream::kNfs4Ok;
   bool covered = f->open && (f->up_access & want_access) == want_access &&
                  (f->up_deny & want_deny) == want_deny;
-  if (!covered && DelegationCovers(f->key, want_access, want_deny, nullptr)) {
-    f->deleg_creds = cr;
-  } else if (!covered && DecidedLocally(f->key)) {
-    // Not at the remote yet, or the remote is unreachable: a local open.
-  } else if (!covered) {
-    st = UpstreamOpenByHandle(cr, f, want_access, want_deny, nullptr);
-    if (st == upstream::kNfs4ErrNoent) st = upstream::kNfs4Ok;
-  } else if (f->up_access != want_access || f->up_deny != want_deny) {
-    st = UpstreamDowngrade(cr, f, want_access, want_deny);
+  const bool deleg =
+      !covered && DelegationCovers(f->key, want_access, want_deny, nullptr);
+  // Granted without an OPEN that asks the remote about this caller (as in
+  // Open): its answer to ACCESS decides.
+  if ((covered || deleg) && !NotAtRemote(f->key))
+    st = MayOpen(cr, f->key, access);
+  if (st == upstream::kNfs4Ok) {
+    if (deleg) {
+      f->deleg_creds = cr;
+    } else if (!covered && DecidedLocally(f->key)) {
+      // Not at the remote yet, or the remote is unreachable: a local open.
+    } else if (!covered) {
+      // An upgrade asks for this caller's modes only (as in Open).
+      st = UpstreamOpenByHandle(cr, f, f->open ? access : want_access,
+                                f->open ? deny : want_deny, nullptr);
+      if (st == upstream::kNfs4ErrNoent) st = upstream::kNfs4Ok;
+    } else if (f->up_access != want_access || f->up_deny != want_deny) {
+      st = UpstreamDowngrade(cr, f, want_access, want_deny);
+    }
   }
   if (st) {  // keep the old modes
     f->Count(access, deny, -1);

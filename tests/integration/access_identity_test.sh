@@ -34,13 +34,6 @@
 #    sent is refused, also a directory's times, which a local create moves
 #    here and which the remote refuses to set for root (squashed; setting
 #    an explicit time needs ownership): given up, the remote's own stand.
-# Known bug, checked only with ITEST_KNOWN_BUGS=1 (its check fails through
-# nache): a user the remote lets write a file but not read it (the NFSv4
-# ACL above, or mode -w-) cannot open it write-only through nache: the
-# FSAL asks the core for read access with every write open
-# (fsal_cache/nache_handle.c, share_access), so the open is judged
-# (Core::MayOpen) and sent upstream (OPEN share READ|WRITE, refused by
-# knfsd) as a read-write one.
 set -uo pipefail
 # root_squash, and the rest of the lab's default export options.
 export LAB_KNFSD_EXPORT_OPTS=rw,fsid=0,root_squash,insecure,no_subtree_check,sync
@@ -363,9 +356,10 @@ v4acl_write_denied_user_still_reads() {
 }
 # And 2000 still writes it: a write-only open (O_WRONLY, as `>>` makes) of
 # a file it may write but not read; first a file nobody has open
-# (id/v4acl-wo-VIA.txt: nache's upstream OPEN), then the warm one while
-# uid 3001's upstream open lingers (no OPEN; nache judges by ACCESS).
-# nache refuses both (a known bug, see the top): ITEST_KNOWN_BUGS=1 runs it.
+# (id/v4acl-wo-VIA.txt: nache's upstream OPEN, write-only), then the warm
+# one while uid 3001's upstream read open lingers (its upgrade asks for
+# WRITE only, as 2000). nache used to ask for READ with every write open,
+# and the remote refused both.
 v4acl_read_denied_user_still_writes() {
 	local f
 	for f in v4acl-wo-$2 v4acl-warm-$2; do
@@ -384,10 +378,8 @@ for via in direct nache; do
 		v4acl_denies_after_allowed_user_cached "$mnt" $via
 	check "v4acl_write_denied_uid_2001_still_reads__$via" \
 		v4acl_write_denied_user_still_reads "$mnt" $via
-	if [ "${ITEST_KNOWN_BUGS:-0}" = 1 ]; then
-		check "v4acl_read_denied_uid_2000_still_writes__$via" \
-			v4acl_read_denied_user_still_writes "$mnt" $via
-	fi
+	check "v4acl_read_denied_uid_2000_still_writes__$via" \
+		v4acl_read_denied_user_still_writes "$mnt" $via
 done
 
 # ---------------------------------------------------------------- groups

@@ -1848,6 +1848,33 @@ TEST_F(CoreDelegationsTest, OpensWithoutAnUpstreamOpenAreAskedPerCaller) {
   EXPECT_EQ(core_->CloseFile(first), 0u);
 }
 
+// A user the remote lets write a file but not read it opens it write-only
+// while another user's read open is upstream: the upgrade of that open
+// asks for this caller's access only (WRITE), which the remote grants;
+// asking for the union (READ|WRITE) as this caller was refused. And an
+// upgrade that the upstream open already covers is still the remote's to
+// judge for this caller (its ACCESS answer), not granted for free.
+TEST_F(CoreDelegationsTest, AnUpgradeAsksTheRemoteForTheCallersAccessOnly) {
+  Start(DelegationType::kNone);
+  up_->DenyReading(2000);
+  NacheOpen *reader = OpenF(kRead);
+  ASSERT_NE(reader, nullptr);
+  Creds writer;
+  writer.uid = writer.gid = 2000;
+  const uint32_t kWrite = upstream::kShareAccessWrite;
+  NacheOpen *wo = nullptr;
+  ASSERT_EQ(OpenFAs(writer, kWrite, &wo), 0u)
+      << "a write-only open by a user who may not read";
+  EXPECT_EQ(up_->Count("OPEN"), 2) << "the reader's OPEN, then the upgrade";
+  // Now the upstream open reads and writes: 2000 asking to read too is
+  // covered, but the remote's answer to ACCESS refuses it.
+  EXPECT_EQ(core_->Reopen(writer, wo, kBoth, 0),
+            uint32_t(upstream::kNfs4ErrAccess));
+  EXPECT_EQ(core_->Reopen(writer, wo, kWrite, 0), 0u) << "its modes kept";
+  EXPECT_EQ(core_->CloseFile(wo), 0u);
+  EXPECT_EQ(core_->CloseFile(reader), 0u);
+}
+
 // A recall ends the trust the delegation gave at once: the server recalls
 // it before a change (Linux knfsd when a chmod or an ACL entry is set at
 // the remote), so an ACCESS answer kept while it was held is not used
