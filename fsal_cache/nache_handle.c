@@ -468,7 +468,7 @@ static fsal_status_t op_rename(struct fsal_obj_handle *obj,
 
 	nache_caller_creds(&cr);
 	return nache_status(nache_rename(nache_ctx_export()->core, &cr,
-					 key_of(olddir), old_name,
+					 key_of(obj), key_of(olddir), old_name,
 					 key_of(newdir), new_name));
 }
 

@@ -1141,7 +1141,7 @@ uint32_t Core::Link(const Creds &cr, Key key, Key dir,
 }
 
 uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
-                      Key newdir, const std::string &newname) {
+                      Key newdir, const std::string &newname, Key source) {
   if (LocalNamespace()) {
     LocalNames::Entry src, target;
     if (local_names_->Find(olddir, oldname, &src)) {
@@ -1173,7 +1173,7 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   Fh ofh, nfh;
   uint32_t st = FhOf(olddir, &ofh);
   if (st || (st = FhOf(newdir, &nfh))) return st;
-  const Key source = ListedKey(olddir, oldname);
+  if (source == kNoKey) source = ListedKey(olddir, oldname);
   ReturnIfReadDelegated(source);
   ReturnIfReadDelegated(ListedKey(newdir, newname));
   // Before it is sent: the moved object's ctime moves by our doing.
@@ -1196,6 +1196,21 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   CompoundReply rep;
   st = Run(c, cr, &rep);
   uint32_t rst = OpStatus(rep, Op::kRename);
+  const uint64_t who = Cache::CredId(cr);
+  const std::string noted =
+      UnansweredNames::RenameName(oldname, newdir, newname);
+  if (!rep.Find(Op::kRename) && st == upstream::kNfs4ErrDelay) {
+    unanswered_.Note(UnansweredNames::Op::kRename, olddir, noted, who);
+  } else if (rst == upstream::kNfs4ErrNoent &&
+             unanswered_.TakeRecent(UnansweredNames::Op::kRename, olddir,
+                                    noted, who) &&
+             RenamedOnce(cr, source, nfh, newname)) {
+    // The client's retry of a rename done once: the new name holds what
+    // the old one did.
+    cache_->ExpireAttrs(olddir);
+    cache_->ExpireAttrs(newdir);
+    return upstream::kNfs4Ok;
+  }
   if (replaced != kNoKey) cache_->ExpireAttrs(replaced);  // nlink
   Key moved = kNoKey;
   if (rst == upstream::kNfs4Ok && rep.Find(Op::kGetfh)) {
@@ -1219,6 +1234,20 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   // A failure after the RENAME itself (the object moved on meanwhile) does
   // not undo the rename.
   return rep.Find(Op::kRename) ? rst : st;
+}
+
+bool Core::RenamedOnce(const Creds &cr, Key source, const Fh &newdir_fh,
+                       const std::string &newname) {
+  HandleRecord rec;
+  const bool known = source != kNoKey && handles_->Get(source, &rec) &&
+                     !rec.fh.empty();
+  Compound c;
+  c.SetTag("rename_done").Putfh(newdir_fh).Lookup(newname).Getfh();
+  CompoundReply rep;
+  if (Run(c, cr, &rep) || !rep.Find(Op::kGetfh)) return false;
+  // Without the source's handle, a file under the new name is all there
+  // is to go by (as a server's duplicate request cache would have said).
+  return !known || rep.Find(Op::kGetfh)->fh == rec.fh;
 }
 
 uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {

@@ -155,8 +155,11 @@ class Core {
                   const std::string &link_text, Key *key, Attrs *out);
   uint32_t Readlink(const Creds &cr, Key key, std::string *text);
   uint32_t Link(const Creds &cr, Key key, Key dir, const std::string &name);
+  // source: the object oldname names, as the caller looked it up (kNoKey
+  // when not known).
   uint32_t Rename(const Creds &cr, Key olddir, const std::string &oldname,
-                  Key newdir, const std::string &newname);
+                  Key newdir, const std::string &newname,
+                  Key source = kNoKey);
   uint32_t Remove(const Creds &cr, Key dir, const std::string &name);
   uint32_t Statfs(const Creds &cr, Key key, Attrs *out);
 
@@ -596,6 +599,11 @@ class Core {
                         nache_dirent_cb cb, void *ctx, bool *eof);
   static constexpr uint64_t kLocalCookie = 1ull << 63;
   static bool IsLocalCookie(uint64_t c) { return (c & kLocalCookie) != 0; }
+  // Whether a RENAME to newname in the directory newdir_fh is done at the
+  // remote: the name holds source (any file, when source's handle is not
+  // known). For the retry of a rename whose reply was lost.
+  bool RenamedOnce(const Creds &cr, Key source, const upstream::Fh &newdir_fh,
+                   const std::string &newname);
   // The remote's listing of dir (Readdir without local entries).
   uint32_t ReaddirRemote(const Creds &cr, Key dir, uint64_t cookie,
                          nache_dirent_cb cb, void *ctx, bool *eof);

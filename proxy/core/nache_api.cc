@@ -437,10 +437,11 @@ uint32_t nache_link(struct nache_core *core, const struct nache_creds *cr,
 }
 
 uint32_t nache_rename(struct nache_core *core, const struct nache_creds *cr,
-                      nache_key olddir, const char *oldname, nache_key newdir,
-                      const char *newname) {
+                      nache_key obj, nache_key olddir, const char *oldname,
+                      nache_key newdir, const char *newname) {
   CountLocal(core, LocalOp::kRename);
-  return core->core->Rename(CredsFromC(cr), olddir, oldname, newdir, newname);
+  return core->core->Rename(CredsFromC(cr), olddir, oldname, newdir, newname,
+                            obj);
 }
 
 uint32_t nache_remove(struct nache_core *core, const struct nache_creds *cr,

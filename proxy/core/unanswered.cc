@@ -27,4 +27,14 @@ bool UnansweredNames::TakeRecent(Op op, Key dir, const std::string &name,
   return false;
 }
 
+std::string UnansweredNames::RenameName(const std::string &oldname, Key newdir,
+                                        const std::string &newname) {
+  // NUL is in no NFS name: the parts cannot run into each other.
+  std::string n = oldname;
+  n.push_back('\0');
+  n += std::to_string(newdir);
+  n.push_back('\0');
+  return n + newname;
+}
+
 }  // namespace nache

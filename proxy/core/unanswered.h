@@ -1,10 +1,11 @@
-// Names whose write-through REMOVE, CREATE (or exclusive OPEN) or LINK got
-// no answer from the
-// remote (the request or its reply was lost, garbled, or late): the
-// remote may or may not have done it, and the client, told to retry
-// (NFS4ERR_DELAY), sends the same operation again. Done the first time,
-// the retry meets NOENT (remove) or EXIST (create, link) and would report an
-// error for an operation that succeeded exactly once. A retry of the same
+// Names whose write-through REMOVE, CREATE (or exclusive OPEN), LINK or
+// RENAME got no answer from the remote (the request or its reply was lost,
+// garbled, or late): the remote may or may not have done it, and the
+// client, told to retry (NFS4ERR_DELAY), sends the same operation again.
+// Done the first time, the retry meets NOENT (remove, rename) or EXIST
+// (create, link) and would report an error for an operation that
+// succeeded exactly once. (A rename's name is its source's, with its
+// target folded in: RenameName.) A retry of the same
 // operation by the same caller on the same name, soon after, takes that
 // answer as the first try's success, the way a server's duplicate request
 // cache would have answered it.
@@ -25,7 +26,7 @@ namespace nache {
 
 class UnansweredNames {
  public:
-  enum class Op { kRemove, kCreate, kLink };
+  enum class Op { kRemove, kCreate, kLink, kRename };
   using Clock = std::chrono::steady_clock;
   // How long a retry may come after the unanswered try, and how many
   // names are remembered (the oldest are forgotten first).
@@ -37,6 +38,10 @@ class UnansweredNames {
   // Whether an unanswered op of name in dir by who is recent; forgets it
   // (one retry is answered so, not every later one).
   bool TakeRecent(Op op, Key dir, const std::string &name, uint64_t who);
+  // The name a RENAME of oldname (in the dir given to Note) to newname in
+  // newdir is noted under: a retry must name the same target too.
+  static std::string RenameName(const std::string &oldname, Key newdir,
+                                const std::string &newname);
 
  private:
   struct Entry {

@@ -256,6 +256,8 @@ class ScriptedUpstream : public upstream::Upstream {
       for (const auto &kv : files_)
         if (kv.second.parent == doomed[i]) doomed.push_back(kv.first);
     for (const Fh &fh : doomed) files_.erase(fh);
+    for (auto it = aliases_.begin(); it != aliases_.end();)
+      it = files_.count(it->second) ? std::next(it) : aliases_.erase(it);
   }
 
   // The server restarts: every open and lock is forgotten, and with
@@ -2022,6 +2024,52 @@ TEST_F(CoreDelegationsTest, ARetryOfARemoveOrCreateWhoseReplyWasLostSucceeds) {
   EXPECT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
                           &k, &got),
             uint32_t(upstream::kNfs4ErrExist)) << "once only";
+}
+
+// The same for a RENAME: done at the remote, its reply lost, the client's
+// retry meets NOENT (the old name is gone) and must hear that its rename
+// succeeded, once, when the new name holds the file it moved. Not when the
+// new name holds another file, nor for another caller.
+TEST_F(CoreDelegationsTest, ARetryOfARenameWhoseReplyWasLostSucceeds) {
+  Start(DelegationType::kNone);
+  up_->AddFile("from", "F");
+  Key got = kNoKey;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "from", &got, nullptr), 0u);
+  up_->DieAfter("RENAME");
+  EXPECT_EQ(core_->Rename(cr_, root_, "from", root_, "to", got),
+            uint32_t(upstream::kNfs4ErrDelay));
+  ASSERT_TRUE(up_->dead.load());
+  up_->dead = false;
+  EXPECT_EQ(up_->Data("to"), "F") << "done at the remote";
+  EXPECT_EQ(core_->Rename(cr_, root_, "from", root_, "to", got), 0u) << "the retry";
+  EXPECT_EQ(core_->Rename(cr_, root_, "from", root_, "to", got),
+            uint32_t(upstream::kNfs4ErrNoent))
+      << "once only";
+  Key to = kNoKey;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "to", &to, nullptr), 0u);
+  EXPECT_EQ(to, got) << "the same file, under its new name";
+
+  // Lost, and then the new name was replaced by someone else's file: the
+  // retry's NOENT stands.
+  up_->AddFile("a", "A");
+  ASSERT_EQ(core_->Lookup(cr_, root_, "a", &got, nullptr), 0u);
+  up_->DieAfter("RENAME");
+  EXPECT_NE(core_->Rename(cr_, root_, "a", root_, "b", got), 0u);
+  up_->dead = false;
+  up_->ForeignRemove("b");
+  up_->AddFile("b", "someone else's");
+  EXPECT_EQ(core_->Rename(cr_, root_, "a", root_, "b", got),
+            uint32_t(upstream::kNfs4ErrNoent));
+  // And another caller's rename is not taken for ours.
+  up_->AddFile("c", "C");
+  ASSERT_EQ(core_->Lookup(cr_, root_, "c", &got, nullptr), 0u);
+  Creds someone;
+  someone.uid = someone.gid = 4000;
+  up_->DieAfter("RENAME");
+  EXPECT_NE(core_->Rename(cr_, root_, "c", root_, "d", got), 0u);
+  up_->dead = false;
+  EXPECT_EQ(core_->Rename(someone, root_, "c", root_, "d", got),
+            uint32_t(upstream::kNfs4ErrNoent));
 }
 
 // Renames of directories the remote has are logged too, and their RENAMEs

@@ -252,9 +252,11 @@ uint32_t nache_readlink(struct nache_core *core, const struct nache_creds *cr,
 
 uint32_t nache_link(struct nache_core *core, const struct nache_creds *cr,
 		    nache_key key, nache_key dir, const char *name);
+/* Renames oldname in olddir (the object obj, as the caller looked it up;
+ * 0 when not known) to newname in newdir. */
 uint32_t nache_rename(struct nache_core *core, const struct nache_creds *cr,
-		      nache_key olddir, const char *oldname, nache_key newdir,
-		      const char *newname);
+		      nache_key obj, nache_key olddir, const char *oldname,
+		      nache_key newdir, const char *newname);
 uint32_t nache_remove(struct nache_core *core, const struct nache_creds *cr,
 		      nache_key dir, const char *name);
 
