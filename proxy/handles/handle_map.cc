@@ -5,6 +5,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <cstring>
+#include <random>
 
 #include "util/log.h"
 
@@ -40,10 +41,96 @@ Key HandleMap::AllocateKey() {
     Key r = next_key_ + kReserveBatch;
     std::string v(reinterpret_cast<const char *>(&r), 8);
     // Synced: a key handed out must never be handed out again after a crash.
-    store_->PutMeta("next_key", v, true);
-    reserved_ = r;
+    if (store_->PutMeta("next_key", v, true)) {
+      reserved_ = r;
+    } else {
+      // Not reserved: a key of this process's own range instead (see the
+      // header), 62 random bits at its start.
+      if (next_volatile_ == 0) {
+        std::random_device rd;
+        next_volatile_ = kVolatileKeyBit |
+                         ((Key(rd()) << 32 | rd()) & ~(3ull << 62));
+        NACHE_LOG(kLogMajor, "NACHE_HANDLES",
+                  "cannot reserve handle keys on the cache disk: new objects "
+                  "get keys valid until nache restarts");
+      }
+      return next_volatile_++;
+    }
   }
   return next_key_++;
+}
+
+void HandleMap::Save(Key key, const HandleRecord &r,
+                     const upstream::Fh &old_fh) {
+  std::lock_guard<std::mutex> sg(save_mu_);
+  SaveUnsaved();
+  rocksdb::WriteBatch b;
+  if (!old_fh.empty() && old_fh != r.fh)
+    b.Delete(store_->family(Store::kFhIndex), old_fh);
+  b.Put(store_->family(Store::kHandles), KeyBytes(key), EncodeRecord(r));
+  if (!r.fh.empty())
+    b.Put(store_->family(Store::kFhIndex), r.fh,
+          std::string(reinterpret_cast<const char *>(&key), 8));
+  rocksdb::Status st = store_->Write(rocksdb::WriteOptions(), &b);
+  std::lock_guard<std::mutex> g(unsaved_mu_);
+  auto it = unsaved_.find(key);
+  if (it != unsaved_.end() && it->second.fh != r.fh)
+    unsaved_fh_.erase(it->second.fh);
+  if (st.ok()) {
+    if (it != unsaved_.end()) unsaved_.erase(it);
+    return;
+  }
+  if (unsaved_.empty())
+    NACHE_LOG(kLogMajor, "NACHE_HANDLES",
+              "cannot persist handle %llu: %s (kept in memory until it can "
+              "be)",
+              (unsigned long long)key, st.ToString().c_str());
+  unsaved_[key] = r;
+  if (!r.fh.empty()) unsaved_fh_[r.fh] = key;
+}
+
+void HandleMap::SaveUnsaved() {
+  std::unordered_map<Key, HandleRecord> todo;
+  {
+    std::lock_guard<std::mutex> g(unsaved_mu_);
+    if (unsaved_.empty()) return;
+    todo = unsaved_;
+  }
+  rocksdb::WriteBatch b;
+  for (const auto &kv : todo) {
+    b.Put(store_->family(Store::kHandles), KeyBytes(kv.first),
+          EncodeRecord(kv.second));
+    if (!kv.second.fh.empty())
+      b.Put(store_->family(Store::kFhIndex), kv.second.fh,
+            std::string(reinterpret_cast<const char *>(&kv.first), 8));
+  }
+  if (!store_->Write(rocksdb::WriteOptions(), &b).ok()) return;
+  // (Only Save and SaveUnsaved change unsaved_, under save_mu_, held: it
+  // is still todo; Remove may have taken entries out.)
+  std::lock_guard<std::mutex> g(unsaved_mu_);
+  for (const auto &kv : todo) {
+    auto it = unsaved_.find(kv.first);
+    if (it == unsaved_.end()) continue;
+    if (!it->second.fh.empty()) unsaved_fh_.erase(it->second.fh);
+    unsaved_.erase(it);
+  }
+  NACHE_LOG(kLogEvent, "NACHE_HANDLES",
+            "handles kept in memory while the cache disk refused them are "
+            "written (%zu)",
+            todo.size());
+}
+
+bool HandleMap::GetUnsaved(Key key, HandleRecord *out) const {
+  std::lock_guard<std::mutex> g(unsaved_mu_);
+  auto it = unsaved_.find(key);
+  if (it == unsaved_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+size_t HandleMap::Unsaved() const {
+  std::lock_guard<std::mutex> g(unsaved_mu_);
+  return unsaved_.size();
 }
 
 std::string HandleMap::EncodeRecord(const HandleRecord &r) {
@@ -68,6 +155,11 @@ bool HandleMap::DecodeRecord(const std::string &s, HandleRecord *r) {
 }
 
 Key HandleMap::Find(const upstream::Fh &fh) const {
+  {
+    std::lock_guard<std::mutex> g(unsaved_mu_);
+    auto it = unsaved_fh_.find(fh);
+    if (it != unsaved_fh_.end()) return it->second;
+  }
   std::string v;
   if (!store_->db()
            ->Get(rocksdb::ReadOptions(), store_->family(Store::kFhIndex), fh,
@@ -95,15 +187,7 @@ Key HandleMap::Intern(const upstream::Fh &fh, Key parent,
   k = Find(fh);  // another thread may have interned it meanwhile
   if (k != kNoKey) return k;
   k = AllocateKey();
-  HandleRecord r{fh, parent, name};
-  rocksdb::WriteBatch b;
-  b.Put(store_->family(Store::kHandles), KeyBytes(k), EncodeRecord(r));
-  b.Put(store_->family(Store::kFhIndex), fh,
-        std::string(reinterpret_cast<const char *>(&k), 8));
-  rocksdb::Status st = store_->Write(rocksdb::WriteOptions(), &b);
-  if (!st.ok())
-    NACHE_LOG(kLogMajor, "NACHE_HANDLES", "cannot persist handle %llu: %s",
-              (unsigned long long)k, st.ToString().c_str());
+  Save(k, HandleRecord{fh, parent, name}, upstream::Fh());
   return k;
 }
 
@@ -146,18 +230,14 @@ Key HandleMap::NamedKey(const std::string &slot) {
 void HandleMap::SetFh(Key key, const upstream::Fh &fh) {
   HandleRecord r;
   if (!Get(key, &r)) return;
-  rocksdb::WriteBatch b;
-  if (!r.fh.empty() && r.fh != fh)
-    b.Delete(store_->family(Store::kFhIndex), r.fh);
+  const upstream::Fh old = r.fh;
   r.fh = fh;
-  b.Put(store_->family(Store::kHandles), KeyBytes(key), EncodeRecord(r));
-  b.Put(store_->family(Store::kFhIndex), fh,
-        std::string(reinterpret_cast<const char *>(&key), 8));
-  store_->Write(rocksdb::WriteOptions(), &b);
+  Save(key, r, old);
 }
 
 void HandleMap::Remove(Key key) {
   std::lock_guard<std::mutex> g(alloc_mu_);  // no Intern of its fh between
+  std::lock_guard<std::mutex> sg(save_mu_);  // nor a write of its record
   HandleRecord r;
   if (!Get(key, &r)) return;
   rocksdb::WriteBatch b;
@@ -168,9 +248,17 @@ void HandleMap::Remove(Key key) {
   if (!st.ok())
     NACHE_LOG(kLogMajor, "NACHE_HANDLES", "cannot remove handle %llu: %s",
               (unsigned long long)key, st.ToString().c_str());
+  std::lock_guard<std::mutex> ug(unsaved_mu_);
+  auto it = unsaved_.find(key);
+  if (it != unsaved_.end()) {
+    if (unsaved_fh_.count(it->second.fh) && unsaved_fh_[it->second.fh] == key)
+      unsaved_fh_.erase(it->second.fh);
+    unsaved_.erase(it);
+  }
 }
 
 bool HandleMap::Get(Key key, HandleRecord *out) const {
+  if (GetUnsaved(key, out)) return true;  // newer than the store's
   std::string v;
   if (!store_->db()
            ->Get(rocksdb::ReadOptions(), store_->family(Store::kHandles),
@@ -185,8 +273,7 @@ void HandleMap::SetName(Key key, Key parent, const std::string &name) {
   if (!Get(key, &r)) return;
   r.parent = parent;
   r.name = name;
-  store_->Put(rocksdb::WriteOptions(), store_->family(Store::kHandles),
-                    KeyBytes(key), EncodeRecord(r));
+  Save(key, r, r.fh);
 }
 
 }  // namespace nache

@@ -27,12 +27,23 @@
 // Thread safety: all methods are thread-safe. Writes are not synced: a
 // daemon crash keeps them (the WAL is in the OS), a power loss may lose the
 // newest keys, whose clients then see ESTALE.
+//
+// A full (or failing) cache disk: a record that cannot be written is kept
+// in memory (unsaved_) and written at the next chance, so that objects
+// seen meanwhile are still served (a LOOKUP of a new name gets a key
+// that works). Lost at a restart before it is written: its clients see
+// ESTALE, never another object. For that, a key is handed out only from
+// a range reserved on disk; when a new range cannot be reserved, keys
+// come from a range of this process's own (kVolatileKeyBit, with a random
+// part), never reserved on disk and so never handed out again by a later
+// process.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "store/store.h"
 #include "upstream/types.h"
@@ -81,17 +92,38 @@ class HandleMap {
   // filehandle gets a new key.
   void Remove(Key key);
 
+  // Records kept in memory only, not written yet (a full cache disk).
+  size_t Unsaved() const;
+
   // Encoding of records, exposed for tests.
   static std::string EncodeRecord(const HandleRecord &r);
   static bool DecodeRecord(const std::string &s, HandleRecord *r);
 
+  // Keys handed out while no range could be reserved on disk have this bit.
+  static constexpr Key kVolatileKeyBit = 1ull << 63;
+
  private:
   Key AllocateKey();
+  // Writes r as key's record (and its filehandle's index entry; dropping
+  // old_fh's); kept in unsaved_ when the store refuses.
+  void Save(Key key, const HandleRecord &r, const upstream::Fh &old_fh);
+  // Writes what unsaved_ holds, as far as the store takes it. save_mu_
+  // held.
+  void SaveUnsaved();
+  bool GetUnsaved(Key key, HandleRecord *out) const;
 
   Store *store_;                 // not owned; outlives this map
   std::mutex alloc_mu_;          // guards next_key_/reserved_ and Intern races
   Key next_key_ = 1;             // next key to hand out
   Key reserved_ = 0;             // keys below this are reserved on disk
+  Key next_volatile_ = 0;        // next key of this process's own range
+  // Lock order: alloc_mu_, save_mu_, unsaved_mu_ (never the other way).
+  // save_mu_ orders the writes of records (Save, SaveUnsaved), so that an
+  // older version never lands over a newer one.
+  std::mutex save_mu_;
+  mutable std::mutex unsaved_mu_;                    // guards the two below
+  std::unordered_map<Key, HandleRecord> unsaved_;     // key -> record
+  std::unordered_map<upstream::Fh, Key> unsaved_fh_;  // fh -> key
 };
 
 }  // namespace nache

@@ -2,8 +2,8 @@
 # A full cache disk (issue 15): nache's cache directory is a small tmpfs,
 # write-back on a single-writer export, Ganesha's VFS as the remote, a real
 # kernel client. A writer fills the disk: its writes of a file created here
-# get ENOSPC (nothing of them taken), and nache goes on: what it holds is
-# still read, a write to a file the remote has with nothing unflushed goes
+# get ENOSPC (nothing of them taken), and nache goes on: what it holds, and
+# files it has never seen, are still read, a write to a file the remote has with nothing unflushed goes
 # to the remote at once (write-through) instead of failing, and once space
 # is freed writes are kept again without a restart. Nothing acknowledged
 # is lost: after a restart that flushes, the remote has it all.
@@ -42,9 +42,14 @@ writer_gets_enospc() {
 		expect_eq "nache is the process it was" "$(lab_nache_pid)" "$NACHE_PID"
 }
 
-# What nache holds, and what the remote has, is still read.
+# What nache holds, and what the remote has, is still read: also a file
+# nache has never seen, made at the remote now (its handle cannot be
+# written to the full store: kept in memory; it was ESTALE).
 reads_go_on() {
-	expect_eq "clean.bin through nache" "$(sha_client fd/clean.bin)" "$(sha_remote fd/clean.bin)"
+	head -c 100000 /dev/urandom >"$R/fd/unseen.bin" || return 1
+	expect_eq "clean.bin through nache" "$(sha_client fd/clean.bin)" "$(sha_remote fd/clean.bin)" &&
+		expect_eq "a file never seen, through nache" "$(sha_client fd/unseen.bin)" "$(sha_remote fd/unseen.bin)" &&
+		expect_eq "store full (metric)" "$(metric nache_cache_store_no_space)" 1
 }
 
 # A write to clean.bin (the remote has it, nothing of it is unflushed)

@@ -457,6 +457,60 @@ TEST_F(FullDiskTest, HandleWritesEnterAndLeaveTheNoSpaceState) {
   EXPECT_FALSE(store_->no_space());
 }
 
+// Objects seen while the disk is full still get keys that work: a LOOKUP
+// of a new name must not answer ESTALE (before, the key was handed out and
+// its record, never written, was not found). Their records are kept in
+// memory and written once space is freed. A key is never handed out twice,
+// across a reopen too: once no range of keys can be reserved on disk, the
+// keys come from the process's own range.
+TEST_F(FullDiskTest, HandlesSeenOnAFullDiskWorkAndKeysAreNeverReused) {
+  Open();
+  Filler("reserve", 7 << 20);
+  std::set<Key> issued;
+  {
+    HandleMap handles(store_.get());
+    const std::string name(200, 'n');
+    for (int made = 0; made < 1000000; made++) {
+      Key k = handles.NewLocal(1, name + std::to_string(made));
+      if (k == kNoKey) break;
+      issued.insert(k);
+    }
+    ASSERT_TRUE(store_->no_space()) << "the disk never filled";
+    // More than one range of keys, none of which can be reserved now.
+    std::map<Key, std::string> seen;
+    for (int i = 0; i < 5000; i++) {
+      const std::string fh = "remote-fh-" + std::to_string(i);
+      Key k = handles.Intern(fh, 1, "f" + std::to_string(i));
+      ASSERT_NE(k, kNoKey);
+      ASSERT_TRUE(issued.insert(k).second) << "key " << k << " twice";
+      seen[k] = fh;
+    }
+    size_t volatile_keys = 0;
+    for (const auto &kv : seen) {
+      HandleRecord r;
+      ASSERT_TRUE(handles.Get(kv.first, &r)) << "key " << kv.first;
+      EXPECT_EQ(r.fh, kv.second);
+      EXPECT_EQ(handles.Find(kv.second), kv.first);
+      if (kv.first & HandleMap::kVolatileKeyBit) volatile_keys++;
+    }
+    EXPECT_GT(volatile_keys, 0u) << "no range left to reserve: volatile keys";
+    EXPECT_EQ(handles.Unsaved(), seen.size());
+    Unfill("reserve");
+    Key after = handles.Intern("remote-fh-after", 1, "after");
+    ASSERT_TRUE(issued.insert(after).second);
+    EXPECT_EQ(handles.Unsaved(), 0u) << "written once there was room";
+  }
+  Open();  // a restart
+  HandleMap handles(store_.get());
+  HandleRecord r;
+  EXPECT_TRUE(handles.Get(handles.Find("remote-fh-0"), &r));
+  for (int i = 0; i < 5000; i++)
+    ASSERT_TRUE(issued.insert(handles.Intern("next-fh-" + std::to_string(i),
+                                             1, "g"))
+                    .second)
+        << "a key handed out before the restart came again";
+}
+
 // Write-back writes on a full disk fail (NoSpace: the core's
 // NFS4ERR_NOSPC) and show nothing; what was acknowledged before stays
 // readable; once space is freed the next write goes in without a restart;
