@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.cc,%,$(wildcard tests/fuzz/fuzz_*.cc))
 
 .PHONY: all deps build san-build test unit integration fuzz demo bench clean \
-	format
+	format check-locks
 
 all: build
 
@@ -25,6 +25,15 @@ $(SAN_BUILD)/build.ninja:
 
 san-build: deps $(SAN_BUILD)/build.ninja
 	cmake --build $(SAN_BUILD) -j $(JOBS)
+
+# The core compiled by clang with its lock annotations checked
+# (proxy/util/mutex.h): a guarded field touched without its lock is an
+# error. (The sanitizer build, a clang build, checks them too.)
+LOCKS_BUILD ?= build-locks
+$(LOCKS_BUILD)/build.ninja:
+	CC=clang CXX=clang++ cmake -S . -B $(LOCKS_BUILD) -G Ninja
+check-locks: deps $(LOCKS_BUILD)/build.ninja
+	cmake --build $(LOCKS_BUILD) -j $(JOBS) --target nachecore
 
 # Everything: unit tests then integration tests (they boot the lab); then,
 # in the sanitizer build, the unit tests under ASan/UBSan (label unit-san)
@@ -76,4 +85,4 @@ bench:
 	  REMOTE=$(REMOTE) DURATION=$(DURATION) bash bench/run.sh
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(LOCKS_BUILD)

@@ -62,7 +62,7 @@ Key HandleMap::AllocateKey() {
 
 void HandleMap::Save(Key key, const HandleRecord &r,
                      const upstream::Fh &old_fh) {
-  std::lock_guard<std::mutex> sg(save_mu_);
+  MutexLock sg(&save_mu_);
   SaveUnsaved();
   rocksdb::WriteBatch b;
   if (!old_fh.empty() && old_fh != r.fh)
@@ -72,7 +72,7 @@ void HandleMap::Save(Key key, const HandleRecord &r,
     b.Put(store_->family(Store::kFhIndex), r.fh,
           std::string(reinterpret_cast<const char *>(&key), 8));
   rocksdb::Status st = store_->Write(rocksdb::WriteOptions(), &b);
-  std::lock_guard<std::mutex> g(unsaved_mu_);
+  MutexLock g(&unsaved_mu_);
   auto it = unsaved_.find(key);
   if (it != unsaved_.end() && it->second.fh != r.fh)
     unsaved_fh_.erase(it->second.fh);
@@ -92,7 +92,7 @@ void HandleMap::Save(Key key, const HandleRecord &r,
 void HandleMap::SaveUnsaved() {
   std::unordered_map<Key, HandleRecord> todo;
   {
-    std::lock_guard<std::mutex> g(unsaved_mu_);
+    MutexLock g(&unsaved_mu_);
     if (unsaved_.empty()) return;
     todo = unsaved_;
   }
@@ -107,7 +107,7 @@ void HandleMap::SaveUnsaved() {
   if (!store_->Write(rocksdb::WriteOptions(), &b).ok()) return;
   // (Only Save and SaveUnsaved change unsaved_, under save_mu_, held: it
   // is still todo; Remove may have taken entries out.)
-  std::lock_guard<std::mutex> g(unsaved_mu_);
+  MutexLock g(&unsaved_mu_);
   for (const auto &kv : todo) {
     auto it = unsaved_.find(kv.first);
     if (it == unsaved_.end()) continue;
@@ -121,7 +121,7 @@ void HandleMap::SaveUnsaved() {
 }
 
 bool HandleMap::GetUnsaved(Key key, HandleRecord *out) const {
-  std::lock_guard<std::mutex> g(unsaved_mu_);
+  MutexLock g(&unsaved_mu_);
   auto it = unsaved_.find(key);
   if (it == unsaved_.end()) return false;
   *out = it->second;
@@ -129,7 +129,7 @@ bool HandleMap::GetUnsaved(Key key, HandleRecord *out) const {
 }
 
 size_t HandleMap::Unsaved() const {
-  std::lock_guard<std::mutex> g(unsaved_mu_);
+  MutexLock g(&unsaved_mu_);
   return unsaved_.size();
 }
 
@@ -156,7 +156,7 @@ bool HandleMap::DecodeRecord(const std::string &s, HandleRecord *r) {
 
 Key HandleMap::Find(const upstream::Fh &fh) const {
   {
-    std::lock_guard<std::mutex> g(unsaved_mu_);
+    MutexLock g(&unsaved_mu_);
     auto it = unsaved_fh_.find(fh);
     if (it != unsaved_fh_.end()) return it->second;
   }
@@ -183,7 +183,7 @@ Key HandleMap::Intern(const upstream::Fh &fh, Key parent,
     }
     return k;
   }
-  std::lock_guard<std::mutex> g(alloc_mu_);
+  MutexLock g(&alloc_mu_);
   k = Find(fh);  // another thread may have interned it meanwhile
   if (k != kNoKey) return k;
   k = AllocateKey();
@@ -192,7 +192,7 @@ Key HandleMap::Intern(const upstream::Fh &fh, Key parent,
 }
 
 Key HandleMap::NewLocal(Key parent, const std::string &name) {
-  std::lock_guard<std::mutex> g(alloc_mu_);
+  MutexLock g(&alloc_mu_);
   Key k = AllocateKey();
   HandleRecord r{upstream::Fh(), parent, name};
   // Not synced: the log record of the create, appended (and synced) next,
@@ -205,7 +205,7 @@ Key HandleMap::NewLocal(Key parent, const std::string &name) {
 }
 
 Key HandleMap::NamedKey(const std::string &slot) {
-  std::lock_guard<std::mutex> g(alloc_mu_);
+  MutexLock g(&alloc_mu_);
   std::string v;
   Key k;
   if (store_->GetMeta("slot:" + slot, &v) && v.size() == 8) {
@@ -236,8 +236,8 @@ void HandleMap::SetFh(Key key, const upstream::Fh &fh) {
 }
 
 void HandleMap::Remove(Key key) {
-  std::lock_guard<std::mutex> g(alloc_mu_);  // no Intern of its fh between
-  std::lock_guard<std::mutex> sg(save_mu_);  // nor a write of its record
+  MutexLock g(&alloc_mu_);  // no Intern of its fh between
+  MutexLock sg(&save_mu_);  // nor a write of its record
   HandleRecord r;
   if (!Get(key, &r)) return;
   rocksdb::WriteBatch b;
@@ -248,7 +248,7 @@ void HandleMap::Remove(Key key) {
   if (!st.ok())
     NACHE_LOG(kLogMajor, "NACHE_HANDLES", "cannot remove handle %llu: %s",
               (unsigned long long)key, st.ToString().c_str());
-  std::lock_guard<std::mutex> ug(unsaved_mu_);
+  MutexLock ug(&unsaved_mu_);
   auto it = unsaved_.find(key);
   if (it != unsaved_.end()) {
     if (unsaved_fh_.count(it->second.fh) && unsaved_fh_[it->second.fh] == key)

@@ -41,12 +41,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "store/store.h"
 #include "upstream/types.h"
+#include "util/mutex.h"
 
 namespace nache {
 
@@ -65,35 +65,38 @@ class HandleMap {
 
   // Returns the key of fh, creating one if it is new. Records (parent, name)
   // as the object's current name when given (parent != kNoKey).
-  Key Intern(const upstream::Fh &fh, Key parent, const std::string &name);
+  Key Intern(const upstream::Fh &fh, Key parent, const std::string &name)
+      EXCLUDES(alloc_mu_, save_mu_, unsaved_mu_);
 
   // Looks up a key; false if unknown.
-  bool Get(Key key, HandleRecord *out) const;
+  bool Get(Key key, HandleRecord *out) const EXCLUDES(unsaved_mu_);
 
   // Records that the object now lives at (parent, name) (after RENAME).
-  void SetName(Key key, Key parent, const std::string &name);
+  void SetName(Key key, Key parent, const std::string &name)
+      EXCLUDES(save_mu_, unsaved_mu_);
 
   // Key for fh if known, else kNoKey.
-  Key Find(const upstream::Fh &fh) const;
+  Key Find(const upstream::Fh &fh) const EXCLUDES(unsaved_mu_);
 
   // The key of a named, persistent slot (e.g. an export's root), created
   // with an empty filehandle if new: the object gets its stable key before
   // its remote handle is known.
-  Key NamedKey(const std::string &slot);
+  Key NamedKey(const std::string &slot) EXCLUDES(alloc_mu_);
   // A new key for an object created locally (write-back) at (parent,
   // name), with no remote filehandle until the create is flushed.
-  Key NewLocal(Key parent, const std::string &name);
+  Key NewLocal(Key parent, const std::string &name) EXCLUDES(alloc_mu_);
   // Records the remote filehandle of key (resolving a NamedKey or a
   // NewLocal key).
-  void SetFh(Key key, const upstream::Fh &fh);
+  void SetFh(Key key, const upstream::Fh &fh)
+      EXCLUDES(save_mu_, unsaved_mu_);
   // Deletes key's record and its filehandle's index entry: the object is
   // gone (see the file comment for who may decide that). Clients holding
   // key get ESTALE from then on; a LOOKUP of a new object with the same
   // filehandle gets a new key.
-  void Remove(Key key);
+  void Remove(Key key) EXCLUDES(alloc_mu_, save_mu_, unsaved_mu_);
 
   // Records kept in memory only, not written yet (a full cache disk).
-  size_t Unsaved() const;
+  size_t Unsaved() const EXCLUDES(unsaved_mu_);
 
   // Encoding of records, exposed for tests.
   static std::string EncodeRecord(const HandleRecord &r);
@@ -103,27 +106,27 @@ class HandleMap {
   static constexpr Key kVolatileKeyBit = 1ull << 63;
 
  private:
-  Key AllocateKey();
+  Key AllocateKey() REQUIRES(alloc_mu_);
   // Writes r as key's record (and its filehandle's index entry; dropping
   // old_fh's); kept in unsaved_ when the store refuses.
-  void Save(Key key, const HandleRecord &r, const upstream::Fh &old_fh);
-  // Writes what unsaved_ holds, as far as the store takes it. save_mu_
-  // held.
-  void SaveUnsaved();
-  bool GetUnsaved(Key key, HandleRecord *out) const;
+  void Save(Key key, const HandleRecord &r, const upstream::Fh &old_fh)
+      EXCLUDES(save_mu_, unsaved_mu_);
+  // Writes what unsaved_ holds, as far as the store takes it.
+  void SaveUnsaved() REQUIRES(save_mu_) EXCLUDES(unsaved_mu_);
+  bool GetUnsaved(Key key, HandleRecord *out) const EXCLUDES(unsaved_mu_);
 
-  Store *store_;                 // not owned; outlives this map
-  std::mutex alloc_mu_;          // guards next_key_/reserved_ and Intern races
-  Key next_key_ = 1;             // next key to hand out
-  Key reserved_ = 0;             // keys below this are reserved on disk
-  Key next_volatile_ = 0;        // next key of this process's own range
+  Store *store_;  // not owned; outlives this map
   // Lock order: alloc_mu_, save_mu_, unsaved_mu_ (never the other way).
-  // save_mu_ orders the writes of records (Save, SaveUnsaved), so that an
-  // older version never lands over a newer one.
-  std::mutex save_mu_;
-  mutable std::mutex unsaved_mu_;                    // guards the two below
-  std::unordered_map<Key, HandleRecord> unsaved_;     // key -> record
-  std::unordered_map<upstream::Fh, Key> unsaved_fh_;  // fh -> key
+  Mutex alloc_mu_;  // also serialises Intern's check-then-add of an fh
+  Key next_key_ GUARDED_BY(alloc_mu_) = 1;  // next key to hand out
+  Key reserved_ GUARDED_BY(alloc_mu_) = 0;  // keys below: reserved on disk
+  Key next_volatile_ GUARDED_BY(alloc_mu_) = 0;  // this process's own range
+  // Orders the writes of records (Save, SaveUnsaved), so that an older
+  // version never lands over a newer one.
+  Mutex save_mu_ ACQUIRED_AFTER(alloc_mu_);
+  mutable Mutex unsaved_mu_ ACQUIRED_AFTER(save_mu_);
+  std::unordered_map<Key, HandleRecord> unsaved_ GUARDED_BY(unsaved_mu_);
+  std::unordered_map<upstream::Fh, Key> unsaved_fh_ GUARDED_BY(unsaved_mu_);
 };
 
 }  // namespace nache
