@@ -25,6 +25,9 @@
 #             when the guest has it)
 #   FB_SET    personality overrides "nfiles=500,nthreads=8"
 #   MOUNT_OPTS  client mount options                    (default vers=4.1)
+#   USERS     1: client I runs its workload as uid and gid 1000+I (its
+#             directory theirs), so that nache checks each caller's rights
+#             with the remote; 0: every client as root    (default 0)
 #   BUILD_JOBS  make -j for "build"                     (default 4)
 #   NACHE_BUILD_DIR  build tree with stage/             (default ./build)
 #   NACHE_EXTRA  extra lines for nache's FSAL block, e.g. write-back:
@@ -151,6 +154,7 @@ exec > >(tee -a "$RUN/bench.log") 2>&1
 	echo "duration=${DURATION:-scale default}"
 	echo "mount_opts=$MOUNT_OPTS"
 	[ -z "$FB_SET" ] || echo "fb_set=$FB_SET"
+	echo "users=${USERS:-0}"
 } >"$RUN/params.txt"
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -286,10 +290,20 @@ prepare() {
 			;;
 		esac
 	done
+	# One user per client: its directory is its own (USERS=1).
+	if [ "${USERS:-0}" = 1 ]; then
+		for i in $(seq 1 "$n"); do
+			cmd+="; chown -R $(client_uid "$i"):$(client_uid "$i") '$srv/c$i'"
+		done
+	fi
 	cmd+="; sync"
 	[ "$REMOTE" = knfsd ] && cmd+="; echo 3 >/proc/sys/vm/drop_caches"
 	server_run "$cmd"
 }
+
+# client_uid I — the uid (and gid) client I runs its workload as: 1000+I
+# with USERS=1, else empty (root, as lab_client_run).
+client_uid() { [ "${USERS:-0}" != 1 ] || echo $((1000 + $1)); }
 
 fb_sets() {
 	local kv out=
@@ -397,8 +411,11 @@ run_cell() {
 	pids=()
 	local timeout=$JOB_TIMEOUT
 	[[ $PERSONALITIES == *" $w "* ]] && timeout=$((${DURATION:-60} + ${BENCH_SLACK:-900}))
+	chmod 777 "$sync"  # (drivers running as a user write their ready files)
 	for i in $(seq 1 "$n"); do
-		LAB_CMD_TIMEOUT=$timeout lab_client_run "$i" \
+		local uid
+		uid=$(client_uid "$i")
+		LAB_CMD_TIMEOUT=$timeout lab_client_run_as "$i" "$uid" "$uid" \
 			"$(client_cmd "$w" "$cli/c$i" "$i" "$sync")" \
 			>"$raw/client$i.json" 2>"$raw/client$i.err" &
 		pids+=($!)
