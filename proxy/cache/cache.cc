@@ -417,6 +417,7 @@ bool Cache::Commit(void *batch) {
     uint32_t meta_cf, attrs_cf;
     rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice &k,
                           const rocksdb::Slice &) override {
+      c->mu_.AssertHeld();  // (run by Commit, under it)
       if (cf == meta_cf && k.size() == 16)
         c->UncacheCleanLocked(GetBE64(k.data()), GetBE64(k.data() + 8));
       if (cf == attrs_cf && k.size() == 8) {
@@ -1448,12 +1449,12 @@ bool Cache::PendingSetattr(Key key, Attrs *set, uint64_t *epoch) {
 }
 
 uint64_t Cache::dirty_bytes() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return dirty_bytes_;
 }
 
 std::chrono::milliseconds Cache::flush_lag() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   Clock::time_point oldest{};
   for (auto &kv : dirty_)
     if (oldest == Clock::time_point() || kv.second < oldest) oldest = kv.second;
@@ -1490,23 +1491,23 @@ void Cache::EvictLocked() {
 }
 
 uint64_t Cache::bytes() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return bytes_;
 }
 uint64_t Cache::blocks() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return nblocks_;
 }
 uint64_t Cache::evictions() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return evictions_;
 }
 size_t Cache::objects() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return objects_.size();
 }
 uint64_t Cache::object_evictions() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return object_evictions_;
 }
 

@@ -68,7 +68,6 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -76,6 +75,7 @@
 #include "handles/handle_map.h"
 #include "store/store.h"
 #include "upstream/types.h"
+#include "util/mutex.h"
 
 namespace nache {
 namespace metrics {
@@ -433,102 +433,105 @@ class Cache {
   // mu_ held; on leaving, the objects in memory are brought back within
   // the bound (TrimObjectsLocked). Every method that may load an object
   // takes the lock this way.
-  class Locked {
+  class SCOPED_CAPABILITY Locked {
    public:
-    explicit Locked(Cache *c) : c_(c), g_(c->mu_) {}
-    ~Locked() { c_->TrimObjectsLocked(); }
+    explicit Locked(Cache *c) ACQUIRE(c->mu_) : c_(c) { c_->mu_.Lock(); }
+    ~Locked() RELEASE() {
+      c_->TrimObjectsLocked();
+      c_->mu_.Unlock();
+    }
 
    private:
     Cache *c_;
-    std::lock_guard<std::mutex> g_;
   };
   // Drops least recently used objects from memory (their records written
   // first when they differ) until at most max_objects_ are left, or a few
   // beyond it when the oldest are in use.
-  void TrimObjectsLocked();
+  void TrimObjectsLocked() REQUIRES(mu_);
   // The in-memory object of key if loaded (nullptr if not); counts as a
   // use.
-  Object *FindLocked(Key key);
+  Object *FindLocked(Key key) REQUIRES(mu_);
   // The first block of key at or after idx in blocks_.
-  BlockIndex::iterator BlocksFrom(Key key, uint64_t idx = 0) {
+  BlockIndex::iterator BlocksFrom(Key key, uint64_t idx = 0) REQUIRES(mu_) {
     return blocks_.lower_bound(BlockId{key, idx});
   }
-  BlockIndex::iterator FindBlock(Key key, uint64_t idx) {
+  BlockIndex::iterator FindBlock(Key key, uint64_t idx) REQUIRES(mu_) {
     return blocks_.find(BlockId{key, idx});
   }
   // Keeps dirty_ in step with o (after any change of its dirty state).
-  void IndexDirtyLocked(Key key, const Object &o);
+  void IndexDirtyLocked(Key key, const Object &o) REQUIRES(mu_);
   // The in-memory object of key, loaded from the attrs family if absent.
-  Object *Obj(Key key);
+  Object *Obj(Key key) REQUIRES(mu_);
   bool IsFresh(const Object &o) const;
   // Length of block idx of key (object o) if cached, valid and complete; 0
   // otherwise.
-  uint32_t ValidBlockLenLocked(Key key, Object *o, uint64_t idx);
+  uint32_t ValidBlockLenLocked(Key key, Object *o, uint64_t idx) REQUIRES(mu_);
   // Advances o's generation and deletes its blocks in batch.
-  void DropData(Key key, Object *o, void *batch);
+  void DropData(Key key, Object *o, void *batch) REQUIRES(mu_);
   // Puts o's attrs record in batch (and takes it as the store's).
-  void PersistAttrs(Key key, Object &o, void *batch);
-  void ForgetLocked(Key key);
+  void PersistAttrs(Key key, Object &o, void *batch) REQUIRES(mu_);
+  void ForgetLocked(Key key) REQUIRES(mu_);
   // Writes batch (unsynced); false when the store refused it, after
   // dropping the clean blocks it wrote from the index.
-  bool Commit(void *batch);
+  bool Commit(void *batch) REQUIRES(mu_);
   // Forgets a clean block of the index (its bytes did not reach the store).
-  void UncacheCleanLocked(Key key, uint64_t idx);
-  void EvictLocked();
+  void UncacheCleanLocked(Key key, uint64_t idx) REQUIRES(mu_);
+  void EvictLocked() REQUIRES(mu_);
   // Applies our write of [off, off+len) to o's cached blocks, into batch;
   // new_size is the file's size after it (o->attrs still has the size
   // before).
   void ApplyWriteLocked(Key key, Object *o, uint64_t off, const char *buf,
-                        size_t len, uint64_t new_size, void *batch);
+                        size_t len, uint64_t new_size, void *batch) REQUIRES(mu_);
   // Attributes of o (already changed by the caller) set locally: its change
   // moves, the bits of mask are pending for the flusher, and the record is
   // written (synced when sync).
-  bool SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync);
+  bool SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync) REQUIRES(mu_);
   // Our change of o's names (a directory): removed leaves its listing,
   // added joins it as added_key (empty names: none); the epoch moves.
   void EditListingLocked(Object *o, const std::string &removed,
-                         const std::string &added, Key added_key);
+                         const std::string &added, Key added_key) REQUIRES(mu_);
   // o becomes dirty: the remote's state as last seen is its base.
-  void BaseIsCurrentLocked(Object *o);
+  void BaseIsCurrentLocked(Object *o) REQUIRES(mu_);
   // The remote's attributes a were seen: a clean o remembers them (the
   // base of its next local change). True when that changed what o holds.
-  bool SeenRemoteLocked(Object *o, const Attrs &a);
+  bool SeenRemoteLocked(Object *o, const Attrs &a) REQUIRES(mu_);
   // Applies one of our completed operations whose "before" is known.
   void ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
-                      const char *buf, size_t len, void *batch);
+                      const char *buf, size_t len, void *batch) REQUIRES(mu_);
   bool PutBlockLocked(Key key, Object *o, uint64_t idx,
                       const std::string &data, uint64_t change, bool dirty,
-                      void *batch);
+                      void *batch) REQUIRES(mu_);
   // Reads block idx's stored bytes (false when absent or short).
   bool ReadBlockLocked(Key key, const BlockInfo &b, uint64_t idx,
-                       std::string *data);
-  void LoadIndex();
-  uint64_t NextStampLocked() { return stamp_++; }
+                       std::string *data) REQUIRES(mu_);
+  void LoadIndex() EXCLUDES(mu_);
+  uint64_t NextStampLocked() REQUIRES(mu_) { return stamp_++; }
 
   Store *store_;                      // not owned
   CacheOptions opts_;                 // immutable
   metrics::ExportMetrics *metrics_;   // may be null; not owned
   std::function<Clock::time_point()> lease_clock_;  // set before use
   std::function<bool()> stale_ok_;                  // set before use
-  mutable std::mutex mu_;             // guards everything below
-  std::unordered_map<Key, std::unique_ptr<Object>> objects_;
-  std::list<Key> object_lru_;         // objects_, least recent first
-  uint64_t max_objects_ = 0;          // bound on objects_ (immutable)
-  uint64_t object_evictions_ = 0;     // objects dropped from memory
-  BlockIndex blocks_;                 // every cached block
-  std::list<BlockId> lru_;            // blocks_, least recent first
-  uint64_t bytes_ = 0;
-  uint64_t nblocks_ = 0;
-  uint64_t evictions_ = 0;
-  uint64_t dirty_bytes_ = 0;          // sum of dirty ranges
+  mutable Mutex mu_;
+  std::unordered_map<Key, std::unique_ptr<Object>> objects_ GUARDED_BY(mu_);
+  // objects_, least recent first
+  std::list<Key> object_lru_ GUARDED_BY(mu_);
+  uint64_t max_objects_ = 0;  // bound on objects_ (immutable)
+  uint64_t object_evictions_ GUARDED_BY(mu_) = 0;  // dropped from memory
+  BlockIndex blocks_ GUARDED_BY(mu_);               // every cached block
+  std::list<BlockId> lru_ GUARDED_BY(mu_);  // blocks_, least recent first
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t nblocks_ GUARDED_BY(mu_) = 0;
+  uint64_t evictions_ GUARDED_BY(mu_) = 0;
+  uint64_t dirty_bytes_ GUARDED_BY(mu_) = 0;  // sum of dirty ranges
   // The next stamp: data generations, block dirty epochs and setattr
   // epochs all come from it, so none repeats for any object, ever (a
   // flush that read epoch e can never mistake a later write for its own).
   // Starts above every stamp in the store (LoadIndex).
-  uint64_t stamp_ = 1;
+  uint64_t stamp_ GUARDED_BY(mu_) = 1;
   // Dirty objects and their oldest unflushed change: the flusher and the
   // metrics look here, never through every cached object.
-  std::unordered_map<Key, Clock::time_point> dirty_;
+  std::unordered_map<Key, Clock::time_point> dirty_ GUARDED_BY(mu_);
 };
 
 }  // namespace nache

@@ -4,7 +4,7 @@ namespace nache {
 
 void UnansweredNames::Note(Op op, Key dir, const std::string &name,
                            uint64_t who) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   const Clock::time_point now = Clock::now();
   while (!entries_.empty() &&
          (entries_.size() >= kMax || now - entries_.front().when > kWindow))
@@ -14,7 +14,7 @@ void UnansweredNames::Note(Op op, Key dir, const std::string &name,
 
 bool UnansweredNames::TakeRecent(Op op, Key dir, const std::string &name,
                                  uint64_t who) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   const Clock::time_point now = Clock::now();
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
     if (it->op == op && it->dir == dir && it->who == who &&

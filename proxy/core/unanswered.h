@@ -17,10 +17,10 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 
 #include "handles/handle_map.h"
+#include "util/mutex.h"
 
 namespace nache {
 
@@ -34,10 +34,12 @@ class UnansweredNames {
   static constexpr size_t kMax = 1024;
 
   // op of name in dir by the caller who got no answer.
-  void Note(Op op, Key dir, const std::string &name, uint64_t who);
+  void Note(Op op, Key dir, const std::string &name, uint64_t who)
+      EXCLUDES(mu_);
   // Whether an unanswered op of name in dir by who is recent; forgets it
   // (one retry is answered so, not every later one).
-  bool TakeRecent(Op op, Key dir, const std::string &name, uint64_t who);
+  bool TakeRecent(Op op, Key dir, const std::string &name, uint64_t who)
+      EXCLUDES(mu_);
   // The name a RENAME of oldname (in the dir given to Note) to newname in
   // newdir is noted under: a retry must name the same target too.
   static std::string RenameName(const std::string &oldname, Key newdir,
@@ -51,8 +53,8 @@ class UnansweredNames {
     uint64_t who;
     Clock::time_point when;
   };
-  std::mutex mu_;
-  std::deque<Entry> entries_;  // oldest first; guarded by mu_
+  Mutex mu_;
+  std::deque<Entry> entries_ GUARDED_BY(mu_);  // oldest first
 };
 
 }  // namespace nache

@@ -136,13 +136,13 @@ void ExportMetrics::ObserveCompound(const upstream::Compound &c,
 }
 
 uint64_t ExportMetrics::SetSampler(std::function<ExportGauges()> sampler) {
-  std::lock_guard<std::mutex> g(sampler_mu_);
+  MutexLock g(&sampler_mu_);
   sampler_ = std::move(sampler);
   return ++sampler_token_;
 }
 
 void ExportMetrics::ClearSampler(uint64_t token) {
-  std::lock_guard<std::mutex> g(sampler_mu_);
+  MutexLock g(&sampler_mu_);
   if (token != sampler_token_) return;
   sampler_ = nullptr;
   connected_->Set(0);
@@ -156,7 +156,7 @@ void ExportMetrics::ClearSampler(uint64_t token) {
 }
 
 void ExportMetrics::Sample() {
-  std::lock_guard<std::mutex> g(sampler_mu_);
+  MutexLock g(&sampler_mu_);
   if (!sampler_) return;
   ExportGauges v = sampler_();
   connected_->Set(v.connected ? 1 : 0);
@@ -425,7 +425,7 @@ Metrics &Metrics::Global() {
 }
 
 ExportMetrics *Metrics::ForExport(uint32_t export_id) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   std::unique_ptr<ExportMetrics> &e = exports_[export_id];
   if (e) return e.get();
   e.reset(new ExportMetrics());
@@ -523,7 +523,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
 
 std::vector<prometheus::MetricFamily> Metrics::Collect() {
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     for (auto &e : exports_) e.second->Sample();
   }
   return registry_->Collect();
@@ -540,7 +540,7 @@ bool Metrics::StartExposer(const std::string &address, uint32_t port,
     *err = "port out of range: " + std::to_string(port);
     return false;
   }
-  std::lock_guard<std::mutex> g(exposer_mu_);
+  MutexLock g(&exposer_mu_);
   if (exposer_) {
     *err = "metrics are already served";
     return false;
@@ -563,7 +563,7 @@ bool Metrics::StartExposer(const std::string &address, uint32_t port,
 void Metrics::StopExposer() {
   std::unique_ptr<prometheus::Exposer> old;
   {
-    std::lock_guard<std::mutex> g(exposer_mu_);
+    MutexLock g(&exposer_mu_);
     old = std::move(exposer_);
     scrape_.reset();
   }
@@ -571,7 +571,7 @@ void Metrics::StopExposer() {
 }
 
 int Metrics::exposer_port() {
-  std::lock_guard<std::mutex> g(exposer_mu_);
+  MutexLock g(&exposer_mu_);
   if (!exposer_) return 0;
   std::vector<int> ports = exposer_->GetListeningPorts();
   return ports.empty() ? 0 : ports[0];

@@ -32,12 +32,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "upstream/compound.h"
 #include "upstream/types.h"
+#include "util/mutex.h"
 
 namespace prometheus {
 class Exposer;
@@ -295,9 +295,10 @@ class ExportMetrics {
   // nache_cache_store_write_failures_total{reason=no_space|other}
   std::array<prometheus::Counter *, 2> store_write_failures_{};
   prometheus::Gauge *store_no_space_ = nullptr;  // nache_cache_store_no_space
-  std::mutex sampler_mu_;                        // guards the two below
-  std::function<ExportGauges()> sampler_;        // empty: export closed
-  uint64_t sampler_token_ = 0;                   // token of sampler_
+  Mutex sampler_mu_;
+  // Empty: export closed.
+  std::function<ExportGauges()> sampler_ GUARDED_BY(sampler_mu_);
+  uint64_t sampler_token_ GUARDED_BY(sampler_mu_) = 0;  // token of sampler_
 };
 
 // A registry of nache's series and, once started, its HTTP exposer.
@@ -375,12 +376,12 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *store_write_failures_ = nullptr;
   prometheus::Family<prometheus::Gauge> *store_no_space_ = nullptr;
 
-  std::mutex mu_;  // guards exports_ (not held per operation)
-  std::map<uint32_t, std::unique_ptr<ExportMetrics>> exports_;
+  Mutex mu_;  // (not held per operation)
+  std::map<uint32_t, std::unique_ptr<ExportMetrics>> exports_ GUARDED_BY(mu_);
 
-  std::mutex exposer_mu_;  // guards exposer_, scrape_
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<Scrape> scrape_;
+  Mutex exposer_mu_;
+  std::unique_ptr<prometheus::Exposer> exposer_ GUARDED_BY(exposer_mu_);
+  std::shared_ptr<Scrape> scrape_ GUARDED_BY(exposer_mu_);
 };
 
 // Index of status in the status label's slots: 0 "ok", NFS4ERR_* by

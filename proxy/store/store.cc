@@ -480,7 +480,7 @@ rocksdb::Status Store::Write(const rocksdb::WriteOptions &opts,
   if (st.ok()) {
     if (no_space_.load()) {
       // Resumed by another writer meanwhile (or the failure was passing).
-      std::lock_guard<std::mutex> g(space_mu_);
+      MutexLock g(&space_mu_);
       if (no_space_.exchange(false) && metrics_) metrics_->SetStoreNoSpace(false);
     }
     return st;
@@ -504,7 +504,7 @@ rocksdb::Status Store::Put(const rocksdb::WriteOptions &opts,
 
 void Store::NoteNoSpace(const rocksdb::Status &st) {
   if (metrics_) metrics_->CountStoreWriteFailure(true);
-  std::lock_guard<std::mutex> g(space_mu_);
+  MutexLock g(&space_mu_);
   free_at_failure_ = FreeBytes(dir_);
   if (no_space_.exchange(true)) return;
   if (metrics_) metrics_->SetStoreNoSpace(true);
@@ -517,7 +517,7 @@ void Store::NoteNoSpace(const rocksdb::Status &st) {
 }
 
 void Store::MaybeResume() {
-  std::lock_guard<std::mutex> g(space_mu_);
+  MutexLock g(&space_mu_);
   if (!no_space_.load()) return;  // resumed by another writer meanwhile
   // Only when space came back, enough for what the memtables hold: a
   // resume flushes them into table files, so trying with less would only

@@ -35,8 +35,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
+
+#include "util/mutex.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
@@ -146,10 +147,10 @@ class Store {
                             std::string *why);
   void Close();
   // Entered when a write failed for space.
-  void NoteNoSpace(const rocksdb::Status &st);
+  void NoteNoSpace(const rocksdb::Status &st) EXCLUDES(space_mu_);
   // In the no-space state: resumes the database when the filesystem has
   // more free space than at the last failure.
-  void MaybeResume();
+  void MaybeResume() EXCLUDES(space_mu_);
 
   std::string dir_;                                           // immutable
   rocksdb::DB *db_ = nullptr;                                 // owned
@@ -157,8 +158,9 @@ class Store {
   uint64_t incarnation_ = 0;  // immutable after Open
   metrics::ExportMetrics *metrics_ = nullptr;  // not owned; may be null
   std::atomic<bool> no_space_{false};  // writes fail for lack of space
-  std::mutex space_mu_;               // guards the one below, and Resume
-  uint64_t free_at_failure_ = 0;  // free bytes when a write last failed
+  Mutex space_mu_;  // also held across Resume
+  // Free bytes when a write last failed.
+  uint64_t free_at_failure_ GUARDED_BY(space_mu_) = 0;
 };
 
 }  // namespace nache

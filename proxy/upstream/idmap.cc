@@ -37,10 +37,12 @@ void LogFromLibNfsIdmap(const char *fmt, ...) {
 // libnfsidmap's one configuration per process: the idmapd.conf it reads at
 // its first lookup (it keeps the pointer: the bytes live here for good).
 struct LibNfsIdmapState {
-  std::mutex mu;             // guards the three below
-  std::string conf_path;     // "" : libnfsidmap's default
-  std::vector<char> c_path;  // conf_path as given to it, once started
-  enum class State { kNotStarted, kReady, kFailed } state = State::kNotStarted;
+  Mutex mu;
+  std::string conf_path GUARDED_BY(mu);  // "" : libnfsidmap's default
+  // conf_path as given to it, once started.
+  std::vector<char> c_path GUARDED_BY(mu);
+  enum class State { kNotStarted, kReady, kFailed };
+  State state GUARDED_BY(mu) = State::kNotStarted;
 };
 
 LibNfsIdmapState &LibNfsIdmap() {
@@ -66,7 +68,7 @@ void MakeLibNfsIdmapGlobal() {
 // Starts libnfsidmap if not yet done; whether it is usable.
 bool StartLibNfsIdmap() {
   LibNfsIdmapState &s = LibNfsIdmap();
-  std::lock_guard<std::mutex> g(s.mu);
+  MutexLock g(&s.mu);
   if (s.state != LibNfsIdmapState::State::kNotStarted)
     return s.state == LibNfsIdmapState::State::kReady;
   nfs4_set_debug(0, LogFromLibNfsIdmap);
@@ -127,14 +129,15 @@ class LibNfsIdmapBackend : public IdmapBackend {
   }
 };
 
-std::mutex global_mu;                     // guards the one below
-std::unique_ptr<IdMapper> global_mapper;  // made at the first use
+Mutex global_mu;
+// Made at the first use.
+std::unique_ptr<IdMapper> global_mapper GUARDED_BY(global_mu);
 
 }  // namespace
 
 bool ConfigureLibNfsIdmap(const std::string &conf_path, std::string *why) {
   LibNfsIdmapState &s = LibNfsIdmap();
-  std::lock_guard<std::mutex> g(s.mu);
+  MutexLock g(&s.mu);
   if (s.state != LibNfsIdmapState::State::kNotStarted &&
       conf_path != s.conf_path) {
     *why = "libnfsidmap reads " +
@@ -176,7 +179,7 @@ bool IdMapper::IdToName(IdKind kind, uint32_t id, std::string *name) {
 }
 
 size_t IdMapper::CachedEntries() const {
-  std::lock_guard<std::mutex> g(cache_mu_);
+  MutexLock g(&cache_mu_);
   return cache_.size();
 }
 
@@ -187,7 +190,7 @@ std::string IdMapper::Key(char direction, IdKind kind, const std::string &q) {
 }
 
 bool IdMapper::Cached(const std::string &key, Entry *out) {
-  std::lock_guard<std::mutex> g(cache_mu_);
+  MutexLock g(&cache_mu_);
   auto it = cache_.find(key);
   if (it == cache_.end() || options_.now() >= it->second.expires) return false;
   lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -196,7 +199,7 @@ bool IdMapper::Cached(const std::string &key, Entry *out) {
 }
 
 void IdMapper::Remember(const std::string &key, Entry e) {
-  std::lock_guard<std::mutex> g(cache_mu_);
+  MutexLock g(&cache_mu_);
   auto it = cache_.find(key);
   if (it != cache_.end()) {
     e.lru = it->second.lru;
@@ -217,7 +220,7 @@ void IdMapper::Remember(const std::string &key, Entry e) {
 IdMapper::Entry IdMapper::AskNameToId(IdKind kind, const std::string &name) {
   Entry e;
   {
-    std::lock_guard<std::mutex> g(backend_mu_);
+    MutexLock g(&backend_mu_);
     e.found = backend_->NameToId(kind, name, &e.id);
   }
   e.expires =
@@ -234,7 +237,7 @@ IdMapper::Entry IdMapper::AskNameToId(IdKind kind, const std::string &name) {
 IdMapper::Entry IdMapper::AskIdToName(IdKind kind, uint32_t id) {
   Entry e;
   {
-    std::lock_guard<std::mutex> g(backend_mu_);
+    MutexLock g(&backend_mu_);
     e.found = backend_->IdToName(kind, id, &e.name);
   }
   e.expires =
@@ -243,7 +246,7 @@ IdMapper::Entry IdMapper::AskIdToName(IdKind kind, uint32_t id) {
 }
 
 IdMapper *GlobalIdMapper() {
-  std::lock_guard<std::mutex> g(global_mu);
+  MutexLock g(&global_mu);
   if (!global_mapper)
     global_mapper.reset(
         new IdMapper(NewLibNfsIdmapBackend(), IdMapper::Options()));

@@ -32,9 +32,10 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
+
+#include "util/mutex.h"
 
 namespace nache {
 namespace upstream {
@@ -81,11 +82,13 @@ class IdMapper {
   IdMapper(std::unique_ptr<IdmapBackend> backend, Options options);
 
   // name to id; false (and *id untouched) when it maps to none.
-  bool NameToId(IdKind kind, const std::string &name, uint32_t *id);
+  bool NameToId(IdKind kind, const std::string &name, uint32_t *id)
+      EXCLUDES(backend_mu_, cache_mu_);
   // id to name; false when it has none.
-  bool IdToName(IdKind kind, uint32_t id, std::string *name);
+  bool IdToName(IdKind kind, uint32_t id, std::string *name)
+      EXCLUDES(backend_mu_, cache_mu_);
   // Answers in the cache now (expired ones included until replaced).
-  size_t CachedEntries() const;
+  size_t CachedEntries() const EXCLUDES(cache_mu_);
 
  private:
   // One answer. The key says which question: direction, kind, and the
@@ -99,18 +102,21 @@ class IdMapper {
   };
   static std::string Key(char direction, IdKind kind, const std::string &q);
   // The cached answer to key, fresh only; true when there is one.
-  bool Cached(const std::string &key, Entry *out);
-  void Remember(const std::string &key, Entry e);
+  bool Cached(const std::string &key, Entry *out) EXCLUDES(cache_mu_);
+  void Remember(const std::string &key, Entry e) EXCLUDES(cache_mu_);
   // Asks the backend (backend_mu_ taken here).
-  Entry AskNameToId(IdKind kind, const std::string &name);
-  Entry AskIdToName(IdKind kind, uint32_t id);
+  Entry AskNameToId(IdKind kind, const std::string &name)
+      EXCLUDES(backend_mu_, cache_mu_);
+  Entry AskIdToName(IdKind kind, uint32_t id) EXCLUDES(backend_mu_, cache_mu_);
 
   const Options options_;
-  std::mutex backend_mu_;                  // held across each backend call
-  std::unique_ptr<IdmapBackend> backend_;  // called under backend_mu_ only
-  mutable std::mutex cache_mu_;            // guards the two below
-  std::unordered_map<std::string, Entry> cache_;
-  std::list<std::string> lru_;  // keys, most recently used first
+  // (Never held together.)
+  Mutex backend_mu_;  // held across each backend call
+  std::unique_ptr<IdmapBackend> backend_ PT_GUARDED_BY(backend_mu_);
+  mutable Mutex cache_mu_;
+  std::unordered_map<std::string, Entry> cache_ GUARDED_BY(cache_mu_);
+  // Keys, most recently used first.
+  std::list<std::string> lru_ GUARDED_BY(cache_mu_);
 };
 
 // The process-wide mapper over libnfsidmap, shared by every export (made

@@ -10,18 +10,18 @@ SlotTable::SlotTable(uint32_t slots)
     : slots_(std::max<uint32_t>(slots, 1)), target_(uint32_t(slots_.size()) - 1) {}
 
 uint32_t SlotTable::size() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return uint32_t(slots_.size());
 }
 
 uint32_t SlotTable::busy() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return uint32_t(std::count_if(slots_.begin(), slots_.end(),
                                 [](const State &s) { return s.busy; }));
 }
 
 uint32_t SlotTable::retired() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return uint32_t(std::count_if(slots_.begin(), slots_.end(),
                                 [](const State &s) { return s.retired; }));
 }
@@ -33,7 +33,7 @@ uint32_t SlotTable::HighestBusyLocked() const {
 }
 
 bool SlotTable::Acquire(Slot *slot) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   for (uint32_t i = 0; i <= target_ && i < slots_.size(); i++) {
     State &s = slots_[i];
     if (s.busy || s.retired) continue;
@@ -69,7 +69,7 @@ bool StepDown(uint32_t p, uint32_t acked, bool *tried_one, uint32_t *next) {
 }  // namespace
 
 bool SlotTable::Release(const Slot &slot, Outcome outcome, Slot *retry) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   if (slot.slotid >= slots_.size()) return false;
   State &s = slots_[slot.slotid];
   switch (outcome) {
@@ -115,7 +115,7 @@ bool SlotTable::Release(const Slot &slot, Outcome outcome, Slot *retry) {
 }
 
 void SlotTable::SetTarget(uint32_t target_highest_slotid) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   target_ = std::min<uint32_t>(target_highest_slotid,
                                uint32_t(slots_.size()) - 1);
 }

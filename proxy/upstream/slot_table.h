@@ -24,8 +24,9 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace nache {
 namespace upstream {
@@ -54,19 +55,20 @@ class SlotTable {
 
   // Takes the lowest free slot at or below the target; false when all are
   // busy (or retired).
-  bool Acquire(Slot *slot);
+  bool Acquire(Slot *slot) EXCLUDES(mu_);
   // Gives slot back after outcome. True when the caller must send the same
   // probe again at once under *retry (SEQ_MISORDERED on a probe: the slot
   // stays taken, one sequence id lower). Never true for a request that is
   // not a probe.
-  bool Release(const Slot &slot, Outcome outcome, Slot *retry);
+  bool Release(const Slot &slot, Outcome outcome, Slot *retry)
+      EXCLUDES(mu_);
   // The server's sr_target_highest_slotid (bounded by the table's size).
-  void SetTarget(uint32_t target_highest_slotid);
-  uint32_t size() const;
-  uint32_t busy() const;
+  void SetTarget(uint32_t target_highest_slotid) EXCLUDES(mu_);
+  uint32_t size() const EXCLUDES(mu_);
+  uint32_t busy() const EXCLUDES(mu_);
   // Slots given up on (the server disagreed with every sequence id they
   // could be at): never handed out again in this session.
-  uint32_t retired() const;
+  uint32_t retired() const EXCLUDES(mu_);
 
  private:
   struct State {
@@ -79,11 +81,11 @@ class SlotTable {
     bool tried_one = false;   // while uncertain: a probe went out as 1
     bool retired = false;     // given up on
   };
-  uint32_t HighestBusyLocked() const;
+  uint32_t HighestBusyLocked() const REQUIRES(mu_);
 
-  mutable std::mutex mu_;  // guards everything below
-  std::vector<State> slots_;
-  uint32_t target_;  // highest slot id to hand out
+  mutable Mutex mu_;
+  std::vector<State> slots_ GUARDED_BY(mu_);
+  uint32_t target_ GUARDED_BY(mu_);  // highest slot id to hand out
 };
 
 }  // namespace upstream

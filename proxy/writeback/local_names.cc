@@ -25,14 +25,14 @@ void LocalNames::Load(OpLog *log) {
 }
 
 void LocalNames::Add(const Entry &e) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   by_key_[e.key] = e;
   by_name_[NameKey(e.dir, e.name)] = e.key;
   children_[e.dir][e.seq] = e.key;
 }
 
 void LocalNames::Erase(Key key) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return;
   const Entry &e = it->second;
@@ -57,7 +57,7 @@ void LocalNames::Move(Key key, uint64_t seq, Key dir,
 }
 
 bool LocalNames::Find(Key dir, const std::string &name, Entry *out) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = by_name_.find(NameKey(dir, name));
   if (it == by_name_.end()) return false;
   if (out) *out = by_key_.at(it->second);
@@ -65,7 +65,7 @@ bool LocalNames::Find(Key dir, const std::string &name, Entry *out) const {
 }
 
 bool LocalNames::Get(Key key, Entry *out) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return false;
   if (out) *out = it->second;
@@ -79,7 +79,7 @@ bool LocalNames::IsLocal(Key key) const {
 
 std::vector<LocalNames::Entry> LocalNames::Children(Key dir) const {
   std::vector<Entry> out;
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto c = children_.find(dir);
   if (c == children_.end()) return out;
   for (const auto &kv : c->second) out.push_back(by_key_.at(kv.second));
@@ -87,7 +87,7 @@ std::vector<LocalNames::Entry> LocalNames::Children(Key dir) const {
 }
 
 uint64_t LocalNames::LastChildSeq(Key dir) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto c = children_.find(dir);
   return c == children_.end() || c->second.empty() ? 0
                                                     : c->second.rbegin()->first;
@@ -97,7 +97,7 @@ std::vector<LocalNames::Entry> LocalNames::MovedDirsBefore(
     uint64_t seq) const {
   std::vector<Entry> out;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     for (const auto &kv : by_key_)
       if (kv.second.moved && kv.second.type == upstream::FileType::kDir &&
           kv.second.seq < seq)
@@ -112,7 +112,7 @@ Key LocalNames::DirNamed(Key parent, const std::string &name,
                          const HandleMap &handles) const {
   std::vector<Key> dirs;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     for (const auto &kv : children_) dirs.push_back(kv.first);
   }
   for (Key d : dirs) {
@@ -123,7 +123,7 @@ Key LocalNames::DirNamed(Key parent, const std::string &name,
 }
 
 int64_t LocalNames::NewestChildTime(Key dir) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto c = children_.find(dir);
   if (c == children_.end()) return 0;
   int64_t newest = 0;
@@ -133,19 +133,19 @@ int64_t LocalNames::NewestChildTime(Key dir) const {
 }
 
 size_t LocalNames::size() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return by_key_.size();
 }
 
 void LocalNames::AddRemoved(const Removed &r) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   removed_[NameKey(r.dir, r.name)] = r;
   if (!r.moved) removed_keys_[r.key] = r.seq;
   removed_seqs_[r.seq] = NameKey(r.dir, r.name);
 }
 
 void LocalNames::EraseRemoved(uint64_t seq) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto s = removed_seqs_.find(seq);
   if (s == removed_seqs_.end()) return;
   auto it = removed_.find(s->second);
@@ -159,7 +159,7 @@ void LocalNames::EraseRemoved(uint64_t seq) {
 
 bool LocalNames::FindRemoved(Key dir, const std::string &name,
                              Removed *out) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = removed_.find(NameKey(dir, name));
   if (it == removed_.end()) return false;
   if (out) *out = it->second;
@@ -167,12 +167,12 @@ bool LocalNames::FindRemoved(Key dir, const std::string &name,
 }
 
 bool LocalNames::IsRemovedKey(Key key) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return removed_keys_.count(key) != 0;
 }
 
 std::vector<Key> LocalNames::DirsWithRemoved() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   std::vector<Key> out;
   for (const auto &kv : removed_)
     if (out.empty() || out.back() != kv.first.first)
@@ -181,7 +181,7 @@ std::vector<Key> LocalNames::DirsWithRemoved() const {
 }
 
 std::vector<LocalNames::Removed> LocalNames::RemovedIn(Key dir) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   std::vector<Removed> out;
   for (auto it = removed_.lower_bound(NameKey(dir, std::string()));
        it != removed_.end() && it->first.first == dir; ++it)

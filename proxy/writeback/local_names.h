@@ -16,13 +16,13 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "writeback/oplog.h"
+#include "util/mutex.h"
 
 namespace nache {
 
@@ -97,14 +97,17 @@ class LocalNames {
 
  private:
   using NameKey = std::pair<Key, std::string>;
-  mutable std::mutex mu_;  // guards the maps
-  std::unordered_map<Key, Entry> by_key_;
-  std::map<NameKey, Key> by_name_;
+  // Every method takes mu_ itself, and calls no other method.
+  mutable Mutex mu_;
+  std::unordered_map<Key, Entry> by_key_ GUARDED_BY(mu_);
+  std::map<NameKey, Key> by_name_ GUARDED_BY(mu_);
   // dir -> (seq -> key): children in log order.
-  std::unordered_map<Key, std::map<uint64_t, Key>> children_;
-  std::map<NameKey, Removed> removed_;       // whiteouts by name
-  std::unordered_map<Key, uint64_t> removed_keys_;  // object -> seq
-  std::map<uint64_t, NameKey> removed_seqs_;        // seq -> name
+  std::unordered_map<Key, std::map<uint64_t, Key>> children_ GUARDED_BY(mu_);
+  // Whiteouts by name.
+  std::map<NameKey, Removed> removed_ GUARDED_BY(mu_);
+  // object -> seq
+  std::unordered_map<Key, uint64_t> removed_keys_ GUARDED_BY(mu_);
+  std::map<uint64_t, NameKey> removed_seqs_ GUARDED_BY(mu_);  // seq -> name
 };
 
 }  // namespace nache

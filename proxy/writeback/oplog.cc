@@ -200,7 +200,7 @@ OpLog::OpLog(Store *store) : store_(store) {
 
 uint64_t OpLog::Append(LogRecord r) {
   if (r.logged_at == 0) r.logged_at = int64_t(time(nullptr));
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   r.seq = next_seq_;
   std::string v = Encode(r);
   rocksdb::WriteOptions w;
@@ -234,7 +234,7 @@ std::vector<LogRecord> OpLog::Read(uint64_t from, size_t max) {
 
 bool OpLog::Erase(const std::vector<uint64_t> &seqs, bool sync) {
   rocksdb::WriteBatch b;
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   for (uint64_t seq : seqs) {
     auto it = size_.find(seq);
     if (it == size_.end()) continue;
@@ -260,7 +260,7 @@ uint64_t OpLog::Replace(uint64_t old_seq, LogRecord r) {
 }
 
 bool OpLog::Replace(uint64_t old_seq, std::vector<LogRecord> *rs) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   rocksdb::WriteBatch b;
   if (old_seq != 0) b.Delete(store_->family(Store::kWbLog), SeqKey(old_seq));
   std::vector<uint32_t> sizes;
@@ -294,17 +294,17 @@ bool OpLog::Replace(uint64_t old_seq, std::vector<LogRecord> *rs) {
 }
 
 size_t OpLog::records() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return size_.size();
 }
 
 uint64_t OpLog::bytes() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return bytes_;
 }
 
 uint64_t OpLog::first_seq() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return size_.empty() ? 0 : size_.begin()->first;
 }
 

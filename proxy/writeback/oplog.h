@@ -21,13 +21,13 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "handles/handle_map.h"
 #include "store/store.h"
 #include "upstream/types.h"
+#include "util/mutex.h"
 
 namespace nache {
 
@@ -96,28 +96,29 @@ class OpLog {
   // Appends r (its seq and, when 0, logged_at are assigned) and syncs it to
   // disk before returning. Returns the sequence number, or 0 when the store
   // could not write it (the caller must then not acknowledge the change).
-  uint64_t Append(LogRecord r);
+  uint64_t Append(LogRecord r) EXCLUDES(mu_);
   // Up to max records from sequence number from (inclusive), in order.
-  std::vector<LogRecord> Read(uint64_t from, size_t max);
+  std::vector<LogRecord> Read(uint64_t from, size_t max) EXCLUDES(mu_);
   // Forgets records (sent upstream, or made unnecessary by a later one).
   // sync: durable before returning (a record cancelled by a change the
   // client was told about, e.g. a create undone by a remove); otherwise a
   // record may reappear after a crash and is sent again.
   // False when the store could not write.
-  bool Erase(const std::vector<uint64_t> &seqs, bool sync = false);
+  bool Erase(const std::vector<uint64_t> &seqs, bool sync = false)
+      EXCLUDES(mu_);
   // Replaces record old_seq by r, appended at the end of the log, in one
   // synced write (a local rename of an object not yet created remotely).
   // Returns r's new sequence number, or 0 when the store failed.
-  uint64_t Replace(uint64_t old_seq, LogRecord r);
+  uint64_t Replace(uint64_t old_seq, LogRecord r) EXCLUDES(mu_);
   // Replaces record old_seq (0: none) by the records rs, appended in
   // order, in one synced write (a local rename that also replaces a remote
   // file: its remove, then the moved create). Assigns their seqs; false
   // when the store failed.
-  bool Replace(uint64_t old_seq, std::vector<LogRecord> *rs);
+  bool Replace(uint64_t old_seq, std::vector<LogRecord> *rs) EXCLUDES(mu_);
 
-  size_t records() const;     // records in the log
-  uint64_t bytes() const;     // their encoded size
-  uint64_t first_seq() const; // oldest record's seq, 0 when empty
+  size_t records() const EXCLUDES(mu_);      // records in the log
+  uint64_t bytes() const EXCLUDES(mu_);      // their encoded size
+  uint64_t first_seq() const EXCLUDES(mu_);  // oldest record's seq, 0: none
   // Records discarded when the log was opened (a bad record and after).
   size_t discarded() const { return discarded_; }
 
@@ -127,10 +128,11 @@ class OpLog {
 
  private:
   Store *store_;                       // not owned
-  mutable std::mutex mu_;              // guards the fields below
-  uint64_t next_seq_ = 1;              // next sequence number to assign
-  std::map<uint64_t, uint32_t> size_;  // seq -> encoded size, for accounting
-  uint64_t bytes_ = 0;                 // sum of size_
+  mutable Mutex mu_;
+  uint64_t next_seq_ GUARDED_BY(mu_) = 1;  // next sequence number to assign
+  // seq -> encoded size, for accounting
+  std::map<uint64_t, uint32_t> size_ GUARDED_BY(mu_);
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;  // sum of size_
   size_t discarded_ = 0;               // set at load (immutable after)
 };
 
