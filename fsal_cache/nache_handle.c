@@ -591,6 +591,14 @@ static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 
 	if (name == NULL) {
 		/* Open by handle. */
+		/* An exclusive create of an existing file: only its own
+		 * retry (the same verifier) opens it. */
+		if (createmode >= FSAL_EXCLUSIVE) {
+			st = nache_check_verifier(exp->core, &cr, key_of(obj),
+						  (const uint8_t *)verifier);
+			if (st != 0)
+				return nache_status(st);
+		}
 		if (fd == NULL) {
 			/* Stateless (NFSv3): I/O uses the anonymous stateid,
 			 * no upstream open is needed. */
@@ -652,12 +660,30 @@ static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 	return give_attrs(0, &a, attrs_out);
 }
 
+/* An exclusive create's verifier is kept in the file's times by the core
+ * (nache_check_verifier); a retry of the create carries the same one. */
 static bool op_check_verifier(struct fsal_obj_handle *obj,
 				 fsal_verifier_t verifier)
 {
-	/* Exclusive creates go upstream GUARDED; no verifier is stored, so a
-	 * retransmission Ganesha's DRC missed gets EEXIST. */
-	return false;
+	struct nache_creds cr;
+
+	nache_caller_creds(&cr);
+	return nache_check_verifier(nache_ctx_export()->core, &cr,
+				    key_of(obj),
+				    (const uint8_t *)verifier) == 0;
+}
+
+/* MDCACHE found the object of a handle we just made (an open by name, a
+ * lookup racing it) already cached: the share reservations the new handle
+ * took move to the cached one, unless they conflict with its own opens
+ * (then MDCACHE closes the new open: SHARE_DENIED). */
+static fsal_status_t op_merge(struct fsal_obj_handle *orig,
+			      struct fsal_obj_handle *dupe)
+{
+	if (orig->type != REGULAR_FILE || dupe->type != REGULAR_FILE)
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
+	return merge_share(orig, &handle_of(orig)->share,
+			   &handle_of(dupe)->share);
 }
 
 static fsal_status_t op_reopen2(struct fsal_obj_handle *obj,
@@ -666,7 +692,9 @@ static fsal_status_t op_reopen2(struct fsal_obj_handle *obj,
 {
 	struct nache_fd *fd = state_fd(state);
 	fsal_openflags_t old = fd->fsal_fd.openflags;
+	bool truncate = (openflags & FSAL_O_TRUNC) != 0;
 	struct nache_creds cr;
+	struct nache_attrs set, a;
 	fsal_status_t s;
 	uint32_t st;
 
@@ -691,6 +719,16 @@ static fsal_status_t op_reopen2(struct fsal_obj_handle *obj,
 		return nache_status(st);
 	}
 	fd->fsal_fd.openflags = openflags;
+	if (truncate) {
+		/* An UNCHECKED create (size 0) of a file its owner holds
+		 * open: an open upgrade that truncates. */
+		memset(&set, 0, sizeof(set));
+		set.mask = NACHE_ATTR_SIZE;
+		st = nache_setattr(nache_ctx_export()->core, &cr, key_of(obj),
+				   fd->open, &set, &a);
+		if (st != 0)
+			return nache_status(st);
+	}
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
@@ -744,34 +782,61 @@ static fsal_status_t global_close(struct fsal_obj_handle *obj,
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
-/* The core's open behind a state used for I/O: the open itself, or the open
- * a lock state hangs off (found by Ganesha's fsal_find_fd). NULL means
- * stateless I/O (anonymous stateid). */
-static struct nache_open *io_open(struct fsal_obj_handle *obj,
-				  struct state_t *state, bool bypass,
-				  fsal_openflags_t openflags)
+/* The core's open behind a state used for I/O (*open), and whether the
+ * file's share reservations let the I/O through. A share state serves its
+ * own access; I/O it was not opened for (a READ through a write-only open,
+ * which NFSv4 allows) and I/O without an open (special stateids, NFSv3)
+ * must not meet another open's deny: SHARE_DENIED then, which Ganesha
+ * answers as NFS4ERR_LOCKED. bypass (the all-ones stateid) passes a
+ * DENY_READ. A lock state uses the open it hangs off (Ganesha's
+ * fsal_find_fd, which checks the same). *open NULL means stateless I/O
+ * (anonymous stateid). */
+static fsal_status_t io_open(struct fsal_obj_handle *obj,
+			     struct state_t *state, bool bypass,
+			     fsal_openflags_t openflags,
+			     struct nache_open **open)
 {
 	struct nache_fsal_obj_handle *h = handle_of(obj);
 	struct fsal_fd *out = NULL;
 	bool has_lock = false, closefd = false, reusing = false;
-	fsal_status_t s;
+	fsal_status_t s = fsalstat(ERR_FSAL_NO_ERROR, 0);
 
-	if (state == NULL)
-		return NULL;
-	if (state->state_type == STATE_TYPE_SHARE ||
-	    state->state_type == STATE_TYPE_NLM_SHARE)
-		return state_fd(state)->open;
-	if (state->state_type != STATE_TYPE_LOCK &&
-	    state->state_type != STATE_TYPE_NLM_LOCK)
-		return NULL;
+	*open = NULL;
+	if (state != NULL && (state->state_type == STATE_TYPE_SHARE ||
+			      state->state_type == STATE_TYPE_NLM_SHARE)) {
+		struct nache_fd *fd = state_fd(state);
+
+		if (openflags != FSAL_O_ANY &&
+		    (fd->fsal_fd.openflags & openflags) != openflags) {
+			PTHREAD_RWLOCK_rdlock(&obj->obj_lock);
+			s = check_share_conflict(&h->share, openflags, false);
+			PTHREAD_RWLOCK_unlock(&obj->obj_lock);
+		}
+		if (!FSAL_IS_ERROR(s))
+			*open = fd->open;
+		return s;
+	}
+	if (state == NULL || (state->state_type != STATE_TYPE_LOCK &&
+			      state->state_type != STATE_TYPE_NLM_LOCK)) {
+		/* No open of its own (a special stateid, NFSv3, a
+		 * delegation's stateid): stateless I/O, if no deny is met. */
+		if (openflags != FSAL_O_ANY) {
+			PTHREAD_RWLOCK_rdlock(&obj->obj_lock);
+			s = check_share_conflict(&h->share, openflags, bypass);
+			PTHREAD_RWLOCK_unlock(&obj->obj_lock);
+		}
+		return s;
+	}
 	s = fsal_find_fd(&out, obj, &h->global_fd.fsal_fd, &h->share, bypass,
 			 state, openflags, global_open, global_close,
 			 &has_lock, &closefd, false, &reusing);
 	if (has_lock)
 		PTHREAD_RWLOCK_unlock(&obj->obj_lock);
-	if (FSAL_IS_ERROR(s) || out == NULL || out == &h->global_fd.fsal_fd)
-		return NULL;
-	return ((struct nache_fd *)out)->open;
+	if (FSAL_IS_ERROR(s))
+		return s;
+	if (out != NULL && out != &h->global_fd.fsal_fd)
+		*open = ((struct nache_fd *)out)->open;
+	return s;
 }
 
 static void op_read2(struct fsal_obj_handle *obj, bool bypass,
@@ -784,6 +849,7 @@ static void op_read2(struct fsal_obj_handle *obj, bool bypass,
 	uint64_t offset = arg->offset;
 	uint32_t st = 0;
 	bool eof = false;
+	fsal_status_t s;
 	int i;
 
 	if (arg->info != NULL) {  /* READ_PLUS */
@@ -791,8 +857,12 @@ static void op_read2(struct fsal_obj_handle *obj, bool bypass,
 		return;
 	}
 	nache_caller_creds(&cr);
-	open = io_open(obj, arg->state, bypass, FSAL_O_READ);
 	arg->io_amount = 0;
+	s = io_open(obj, arg->state, bypass, FSAL_O_READ, &open);
+	if (FSAL_IS_ERROR(s)) {
+		done_cb(obj, s, arg, caller_arg);
+		return;
+	}
 	for (i = 0; i < arg->iov_count && !eof; i++) {
 		size_t n = 0;
 
@@ -821,11 +891,16 @@ static void op_write2(struct fsal_obj_handle *obj, bool bypass,
 	int stable = arg->fsal_stable ? 2 : 0;
 	int committed = 2;
 	uint32_t st = 0;
+	fsal_status_t s;
 	int i;
 
 	nache_caller_creds(&cr);
-	open = io_open(obj, arg->state, bypass, FSAL_O_WRITE);
 	arg->io_amount = 0;
+	s = io_open(obj, arg->state, bypass, FSAL_O_WRITE, &open);
+	if (FSAL_IS_ERROR(s)) {
+		done_cb(obj, s, arg, caller_arg);
+		return;
+	}
 	for (i = 0; i < arg->iov_count; i++) {
 		size_t n = 0;
 		int c = 0;
@@ -870,7 +945,16 @@ static fsal_status_t op_setattr2(struct fsal_obj_handle *obj, bool bypass,
 	if (set.mask == 0)
 		return fsalstat(ERR_FSAL_NO_ERROR, 0);
 	nache_caller_creds(&cr);
-	open = io_open(obj, state, bypass, FSAL_O_WRITE);
+	if (FSAL_TEST_MASK(attrib_set->valid_mask, ATTR_SIZE)) {
+		/* A size change is a write: it meets deny modes as one. */
+		fsal_status_t s = io_open(obj, state, bypass, FSAL_O_WRITE,
+					  &open);
+
+		if (FSAL_IS_ERROR(s))
+			return s;
+	} else {
+		io_open(obj, state, true, FSAL_O_ANY, &open);
+	}
 	st = nache_setattr(nache_ctx_export()->core, &cr, key_of(obj), open,
 			   &set, &a);
 	return nache_status(st);
@@ -905,7 +989,7 @@ static fsal_status_t op_lock_op2(struct fsal_obj_handle *obj,
 		return fsalstat(ERR_FSAL_NOTSUPP, 0);
 
 	nache_caller_creds(&cr);
-	open = io_open(obj, state, false, FSAL_O_ANY);
+	io_open(obj, state, false, FSAL_O_ANY, &open);
 	/* The owner's address names it uniquely while it holds locks. */
 	st = nache_lock(nache_ctx_export()->core, &cr, key_of(obj), open,
 			&owner, sizeof(owner), op,
@@ -952,6 +1036,7 @@ void nache_handle_ops_init(struct fsal_obj_ops *ops)
 	ops->unlink = op_unlink;
 	ops->open2 = op_open2;
 	ops->check_verifier = op_check_verifier;
+	ops->merge = op_merge;
 	ops->reopen2 = op_reopen2;
 	ops->close2 = op_close2;
 	ops->close = op_close;

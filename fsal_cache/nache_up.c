@@ -43,7 +43,20 @@ fsal_status_t nache_lease_op2(struct fsal_obj_handle *obj,
 	case FSAL_DELEG_RD:
 	case FSAL_DELEG_WR:
 		/* Any error only means "no delegation": the OPEN succeeds
-		 * without one (SAL/state_deleg.c). */
+		 * without one (SAL/state_deleg.c). Ganesha asks for a read
+		 * delegation whatever the file's other opens: none while
+		 * anyone has the file open for writing (the open asking is a
+		 * read-only one, so any writer is somebody else), or the
+		 * holder would cache what the writer changes. */
+		if (deleg == FSAL_DELEG_RD) {
+			bool writer;
+
+			PTHREAD_RWLOCK_rdlock(&obj->obj_lock);
+			writer = h->share.share_access_write > 0;
+			PTHREAD_RWLOCK_unlock(&obj->obj_lock);
+			if (writer)
+				return fsalstat(ERR_FSAL_DELAY, 0);
+		}
 		if (nache_local_deleg_acquire(core, h->wire.key,
 					      deleg == FSAL_DELEG_WR) != 0)
 			return fsalstat(ERR_FSAL_DELAY, 0);

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/convert.h"
+#include "core/create_verifier.h"
 #include "upstream/attrs.h"
 #include "util/log.h"
 
@@ -809,9 +810,10 @@ uint32_t Core::MayOpen(const Creds &cr, Key key, uint32_t share_access) {
   // is read to be run), writing needs MODIFY.
   const bool read = share_access & upstream::kShareAccessRead;
   const uint32_t want =
-      (read ? upstream::kAccessRead : 0) |
-      ((share_access & upstream::kShareAccessWrite) ? upstream::kAccessModify
-                                                    : 0);
+      (read ? uint32_t(upstream::kAccessRead) : 0u) |
+      ((share_access & upstream::kShareAccessWrite)
+           ? uint32_t(upstream::kAccessModify)
+           : 0u);
   uint32_t allowed = 0;
   uint32_t st = Access(cr, key, want, &allowed);
   if (st) return st;
@@ -1447,6 +1449,19 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
     // this file statelessly (anonymous stateid).
     return upstream::kNfs4ErrNoent;
   }
+  if (f->open && (f->up_access & access) != access &&
+      ((f->up_deny | deny) & (f->up_access | access)) != 0) {
+    // One upstream open serves every local open, so one office client
+    // denying reads while another opens for writing makes an upgrade
+    // after which the open denies what it accesses itself: some servers
+    // (Ganesha) refuse it, and refuse a downgrade to a deny the open never
+    // had. A fresh OPEN with both is accepted: close and open again (not
+    // with locks held, which hang off this open).
+    if (!f->lock_owners.empty()) return upstream::kNfs4ErrShareDenied;
+    access |= f->up_access;
+    deny |= f->up_deny;
+    UpstreamCloseLocked(cr, f);
+  }
   upstream::OpenArgs a;
   a.seqid = f->owner->seqid;
   a.share_access = access;
@@ -1488,6 +1503,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
     f->epoch = up_->epoch();
     f->up_access |= access;
     f->up_deny |= deny;
+    f->NoteUpstreamModes(access, deny);
   }
   f->open_creds = cr;
   if (got != rec.fh) {
@@ -1559,6 +1575,7 @@ uint32_t Core::UpstreamCloseLocked(const Creds &cr, FileOpen *f) {
     std::lock_guard<std::mutex> g(state_mu_);
     f->open = false;
     f->up_access = f->up_deny = 0;
+    f->up_seen_access = f->up_seen_deny = 0;
   }
   f->lock_owners.clear();
   if (st && st != upstream::kNfs4ErrDelay)
@@ -1575,6 +1592,9 @@ uint32_t Core::UpstreamDowngrade(const Creds &cr, FileOpen *f,
   StateId sid;
   {
     std::lock_guard<std::mutex> g(state_mu_);
+    // Only to modes the open had (FileOpen::MayDowngradeTo); otherwise it
+    // keeps more than the local opens need, which they do not notice.
+    if (!f->MayDowngradeTo(access, deny)) return upstream::kNfs4Ok;
     sid = f->stateid;
   }
   Compound c;
@@ -1590,6 +1610,7 @@ uint32_t Core::UpstreamDowngrade(const Creds &cr, FileOpen *f,
     f->stateid = r->stateid;
     f->up_access = access;
     f->up_deny = deny;
+    f->NoteUpstreamModes(access, deny);
   }
   return st;
 }
@@ -1602,6 +1623,11 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   bool have_attrs = false;
   bool by_name = req.name != nullptr;
   Key named = kNoKey;  // the file req.name names here, when known
+  // An exclusive create's verifier goes into the new file's times, where
+  // a retry of the create finds it (create_verifier.h).
+  const bool verified = req.mode == NACHE_OPEN_EXCLUSIVE && req.verifier;
+  Attrs create_attrs = req.create_attrs;
+  if (verified) StampCreateVerifier(req.verifier, &create_attrs);
 
   if (by_name && LocalNamespace()) {
     // Created here, or opened by its local name: no upstream OPEN. A name
@@ -1619,7 +1645,10 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
                         local_names_->Find(req.key, req.name, &moved) &&
                         moved.moved && moved.key == k;
     if (st == upstream::kNfs4Ok && (NotAtRemote(k) || renamed_here)) {
-      if (req.mode == NACHE_OPEN_GUARDED || req.mode == NACHE_OPEN_EXCLUSIVE)
+      // (An exclusive create's retry opens the file it made.)
+      if (req.mode == NACHE_OPEN_GUARDED ||
+          (req.mode == NACHE_OPEN_EXCLUSIVE &&
+           !(verified && CarriesCreateVerifier(a, req.verifier))))
         return upstream::kNfs4ErrExist;
       if (a.type != upstream::FileType::kReg)
         return a.type == upstream::FileType::kDir ? upstream::kNfs4ErrIsdir
@@ -1629,7 +1658,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     } else if (st == upstream::kNfs4ErrNoent &&
                req.mode != NACHE_OPEN_NOCREATE) {
       st = CreateLocal(cr, req.key, req.name, upstream::FileType::kReg,
-                       req.create_attrs, "", &key, nullptr);
+                       create_attrs, "", &key, nullptr);
       if (st == upstream::kNfs4ErrExist && req.mode == NACHE_OPEN_UNCHECKED)
         return upstream::kNfs4ErrDelay;  // lost a race: the client retries
       if (st) return st;
@@ -1681,15 +1710,16 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
         case NACHE_OPEN_UNCHECKED:
           a.create = upstream::OpenArgs::Create::kUnchecked;
           break;
-        // Exclusive creates go upstream as GUARDED with the attributes;
-        // a retry of one whose reply was lost is below.
+        // Exclusive creates go upstream as GUARDED with the attributes
+        // and the verifier in the times; a retry of one whose reply was
+        // lost, or that its client sent again, is below.
         case NACHE_OPEN_GUARDED:
         case NACHE_OPEN_EXCLUSIVE:
           a.create = upstream::OpenArgs::Create::kGuarded;
           break;
       }
       if (created_once) a.create = upstream::OpenArgs::Create::kNoCreate;
-      a.create_attrs = req.create_attrs;
+      a.create_attrs = create_attrs;
       Compound c;
       c.SetTag("open_name").Putfh(dfh).Open(a).Getfh();
       if (req.truncate) c.Setattr(StateId::Anonymous(), TruncateAttrs());
@@ -1715,6 +1745,13 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
         // OPEN), or Run's own resend of it that the remote executed anew
         // instead of answering from its replay cache: the name holds the
         // file it made, opened now without a create.
+        created_once = again = true;
+      } else if (verified && !created_once && o &&
+                 o->status == upstream::kNfs4ErrExist &&
+                 RemoteCarriesVerifier(cr, dfh, req.name, req.verifier)) {
+        // An exclusive create sent again by its client (its reply was
+        // lost before it reached the client): the file is the one it
+        // made, opened now without a create.
         created_once = again = true;
       }
     }
@@ -1752,6 +1789,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
         f->epoch = epoch;
         f->up_access |= req.access;
         f->up_deny |= req.deny;
+        f->NoteUpstreamModes(req.access, req.deny);
       }
       f->open_creds = cr;
       f->Count(req.access, req.deny, +1);
@@ -1861,6 +1899,32 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     }
   }
   return st;
+}
+
+bool Core::RemoteCarriesVerifier(const Creds &cr, const upstream::Fh &dir,
+                                 const std::string &name,
+                                 const uint8_t *verifier) {
+  Compound c;
+  c.SetTag("lookup_verifier")
+      .Putfh(dir)
+      .Lookup(name)
+      .Getattr(upstream::kAttrType | upstream::kAttrAtime |
+               upstream::kAttrMtime);
+  CompoundReply rep;
+  if (Run(c, cr, &rep) != upstream::kNfs4Ok) return false;
+  const Attrs &a = rep.Find(Op::kGetattr)->attrs;
+  return a.type == upstream::FileType::kReg &&
+         CarriesCreateVerifier(a, verifier);
+}
+
+uint32_t Core::CheckCreateVerifier(const Creds &cr, Key key,
+                                   const uint8_t *verifier) {
+  if (verifier == nullptr) return upstream::kNfs4ErrExist;
+  Attrs a;
+  uint32_t st = Getattr(cr, key, &a);
+  if (st) return st;
+  return CarriesCreateVerifier(a, verifier) ? upstream::kNfs4Ok
+                                            : upstream::kNfs4ErrExist;
 }
 
 uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
@@ -2266,8 +2330,21 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
       DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr))
     return upstream::kNfs4Ok;
   if (op == NACHE_LOCK_TEST) {
+    // The local owner's own locks are no conflict: when it holds locks
+    // upstream, the test goes as that lock-owner (the server answers for
+    // its others); otherwise as a name of its own, which holds nothing.
     std::string name;
-    {
+    if (opens_->Contains(key)) {
+      std::shared_ptr<FileOpen> f = opens_->Get(key);
+      {
+        std::lock_guard<std::mutex> fg(f->owner->mu);
+        auto lit = f->lock_owners.find(owner);
+        if (lit != f->lock_owners.end() && lit->second.established)
+          name = lit->second.name;
+      }
+      opens_->Unpin(f);
+    }
+    if (name.empty()) {
       std::lock_guard<std::mutex> g(misc_mu_);
       name = owner_prefix_ + "-t" + std::to_string(key);
     }

@@ -169,12 +169,18 @@ class Core {
     uint32_t access = 0, deny = 0;
     nache_createmode mode = NACHE_OPEN_NOCREATE;
     Attrs create_attrs;
+    // NACHE_OPEN_EXCLUSIVE: the client's verifier (create_verifier.h).
+    const uint8_t *verifier = nullptr;
     bool truncate = false;
   };
   uint32_t OpenFile(const Creds &cr, const OpenRequest &req, NacheOpen **out,
                     Key *key, Attrs *attrs, bool *created);
   uint32_t Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
                   uint32_t deny);
+  // Whether the file key carries an exclusive create's verifier
+  // (create_verifier.h): NFS4_OK when it does, NFS4ERR_EXIST when not.
+  uint32_t CheckCreateVerifier(const Creds &cr, Key key,
+                               const uint8_t *verifier);
   uint32_t CloseFile(NacheOpen *open);
   uint32_t Read(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
                 size_t len, char *buf, size_t *nread, bool *eof);
@@ -339,6 +345,11 @@ class Core {
   // LOCK of range h for lo (a reclaim when reclaim). Under f->owner->mu.
   uint32_t SendHeldLock(FileOpen *f, const upstream::Fh &fh,
                         LockOwnerState *lo, const HeldLock &h, bool reclaim);
+  // Whether name in the remote directory dir is a regular file carrying
+  // an exclusive create's verifier (create_verifier.h).
+  bool RemoteCarriesVerifier(const Creds &cr, const upstream::Fh &dir,
+                             const std::string &name,
+                             const uint8_t *verifier);
   uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                                 uint32_t access, uint32_t deny,
                                 Attrs *attrs);

@@ -178,7 +178,7 @@ uint32_t Core::AcquireLocalDelegation(Key key, bool write) {
   // the count (ReturnDelegation reads it after BeginReturn).
   std::lock_guard<std::mutex> g(local_mu_);
   uint32_t access = upstream::kShareAccessRead |
-                    (write ? upstream::kShareAccessWrite : 0);
+                    (write ? uint32_t(upstream::kShareAccessWrite) : 0u);
   if (!DelegationCovers(key, access, 0, nullptr))
     return upstream::kNfs4ErrDelay;
   local_delegs_[key]++;

@@ -149,6 +149,7 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
           f->open = true;
           f->up_access = access;
           f->up_deny = deny;
+          f->NoteUpstreamModes(access, deny);
         }
         metrics_->CountReclaim(ReclaimState::kOpen, ReclaimOutcome::kReclaimed);
         if (dt != DelegationType::kNone)
@@ -172,6 +173,7 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
     std::lock_guard<std::mutex> g(state_mu_);
     f->open = false;
     f->up_access = f->up_deny = 0;
+    f->up_seen_access = f->up_seen_deny = 0;
   }
   // Not in a grace period: what our clients hold is acquired anew.
   if (st == upstream::kNfs4ErrNoGrace && f->owner->epoch == epoch &&

@@ -481,7 +481,7 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
   r.mode = mode;
   if (create_attrs) r.create_attrs = AttrsFromC(*create_attrs);
   r.truncate = truncate;
-  (void)verifier;  // exclusive creates go upstream GUARDED (see core.cc)
+  r.verifier = mode == NACHE_OPEN_EXCLUSIVE ? verifier : nullptr;
   nache::upstream::Attrs a;
   nache_key k = key;
   bool made = false;
@@ -492,6 +492,12 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
   if (attrs_out) AttrsToC(a, k, attrs_out);
   if (created) *created = made;
   return 0;
+}
+
+uint32_t nache_check_verifier(struct nache_core *core,
+                              const struct nache_creds *cr, nache_key key,
+                              const uint8_t *verifier) {
+  return core->core->CheckCreateVerifier(CredsFromC(cr), key, verifier);
 }
 
 uint32_t nache_reopen(struct nache_core *core, const struct nache_creds *cr,

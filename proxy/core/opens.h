@@ -78,6 +78,19 @@ struct FileOpen {
   uint64_t epoch = 0;          // upstream epoch of stateid
   uint32_t up_access = 0;      // share access the upstream open has
   uint32_t up_deny = 0;        // share deny the upstream open has
+  // The share access and deny values (bit 1 << value) the upstream open
+  // was opened or downgraded with: an OPEN_DOWNGRADE may only go back to
+  // those (RFC 7530 16.19.4; servers refuse others with NFS4ERR_INVAL, and
+  // Ganesha then keeps the owner's seqid). Guarded like up_access.
+  uint32_t up_seen_access = 0, up_seen_deny = 0;
+  void NoteUpstreamModes(uint32_t access, uint32_t deny) {
+    up_seen_access |= 1u << (access & 3);
+    up_seen_deny |= 1u << (deny & 3);
+  }
+  bool MayDowngradeTo(uint32_t access, uint32_t deny) const {
+    return (up_seen_access & (1u << (access & 3))) &&
+           (up_seen_deny & (1u << (deny & 3)));
+  }
   // Local opens by bit: counts of local opens asking for read/write access
   // and denying read/write.
   uint32_t n_access_read = 0, n_access_write = 0;
@@ -97,12 +110,12 @@ struct FileOpen {
   std::map<std::string, LockOwnerState> lock_owners;
 
   uint32_t WantAccess() const {
-    return (n_access_read ? upstream::kShareAccessRead : 0) |
-           (n_access_write ? upstream::kShareAccessWrite : 0);
+    return (n_access_read ? uint32_t(upstream::kShareAccessRead) : 0u) |
+           (n_access_write ? uint32_t(upstream::kShareAccessWrite) : 0u);
   }
   uint32_t WantDeny() const {
-    return (n_deny_read ? upstream::kShareDenyRead : 0) |
-           (n_deny_write ? upstream::kShareDenyWrite : 0);
+    return (n_deny_read ? uint32_t(upstream::kShareDenyRead) : 0u) |
+           (n_deny_write ? uint32_t(upstream::kShareDenyWrite) : 0u);
   }
   void Count(uint32_t access, uint32_t deny, int delta) {
     n_access_read += (access & upstream::kShareAccessRead) ? delta : 0;

@@ -629,7 +629,7 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
   nfs41::CreateSessionArgs ca;
   ca.clientid = er.clientid;
   ca.sequenceid = er.sequenceid;
-  ca.flags = opts_.back_channel ? nfs41::kCreateSessionConnBackChan : 0;
+  ca.flags = opts_.back_channel ? uint32_t(nfs41::kCreateSessionConnBackChan) : 0u;
   // Fore channel: a 1 MiB WRITE or READ and its headers; 64 requests in
   // flight at most (the server may give fewer).
   ca.fore.max_request = ca.fore.max_response = (1u << 20) + 64 * 1024;

@@ -1481,7 +1481,9 @@ TEST_F(LostReplyTest, AnOpenWhoseReplyWasLostIsResentUnchanged) {
   Key ka = kNoKey;
   EXPECT_EQ(OpenName("a", &a, &ka), 0u) << "the lost OPEN's resend";
   EXPECT_EQ(up_->Count("OPEN(replayed)"), 1);
-  if (a) EXPECT_EQ(core_->CloseFile(a), 0u);
+  if (a) {
+    EXPECT_EQ(core_->CloseFile(a), 0u);
+  }
   WriteThrough("b", "b-wrote");
   EXPECT_EQ(up_->Data("b"), "b-wrote");
   EXPECT_EQ(up_->Data("a"), "AAA");
@@ -1616,7 +1618,9 @@ TEST_F(LostReplyTest, AReconnectingUpstreamIsWaitedForNotGivenUp) {
   EXPECT_EQ(up_->Count("OPEN(replayed)"), 1);
   EXPECT_EQ(up_->restarts_asked.load(), 0);
   up_->reconnecting = false;
-  if (a) EXPECT_EQ(core_->CloseFile(a), 0u);
+  if (a) {
+    EXPECT_EQ(core_->CloseFile(a), 0u);
+  }
   EXPECT_EQ(core_->CloseFile(f), 0u);
 }
 

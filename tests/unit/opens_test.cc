@@ -81,6 +81,26 @@ TEST(OpenTableTest, AccessAndDenyAreUnionsOfLocalOpens) {
   EXPECT_EQ(f.n_local, 1u);
 }
 
+// An upstream open goes back only to share modes it had: opened READ
+// then upgraded to BOTH, it may go back to READ, never to WRITE alone.
+TEST(OpenTableTest, DowngradeOnlyToModesTheOpenHad) {
+  OpenTable t(8, "p", [] { return uint64_t(1); });
+  auto f = t.Get(5);
+  EXPECT_FALSE(f->MayDowngradeTo(upstream::kShareAccessRead,
+                                 upstream::kShareDenyNone));
+  f->NoteUpstreamModes(upstream::kShareAccessRead, upstream::kShareDenyNone);
+  f->NoteUpstreamModes(upstream::kShareAccessBoth, upstream::kShareDenyRead);
+  EXPECT_TRUE(f->MayDowngradeTo(upstream::kShareAccessRead,
+                                upstream::kShareDenyNone));
+  EXPECT_TRUE(f->MayDowngradeTo(upstream::kShareAccessRead,
+                                upstream::kShareDenyRead));
+  EXPECT_FALSE(f->MayDowngradeTo(upstream::kShareAccessWrite,
+                                 upstream::kShareDenyNone));
+  EXPECT_FALSE(f->MayDowngradeTo(upstream::kShareAccessRead,
+                                 upstream::kShareDenyWrite));
+  t.Unpin(f);
+}
+
 TEST(OpenTableTest, SeqidAdvancesExceptOnTheListedErrors) {
   uint32_t s = 4;
   OpenTable::AdvanceSeqid(&s, upstream::kNfs4Ok);

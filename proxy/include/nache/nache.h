@@ -290,6 +290,15 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
 		    struct nache_open **open, nache_key *new_key,
 		    struct nache_attrs *attrs_out, bool *created);
 
+/* Exclusive creates (NACHE_OPEN_EXCLUSIVE) keep the client's 8-byte
+ * verifier in the new file's atime and mtime, as servers do; an exclusive
+ * create of an existing file succeeds only when it carries the same one (a
+ * retry whose reply was lost). 0 when key carries verifier, NFS4ERR_EXIST
+ * when not, another status when its attributes cannot be had. */
+uint32_t nache_check_verifier(struct nache_core *core,
+			      const struct nache_creds *cr, nache_key key,
+			      const uint8_t *verifier);
+
 /* Changes the access/deny of a local open (reopen2). */
 uint32_t nache_reopen(struct nache_core *core, const struct nache_creds *cr,
 		      struct nache_open *open, uint32_t access, uint32_t deny);

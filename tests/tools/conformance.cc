@@ -1,0 +1,745 @@
+// conformance: sends NFSv4 COMPOUNDs to a server (nache's front, or any
+// NFSv4 server as a reference) and checks the protocol behaviour a client
+// relies on, case by case: share reservations, OPEN replays, create modes,
+// LOCKT, OPEN_DOWNGRADE, the change attribute and delegations. Built on
+// nache's own client library (proxy/upstream), which speaks NFSv4.0 and
+// NFSv4.1; a case that needs two clients uses two client ids (two
+// Upstream instances).
+//
+//   conformance --server ADDR [--port P] [--path /export] [--minor 0|1]
+//               [--only REGEX] [--timeout-ms N] [--list]
+//
+// Each case works on files of its own (named conf-<case>-<pid>) and prints
+// one line: "PASS name" or "FAIL name: got X, want Y". The exit status is
+// 0 when every case run passed, 1 when any failed, 2 on a usage or setup
+// error (the server not ready). A case that does not apply to the minor
+// version asked for is not run, and says so.
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "upstream/upstream.h"
+
+namespace up = nache::upstream;
+
+namespace {
+
+struct Options {
+  std::string server = "127.0.0.1";  // the server under test
+  int port = 2049;
+  std::string path = "/export";      // directory the cases work in
+  uint32_t minor = 0;                // NFSv4 minor version to speak
+  std::string only;                  // regex of case names to run
+  int timeout_ms = 20000;            // call timeout and readiness wait
+};
+
+// Names of the statuses the cases expect or meet (others print as numbers).
+std::string StatusName(uint32_t st) {
+  switch (st) {
+    case up::kNfs4Ok: return "NFS4_OK";
+    case up::kNfs4ErrExist: return "NFS4ERR_EXIST";
+    case up::kNfs4ErrDenied: return "NFS4ERR_DENIED";
+    case up::kNfs4ErrLocked: return "NFS4ERR_LOCKED";
+    case up::kNfs4ErrShareDenied: return "NFS4ERR_SHARE_DENIED";
+    case up::kNfs4ErrDelay: return "NFS4ERR_DELAY";
+    case up::kNfs4ErrBadSeqid: return "NFS4ERR_BAD_SEQID";
+    case up::kNfs4ErrBadStateid: return "NFS4ERR_BAD_STATEID";
+    case up::kNfs4ErrOpenmode: return "NFS4ERR_OPENMODE";
+    case up::kNfs4ErrInval: return "NFS4ERR_INVAL";
+    case up::kNfs4ErrLocksHeld: return "NFS4ERR_LOCKS_HELD";
+    case up::kNfs4ErrServerfault: return "NFS4ERR_SERVERFAULT";
+    case up::kNfs4ErrAccess: return "NFS4ERR_ACCESS";
+    case up::kNfs4ErrNoent: return "NFS4ERR_NOENT";
+    default: return "nfsstat4 " + std::to_string(st);
+  }
+}
+
+// A failed expectation: what was got and what was wanted.
+struct Failure {
+  std::string got, want;
+};
+
+// Thrown out of a case at its first failed expectation; caught by the
+// runner, which prints it. Cases stay straight-line code this way.
+struct CaseFailed {
+  Failure f;
+};
+
+[[noreturn]] void Fail(const std::string &got, const std::string &want) {
+  throw CaseFailed{{got, want}};
+}
+
+void ExpectStatus(const char *what, uint32_t got, uint32_t want) {
+  if (got != want)
+    Fail(std::string(what) + " " + StatusName(got),
+         std::string(what) + " " + StatusName(want));
+}
+
+void ExpectTrue(bool ok, const std::string &got, const std::string &want) {
+  if (!ok) Fail(got, want);
+}
+
+// One NFSv4 client (its own client id) and the seqids of its open-owners.
+class Client {
+ public:
+  Client(const Options &o, const std::string &id) : minor_(o.minor) {
+    up::UpstreamOptions uo;
+    uo.server = o.server;
+    uo.port = o.port;
+    uo.connections = 1;
+    uo.call_timeout_ms = o.timeout_ms;
+    uo.connect_timeout_ms = 2000;
+    uo.minor_version = o.minor;
+    uo.auth_machine = "conformance";
+    uo.client_id = "nache-conformance-" + id + "-" + std::to_string(getpid());
+    u_ = up::Upstream::Create(uo);
+    ready_ = u_->WaitReady(o.timeout_ms);
+  }
+  ~Client() { u_->Shutdown(); }
+
+  bool ready() const { return ready_; }
+  uint32_t minor() const { return minor_; }
+
+  // Sends c; a transport failure fails the case (it is no protocol
+  // answer). Returns the compound's status.
+  uint32_t Call(up::Compound &c, up::CompoundReply *reply) {
+    up::CallStatus st = u_->Call(c, up::Creds(), reply);
+    if (st != up::CallStatus::kOk)
+      Fail(c.tag() + ": transport " + up::CallStatusName(st), "a reply");
+    return reply->status;
+  }
+
+  // The next seqid of an open- or lock-owner (0 for a new one; NFSv4.1
+  // ignores them).
+  uint32_t &Seqid(const std::string &owner) { return seqids_[owner]; }
+  // Counts a seqid-bearing operation's outcome into owner's seqid as the
+  // server does (RFC 7530 9.1.7: these errors do not advance it).
+  void Advance(const std::string &owner, uint32_t status) {
+    switch (status) {
+      case up::kNfs4ErrStaleClientid:
+      case up::kNfs4ErrStaleStateid:
+      case up::kNfs4ErrBadStateid:
+      case up::kNfs4ErrBadSeqid:
+      case up::kNfs4ErrBadxdr:
+      case up::kNfs4ErrResource:
+      case up::kNfs4ErrNofilehandle:
+      case up::kNfs4ErrMoved:
+        return;
+      default:
+        seqids_[owner]++;
+    }
+  }
+
+ private:
+  uint32_t minor_;
+  std::unique_ptr<up::Upstream> u_;
+  bool ready_ = false;
+  std::map<std::string, uint32_t> seqids_;
+};
+
+// An open file as OPEN answered it.
+struct Opened {
+  uint32_t status = up::kNfs4Ok;     // OPEN's (or OPEN_CONFIRM's) status
+  up::Fh fh;                         // the file's handle
+  up::StateId stateid;               // open stateid (confirmed)
+  up::Delegation delegation;         // what OPEN granted
+  std::string owner;                 // open-owner
+};
+
+// What a case works with: its clients, its directory, its file names.
+struct Ctx {
+  const Options *o;
+  std::string case_name;
+  up::Fh dir;  // the export directory
+  Client *a, *b;
+
+  std::string File(const char *suffix = "") const {
+    return "conf-" + case_name + suffix + "-" + std::to_string(getpid());
+  }
+  std::string Owner(const char *who) const {
+    return "conf-" + case_name + "-" + who;
+  }
+};
+
+std::vector<std::string> SplitPath(const std::string &path) {
+  std::vector<std::string> parts;
+  size_t pos = 0;
+  while (pos < path.size()) {
+    size_t next = path.find('/', pos);
+    if (next == std::string::npos) next = path.size();
+    if (next > pos) parts.push_back(path.substr(pos, next - pos));
+    pos = next + 1;
+  }
+  return parts;
+}
+
+up::Fh LookupDir(Client *c, const std::string &path) {
+  up::Compound cp;
+  cp.SetTag("lookup_dir").Putrootfh();
+  for (const std::string &part : SplitPath(path)) cp.Lookup(part);
+  cp.Getfh();
+  up::CompoundReply r;
+  ExpectStatus("LOOKUP of the directory", c->Call(cp, &r), up::kNfs4Ok);
+  return r.Find(up::Op::kGetfh)->fh;
+}
+
+// OPEN of args.name in dir by owner, confirmed when NFSv4.0 asks for it.
+// args.seqid is filled from the owner's count.
+Opened Open(Client *c, const up::Fh &dir, up::OpenArgs args,
+            const std::string &owner) {
+  Opened out;
+  out.owner = owner;
+  args.owner = owner;
+  args.seqid = c->Seqid(owner);
+  up::Compound cp;
+  cp.SetTag("open").Putfh(dir).Open(args).Getfh();
+  up::CompoundReply r;
+  c->Call(cp, &r);
+  const up::OpResult *o = r.Find(up::Op::kOpen);
+  if (o) c->Advance(owner, o->status);
+  out.status = r.status;
+  if (r.status != up::kNfs4Ok) return out;
+  out.fh = r.Find(up::Op::kGetfh)->fh;
+  out.stateid = o->stateid;
+  out.delegation = o->delegation;
+  if (c->minor() == 0 && (o->open_rflags & 2)) {  // OPEN4_RESULT_CONFIRM
+    up::Compound cc;
+    cc.SetTag("open_confirm").Putfh(out.fh).OpenConfirm(out.stateid,
+                                                        c->Seqid(owner));
+    up::CompoundReply cr;
+    c->Call(cc, &cr);
+    if (const up::OpResult *x = cr.Find(up::Op::kOpenConfirm)) {
+      c->Advance(owner, x->status);
+      if (x->status == up::kNfs4Ok) out.stateid = x->stateid;
+    }
+    out.status = cr.status;
+  }
+  return out;
+}
+
+up::OpenArgs OpenArgsFor(const std::string &name, uint32_t access,
+                         uint32_t deny) {
+  up::OpenArgs a;
+  a.name = name;
+  a.share_access = access;
+  a.share_deny = deny;
+  return a;
+}
+
+// Creates name (UNCHECKED, mode 0644) and opens it access/deny.
+Opened Create(Client *c, const Ctx &x, const std::string &name,
+              uint32_t access, uint32_t deny, const std::string &owner) {
+  up::OpenArgs a = OpenArgsFor(name, access, deny);
+  a.create = up::OpenArgs::Create::kUnchecked;
+  a.create_attrs.mask = up::kAttrMode;
+  a.create_attrs.mode = 0644;
+  return Open(c, x.dir, a, owner);
+}
+
+Opened MustOpen(const char *what, Opened o) {
+  ExpectStatus(what, o.status, up::kNfs4Ok);
+  return o;
+}
+
+uint32_t CloseFile(Client *c, const Opened &f) {
+  if (f.status != up::kNfs4Ok) return up::kNfs4Ok;
+  up::Compound cp;
+  cp.SetTag("close").Putfh(f.fh).Close(c->Seqid(f.owner), f.stateid);
+  up::CompoundReply r;
+  c->Call(cp, &r);
+  if (const up::OpResult *o = r.Find(up::Op::kClose))
+    c->Advance(f.owner, o->status);
+  return r.status;
+}
+
+// Returns a delegation a case got (so that its holder is not recalled).
+void ReturnDelegation(Client *c, const Opened &f) {
+  if (f.delegation.type == up::DelegationType::kNone) return;
+  up::Compound cp;
+  cp.SetTag("delegreturn").Putfh(f.fh).DelegReturn(f.delegation.stateid);
+  up::CompoundReply r;
+  c->Call(cp, &r);
+}
+
+uint32_t WriteAt(Client *c, const Opened &f, uint64_t off,
+                 const std::string &data, up::Attrs *after = nullptr) {
+  up::Compound cp;
+  cp.SetTag("write")
+      .Putfh(f.fh)
+      .Write(f.stateid, off, up::StableHow::kFileSync, data.data(),
+             uint32_t(data.size()))
+      .Getattr(up::kAttrChange | up::kAttrSize);
+  up::CompoundReply r;
+  uint32_t st = c->Call(cp, &r);
+  if (st == up::kNfs4Ok && after) *after = r.Find(up::Op::kGetattr)->attrs;
+  return st;
+}
+
+uint32_t ReadAt(Client *c, const up::Fh &fh, const up::StateId &sid,
+                uint64_t off, uint32_t len, std::string *data) {
+  std::vector<char> buf(len);
+  up::Compound cp;
+  cp.SetTag("read").Putfh(fh).Read(sid, off, len, buf.data());
+  up::CompoundReply r;
+  uint32_t st = c->Call(cp, &r);
+  if (st == up::kNfs4Ok && data)
+    data->assign(buf.data(), r.Find(up::Op::kRead)->count);
+  return st;
+}
+
+up::Attrs Getattr(Client *c, const up::Fh &fh, uint64_t mask) {
+  up::Compound cp;
+  cp.SetTag("getattr").Putfh(fh).Getattr(mask);
+  up::CompoundReply r;
+  ExpectStatus("GETATTR", c->Call(cp, &r), up::kNfs4Ok);
+  return r.Find(up::Op::kGetattr)->attrs;
+}
+
+// Undoes what a case registered (closes, unlocks) when it ends, passed or
+// failed, in reverse order.
+class Cleanup {
+ public:
+  ~Cleanup() {
+    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+      try {
+        (*it)();
+      } catch (const CaseFailed &) {
+        // A cleanup that fails does not change the case's verdict.
+      }
+    }
+  }
+  void Add(std::function<void()> fn) { steps_.push_back(std::move(fn)); }
+  // Returns f's delegation and closes it.
+  void Close(Client *c, const Opened &f) {
+    Add([c, f] {
+      ReturnDelegation(c, f);
+      CloseFile(c, f);
+    });
+  }
+
+ private:
+  std::vector<std::function<void()>> steps_;
+};
+
+// --- the cases ----------------------------------------------------------
+
+// OPEN for writing by B while A's open denies writing: SHARE_DENIED.
+void ShareDenyWriteRefusesWriter(Ctx &x) {
+  Cleanup cl;
+  std::string name = x.File();
+  Opened a = MustOpen("A's OPEN(BOTH, DENY_WRITE)",
+                      Create(x.a, x, name, up::kShareAccessBoth,
+                             up::kShareDenyWrite, x.Owner("a")));
+  cl.Close(x.a, a);
+  Opened b = Open(x.b, x.dir,
+                  OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone),
+                  x.Owner("b"));
+  cl.Close(x.b, b);
+  ExpectStatus("B's OPEN(WRITE)", b.status, up::kNfs4ErrShareDenied);
+}
+
+// OPEN for reading by B while A's open denies reading: SHARE_DENIED.
+void ShareDenyReadRefusesReader(Ctx &x) {
+  Cleanup cl;
+  std::string name = x.File();
+  Opened a = MustOpen("A's OPEN(READ, DENY_READ)",
+                      Create(x.a, x, name, up::kShareAccessRead,
+                             up::kShareDenyRead, x.Owner("a")));
+  cl.Close(x.a, a);
+  Opened b = Open(x.b, x.dir,
+                  OpenArgsFor(name, up::kShareAccessRead, up::kShareDenyNone),
+                  x.Owner("b"));
+  cl.Close(x.b, b);
+  ExpectStatus("B's OPEN(READ)", b.status, up::kNfs4ErrShareDenied);
+}
+
+// A denies reading; B's write-only open (which denies nothing) is allowed,
+// but a READ through it meets A's deny: LOCKED (RFC 7530 9.9).
+void ReadMeetsOtherOpensDenyRead(Ctx &x) {
+  Cleanup cl;
+  std::string name = x.File();
+  Opened a = MustOpen("A's OPEN(READ, DENY_READ)",
+                      Create(x.a, x, name, up::kShareAccessRead,
+                             up::kShareDenyRead, x.Owner("a")));
+  cl.Close(x.a, a);
+  Opened b = MustOpen(
+      "B's OPEN(WRITE, DENY_NONE)",
+      Open(x.b, x.dir,
+           OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone),
+           x.Owner("b")));
+  cl.Close(x.b, b);
+  ExpectStatus("B's READ", ReadAt(x.b, b.fh, b.stateid, 0, 16, nullptr),
+               up::kNfs4ErrLocked);
+}
+
+// Share counters follow the opens: after A's denying open (and a create
+// of the file) is closed, B's open that the deny would have refused is
+// granted; and while B holds it, A's denying open is refused again.
+void ShareReleasedOnClose(Ctx &x) {
+  Cleanup cl;
+  std::string name = x.File();
+  Opened a = MustOpen("A's OPEN(BOTH, DENY_BOTH)",
+                      Create(x.a, x, name, up::kShareAccessBoth,
+                             up::kShareDenyBoth, x.Owner("a")));
+  ExpectStatus("A's CLOSE", CloseFile(x.a, a), up::kNfs4Ok);
+  Opened b = Open(x.b, x.dir,
+                  OpenArgsFor(name, up::kShareAccessBoth, up::kShareDenyNone),
+                  x.Owner("b"));
+  cl.Close(x.b, b);
+  ExpectStatus("B's OPEN(BOTH) after A's CLOSE", b.status, up::kNfs4Ok);
+  Opened a2 = Open(x.a, x.dir,
+                   OpenArgsFor(name, up::kShareAccessRead, up::kShareDenyWrite),
+                   x.Owner("a"));
+  cl.Close(x.a, a2);
+  ExpectStatus("A's OPEN(READ, DENY_WRITE) while B writes", a2.status,
+               up::kNfs4ErrShareDenied);
+}
+
+// NFSv4.0: an OPEN sent again with the same owner and seqid is a replay,
+// answered from the server's cache with the same reply.
+void OpenReplayGetsCachedReply(Ctx &x) {
+  Cleanup cl;
+  std::string owner = x.Owner("a");
+  // Confirm the owner with an open of a file of its own.
+  Opened first = MustOpen("OPEN of the first file",
+                          Create(x.a, x, x.File("-1"), up::kShareAccessBoth,
+                                 up::kShareDenyNone, owner));
+  cl.Close(x.a, first);
+  up::OpenArgs args = OpenArgsFor(x.File(), up::kShareAccessBoth,
+                                  up::kShareDenyWrite);
+  args.create = up::OpenArgs::Create::kUnchecked;
+  args.create_attrs.mask = up::kAttrMode;
+  args.create_attrs.mode = 0644;
+  args.owner = owner;
+  uint32_t seqid = x.a->Seqid(owner);
+  args.seqid = seqid;
+  up::CompoundReply r1, r2;
+  up::Compound c1, c2;
+  c1.SetTag("open").Putfh(x.dir).Open(args).Getfh();
+  c2.SetTag("open_replay").Putfh(x.dir).Open(args).Getfh();
+  x.a->Call(c1, &r1);
+  ExpectStatus("OPEN", r1.status, up::kNfs4Ok);
+  x.a->Advance(owner, r1.status);
+  Opened f;
+  f.fh = r1.Find(up::Op::kGetfh)->fh;
+  f.stateid = r1.Find(up::Op::kOpen)->stateid;
+  f.owner = owner;
+  cl.Close(x.a, f);
+  x.a->Call(c2, &r2);
+  ExpectStatus("the same OPEN again (replay)", r2.status, up::kNfs4Ok);
+  ExpectTrue(r2.Find(up::Op::kOpen)->stateid == f.stateid,
+             "replay answered with another stateid",
+             "the cached reply's stateid");
+}
+
+// UNCHECKED create of an existing file opens it: its attributes are left
+// alone, but a size of 0 truncates it (RFC 7530 16.16.5); also when the
+// same open-owner already holds it open (an open upgrade).
+void UncheckedCreateOfExistingTruncates(Ctx &x) {
+  Cleanup cl;
+  std::string name = x.File();
+  Opened w = MustOpen("OPEN creating the file",
+                      Create(x.a, x, name, up::kShareAccessBoth,
+                             up::kShareDenyNone, x.Owner("a")));
+  cl.Close(x.a, w);
+  ExpectStatus("WRITE", WriteAt(x.a, w, 0, "0123456789"), up::kNfs4Ok);
+
+  up::OpenArgs a = OpenArgsFor(name, up::kShareAccessBoth, up::kShareDenyNone);
+  a.create = up::OpenArgs::Create::kUnchecked;
+  a.create_attrs.mask = up::kAttrMode | up::kAttrSize;
+  a.create_attrs.mode = 0600;
+  a.create_attrs.size = 0;
+  // By another owner: a new open of the file.
+  Opened z = MustOpen("UNCHECKED OPEN(size 0) by another owner",
+                      Open(x.b, x.dir, a, x.Owner("b")));
+  cl.Close(x.b, z);
+  up::Attrs at = Getattr(x.b, z.fh, up::kAttrSize | up::kAttrMode);
+  ExpectTrue(at.size == 0 && at.mode == 0644,
+             "size " + std::to_string(at.size) + " mode " +
+                 std::to_string(at.mode),
+             "size 0 mode " + std::to_string(0644));
+  ExpectStatus("WRITE", WriteAt(x.b, z, 0, "abcdefgh"), up::kNfs4Ok);
+  // By the owner that holds it open.
+  Opened u = MustOpen("UNCHECKED OPEN(size 0) by the owner holding it open",
+                      Open(x.a, x.dir, a, x.Owner("a")));
+  at = Getattr(x.a, u.fh, up::kAttrSize | up::kAttrMode);
+  ExpectTrue(at.size == 0 && at.mode == 0644,
+             "size " + std::to_string(at.size) + " mode " +
+                 std::to_string(at.mode),
+             "size 0 mode " + std::to_string(0644));
+}
+
+// An EXCLUSIVE4 create sent again with the same verifier (a retry whose
+// reply was lost) opens the file it made; another verifier gets EXIST.
+void ExclusiveCreateResentSameVerifier(Ctx &x) {
+  Cleanup cl;
+  std::string name = x.File();
+  up::OpenArgs a = OpenArgsFor(name, up::kShareAccessBoth, up::kShareDenyNone);
+  a.create = up::OpenArgs::Create::kExclusive;
+  a.create_verf = up::Verifier("\x11\x22\x33\x44\x55\x66\x77\x08", 8);
+  Opened first = MustOpen("EXCLUSIVE4 create", Open(x.a, x.dir, a,
+                                                    x.Owner("a")));
+  cl.Close(x.a, first);
+  // The retry: a new owner, so no replay cache answers it.
+  Opened again = Open(x.a, x.dir, a, x.Owner("a-retry"));
+  cl.Close(x.a, again);
+  ExpectStatus("EXCLUSIVE4 create again, same verifier", again.status,
+               up::kNfs4Ok);
+  ExpectTrue(again.fh == first.fh, "another file", "the file it created");
+  a.create_verf = up::Verifier("\x99\x88\x77\x66\x55\x44\x33\x02", 8);
+  Opened other = Open(x.b, x.dir, a, x.Owner("b"));
+  cl.Close(x.b, other);
+  ExpectStatus("EXCLUSIVE4 create, another verifier", other.status,
+               up::kNfs4ErrExist);
+}
+
+// LOCKT by the owner of the only lock in the range: no conflict.
+void LocktOwnLockIsNoConflict(Ctx &x) {
+  Cleanup cl;
+  Opened f = MustOpen("OPEN(BOTH)", Create(x.a, x, x.File(),
+                                           up::kShareAccessBoth,
+                                           up::kShareDenyNone, x.Owner("a")));
+  cl.Close(x.a, f);
+  std::string lock_owner = x.Owner("lock");
+  up::LockArgs l;
+  l.type = up::LockType::kWrite;
+  l.offset = 0;
+  l.length = 100;
+  l.new_lock_owner = true;
+  l.open_seqid = x.a->Seqid(f.owner);
+  l.open_stateid = f.stateid;
+  l.lock_seqid = 0;
+  l.owner = lock_owner;
+  up::Compound cp;
+  cp.SetTag("lock").Putfh(f.fh).Lock(l);
+  up::CompoundReply r;
+  x.a->Call(cp, &r);
+  if (const up::OpResult *o = r.Find(up::Op::kLock))
+    x.a->Advance(f.owner, o->status);
+  ExpectStatus("LOCK(WRITE, 0, 100)", r.status, up::kNfs4Ok);
+  up::StateId lsid = r.Find(up::Op::kLock)->stateid;
+  cl.Add([c = x.a, fh = f.fh, lsid] {
+    up::Compound u;
+    u.SetTag("locku").Putfh(fh).Locku(up::LockType::kWrite, 1, lsid, 0, 100);
+    up::CompoundReply ur;
+    c->Call(u, &ur);
+  });
+  up::Compound t;
+  t.SetTag("lockt").Putfh(f.fh).Lockt(up::LockType::kWrite, 0, 100, 0,
+                                      lock_owner);
+  up::CompoundReply tr;
+  ExpectStatus("LOCKT(WRITE, 0, 100) by the lock's owner", x.a->Call(t, &tr),
+               up::kNfs4Ok);
+}
+
+// OPEN_DOWNGRADE, while a lock-owner of the open holds a lock, back to
+// the access of the first of the owner's two OPENs (READ, then WRITE).
+void OpenDowngradeWithLocksHeld(Ctx &x) {
+  Cleanup cl;
+  std::string name = x.File();
+  Opened rd = MustOpen("OPEN(READ)",
+                       Create(x.a, x, name, up::kShareAccessRead,
+                              up::kShareDenyNone, x.Owner("a")));
+  Opened f = MustOpen(
+      "OPEN(WRITE) by the same owner",
+      Open(x.a, x.dir,
+           OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone),
+           x.Owner("a")));
+  ExpectTrue(std::memcmp(f.stateid.other, rd.stateid.other, 12) == 0,
+             "another open stateid for the same owner and file",
+             "the open upgraded");
+  // Closed with the stateid the downgrade returns, when it returns one.
+  auto live = std::make_shared<Opened>(f);
+  cl.Add([c = x.a, live] { CloseFile(c, *live); });
+  up::LockArgs l;
+  l.type = up::LockType::kWrite;
+  l.offset = 0;
+  l.length = 10;
+  l.new_lock_owner = true;
+  l.open_seqid = x.a->Seqid(f.owner);
+  l.open_stateid = f.stateid;
+  l.owner = x.Owner("lock");
+  up::Compound cp;
+  cp.SetTag("lock").Putfh(f.fh).Lock(l);
+  up::CompoundReply r;
+  x.a->Call(cp, &r);
+  if (const up::OpResult *o = r.Find(up::Op::kLock))
+    x.a->Advance(f.owner, o->status);
+  ExpectStatus("LOCK(WRITE, 0, 10)", r.status, up::kNfs4Ok);
+  up::StateId lsid = r.Find(up::Op::kLock)->stateid;
+  cl.Add([c = x.a, fh = f.fh, lsid] {
+    up::Compound u;
+    u.SetTag("locku").Putfh(fh).Locku(up::LockType::kWrite, 1, lsid, 0, 10);
+    up::CompoundReply ur;
+    c->Call(u, &ur);
+  });
+  up::Compound d;
+  d.SetTag("open_downgrade")
+      .Putfh(f.fh)
+      .OpenDowngrade(f.stateid, x.a->Seqid(f.owner), up::kShareAccessRead,
+                     up::kShareDenyNone);
+  up::CompoundReply dr;
+  x.a->Call(d, &dr);
+  if (const up::OpResult *o = dr.Find(up::Op::kOpenDowngrade))
+    x.a->Advance(f.owner, o->status);
+  ExpectStatus("OPEN_DOWNGRADE(READ)", dr.status, up::kNfs4Ok);
+  live->stateid = dr.Find(up::Op::kOpenDowngrade)->stateid;
+}
+
+// Each WRITE moves the change attribute, as the writer sees it: in the
+// GETATTR after it in the same COMPOUND, in a GETATTR of its own, and for
+// two WRITEs in one COMPOUND.
+void ChangeMovesOnEveryWrite(Ctx &x) {
+  Cleanup cl;
+  Opened f = MustOpen("OPEN(BOTH)", Create(x.a, x, x.File(),
+                                           up::kShareAccessBoth,
+                                           up::kShareDenyNone, x.Owner("a")));
+  cl.Close(x.a, f);
+  std::vector<uint64_t> seen{Getattr(x.a, f.fh, up::kAttrChange).change};
+  up::Attrs a;
+  ExpectStatus("first WRITE", WriteAt(x.a, f, 0, "first", &a), up::kNfs4Ok);
+  seen.push_back(a.change);
+  ExpectStatus("second WRITE", WriteAt(x.a, f, 5, "second", &a), up::kNfs4Ok);
+  seen.push_back(a.change);
+  seen.push_back(Getattr(x.a, f.fh, up::kAttrChange).change);
+  ExpectStatus("third WRITE", WriteAt(x.a, f, 11, "third"), up::kNfs4Ok);
+  seen.push_back(Getattr(x.a, f.fh, up::kAttrChange).change);
+  const char d1[] = "fourth", d2[] = "fifth";
+  up::Compound cp;
+  cp.SetTag("write_write")
+      .Putfh(f.fh)
+      .Write(f.stateid, 16, up::StableHow::kFileSync, d1, 6)
+      .Getattr(up::kAttrChange)
+      .Write(f.stateid, 22, up::StableHow::kFileSync, d2, 5)
+      .Getattr(up::kAttrChange);
+  up::CompoundReply r;
+  ExpectStatus("WRITE, GETATTR, WRITE, GETATTR", x.a->Call(cp, &r),
+               up::kNfs4Ok);
+  seen.push_back(r.Find(up::Op::kGetattr, 0)->attrs.change);
+  seen.push_back(r.Find(up::Op::kGetattr, 1)->attrs.change);
+  // Moved by every WRITE: all differ but the GETATTR right after the
+  // second WRITE's (index 2 and 3: no WRITE in between).
+  std::string got;
+  bool ok = true;
+  for (size_t i = 0; i < seen.size(); i++) {
+    got += (i ? " " : "") + std::to_string(seen[i]);
+    if (i > 0 && i != 3 && seen[i] == seen[i - 1]) ok = false;
+  }
+  ExpectTrue(ok && seen[3] == seen[2], "change values " + got,
+             "a new change value after each WRITE (and the same one "
+             "without a WRITE in between)");
+}
+
+struct Case {
+  const char *name;
+  int minor_only;  // -1: every minor version; else that one only
+  void (*fn)(Ctx &);
+};
+
+const Case kCases[] = {
+    {"share_deny_write_refuses_writer", -1, ShareDenyWriteRefusesWriter},
+    {"share_deny_read_refuses_reader", -1, ShareDenyReadRefusesReader},
+    {"read_meets_other_opens_deny_read", -1, ReadMeetsOtherOpensDenyRead},
+    {"share_released_on_close", -1, ShareReleasedOnClose},
+    {"open_replay_gets_cached_reply", 0, OpenReplayGetsCachedReply},
+    {"unchecked_create_of_existing_truncates", -1,
+     UncheckedCreateOfExistingTruncates},
+    {"exclusive_create_resent_same_verifier", -1,
+     ExclusiveCreateResentSameVerifier},
+    {"lockt_own_lock_is_no_conflict", -1, LocktOwnLockIsNoConflict},
+    {"open_downgrade_with_locks_held", -1, OpenDowngradeWithLocksHeld},
+    {"change_moves_on_every_write", -1, ChangeMovesOnEveryWrite},
+};
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: conformance --server ADDR [--port P] [--path DIR] "
+               "[--minor 0|1] [--only REGEX] [--timeout-ms N] [--list]\n");
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; i++) {
+    std::string flag = argv[i];
+    if (flag == "--list") {
+      for (const Case &c : kCases) std::printf("%s\n", c.name);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      Usage();
+      return 2;
+    }
+    std::string value = argv[++i];
+    if (flag == "--server") {
+      o.server = value;
+    } else if (flag == "--port") {
+      o.port = std::atoi(value.c_str());
+    } else if (flag == "--path") {
+      o.path = value;
+    } else if (flag == "--minor") {
+      o.minor = uint32_t(std::atoi(value.c_str()));
+    } else if (flag == "--only") {
+      o.only = value;
+    } else if (flag == "--timeout-ms") {
+      o.timeout_ms = std::atoi(value.c_str());
+    } else {
+      Usage();
+      return 2;
+    }
+  }
+  if (o.minor > 1) {
+    Usage();
+    return 2;
+  }
+  Client a(o, "a"), b(o, "b");
+  if (!a.ready() || !b.ready()) {
+    std::fprintf(stderr, "conformance: %s:%d not ready within %d ms\n",
+                 o.server.c_str(), o.port, o.timeout_ms);
+    return 2;
+  }
+  Ctx x;
+  x.o = &o;
+  x.a = &a;
+  x.b = &b;
+  try {
+    x.dir = LookupDir(&a, o.path);
+  } catch (const CaseFailed &e) {
+    std::fprintf(stderr, "conformance: %s\n", e.f.got.c_str());
+    return 2;
+  }
+  std::regex only(o.only.empty() ? ".*" : o.only);
+  int passed = 0, failed = 0;
+  for (const Case &c : kCases) {
+    if (!std::regex_search(c.name, only)) continue;
+    if (c.minor_only >= 0 && uint32_t(c.minor_only) != o.minor) {
+      std::printf("---- %s: NFSv4.%d only, not run over NFSv4.%u\n", c.name,
+                  c.minor_only, o.minor);
+      continue;
+    }
+    x.case_name = c.name;
+    try {
+      c.fn(x);
+      std::printf("PASS %s (v4.%u)\n", c.name, o.minor);
+      passed++;
+    } catch (const CaseFailed &e) {
+      std::printf("FAIL %s (v4.%u): got %s, want %s\n", c.name, o.minor,
+                  e.f.got.c_str(), e.f.want.c_str());
+      failed++;
+    }
+    std::fflush(stdout);
+  }
+  std::printf("conformance v4.%u: %d passed, %d failed\n", o.minor, passed,
+              failed);
+  return failed == 0 && passed > 0 ? 0 : 1;
+}
