@@ -33,11 +33,11 @@ BlockReader::BlockReader(Cache *cache, FetchFn fetch,
 
 BlockReader::~BlockReader() {
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     stop_ = true;
     jobs_.clear();
   }
-  jobs_cv_.notify_all();
+  jobs_cv_.SignalAll();
   for (auto &t : threads_) t.join();
 }
 
@@ -50,31 +50,31 @@ uint32_t BlockReader::Get(Key key, uint64_t idx, const upstream::Creds &cr,
   if (cache_->GetBlock(key, idx, data)) return upstream::kNfs4Ok;
   std::shared_ptr<Flight> f;
   {
-    std::unique_lock<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     auto it = flights_.find(Id(key, idx));
     if (it != flights_.end()) {
       f = it->second;
-      f->cv.wait(g, [&f] { return f->done; });
+      while (!f->done) f->cv.Wait();
       if (f->status == upstream::kNfs4Ok) *data = f->data;
       return f->status;
     }
     // A flight that ended between the first look and here cached the
     // block before it left flights_: look again rather than fetch twice.
     if (cache_->GetBlock(key, idx, data)) return upstream::kNfs4Ok;
-    f = std::make_shared<Flight>();
+    f = std::make_shared<Flight>(&mu_);
     flights_.emplace(Id(key, idx), f);
     fetches_++;
   }
   std::string got;
   uint32_t st = fetch_(key, idx, cr, sid, &got);
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     f->status = st;
     f->data = got;
     f->done = true;
     flights_.erase(Id(key, idx));
   }
-  f->cv.notify_all();
+  f->cv.SignalAll();
   if (st == upstream::kNfs4Ok) *data = std::move(got);
   return st;
 }
@@ -83,7 +83,7 @@ void BlockReader::NoteRead(Key key, uint64_t idx, uint64_t nblocks,
                            const upstream::Creds &cr,
                            const upstream::StateId &sid) {
   if (ra_max_ == 0 || threads_.empty()) return;
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = policies_.find(key);
   if (it == policies_.end())
     it = policies_.emplace(key, ReadaheadPolicy(ra_max_)).first;
@@ -102,16 +102,16 @@ void BlockReader::NoteRead(Key key, uint64_t idx, uint64_t nblocks,
     jobs_.push_back(Job{key, i, cr, sid});
     queued = true;
   }
-  if (queued) jobs_cv_.notify_all();
+  if (queued) jobs_cv_.SignalAll();
 }
 
 void BlockReader::Forget(Key key) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   policies_.erase(key);
 }
 
 uint64_t BlockReader::fetches() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return fetches_;
 }
 
@@ -119,8 +119,8 @@ void BlockReader::Worker() {
   for (;;) {
     Job j;
     {
-      std::unique_lock<std::mutex> g(mu_);
-      jobs_cv_.wait(g, [this] { return stop_ || !jobs_.empty(); });
+      MutexLock g(&mu_);
+      while (!stop_ && jobs_.empty()) jobs_cv_.Wait();
       if (stop_) return;
       j = jobs_.front();
       jobs_.pop_front();

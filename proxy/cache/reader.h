@@ -18,13 +18,11 @@
 // Thread safety: all methods are thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -32,6 +30,7 @@
 
 #include "cache/cache.h"
 #include "upstream/types.h"
+#include "util/mutex.h"
 
 namespace nache {
 
@@ -78,11 +77,14 @@ class BlockReader {
   uint64_t fetches() const;
 
  private:
+  // A fetch in flight. Its fields are guarded by the reader's mu_ (which
+  // the analysis cannot name from here); cv waits under it.
   struct Flight {
+    explicit Flight(Mutex *mu) : cv(mu) {}
     bool done = false;
     uint32_t status = 0;
     std::string data;
-    std::condition_variable cv;
+    CondVar cv;
   };
   struct Job {
     Key key;
@@ -92,19 +94,20 @@ class BlockReader {
   };
   static std::pair<Key, uint64_t> Id(Key k, uint64_t i) { return {k, i}; }
   void Worker();
-  // Whether block (key, idx) is being fetched (mu_ held).
-  bool InFlightLocked(Key key, uint64_t idx) const;
+  // Whether block (key, idx) is being fetched.
+  bool InFlightLocked(Key key, uint64_t idx) const REQUIRES(mu_);
 
   Cache *cache_;   // not owned
   FetchFn fetch_;  // immutable
   uint32_t ra_max_;
-  mutable std::mutex mu_;  // guards everything below
-  std::map<std::pair<Key, uint64_t>, std::shared_ptr<Flight>> flights_;
-  std::unordered_map<Key, ReadaheadPolicy> policies_;
-  std::deque<Job> jobs_;
-  std::condition_variable jobs_cv_;
-  bool stop_ = false;
-  uint64_t fetches_ = 0;
+  mutable Mutex mu_;
+  std::map<std::pair<Key, uint64_t>, std::shared_ptr<Flight>> flights_
+      GUARDED_BY(mu_);
+  std::unordered_map<Key, ReadaheadPolicy> policies_ GUARDED_BY(mu_);
+  std::deque<Job> jobs_ GUARDED_BY(mu_);
+  CondVar jobs_cv_{&mu_};  // a job queued, or stop_
+  bool stop_ GUARDED_BY(mu_) = false;
+  uint64_t fetches_ GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };
 

@@ -120,6 +120,15 @@ class CondVar {
       NO_THREAD_SAFETY_ANALYSIS {
     return WaitUntil(std::chrono::steady_clock::now() + d, pred);
   }
+  // False when t passed without a wake-up.
+  template <typename Clock, typename Duration>
+  bool WaitUntil(const std::chrono::time_point<Clock, Duration> &t)
+      NO_THREAD_SAFETY_ANALYSIS {
+    std::unique_lock<std::mutex> l(mu_->mu_, std::adopt_lock);
+    const bool woken = cv_.wait_until(l, t) == std::cv_status::no_timeout;
+    l.release();
+    return woken;
+  }
   template <typename Clock, typename Duration, typename Pred>
   bool WaitUntil(const std::chrono::time_point<Clock, Duration> &t, Pred pred)
       NO_THREAD_SAFETY_ANALYSIS {

@@ -31,29 +31,29 @@ Flusher::~Flusher() { Stop(); }
 
 void Flusher::Stop() {
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void Flusher::Kick() {
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     kicked_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 uint64_t Flusher::flushed_bytes() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return flushed_bytes_;
 }
 
 bool Flusher::WaitForRoom(uint64_t bytes, std::chrono::milliseconds timeout) {
   Clock::time_point end = Clock::now() + timeout;
-  std::unique_lock<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   for (;;) {
     // Reserved: writes let in before this one and not yet in the cache
     // count, so parallel writers cannot all slip under the bound at once.
@@ -63,38 +63,38 @@ bool Flusher::WaitForRoom(uint64_t bytes, std::chrono::milliseconds timeout) {
     }
     if (Clock::now() >= end || stop_) return false;
     kicked_ = true;  // the flusher makes room, whatever the files' age
-    cv_.notify_all();
+    cv_.SignalAll();
     // Woken when a file's flush ends; the bound is re-read then.
-    cv_.wait_until(g, std::min(end, Clock::now() + std::chrono::seconds(1)));
+    cv_.WaitUntil(std::min(end, Clock::now() + std::chrono::seconds(1)));
   }
 }
 
 void Flusher::RoomUsed(uint64_t bytes) {
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     reserved_ -= std::min(reserved_, bytes);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 uint32_t Flusher::FlushFile(Key key) { return FlushFileAs(key, false); }
 
 void Flusher::Acquire(Key key) {
-  std::unique_lock<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   if (busy_.count(key)) {
     // (nache_writeback_flush_waits_total)
     if (opts_.metrics) opts_.metrics->CountFlushWait();
-    cv_.wait(g, [&] { return busy_.count(key) == 0; });
+    while (busy_.count(key)) cv_.Wait();
   }
   busy_.insert(key);
 }
 
 void Flusher::Release(Key key) {
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     busy_.erase(key);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 uint32_t Flusher::FlushFileAs(Key key, bool patient) {
@@ -200,7 +200,7 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
   }
   cache_->Flushed(key, sent, have_set ? set_epoch : 0, newest);
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     flushed_bytes_ += bytes;
   }
   if (first_error)
@@ -227,21 +227,23 @@ void Flusher::Loop() {
                              std::min(std::chrono::milliseconds(1000),
                                       opts_.age / 4));
   auto backoff = tick;
-  std::unique_lock<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   while (!stop_) {
-    cv_.wait_for(g, backoff, [this] { return stop_ || kicked_; });
+    const Clock::time_point until = Clock::now() + backoff;
+    while (!stop_ && !kicked_ && cv_.WaitUntil(until)) {
+    }
     if (stop_) break;
     // A kick means a writer waits for room: flush regardless of age.
     bool over = kicked_ || cache_->dirty_bytes() > opts_.dirty_max;
     kicked_ = false;
-    g.unlock();
+    g.Unlock();
     std::vector<Key> due = cache_->DirtyFiles(
         over ? std::chrono::milliseconds(0) : opts_.age, 256);
     bool failed = FlushMany(due, Clock::time_point::max(), !over) != 0;
     // The upstream refuses or is away: retry less often (up to 30 s).
     backoff = failed ? std::min(backoff * 2, std::chrono::milliseconds(30000))
                      : tick;
-    g.lock();
+    g.Lock();
   }
 }
 

@@ -17,15 +17,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <set>
 #include <thread>
 
 #include "cache/cache.h"
 #include "metrics/metrics.h"
+#include "util/mutex.h"
 
 namespace nache {
 
@@ -124,8 +123,8 @@ class Flusher {
   uint32_t Gone(Key key);
   uint32_t FlushFileAs(Key key, bool patient);
   // Waits until key is not being flushed, then marks it so (busy_).
-  void Acquire(Key key);
-  void Release(Key key);
+  void Acquire(Key key) EXCLUDES(mu_);
+  void Release(Key key) EXCLUDES(mu_);
   // Flushes keys, up to opts_.files at once; stops starting new ones after
   // the first failure (or once deadline passes) and returns its status.
   uint32_t FlushMany(const std::vector<Key> &keys, Clock::time_point deadline,
@@ -137,13 +136,14 @@ class Flusher {
   PrepareFn prepare_;     // immutable; may be empty
   GoneFn gone_;           // immutable; may be empty
   FlusherOptions opts_;   // immutable
-  mutable std::mutex mu_; // guards everything below
-  std::condition_variable cv_;  // kicks, stop, a file flush ended
-  std::set<Key> busy_;          // files being flushed (or owned)
-  bool stop_ = false;
-  bool kicked_ = false;
-  uint64_t reserved_ = 0;       // room granted, not yet in the cache
-  uint64_t flushed_bytes_ = 0;
+  mutable Mutex mu_;
+  CondVar cv_{&mu_};  // kicks, stop, a file flush ended
+  std::set<Key> busy_ GUARDED_BY(mu_);  // files being flushed (or owned)
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool kicked_ GUARDED_BY(mu_) = false;
+  // Room granted, not yet in the cache.
+  uint64_t reserved_ GUARDED_BY(mu_) = 0;
+  uint64_t flushed_bytes_ GUARDED_BY(mu_) = 0;
   std::thread thread_;          // Loop
 };
 
