@@ -25,7 +25,7 @@ BackChannel::BackChannel(CallbackHandler *handler, uint32_t program)
     : handler_(handler), program_(program) {}
 
 void BackChannel::SetSession(const nfs41::SessionId &session, uint32_t slots) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   told_ = true;
   have_session_ = true;
   session_ = session;
@@ -35,7 +35,7 @@ void BackChannel::SetSession(const nfs41::SessionId &session, uint32_t slots) {
 }
 
 uint64_t BackChannel::calls() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return calls_;
 }
 
@@ -44,7 +44,7 @@ ReplyStatus BackChannel::Serve(const rpc::PeerCall &call, XdrIn *args,
   const ReplyStatus program = CheckCbProgram(call, program_, results);
   if (program != ReplyStatus::kOk) return program;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     calls_++;
   }
   handler_->OnContact();
@@ -94,7 +94,7 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
       } else if (i != 0) {
         status = upstream::kNfs4ErrSequencePos;
       } else {
-        std::lock_guard<std::mutex> g(mu_);
+        MutexLock g(&mu_);
         if (!told_ && (!have_session_ || a.sessionid != session_)) {
           // Never told the session: the one named is taken as new.
           have_session_ = true;
@@ -174,7 +174,7 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
   }
   PutCbCompoundRes(results, status, tag, tag_len, done, ops);
   if (!sequenced) return;
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   // Unless a new session came meanwhile: its slots start empty.
   if (have_session_ && session_ == session && slotid < slots_.size() &&
       slots_[slotid].seqid == seqid)

@@ -27,13 +27,13 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "callback/cb_ops.h"
 #include "rpc/rpc_transport.h"
 #include "upstream/nfs41.h"
+#include "util/mutex.h"
 
 namespace nache {
 namespace callback {
@@ -60,12 +60,13 @@ class BackChannel {
 
   CallbackHandler *const handler_;  // outlives us
   const uint32_t program_;          // the cb_program of CREATE_SESSION
-  mutable std::mutex mu_;           // guards everything below
-  bool told_ = false;               // SetSession was called
-  bool have_session_ = false;       // session_ is set
-  upstream::nfs41::SessionId session_{};  // the current session
-  std::vector<Slot> slots_ = std::vector<Slot>(1);  // its slot table
-  uint64_t calls_ = 0;
+  mutable Mutex mu_;
+  bool told_ GUARDED_BY(mu_) = false;         // SetSession was called
+  bool have_session_ GUARDED_BY(mu_) = false;  // session_ is set
+  upstream::nfs41::SessionId session_ GUARDED_BY(mu_){};  // the current one
+  // Its slot table.
+  std::vector<Slot> slots_ GUARDED_BY(mu_) = std::vector<Slot>(1);
+  uint64_t calls_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace callback

@@ -115,7 +115,10 @@ std::unique_ptr<CallbackServer> CallbackServer::Start(
     *err = std::string("eventfd: ") + std::strerror(errno);
     return nullptr;
   }
-  s->thread_ = std::thread([srv = s.get()] { srv->Loop(); });
+  {
+    MutexLock lk(&s->stop_mu_);  // (no Stop yet: for the analysis)
+    s->thread_ = std::thread([srv = s.get()] { srv->Loop(); });
+  }
   nache_log(kLogInfo, kComponent,
             "listening on %s:%u for program 0x%x version %d, %zu allowed "
             "peer(s)",
@@ -125,7 +128,7 @@ std::unique_ptr<CallbackServer> CallbackServer::Start(
 }
 
 void CallbackServer::Stop() {
-  std::lock_guard<std::mutex> lk(stop_mu_);
+  MutexLock lk(&stop_mu_);
   if (thread_.joinable()) {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));

@@ -17,7 +17,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "callback/cb_ops.h"
 #include "rpc/rpc_transport.h"
 #include "rpc/xdr.h"
+#include "util/mutex.h"
 
 namespace nache {
 namespace callback {
@@ -91,8 +91,8 @@ class CallbackServer {
   uint16_t port_ = 0;                  // bound port; set before the thread
   int listen_fd_ = -1;                 // closed by Stop() after the join
   int wake_fd_ = -1;                   // eventfd: Stop() wakes the loop
-  std::mutex stop_mu_;                 // serializes Stop()
-  std::thread thread_;                 // the service thread; under stop_mu_
+  Mutex stop_mu_;                      // serializes Stop()
+  std::thread thread_ GUARDED_BY(stop_mu_);  // the service thread
   std::atomic<uint64_t> calls_{0};     // written by the thread only
   std::atomic<uint64_t> rejected_{0};  // written by the thread only
   std::vector<Conn> conns_;            // service thread only

@@ -58,7 +58,7 @@ void Connection::Start() {
 
 void Connection::Stop() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(&mu_);
     if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
@@ -71,7 +71,7 @@ void Connection::Stop() {
   // complete what is still queued.
   std::deque<std::unique_ptr<PendingCall>> left;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(&mu_);
     left.swap(submitted_);
   }
   for (auto &call : left) Complete(call.get(), CallStatus::kShutdown, {});
@@ -85,7 +85,7 @@ void Connection::Wake() {
 void Connection::Submit(std::unique_ptr<PendingCall> call) {
   load_.fetch_add(1, std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(&mu_);
     if (!stopping_) {
       submitted_.push_back(std::move(call));
       call = nullptr;
@@ -102,7 +102,7 @@ void Connection::Submit(std::unique_ptr<PendingCall> call) {
 void Connection::Loop() {
   for (;;) {
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(&mu_);
       if (stopping_) break;
     }
     Clock::time_point now = Clock::now();
@@ -185,7 +185,7 @@ void Connection::OnConnectable() {
 void Connection::DrainSubmissions() {
   std::deque<std::unique_ptr<PendingCall>> batch;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(&mu_);
     batch.swap(submitted_);
   }
   for (auto &call : batch) Send(std::move(call));

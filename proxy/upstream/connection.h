@@ -20,7 +20,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -30,6 +29,7 @@
 #include "upstream/session41.h"
 #include "upstream/types.h"
 #include "upstream/upstream.h"
+#include "util/mutex.h"
 
 namespace nache {
 namespace rpc {
@@ -167,9 +167,10 @@ class Connection {
   int wake_fd_ = -1;                 // eventfd: Submit() and Stop() wake-ups
   std::thread thread_;               // the loop
 
-  std::mutex mu_;                                    // guards the two below
-  std::deque<std::unique_ptr<PendingCall>> submitted_;  // not yet seen by loop
-  bool stopping_ = false;                            // Stop() was called
+  Mutex mu_;
+  // Not yet seen by the loop.
+  std::deque<std::unique_ptr<PendingCall>> submitted_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;  // Stop() was called
 
   std::atomic<bool> connected_{false};  // phase_ == kUp, for dispatchers
   std::atomic<int> load_{0};            // submitted and not completed

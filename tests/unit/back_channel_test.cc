@@ -113,7 +113,7 @@ class BackChannelTest : public ::testing::Test {
   static Reply Parse(Reply r) {
     XdrIn out(r.raw.data(), r.raw.size());
     std::string tag;
-    uint32_t n;
+    uint32_t n = 0;
     EXPECT_TRUE(out.U32(&r.status) && out.Opaque(&tag, 64) && out.U32(&n));
     for (uint32_t i = 0; i < n; i++) {
       uint32_t op, st;
@@ -122,7 +122,7 @@ class BackChannelTest : public ::testing::Test {
       if (st != 0) continue;
       if (op == 11) out.Skip(16 + 16);  // CB_SEQUENCE's body
       if (op == 3) {  // CB_GETATTR: bitmap, attr values
-        uint32_t nw, w, len;
+        uint32_t nw = 0, w, len = 0;
         out.U32(&nw);
         for (uint32_t k = 0; k < nw; k++) out.U32(&w);
         const char *v;
