@@ -1,6 +1,8 @@
-// The upstream NFSv4.0 client: a pool of connections to one remote server
-// sharing one NFSv4 client id (SETCLIENTID/SETCLIENTID_CONFIRM), a lease
-// renewal timer, and reconnection with backoff.
+// The upstream NFSv4 client: a pool of connections to one remote server
+// sharing one client id (NFSv4.0: SETCLIENTID/SETCLIENTID_CONFIRM, RENEW,
+// a callback service of our own; NFSv4.1: EXCHANGE_ID, one session with
+// its back channel on our own connections, SEQUENCE), a lease renewal
+// timer, and reconnection with backoff.
 //
 // Threading: every connection's socket and RPC transport are owned by
 // exactly one event-loop thread. Call() may be used from any
@@ -11,9 +13,9 @@
 // Failure model: a lost connection fails its in-flight calls with
 // kDisconnected (never resent blindly: a COMPOUND may not be idempotent); the
 // connection reconnects with exponential backoff (100 ms .. 5 s). When the
-// server reports NFS4ERR_STALE_CLIENTID / NFS4ERR_EXPIRED the client id is
-// re-established once (SETCLIENTID + CONFIRM) and the epoch() increments, so
-// owners of open/lock state know to reclaim it.
+// server reports NFS4ERR_STALE_CLIENTID / NFS4ERR_EXPIRED (NFSv4.1: a lost
+// session or client id) the client id is re-established once and the
+// epoch() increments, so owners of open/lock state know to reclaim it.
 #pragma once
 
 #include <array>

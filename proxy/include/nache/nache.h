@@ -4,8 +4,9 @@
  *
  * The core owns everything that does not need Ganesha's headers: the mapping
  * of local handle keys to remote filehandles (persistent), the upstream
- * NFSv4.0 client, and the upstream open/lock state. The FSAL owns Ganesha
- * objects, share reservations among local clients, and status translation.
+ * NFSv4.0/4.1 client, the persistent cache and its write-back, delegations,
+ * and the upstream open/lock state. The FSAL owns Ganesha objects, share
+ * reservations among local clients, and status translation.
  *
  * Conventions:
  * - Every function returns an NFSv4 status (nfsstat4 numbering, 0 = NFS4_OK)
