@@ -759,7 +759,9 @@ class Core {
   std::map<Key, std::chrono::steady_clock::time_point> listed_at_;
   uint64_t lock_serial_ = 0;
   std::string owner_prefix_;  // unique per proxy start (immutable)
-  std::mutex state_mu_;       // guards FileOpen::stateid reads for I/O
+  // With owner->mu, held to write a FileOpen's open, stateid and epoch;
+  // alone, to read them for I/O (opens.h).
+  std::mutex state_mu_;
 };
 
 }  // namespace nache

@@ -69,7 +69,11 @@ struct LockOwnerState {
   upstream::Creds creds;       // of the last LOCK (a reclaim uses them)
 };
 
-// The upstream open of one file. Guarded by owner->mu.
+// The upstream open of one file. Guarded by owner->mu; open, stateid and
+// epoch (and up_access, up_deny and the seen modes) are written under
+// owner->mu and Core::state_mu_ both, so that I/O reads the stateid under
+// state_mu_ alone (Core::IoStateid) without waiting for an OPEN or CLOSE
+// in progress on the owner.
 struct FileOpen {
   Key key = kNoKey;
   OwnerSlot *owner = nullptr;  // fixed at creation
