@@ -115,17 +115,6 @@ mnt_of() { if [ "$1" = direct ]; then echo $D; else echo $N; fi; }
 # v3_mnt_of direct|nache — the same through NFSv3.
 v3_mnt_of() { if [ "$1" = direct ]; then echo $D3; else echo $N3; fi; }
 
-# as WHO CMD — run CMD in client 1 as WHO: "root", or "UID:GID" (no
-# supplementary groups), or "UID:GID:G1,G2" (with them).
-as() {
-	local uid gid groups
-	if [ "$1" = root ]; then
-		lab_client_run 1 "$2"
-		return
-	fi
-	IFS=: read -r uid gid groups <<<"$1"
-	lab_client_run_as_groups 1 "$uid" "$gid" "$groups" "$2"
-}
 
 # reads WHO PATH WANT — WHO reads PATH and gets WANT.
 reads() {

@@ -91,16 +91,6 @@ lab_knfsd_run "set -e; cd $K; mkdir id wb
 lab_nache_start "$WT" && lab_clients_start 1 && mount_nache 1 $N vers=4.1 ||
 	{ echo "lab did not start"; exit 1; }
 
-# as WHO CMD — CMD in client 1 as "root" or "UID:GID[:G1,G2]".
-as() {
-	local uid gid groups
-	if [ "$1" = root ]; then
-		lab_client_run 1 "$2"
-		return
-	fi
-	IFS=: read -r uid gid groups <<<"$1"
-	lab_client_run_as_groups 1 "$uid" "$gid" "$groups" "$2"
-}
 
 # at_remote FORMAT PATH — stat -c FORMAT of PATH (in the export) at the
 # remote, as its root sees it.

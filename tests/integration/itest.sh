@@ -73,6 +73,18 @@ itest_up() {
 # on N CMD — runs CMD in client N as root; its output goes to stdout.
 on() { lab_client_run "$1" "$2"; }
 
+# as WHO CMD — run CMD in client 1 as WHO: "root", or "UID:GID" (no
+# supplementary groups), or "UID:GID:G1,G2" (with them).
+as() {
+	local uid gid groups
+	if [ "$1" = root ]; then
+		lab_client_run 1 "$2"
+		return
+	fi
+	IFS=: read -r uid gid groups <<<"$1"
+	lab_client_run_as_groups 1 "$uid" "$gid" "$groups" "$2"
+}
+
 # expect_eq WHAT GOT WANT — fails with a message unless GOT == WANT.
 expect_eq() {
 	if [ "$2" != "$3" ]; then

@@ -27,9 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "tool_util.h"
 #include "upstream/upstream.h"
 
 namespace up = nache::upstream;
+using nache::tools::SplitPath;
 
 namespace {
 
@@ -169,18 +171,6 @@ struct Ctx {
     return "conf-" + case_name + "-" + who;
   }
 };
-
-std::vector<std::string> SplitPath(const std::string &path) {
-  std::vector<std::string> parts;
-  size_t pos = 0;
-  while (pos < path.size()) {
-    size_t next = path.find('/', pos);
-    if (next == std::string::npos) next = path.size();
-    if (next > pos) parts.push_back(path.substr(pos, next - pos));
-    pos = next + 1;
-  }
-  return parts;
-}
 
 up::Fh LookupDir(Client *c, const std::string &path) {
   up::Compound cp;
@@ -332,34 +322,35 @@ class Cleanup {
 
 // --- the cases ----------------------------------------------------------
 
-// OPEN for writing by B while A's open denies writing: SHARE_DENIED.
-void ShareDenyWriteRefusesWriter(Ctx &x) {
+// A creates a file with an open (a_what: its modes) denying what B's
+// OPEN (b_what), which denies nothing, then asks for: SHARE_DENIED.
+void ExpectShareDenied(Ctx &x, const char *a_what, uint32_t a_access,
+                       uint32_t a_deny, const char *b_what,
+                       uint32_t b_access) {
   Cleanup cl;
   std::string name = x.File();
-  Opened a = MustOpen("A's OPEN(BOTH, DENY_WRITE)",
-                      Create(x.a, x, name, up::kShareAccessBoth,
-                             up::kShareDenyWrite, x.Owner("a")));
+  Opened a = MustOpen(a_what,
+                      Create(x.a, x, name, a_access, a_deny, x.Owner("a")));
   cl.Close(x.a, a);
   Opened b = Open(x.b, x.dir,
-                  OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone),
+                  OpenArgsFor(name, b_access, up::kShareDenyNone),
                   x.Owner("b"));
   cl.Close(x.b, b);
-  ExpectStatus("B's OPEN(WRITE)", b.status, up::kNfs4ErrShareDenied);
+  ExpectStatus(b_what, b.status, up::kNfs4ErrShareDenied);
+}
+
+// OPEN for writing by B while A's open denies writing: SHARE_DENIED.
+void ShareDenyWriteRefusesWriter(Ctx &x) {
+  ExpectShareDenied(x, "A's OPEN(BOTH, DENY_WRITE)", up::kShareAccessBoth,
+                    up::kShareDenyWrite, "B's OPEN(WRITE)",
+                    up::kShareAccessWrite);
 }
 
 // OPEN for reading by B while A's open denies reading: SHARE_DENIED.
 void ShareDenyReadRefusesReader(Ctx &x) {
-  Cleanup cl;
-  std::string name = x.File();
-  Opened a = MustOpen("A's OPEN(READ, DENY_READ)",
-                      Create(x.a, x, name, up::kShareAccessRead,
-                             up::kShareDenyRead, x.Owner("a")));
-  cl.Close(x.a, a);
-  Opened b = Open(x.b, x.dir,
-                  OpenArgsFor(name, up::kShareAccessRead, up::kShareDenyNone),
-                  x.Owner("b"));
-  cl.Close(x.b, b);
-  ExpectStatus("B's OPEN(READ)", b.status, up::kNfs4ErrShareDenied);
+  ExpectShareDenied(x, "A's OPEN(READ, DENY_READ)", up::kShareAccessRead,
+                    up::kShareDenyRead, "B's OPEN(READ)",
+                    up::kShareAccessRead);
 }
 
 // A denies reading; B's write-only open (which denies nothing) is allowed,
@@ -502,6 +493,37 @@ void ExclusiveCreateResentSameVerifier(Ctx &x) {
                up::kNfs4ErrExist);
 }
 
+// A write lock of [0, length) by a new lock-owner of open f, through c;
+// its LOCKU goes into cl. A failure is reported (and ends the case).
+void WriteLockNewOwner(Client *c, Cleanup *cl, const Opened &f,
+                       const std::string &lock_owner, uint64_t length) {
+  up::LockArgs l;
+  l.type = up::LockType::kWrite;
+  l.offset = 0;
+  l.length = length;
+  l.new_lock_owner = true;
+  l.open_seqid = c->Seqid(f.owner);
+  l.open_stateid = f.stateid;
+  l.lock_seqid = 0;
+  l.owner = lock_owner;
+  up::Compound cp;
+  cp.SetTag("lock").Putfh(f.fh).Lock(l);
+  up::CompoundReply r;
+  c->Call(cp, &r);
+  if (const up::OpResult *o = r.Find(up::Op::kLock))
+    c->Advance(f.owner, o->status);
+  ExpectStatus(("LOCK(WRITE, 0, " + std::to_string(length) + ")").c_str(),
+               r.status, up::kNfs4Ok);
+  up::StateId lsid = r.Find(up::Op::kLock)->stateid;
+  cl->Add([c, fh = f.fh, lsid, length] {
+    up::Compound u;
+    u.SetTag("locku").Putfh(fh).Locku(up::LockType::kWrite, 1, lsid, 0,
+                                      length);
+    up::CompoundReply ur;
+    c->Call(u, &ur);
+  });
+}
+
 // LOCKT by the owner of the only lock in the range: no conflict.
 void LocktOwnLockIsNoConflict(Ctx &x) {
   Cleanup cl;
@@ -510,29 +532,7 @@ void LocktOwnLockIsNoConflict(Ctx &x) {
                                            up::kShareDenyNone, x.Owner("a")));
   cl.Close(x.a, f);
   std::string lock_owner = x.Owner("lock");
-  up::LockArgs l;
-  l.type = up::LockType::kWrite;
-  l.offset = 0;
-  l.length = 100;
-  l.new_lock_owner = true;
-  l.open_seqid = x.a->Seqid(f.owner);
-  l.open_stateid = f.stateid;
-  l.lock_seqid = 0;
-  l.owner = lock_owner;
-  up::Compound cp;
-  cp.SetTag("lock").Putfh(f.fh).Lock(l);
-  up::CompoundReply r;
-  x.a->Call(cp, &r);
-  if (const up::OpResult *o = r.Find(up::Op::kLock))
-    x.a->Advance(f.owner, o->status);
-  ExpectStatus("LOCK(WRITE, 0, 100)", r.status, up::kNfs4Ok);
-  up::StateId lsid = r.Find(up::Op::kLock)->stateid;
-  cl.Add([c = x.a, fh = f.fh, lsid] {
-    up::Compound u;
-    u.SetTag("locku").Putfh(fh).Locku(up::LockType::kWrite, 1, lsid, 0, 100);
-    up::CompoundReply ur;
-    c->Call(u, &ur);
-  });
+  WriteLockNewOwner(x.a, &cl, f, lock_owner, 100);
   up::Compound t;
   t.SetTag("lockt").Putfh(f.fh).Lockt(up::LockType::kWrite, 0, 100, 0,
                                       lock_owner);
@@ -560,28 +560,7 @@ void OpenDowngradeWithLocksHeld(Ctx &x) {
   // Closed with the stateid the downgrade returns, when it returns one.
   auto live = std::make_shared<Opened>(f);
   cl.Add([c = x.a, live] { CloseFile(c, *live); });
-  up::LockArgs l;
-  l.type = up::LockType::kWrite;
-  l.offset = 0;
-  l.length = 10;
-  l.new_lock_owner = true;
-  l.open_seqid = x.a->Seqid(f.owner);
-  l.open_stateid = f.stateid;
-  l.owner = x.Owner("lock");
-  up::Compound cp;
-  cp.SetTag("lock").Putfh(f.fh).Lock(l);
-  up::CompoundReply r;
-  x.a->Call(cp, &r);
-  if (const up::OpResult *o = r.Find(up::Op::kLock))
-    x.a->Advance(f.owner, o->status);
-  ExpectStatus("LOCK(WRITE, 0, 10)", r.status, up::kNfs4Ok);
-  up::StateId lsid = r.Find(up::Op::kLock)->stateid;
-  cl.Add([c = x.a, fh = f.fh, lsid] {
-    up::Compound u;
-    u.SetTag("locku").Putfh(fh).Locku(up::LockType::kWrite, 1, lsid, 0, 10);
-    up::CompoundReply ur;
-    c->Call(u, &ur);
-  });
+  WriteLockNewOwner(x.a, &cl, f, x.Owner("lock"), 10);
   up::Compound d;
   d.SetTag("open_downgrade")
       .Putfh(f.fh)

@@ -27,10 +27,12 @@
 #include <string>
 #include <vector>
 
+#include "tool_util.h"
 #include "upstream/upstream.h"
 #include "util/log.h"
 
 namespace up = nache::upstream;
+using nache::tools::SplitPath;
 
 namespace {
 
@@ -46,18 +48,6 @@ struct ProbeOptions {
 };
 
 char PatternByte(uint32_t i) { return char((7 * i + (i >> 12)) & 0xff); }
-
-std::vector<std::string> SplitPath(const std::string &path) {
-  std::vector<std::string> parts;
-  size_t pos = 0;
-  while (pos < path.size()) {
-    size_t next = path.find('/', pos);
-    if (next == std::string::npos) next = path.size();
-    if (next > pos) parts.push_back(path.substr(pos, next - pos));
-    pos = next + 1;
-  }
-  return parts;
-}
 
 // A Call whose failure (transport or NFS) is printed with its context.
 bool CallOk(up::Upstream *u, up::Compound &c, up::CompoundReply *reply) {

@@ -6,13 +6,12 @@ namespace nache {
 namespace coretest {
 namespace {
 
-// A kill of nache at each step of a flush (simulated at the server: the
-// op is done there, its reply never arrives, nothing more reaches the
-// server), then a restart on the same cache: the remote ends with exactly
-// the acknowledged data, and our own half-done flush is never taken for
-// someone else's write (no conflict copy).
-class FlushKillTest : public CoreDelegationsTest,
-                      public ::testing::WithParamInterface<const char *> {
+// The data acknowledged in every case: a write (kept here, write-back)
+// and then its mtime, as tar sets it after the data (sent last).
+constexpr char kOurs[] = "ours, and longer than theirs";
+
+// A single-writer write-back export that flushes at once.
+class FlushStepTest : public CoreDelegationsTest {
  protected:
   void StartFlushingAtOnce(bool probe_callbacks) {
     Start(DelegationType::kNone,
@@ -23,28 +22,39 @@ class FlushKillTest : public CoreDelegationsTest,
           },
           probe_callbacks);
   }
+  // Writes kOurs to f, then sets its mtime; both acknowledged.
+  void WriteOursThenMtime() {
+    const std::string ours = kOurs;
+    size_t n = 0;
+    int committed = 0;
+    ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, ours.size(), ours.data(),
+                           2, &n, &committed),
+              0u);
+    Attrs set, attrs;
+    set.mask = upstream::kAttrMtime;
+    set.mtime.sec = 1234567890;
+    ASSERT_EQ(core_->Setattr(cr_, file_, nullptr, set, &attrs), 0u);
+  }
 };
 
+// A kill of nache at each step of a flush (simulated at the server: the
+// op is done there, its reply never arrives, nothing more reaches the
+// server), then a restart on the same cache: the remote ends with exactly
+// the acknowledged data, and our own half-done flush is never taken for
+// someone else's write (no conflict copy).
+class FlushKillTest : public FlushStepTest,
+                      public ::testing::WithParamInterface<const char *> {};
+
 TEST_P(FlushKillTest, AKillAtThisStepLosesNothingAndMakesNoConflict) {
-  const std::string ours = "ours, and longer than theirs";
   StartFlushingAtOnce(true);
   up_->DieAfter(GetParam());
-  size_t n = 0;
-  int committed = 0;
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, ours.size(), ours.data(), 2,
-                         &n, &committed),
-            0u);
-  // And its mtime, as tar sets it after the data (kept here, sent last).
-  Attrs set, attrs;
-  set.mask = upstream::kAttrMtime;
-  set.mtime.sec = 1234567890;
-  ASSERT_EQ(core_->Setattr(cr_, file_, nullptr, set, &attrs), 0u);
+  WriteOursThenMtime();
   ASSERT_TRUE(cb_client::WaitFor([&] { return up_->dead.load(); }))
       << "the flush never reached " << GetParam();
   core_.reset();  // killed: what it wrote to its store is all that is left
   up_->dead = false;
   StartFlushingAtOnce(false);
-  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == ours; }))
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == kOurs; }))
       << "the remote holds \"" << up_->Data("f") << "\"";
   EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
   EXPECT_EQ(CounterValue(metrics_, "nache_writeback_conflicts_total"), 0);
@@ -64,39 +74,20 @@ INSTANTIATE_TEST_SUITE_P(EveryStep, FlushKillTest,
 // half-done flush is not taken for someone else's write.
 enum class FlushFault { kRequestLost, kReplyAndStateLost };
 
-class FlushFaultTest
-    : public CoreDelegationsTest,
-      public ::testing::WithParamInterface<
-          std::tuple<const char *, FlushFault>> {
- protected:
-  void StartFlushingAtOnce() {
-    Start(DelegationType::kNone, [](CoreConfig *cfg) {
-      cfg->write_back = true;
-      cfg->single_writer = true;
-      cfg->flush_age_ms = 0;
-    });
-  }
-};
+class FlushFaultTest : public FlushStepTest,
+                       public ::testing::WithParamInterface<
+                           std::tuple<const char *, FlushFault>> {};
 
 TEST_P(FlushFaultTest, AFaultAtThisStepLosesNothingAndMakesNoConflict) {
-  const std::string ours = "ours, and longer than theirs";
   const std::string op = std::get<0>(GetParam());
-  StartFlushingAtOnce();
+  StartFlushingAtOnce(true);
   if (std::get<1>(GetParam()) == FlushFault::kRequestLost)
     up_->LoseRequestWith(op);
   else
     up_->LoseReplyOf(op, true);
-  size_t n = 0;
-  int committed = 0;
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, ours.size(), ours.data(), 2,
-                         &n, &committed),
-            0u);
-  Attrs set, attrs;
-  set.mask = upstream::kAttrMtime;
-  set.mtime.sec = 1234567890;
-  ASSERT_EQ(core_->Setattr(cr_, file_, nullptr, set, &attrs), 0u);
+  WriteOursThenMtime();
   ASSERT_TRUE(cb_client::WaitFor([&] {
-    return up_->Data("f") == ours && up_->Count("SETATTR") >= 1;
+    return up_->Data("f") == kOurs && up_->Count("SETATTR") >= 1;
   })) << "the remote holds \"" << up_->Data("f") << "\"";
   EXPECT_FALSE(up_->FaultPending()) << "the flush never reached " << op;
   EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
