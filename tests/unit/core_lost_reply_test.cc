@@ -88,9 +88,20 @@ TEST_F(LostReplyTest, AResentFlushCreateMeetingItsOwnFileMakesNoConflict) {
   ASSERT_EQ(up_->OwnersSeen("-flush"), Core::kFlushOwners);
   up_->no_replay = true;
   up_->LoseReplyOf("OPEN");
+  const int lookups = up_->Count("LOOKUP");
   CreateWritten("n", "new-data");
-  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("n") == "new-data"; }))
-      << "the remote holds \"" << up_->Data("n") << "\"";
+  // The flush's outcome is known once the resent OPEN was answered (EXIST)
+  // and n was looked up as ours (flush_create_lookup; a conflict copy
+  // would have been made instead), and the data is there. (The data may
+  // reach the remote before the resend: with the first send, when the
+  // write was in the cache by then.)
+  ASSERT_TRUE(cb_client::WaitFor([&] {
+    return CounterValue(metrics_, "nache_upstream_seqid_resends_total",
+                        {{"outcome", "answered"}}) >= 1 &&
+           up_->Count("LOOKUP") > lookups && up_->Data("n") == "new-data";
+  })) << "the lost OPEN was never resent, n never taken for ours, or its "
+         "data never sent";
+  EXPECT_EQ(up_->Data("n"), "new-data");
   EXPECT_TRUE(up_->Names("n.nache-conflict-").empty());
   EXPECT_EQ(CounterValue(metrics_, "nache_writeback_conflicts_total"), 0);
   EXPECT_EQ(CounterValue(metrics_, "nache_upstream_seqid_resends_total",
