@@ -96,29 +96,13 @@ class CondVar {
   // Each wait releases the mutex while it sleeps and holds it again on
   // return; the caller holds it before (the analysis cannot name mu_
   // here: REQUIRES is on the callers' side, by the fields they touch).
+  // Callers loop on their condition (`while (!cond) cv.Wait();`): in the
+  // caller's own scope the analysis checks the fields the condition reads,
+  // which it could not inside a predicate lambda.
   void Wait() NO_THREAD_SAFETY_ANALYSIS {
     std::unique_lock<std::mutex> l(mu_->mu_, std::adopt_lock);
     cv_.wait(l);
     l.release();
-  }
-  template <typename Pred>
-  void Wait(Pred pred) NO_THREAD_SAFETY_ANALYSIS {
-    while (!pred()) Wait();
-  }
-  // False when the time ran out (pred still false, for the predicate
-  // forms).
-  template <typename Rep, typename Period>
-  bool WaitFor(const std::chrono::duration<Rep, Period> &d)
-      NO_THREAD_SAFETY_ANALYSIS {
-    std::unique_lock<std::mutex> l(mu_->mu_, std::adopt_lock);
-    const bool woken = cv_.wait_for(l, d) == std::cv_status::no_timeout;
-    l.release();
-    return woken;
-  }
-  template <typename Rep, typename Period, typename Pred>
-  bool WaitFor(const std::chrono::duration<Rep, Period> &d, Pred pred)
-      NO_THREAD_SAFETY_ANALYSIS {
-    return WaitUntil(std::chrono::steady_clock::now() + d, pred);
   }
   // False when t passed without a wake-up.
   template <typename Clock, typename Duration>
@@ -128,14 +112,6 @@ class CondVar {
     const bool woken = cv_.wait_until(l, t) == std::cv_status::no_timeout;
     l.release();
     return woken;
-  }
-  template <typename Clock, typename Duration, typename Pred>
-  bool WaitUntil(const std::chrono::time_point<Clock, Duration> &t, Pred pred)
-      NO_THREAD_SAFETY_ANALYSIS {
-    std::unique_lock<std::mutex> l(mu_->mu_, std::adopt_lock);
-    const bool met = cv_.wait_until(l, t, pred);
-    l.release();
-    return met;
   }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }
