@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs a built nache on this machine as a systemd service:
-#   /usr/lib/nache/{bin,lib,ganesha}   the daemon, its library, the FSALs
+#   /usr/lib/nache/{bin,lib,ganesha}   the daemon, nachectl, the library,
+#                                      the FSALs (/usr/sbin/nachectl links
+#                                      to nachectl)
 #   /etc/nache/ganesha.conf            configuration (kept if present)
 #   /var/cache/nache/                  persistent caches (Cache_Dir)
 #   /var/lib/nache/recovery            NFSv4 client recovery records
@@ -14,10 +16,13 @@ prefix="${NACHE_PREFIX:-/usr/lib/nache}"
 
 [ -x "$stage/bin/ganesha.nfsd" ] || { echo "install: $stage has no ganesha.nfsd; run make build first" >&2; exit 1; }
 [ -f "$stage/lib/ganesha/libfsalnache.so" ] || { echo "install: libfsalnache.so not built" >&2; exit 1; }
+[ -x "$stage/bin/nachectl" ] || { echo "install: nachectl not built" >&2; exit 1; }
 
 bash "$top/deploy/install-deps.sh" --runtime-only
 install -d "$prefix/bin" "$prefix/lib" "$prefix/ganesha"
 install -m 0755 "$stage/bin/ganesha.nfsd" "$prefix/bin/ganesha.nfsd"
+install -m 0755 "$stage/bin/nachectl" "$prefix/bin/nachectl"
+ln -sfn "$prefix/bin/nachectl" /usr/sbin/nachectl
 cp -a "$stage"/lib/libganesha_nfsd.so* "$prefix/lib/"
 install -m 0644 "$stage"/lib/ganesha/libfsal*.so "$prefix/ganesha/"
 install -d /etc/nache /var/cache/nache /var/lib/nache/recovery /var/log/nache
@@ -28,6 +33,9 @@ if [ ! -e /etc/nache/ganesha.conf ]; then
 fi
 install -d /usr/share/doc/nache
 install -m 0644 "$top/README.md" "$top/config/README.md" /usr/share/doc/nache/ 2>/dev/null || true
+# The Grafana dashboard and the Prometheus alert rules (README, "Metrics").
+install -m 0644 "$top/deploy/monitoring/nache-dashboard.json" \
+	"$top/deploy/monitoring/nache-alerts.yml" /usr/share/doc/nache/
 install -m 0644 "$top/deploy/nache.service" /etc/systemd/system/nache.service
 if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   systemctl daemon-reload

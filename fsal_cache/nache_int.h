@@ -59,6 +59,8 @@ struct nache_global_params {
 	char *metrics_address;    /* Metrics_Address (IPv4) */
 	uint32_t metrics_port;    /* Metrics_Port */
 	char *idmapd_conf;        /* Idmapd_Conf (NULL: libnfsidmap's default) */
+	char *admin_socket;       /* Admin_Socket (NULL: beside the pid file;
+				   * "": none) */
 };
 
 /* The wire handle: which store and which object. Also the host handle and

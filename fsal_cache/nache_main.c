@@ -15,6 +15,7 @@
 #include "FSAL/fsal_commonlib.h"
 #include "nfs_exports.h"
 #include "export_mgr.h"
+#include "nfs_core.h"
 
 #include "nache_int.h"
 
@@ -249,6 +250,10 @@ static struct config_item nache_global_items[] = {
 	 * readable (nache_idmap_configure). */
 	CONF_ITEM_STR("Idmapd_Conf", 0, 4096, NULL, nache_global_params,
 		      idmapd_conf),
+	/* Unset (NULL): nache.sock beside Ganesha's pid file (the run
+	 * directory); "": no admin socket. */
+	CONF_ITEM_STR("Admin_Socket", 0, 4096, NULL, nache_global_params,
+		      admin_socket),
 	CONFIG_EOL
 };
 
@@ -261,6 +266,25 @@ static struct config_block nache_global_block = {
 	.blk_desc.u.blk.commit = noop_conf_commit
 };
 
+/* Where nachectl finds the daemon: Admin_Socket, or nache.sock in the
+ * directory of Ganesha's pid file (-p; /run/nache with the shipped unit),
+ * the run directory an admin looks in. NULL: no admin socket. */
+static const char *nache_admin_socket_path(char *buf, size_t len)
+{
+	const char *pid = nfs_pidfile_path;
+	const char *slash;
+
+	if (nache_global.admin_socket != NULL)
+		return nache_global.admin_socket[0] != '\0'
+			       ? nache_global.admin_socket
+			       : NULL;
+	slash = pid != NULL ? strrchr(pid, '/') : NULL;
+	if (pid == NULL || pid[0] != '/' || slash == NULL)
+		return NULL; /* no absolute run directory to go by */
+	snprintf(buf, len, "%.*s/nache.sock", (int)(slash - pid), pid);
+	return buf;
+}
+
 /* Runs once per daemon, when the first export names FSAL NACHE (before any
  * nache export is created). */
 static fsal_status_t nache_init_config(struct fsal_module *fsal_hdl,
@@ -269,6 +293,8 @@ static fsal_status_t nache_init_config(struct fsal_module *fsal_hdl,
 {
 	struct nache_config_mark mark;
 	char err[512];
+	char admin_path[4200];
+	const char *admin;
 	int rc;
 
 	nache_set_log_sink(nache_log_to_ganesha);
@@ -292,6 +318,20 @@ static fsal_status_t nache_init_config(struct fsal_module *fsal_hdl,
 	    !nache_metrics_start(nache_global.metrics_address,
 				 nache_global.metrics_port, err, sizeof(err)))
 		nache_refuse("NACHE block: %s", err);
+	/* An Admin_Socket asked for is refused like the metrics port when it
+	 * cannot be served; the default only costs a warning (a daemon run by
+	 * hand with an unusual pid file still serves its clients). */
+	admin = nache_admin_socket_path(admin_path, sizeof(admin_path));
+	if (admin != NULL && !nache_admin_start(admin, err, sizeof(err))) {
+		if (nache_global.admin_socket != NULL)
+			nache_refuse("NACHE block: %s", err);
+		LogWarn(COMPONENT_FSAL, "NACHE: no admin socket (nachectl): %s",
+			err);
+	} else if (admin == NULL && nache_global.admin_socket == NULL) {
+		LogWarn(COMPONENT_FSAL,
+			"NACHE: no admin socket (nachectl): the pid file path "
+			"is not absolute; set Admin_Socket");
+	}
 	display_fsinfo(fsal_hdl);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
@@ -444,6 +484,9 @@ MODULE_FINI void nache_fini(void)
 	/* Ganesha dlcloses the plugin at shutdown: the HTTP threads must not
 	 * outlive the code they run. */
 	nache_metrics_stop();
+	nache_admin_stop();
+	gsh_free(nache_global.admin_socket);
+	nache_global.admin_socket = NULL;
 	gsh_free(nache_global.metrics_address);
 	nache_global.metrics_address = NULL;
 	gsh_free(nache_global.idmapd_conf);

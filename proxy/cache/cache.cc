@@ -1453,6 +1453,11 @@ uint64_t Cache::dirty_bytes() const {
   return dirty_bytes_;
 }
 
+size_t Cache::dirty_files() const {
+  MutexLock g(&mu_);
+  return dirty_.size();
+}
+
 std::chrono::milliseconds Cache::flush_lag() const {
   MutexLock g(&mu_);
   Clock::time_point oldest{};

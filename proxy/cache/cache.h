@@ -317,6 +317,8 @@ class Cache {
   // our version is kept beside the remote's).
   void FlushBegins(Key key);
   uint64_t dirty_bytes() const;  // sum of dirty ranges
+  // Objects with changes not yet flushed (what DirtyFiles would list).
+  size_t dirty_files() const;
   // Age of the oldest unflushed write (zero when nothing is dirty).
   std::chrono::milliseconds flush_lag() const;
 

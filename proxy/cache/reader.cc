@@ -1,6 +1,8 @@
 // Coalesced block fetches and readahead. See reader.h.
 #include "cache/reader.h"
 
+#include "util/round_trips.h"
+
 namespace nache {
 
 uint32_t ReadaheadPolicy::OnRead(uint64_t idx) {
@@ -54,6 +56,7 @@ uint32_t BlockReader::Get(Key key, uint64_t idx, const upstream::Creds &cr,
     auto it = flights_.find(Id(key, idx));
     if (it != flights_.end()) {
       f = it->second;
+      NoteUpstreamWait();  // another thread's fetch: a round trip all the same
       while (!f->done) f->cv.Wait();
       if (f->status == upstream::kNfs4Ok) *data = f->data;
       return f->status;

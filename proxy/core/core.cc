@@ -14,6 +14,7 @@
 #include "core/create_verifier.h"
 #include "upstream/attrs.h"
 #include "util/log.h"
+#include "util/round_trips.h"
 
 namespace nache {
 
@@ -67,8 +68,10 @@ uint32_t OpStatus(const CompoundReply &rep, Op op) {
 }
 
 Core::~Core() {
-  // First, so that no scrape samples a half-destroyed core.
+  // First, so that no scrape samples a half-destroyed core, and no
+  // nachectl reads or flushes one (this waits for one under way).
   if (metrics_) metrics_->ClearSampler(sampler_token_);
+  if (admin_token_) admin::Registry::Global().Remove(admin_token_);
   // No more recalls; those queued are still answered with a DELEGRETURN.
   if (cb_server_) cb_server_->Stop();
   if (recall_thread_.joinable()) {
@@ -277,12 +280,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     g.connected = !core->Disconnected();
     g.clientid_epoch = core->up_->epoch();
     g.open_files = core->opens_->size();
-    // (NFSv4.0: once the server has called our service; NFSv4.1: its
-    // SEQUENCE replies say whether our back channel works.)
-    g.callback_path_up = core->CallbacksPossible() &&
-                         (core->back_channel_ ? !core->Disconnected()
-                                              : core->cb_contact_.load()) &&
-                         !core->up_->callback_path_down();
+    g.callback_path_up = core->CallbackPathUp();
     g.delegations_read = core->delegs_->Count(DelegationType::kRead);
     g.delegations_write = core->delegs_->Count(DelegationType::kWrite);
     g.local_delegations = core->LocalDelegations();
@@ -290,8 +288,12 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     g.flush_lag_s = core->cache_->flush_lag().count() / 1000.0;
     g.cache_bytes = core->cache_->bytes();
     g.cache_blocks = core->cache_->blocks();
+    g.lease_time_s = core->up_->lease_time();
+    g.lease_age_s = core->LeaseAge();
+    g.dirty_max = core->flusher_ ? core->cfg_.dirty_max : 0;
     return g;
   });
+  c->RegisterAdmin();
   return c;
 }
 
@@ -329,6 +331,7 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
     return upstream::kNfs4ErrDelay;
   }
   auto t0 = std::chrono::steady_clock::now();
+  NoteUpstreamWait();  // this operation cost a round trip
   upstream::CallStatus s = up_->Call(c, cr, rep);
   metrics_->ObserveCompound(c, s, *rep, std::chrono::steady_clock::now() - t0);
   if (s != upstream::CallStatus::kOk && SeqidBearing(c))
@@ -336,6 +339,7 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
   if (s != upstream::CallStatus::kOk) {
     NACHE_LOG(kLogInfo, "NACHE_UPSTREAM", "%s: upstream %s, client retries",
               c.tag().c_str(), upstream::CallStatusName(s));
+    NoteUpstreamError(c.tag() + ": upstream " + upstream::CallStatusName(s));
     return upstream::kNfs4ErrDelay;
   }
   if (rep->status != upstream::kNfs4Ok) {
@@ -1043,7 +1047,11 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
                       upstream::FileType type, const Attrs &attrs,
                       const std::string &link_text, Key *key, Attrs *out) {
   if (LocalNamespace()) {
-    if (type == upstream::FileType::kDir || type == upstream::FileType::kLnk)
+    // (Draining: new objects go to the remote at once, as without
+    // write-back; the names known here are still checked.)
+    if ((type == upstream::FileType::kDir ||
+         type == upstream::FileType::kLnk) &&
+        !Draining())
       return CreateLocal(cr, dir, name, type, attrs, link_text, key, out);
     if (local_names_->Find(dir, name, nullptr))
       return upstream::kNfs4ErrExist;
@@ -1158,10 +1166,13 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
       // (a moved one: its pending RENAME is sent).
       if (uint32_t st = CreateRemotely(src.key)) return st;
     }
-    // Something the remote has: logged when it may be.
+    // Something the remote has: logged when it may be (not while
+    // draining).
     bool done = false;
-    if (uint32_t st = RenameLogged(cr, olddir, oldname, newdir, newname, &done))
-      return st;
+    if (!Draining())
+      if (uint32_t st =
+              RenameLogged(cr, olddir, oldname, newdir, newname, &done))
+        return st;
     if (done) return upstream::kNfs4Ok;
     // A target only we know of: the remote must know it to replace it.
     if (local_names_->Find(newdir, newname, &target))
@@ -1268,7 +1279,7 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
     }
   }
   Key target = kNoKey;
-  if (LocalNamespace()) {
+  if (LocalNamespace() && !Draining()) {
     // What the remote has is removed here too, and told later.
     bool done = false;
     uint32_t st = RemoveLogged(cr, dir, name, &done, &target);
@@ -1655,6 +1666,12 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
                                                   : upstream::kNfs4ErrSymlink;
       key = k;
       by_name = false;
+    } else if (st == upstream::kNfs4ErrNoent &&
+               req.mode != NACHE_OPEN_NOCREATE && Draining()) {
+      // Draining: created at the remote below, as without write-back;
+      // a remove of the name logged here goes first (the remote would
+      // open the file it still has).
+      if (uint32_t rst = SendRemoveOf(req.key, req.name)) return rst;
     } else if (st == upstream::kNfs4ErrNoent &&
                req.mode != NACHE_OPEN_NOCREATE) {
       st = CreateLocal(cr, req.key, req.name, upstream::FileType::kReg,

@@ -34,6 +34,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "admin/registry.h"
 #include "cache/cache.h"
 #include "callback/back_channel.h"
 #include "callback/callback_server.h"
@@ -49,6 +50,7 @@
 #include "store/store.h"
 #include "upstream/compound.h"
 #include "upstream/upstream.h"
+#include "util/mutex.h"
 #include "writeback/flusher.h"
 #include "writeback/local_names.h"
 #include "writeback/oplog.h"
@@ -132,6 +134,20 @@ class Core {
   // Sends CLOSE for every upstream open whose local opens are all gone
   // (the linger cut short); returns how many were closed.
   size_t CloseIdleOpens();
+
+  // --- the admin socket's view (core_admin.cc) ----------------------------
+  // This export as nachectl status shows it.
+  admin::ExportStatus AdminStatus();
+  // Flushes all dirty write-back data until done or deadline (see
+  // admin::ExportControl::FlushUntil).
+  bool AdminFlush(std::chrono::steady_clock::time_point deadline,
+                  std::string *error);
+  // Draining (nachectl drain): no new data, attribute or namespace change
+  // is kept for write-back; what is dirty already stays write-back until
+  // flushed (a write-through write landing before an older flush would be
+  // overwritten by it).
+  void SetDraining(bool draining) { draining_.store(draining); }
+  bool Draining() const { return draining_.load(); }
 
   using Creds = upstream::Creds;
   using Attrs = upstream::Attrs;
@@ -740,6 +756,24 @@ class Core {
   std::unordered_map<Key, upstream::DelegationType> reclaim_delegs_;
   std::thread reclaim_thread_;  // ReclaimLoop
   metrics::ExportMetrics *metrics_ = nullptr;  // owned by the registry
+  // nachectl drain is in force (SetDraining).
+  std::atomic<bool> draining_{false};
+  // Our entry in the admin registry (core_admin.cc); removed first in
+  // ~Core, which waits for a status or flush under way.
+  std::unique_ptr<admin::ExportControl> admin_control_;
+  uint64_t admin_token_ = 0;
+  // The last operation that failed for want of the upstream (a transport
+  // failure), for nachectl status.
+  Mutex last_error_mu_;
+  std::string last_error_ GUARDED_BY(last_error_mu_);
+  int64_t last_error_time_ GUARDED_BY(last_error_mu_) = 0;  // UTC seconds
+  void NoteUpstreamError(const std::string &what) EXCLUDES(last_error_mu_);
+  // Registers this core in the admin registry (end of Open).
+  void RegisterAdmin();
+  // Seconds since our lease was last renewed; -1 before the first.
+  double LeaseAge() const;
+  // The remote can call us back now (nache_callback_path_up).
+  bool CallbackPathUp() const;
   uint64_t sampler_token_ = 0;  // our gauge sampler in metrics_ (immutable)
   Key root_key_ = kNoKey;  // the export root's key (immutable after Open)
   // READ/WRITE sizes: Max_IO_Size clamped to the server's maxread/maxwrite

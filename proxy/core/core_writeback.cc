@@ -22,8 +22,12 @@ using upstream::StateId;
 bool Core::WriteBackFor(Key key) {
   if (!flusher_) return false;
   // A file with unflushed data stays write-back until flushed, whatever
-  // happens to the delegation meanwhile (its return flushes it first).
-  return cfg_.single_writer || cache_->IsDirty(key) ||
+  // happens to the delegation meanwhile (its return flushes it first), and
+  // whether or not nachectl drain is in force: a write sent at once could
+  // land at the remote before older data of the file still to be flushed.
+  if (cache_->IsDirty(key)) return true;
+  if (Draining()) return false;
+  return cfg_.single_writer ||
          DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr);
 }
 

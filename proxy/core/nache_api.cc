@@ -15,12 +15,15 @@
 #include <mutex>
 #include <string>
 
+#include "admin/admin_server.h"
 #include "core/convert.h"
 #include "core/core.h"
 #include "nache/nache.h"
 #include "upstream/idmap.h"
 #include "upstream/owners.h"
 #include "util/log.h"
+#include "util/recent_errors.h"
+#include "util/round_trips.h"
 
 using nache::AttrsFromC;
 using nache::AttrsToC;
@@ -58,6 +61,10 @@ const char *ListenFaultParam(const char *address, uint32_t port) {
                                            : "Metrics_Port";
 }
 
+// The admin socket's server (nache_admin_start); null when not serving.
+std::mutex admin_mu;  // guards admin_server
+std::unique_ptr<nache::admin::AdminServer> admin_server;
+
 // Cache_Dir claims of the exports of this process (nache_cache_dir_claim).
 struct CacheDirClaim {
   std::string dir;          // the directory, normalised (CanonicalDir)
@@ -83,10 +90,31 @@ std::string CanonicalDir(const char *dir) {
   return out.empty() ? "/" : out;
 }
 
-// One C API call, in nache_local_ops_total (an atomic add).
-void CountLocal(struct nache_core *core, LocalOp op) {
-  core->core->metrics()->CountLocal(op);
-}
+// One C API call, in nache_local_ops_total (an atomic add); and, when it
+// succeeds without the calling thread waiting for the upstream, in
+// nache_local_ops_without_upstream_total (round_trips.h).
+class LocalCall {
+ public:
+  LocalCall(struct nache_core *core, LocalOp op)
+      : metrics_(core->core->metrics()),
+        op_(op),
+        waits_before_(nache::UpstreamWaitsOnThisThread()) {
+    metrics_->CountLocal(op);
+  }
+  LocalCall(const LocalCall &) = delete;
+  LocalCall &operator=(const LocalCall &) = delete;
+  // The call's status; returns it.
+  uint32_t Done(uint32_t status) {
+    if (status == 0 && nache::UpstreamWaitsOnThisThread() == waits_before_)
+      metrics_->CountWithoutUpstream(op_);
+    return status;
+  }
+
+ private:
+  nache::metrics::ExportMetrics *metrics_;
+  LocalOp op_;
+  uint64_t waits_before_;
+};
 
 }  // namespace
 
@@ -319,6 +347,30 @@ void nache_metrics_stop(void) {
   nache::metrics::Metrics::Global().StopExposer();
 }
 
+bool nache_admin_start(const char *socket_path, char *err, size_t errlen) {
+  nache::admin::AdminServerOptions o;
+  o.socket_path = socket_path ? socket_path : "";
+  o.registry = &nache::admin::Registry::Global();
+  o.collect = [] { return nache::metrics::Metrics::Global().Collect(); };
+  o.recent_errors = [] { return nache::RecentErrors(); };
+  std::string why;
+  std::lock_guard<std::mutex> g(admin_mu);
+  if (admin_server) return Fail(err, errlen, "Admin_Socket", "already served");
+  admin_server = nache::admin::AdminServer::Start(o, &why);
+  if (!admin_server) return Fail(err, errlen, "Admin_Socket", why.c_str());
+  NACHE_LOG(kLogEvent, "NACHE_ADMIN", "nachectl socket: %s", socket_path);
+  return true;
+}
+
+void nache_admin_stop(void) {
+  std::unique_ptr<nache::admin::AdminServer> s;
+  {
+    std::lock_guard<std::mutex> g(admin_mu);
+    s = std::move(admin_server);
+  }
+  s.reset();  // joins its threads, outside admin_mu
+}
+
 void nache_set_log_sink(nache_log_sink sink) { nache_log_set_sink(sink); }
 
 void nache_set_log_level(int level) { nache_log_set_level(level); }
@@ -337,58 +389,58 @@ bool nache_key_known(struct nache_core *core, nache_key key) {
 
 uint32_t nache_root(struct nache_core *core, const struct nache_creds *cr,
                     nache_key *key, struct nache_attrs *attrs) {
-  CountLocal(core, LocalOp::kRoot);
+  LocalCall call(core, LocalOp::kRoot);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Root(CredsFromC(cr), key, &a);
   if (st == 0 && attrs) AttrsToC(a, *key, attrs);
-  return st;
+  return call.Done(st);
 }
 
 uint32_t nache_lookup(struct nache_core *core, const struct nache_creds *cr,
                       nache_key dir, const char *name, nache_key *key,
                       struct nache_attrs *attrs) {
-  CountLocal(core, LocalOp::kLookup);
+  LocalCall call(core, LocalOp::kLookup);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Lookup(CredsFromC(cr), dir, name, key, &a);
   if (st == 0 && attrs) AttrsToC(a, *key, attrs);
-  return st;
+  return call.Done(st);
 }
 
 uint32_t nache_lookup_parent(struct nache_core *core,
                              const struct nache_creds *cr, nache_key dir,
                              nache_key *key, struct nache_attrs *attrs) {
-  CountLocal(core, LocalOp::kLookupParent);
+  LocalCall call(core, LocalOp::kLookupParent);
   nache::upstream::Attrs a;
   uint32_t st = core->core->LookupParent(CredsFromC(cr), dir, key, &a);
   if (st == 0 && attrs) AttrsToC(a, *key, attrs);
-  return st;
+  return call.Done(st);
 }
 
 uint32_t nache_getattr(struct nache_core *core, const struct nache_creds *cr,
                        nache_key key, struct nache_attrs *attrs) {
-  CountLocal(core, LocalOp::kGetattr);
+  LocalCall call(core, LocalOp::kGetattr);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Getattr(CredsFromC(cr), key, &a);
   if (st == 0 && attrs) AttrsToC(a, key, attrs);
-  return st;
+  return call.Done(st);
 }
 
 uint32_t nache_setattr(struct nache_core *core, const struct nache_creds *cr,
                        nache_key key, struct nache_open *open,
                        const struct nache_attrs *set,
                        struct nache_attrs *attrs_out) {
-  CountLocal(core, LocalOp::kSetattr);
+  LocalCall call(core, LocalOp::kSetattr);
   nache::upstream::Attrs a;
   uint32_t st =
       core->core->Setattr(CredsFromC(cr), key, open, AttrsFromC(*set), &a);
   if (st == 0 && attrs_out) AttrsToC(a, key, attrs_out);
-  return st;
+  return call.Done(st);
 }
 
 uint32_t nache_access(struct nache_core *core, const struct nache_creds *cr,
                       nache_key key, uint32_t want, uint32_t *allowed) {
-  CountLocal(core, LocalOp::kAccess);
-  return core->core->Access(CredsFromC(cr), key, want, allowed);
+  LocalCall call(core, LocalOp::kAccess);
+  return call.Done(core->core->Access(CredsFromC(cr), key, want, allowed));
 }
 
 bool nache_caller_owns(struct nache_core *core, const struct nache_creds *cr,
@@ -399,8 +451,9 @@ bool nache_caller_owns(struct nache_core *core, const struct nache_creds *cr,
 uint32_t nache_readdir(struct nache_core *core, const struct nache_creds *cr,
                        nache_key dir, uint64_t cookie, nache_dirent_cb cb,
                        void *ctx, bool *eof) {
-  CountLocal(core, LocalOp::kReaddir);
-  return core->core->Readdir(CredsFromC(cr), dir, cookie, cb, ctx, eof);
+  LocalCall call(core, LocalOp::kReaddir);
+  return call.Done(
+      core->core->Readdir(CredsFromC(cr), dir, cookie, cb, ctx, eof));
 }
 
 uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
@@ -408,7 +461,7 @@ uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
                       const struct nache_attrs *attrs_in,
                       const char *link_text, nache_key *key,
                       struct nache_attrs *attrs_out) {
-  CountLocal(core, LocalOp::kCreate);
+  LocalCall call(core, LocalOp::kCreate);
   nache::upstream::Attrs out;
   nache::upstream::Attrs in;
   if (attrs_in) in = AttrsFromC(*attrs_in);
@@ -416,53 +469,54 @@ uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
                                    nache::upstream::FileType(type), in,
                                    link_text ? link_text : "", key, &out);
   if (st == 0 && attrs_out) AttrsToC(out, *key, attrs_out);
-  return st;
+  return call.Done(st);
 }
 
 uint32_t nache_readlink(struct nache_core *core, const struct nache_creds *cr,
                         nache_key key, char *buf, size_t len) {
-  CountLocal(core, LocalOp::kReadlink);
+  LocalCall call(core, LocalOp::kReadlink);
   std::string text;
   uint32_t st = core->core->Readlink(CredsFromC(cr), key, &text);
-  if (st) return st;
-  if (text.size() + 1 > len) return nache::upstream::kNfs4ErrNametoolong;
+  if (st) return call.Done(st);
+  if (text.size() + 1 > len)
+    return call.Done(nache::upstream::kNfs4ErrNametoolong);
   memcpy(buf, text.c_str(), text.size() + 1);
-  return 0;
+  return call.Done(0);
 }
 
 uint32_t nache_link(struct nache_core *core, const struct nache_creds *cr,
                     nache_key key, nache_key dir, const char *name) {
-  CountLocal(core, LocalOp::kLink);
-  return core->core->Link(CredsFromC(cr), key, dir, name);
+  LocalCall call(core, LocalOp::kLink);
+  return call.Done(core->core->Link(CredsFromC(cr), key, dir, name));
 }
 
 uint32_t nache_rename(struct nache_core *core, const struct nache_creds *cr,
                       nache_key obj, nache_key olddir, const char *oldname,
                       nache_key newdir, const char *newname) {
-  CountLocal(core, LocalOp::kRename);
-  return core->core->Rename(CredsFromC(cr), olddir, oldname, newdir, newname,
-                            obj);
+  LocalCall call(core, LocalOp::kRename);
+  return call.Done(core->core->Rename(CredsFromC(cr), olddir, oldname, newdir,
+                                      newname, obj));
 }
 
 uint32_t nache_remove(struct nache_core *core, const struct nache_creds *cr,
                       nache_key dir, const char *name) {
-  CountLocal(core, LocalOp::kRemove);
-  return core->core->Remove(CredsFromC(cr), dir, name);
+  LocalCall call(core, LocalOp::kRemove);
+  return call.Done(core->core->Remove(CredsFromC(cr), dir, name));
 }
 
 uint32_t nache_statfs(struct nache_core *core, const struct nache_creds *cr,
                       nache_key key, struct nache_statfs *out) {
-  CountLocal(core, LocalOp::kStatfs);
+  LocalCall call(core, LocalOp::kStatfs);
   nache::upstream::Attrs a;
   uint32_t st = core->core->Statfs(CredsFromC(cr), key, &a);
-  if (st) return st;
+  if (st) return call.Done(st);
   out->space_total = a.space_total;
   out->space_free = a.space_free;
   out->space_avail = a.space_avail;
   out->files_total = a.files_total;
   out->files_free = a.files_free;
   out->files_avail = a.files_avail;
-  return 0;
+  return call.Done(0);
 }
 
 uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
@@ -472,7 +526,7 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
                     const uint8_t *verifier, bool truncate,
                     struct nache_open **open, nache_key *new_key,
                     struct nache_attrs *attrs_out, bool *created) {
-  CountLocal(core, LocalOp::kOpen);
+  LocalCall call(core, LocalOp::kOpen);
   Core::OpenRequest r;
   r.key = key;
   r.name = name;
@@ -487,11 +541,11 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
   bool made = false;
   uint32_t st =
       core->core->OpenFile(CredsFromC(cr), r, open, &k, &a, &made);
-  if (st) return st;
+  if (st) return call.Done(st);
   if (new_key) *new_key = k;
   if (attrs_out) AttrsToC(a, k, attrs_out);
   if (created) *created = made;
-  return 0;
+  return call.Done(0);
 }
 
 uint32_t nache_check_verifier(struct nache_core *core,
@@ -503,37 +557,37 @@ uint32_t nache_check_verifier(struct nache_core *core,
 uint32_t nache_reopen(struct nache_core *core, const struct nache_creds *cr,
                       struct nache_open *open, uint32_t access,
                       uint32_t deny) {
-  CountLocal(core, LocalOp::kReopen);
-  return core->core->Reopen(CredsFromC(cr), open, access, deny);
+  LocalCall call(core, LocalOp::kReopen);
+  return call.Done(core->core->Reopen(CredsFromC(cr), open, access, deny));
 }
 
 uint32_t nache_close(struct nache_core *core, struct nache_open *open) {
-  CountLocal(core, LocalOp::kClose);
-  return core->core->CloseFile(open);
+  LocalCall call(core, LocalOp::kClose);
+  return call.Done(core->core->CloseFile(open));
 }
 
 uint32_t nache_read(struct nache_core *core, const struct nache_creds *cr,
                     nache_key key, struct nache_open *open, uint64_t offset,
                     size_t len, void *buf, size_t *nread, bool *eof) {
-  CountLocal(core, LocalOp::kRead);
-  return core->core->Read(CredsFromC(cr), key, open, offset, len,
-                          static_cast<char *>(buf), nread, eof);
+  LocalCall call(core, LocalOp::kRead);
+  return call.Done(core->core->Read(CredsFromC(cr), key, open, offset, len,
+                                    static_cast<char *>(buf), nread, eof));
 }
 
 uint32_t nache_write(struct nache_core *core, const struct nache_creds *cr,
                      nache_key key, struct nache_open *open, uint64_t offset,
                      size_t len, const void *buf, int stable,
                      size_t *nwritten, int *committed) {
-  CountLocal(core, LocalOp::kWrite);
-  return core->core->Write(CredsFromC(cr), key, open, offset, len,
-                           static_cast<const char *>(buf), stable, nwritten,
-                           committed);
+  LocalCall call(core, LocalOp::kWrite);
+  return call.Done(core->core->Write(CredsFromC(cr), key, open, offset, len,
+                                     static_cast<const char *>(buf), stable,
+                                     nwritten, committed));
 }
 
 uint32_t nache_commit(struct nache_core *core, const struct nache_creds *cr,
                       nache_key key, uint64_t offset, uint64_t len) {
-  CountLocal(core, LocalOp::kCommit);
-  return core->core->Commit(CredsFromC(cr), key, offset, len);
+  LocalCall call(core, LocalOp::kCommit);
+  return call.Done(core->core->Commit(CredsFromC(cr), key, offset, len));
 }
 
 void nache_write_verifier(struct nache_core *core, uint8_t verf[8]) {
@@ -545,11 +599,11 @@ uint32_t nache_lock(struct nache_core *core, const struct nache_creds *cr,
                     size_t owner_len, enum nache_lock_op op, bool write,
                     uint64_t offset, uint64_t length, bool reclaim,
                     struct nache_lock_conflict *conflict) {
-  CountLocal(core, LocalOp::kLock);
-  return core->core->Lock(
+  LocalCall call(core, LocalOp::kLock);
+  return call.Done(core->core->Lock(
       CredsFromC(cr), key, open,
       std::string(static_cast<const char *>(owner), owner_len), op, write,
-      offset, length, reclaim, conflict);
+      offset, length, reclaim, conflict));
 }
 
 uint32_t nache_local_deleg_acquire(struct nache_core *core, nache_key key,

@@ -153,6 +153,28 @@ void ExportMetrics::ClearSampler(uint64_t token) {
   local_delegs_->Set(0);
   dirty_bytes_->Set(0);
   flush_lag_->Set(0);
+  lease_age_->Set(-1);
+}
+
+ExportCounters ExportMetrics::Counters() const {
+  ExportCounters c;
+  for (size_t i = 0; i < local_.size(); i++) {
+    c.local_ops += local_[i]->Value();
+    c.without_upstream += without_upstream_[i]->Value();
+  }
+  for (const auto &slot : compounds_) {
+    const Counter *s = slot.load(std::memory_order_acquire);
+    if (s) c.compounds += s->Value();
+  }
+  for (size_t i = 0; i < cache_hits_.size(); i++) {
+    c.cache_hits += cache_hits_[i]->Value();
+    c.cache_misses += cache_misses_[i]->Value();
+  }
+  c.conflicts = conflicts_->Value();
+  prometheus::ClientMetric rtt = rtt_->Collect();
+  c.rtt_sum_s = rtt.histogram.sample_sum;
+  c.rtt_count = double(rtt.histogram.sample_count);
+  return c;
 }
 
 void ExportMetrics::Sample() {
@@ -170,6 +192,9 @@ void ExportMetrics::Sample() {
   local_delegs_->Set(double(v.local_delegations));
   dirty_bytes_->Set(double(v.dirty_bytes));
   flush_lag_->Set(v.flush_lag_s);
+  lease_age_->Set(v.lease_age_s);
+  lease_time_->Set(double(v.lease_time_s));
+  dirty_max_->Set(double(v.dirty_max));
 }
 
 // --- Metrics ---------------------------------------------------------------
@@ -193,6 +218,28 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                     .Help("Operations the FSAL asked of the core (C API "
                           "calls), by operation")
                     .Register(r);
+  without_upstream_ =
+      &prometheus::BuildCounter()
+           .Name("nache_local_ops_without_upstream_total")
+           .Help("Operations of nache_local_ops_total that succeeded with "
+                 "no upstream round trip of their own (answered from the "
+                 "cache, the local names or a delegation), by operation")
+           .Register(r);
+  lease_age_ = &prometheus::BuildGauge()
+                    .Name("nache_upstream_lease_age_seconds")
+                    .Help("Seconds since nache's lease at the remote was "
+                          "last renewed (-1 before the first)")
+                    .Register(r);
+  lease_time_ = &prometheus::BuildGauge()
+                     .Name("nache_upstream_lease_seconds")
+                     .Help("The remote's lease time (0 until known): state "
+                           "is lost once the lease age passes it")
+                     .Register(r);
+  dirty_max_ = &prometheus::BuildGauge()
+                   .Name("nache_dirty_max_bytes")
+                   .Help("Dirty_Max: the bound on unflushed write-back data "
+                         "(0 without write-back); writers wait beyond it")
+                   .Register(r);
   upstream_ops_ = &prometheus::BuildCounter()
                        .Name("nache_upstream_ops_total")
                        .Help("NFSv4 operations the upstream server executed "
@@ -433,9 +480,12 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   const prometheus::Labels ex = {{"export", e->export_label_}};
   e->upstream_ops_family_ = upstream_ops_;
   e->compounds_family_ = compounds_;
-  for (size_t i = 0; i < size_t(LocalOp::kCount); i++)
+  for (size_t i = 0; i < size_t(LocalOp::kCount); i++) {
     e->local_[i] = &local_ops_->Add(
         {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
+    e->without_upstream_[i] = &without_upstream_->Add(
+        {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
+  }
   e->upstream_ops_.reset(
       new std::atomic<Counter *>[kOpSlots * kStatusSlots]());
   // The "ok" series of every operation we send exist from the start, so
@@ -454,6 +504,10 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->epoch_ = &epoch_->Add(ex);
   e->open_files_ = &open_files_->Add(ex);
   e->callback_up_ = &callback_up_->Add(ex);
+  e->lease_age_ = &lease_age_->Add(ex);
+  e->lease_age_->Set(-1);
+  e->lease_time_ = &lease_time_->Add(ex);
+  e->dirty_max_ = &dirty_max_->Add(ex);
   for (size_t i = 0; i < size_t(CacheKind::kCount); i++) {
     prometheus::Labels l = {{"export", e->export_label_},
                             {"kind", CacheKindName(CacheKind(i))}};

@@ -99,6 +99,24 @@ struct ExportGauges {
   uint64_t local_delegations = 0;  // delegations Ganesha gave our clients
   uint64_t dirty_bytes = 0;        // write-back data not yet flushed
   double flush_lag_s = 0;          // age of the oldest unflushed write
+  // Since the lease was last renewed (the send time of the RENEW, SEQUENCE
+  // or SETCLIENTID_CONFIRM that proved it); -1 before the first.
+  double lease_age_s = -1;
+  uint32_t lease_time_s = 0;       // the server's lease (0: not known yet)
+  uint64_t dirty_max = 0;          // Dirty_Max (0: no write-back)
+};
+
+// Totals of some of an export's counters, for nachectl status (read from
+// the series themselves: the same numbers /metrics shows).
+struct ExportCounters {
+  double local_ops = 0;         // nache_local_ops_total, all ops
+  double without_upstream = 0;  // nache_local_ops_without_upstream_total
+  double compounds = 0;         // nache_upstream_compounds_total, all
+  double cache_hits = 0;        // nache_cache_hits_total, all kinds
+  double cache_misses = 0;      // nache_cache_misses_total, all kinds
+  double conflicts = 0;         // nache_writeback_conflicts_total
+  double rtt_sum_s = 0;         // nache_upstream_rtt_seconds sum
+  double rtt_count = 0;         // and count
 };
 
 // Slots of the status label: "ok", NFS4ERR_* by number, transport failures.
@@ -117,6 +135,14 @@ class ExportMetrics {
 
   // One C API call of the FSAL.
   void CountLocal(LocalOp op) { local_[size_t(op)]->Increment(); }
+  // One that succeeded with no upstream round trip of its own (the calling
+  // thread neither sent a COMPOUND nor waited for one: round_trips.h).
+  void CountWithoutUpstream(LocalOp op) {
+    without_upstream_[size_t(op)]->Increment();
+  }
+
+  // The counters nachectl status shows.
+  ExportCounters Counters() const;
 
   // A cache lookup of kind: hit or miss, and the bytes a data hit served.
   void CountCache(CacheKind kind, bool hit, uint64_t bytes) {
@@ -239,6 +265,9 @@ class ExportMetrics {
   prometheus::Family<prometheus::Counter> *compounds_family_ = nullptr;
   // nache_local_ops_total per LocalOp (immutable after creation).
   std::array<prometheus::Counter *, size_t(LocalOp::kCount)> local_{};
+  // nache_local_ops_without_upstream_total per LocalOp (immutable).
+  std::array<prometheus::Counter *, size_t(LocalOp::kCount)>
+      without_upstream_{};
   // nache_upstream_ops_total by [op][status]; null until first use.
   std::unique_ptr<std::atomic<prometheus::Counter *>[]> upstream_ops_;
   // nache_upstream_compounds_total by status; null until first use.
@@ -250,6 +279,9 @@ class ExportMetrics {
   prometheus::Gauge *epoch_ = nullptr;           // ..._clientid_epoch
   prometheus::Gauge *open_files_ = nullptr;      // ..._open_files
   prometheus::Gauge *callback_up_ = nullptr;     // nache_callback_path_up
+  prometheus::Gauge *lease_age_ = nullptr;   // ..._lease_age_seconds
+  prometheus::Gauge *lease_time_ = nullptr;  // nache_upstream_lease_seconds
+  prometheus::Gauge *dirty_max_ = nullptr;   // nache_dirty_max_bytes
   // nache_cache_{hits,misses}_total by kind (immutable after creation).
   std::array<prometheus::Counter *, size_t(CacheKind::kCount)> cache_hits_{};
   std::array<prometheus::Counter *, size_t(CacheKind::kCount)>
@@ -339,6 +371,10 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;  // all series
   // Families (owned by registry_; immutable after construction).
   prometheus::Family<prometheus::Counter> *local_ops_ = nullptr;
+  prometheus::Family<prometheus::Counter> *without_upstream_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *lease_age_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *lease_time_ = nullptr;
+  prometheus::Family<prometheus::Gauge> *dirty_max_ = nullptr;
   prometheus::Family<prometheus::Counter> *upstream_ops_ = nullptr;
   prometheus::Family<prometheus::Counter> *compounds_ = nullptr;
   prometheus::Family<prometheus::Histogram> *rtt_ = nullptr;

@@ -1,6 +1,8 @@
 // The default (stderr) log sink and the level filter behind nache_log().
 #include "util/log.h"
 
+#include "util/recent_errors.h"
+
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -30,13 +32,18 @@ std::atomic<int> g_level{NACHE_LOG_EVENT};
 
 extern "C" void nache_log(int level, const char *component, const char *fmt,
                           ...) {
-  if (level > g_level.load(std::memory_order_relaxed)) return;
+  const bool shown = level <= g_level.load(std::memory_order_relaxed);
+  // Warnings and errors are kept for nachectl status even when the log
+  // level hides them.
+  if (!shown && level > NACHE_LOG_WARN) return;
   char message[1024];
   va_list ap;
   va_start(ap, fmt);
   std::vsnprintf(message, sizeof(message), fmt, ap);
   va_end(ap);
-  g_sink.load(std::memory_order_acquire)(level, component, message);
+  if (level <= NACHE_LOG_WARN)
+    nache::NoteRecentError(level, component, message);
+  if (shown) g_sink.load(std::memory_order_acquire)(level, component, message);
 }
 
 extern "C" void nache_log_set_sink(nache_log_sink_fn sink) {

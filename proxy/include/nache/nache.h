@@ -184,6 +184,19 @@ bool nache_metrics_start(const char *address, uint32_t port, char *err,
  * before the plugin is unloaded. */
 void nache_metrics_stop(void);
 
+/* The admin socket (nachectl, proxy/admin/), process-wide: a Unix socket
+ * at socket_path, mode 0600, served by the core's own threads for every
+ * export's core. Configured by Admin_Socket in the top-level NACHE { }
+ * block, once per daemon. */
+
+/* Starts serving. False with "Admin_Socket: reason" in err when the path
+ * is not absolute, its directory is missing, another daemon serves it, or
+ * something that is not a socket is in the way. */
+bool nache_admin_start(const char *socket_path, char *err, size_t errlen);
+/* Stops serving (joins its threads, removes the socket); no-op when not
+ * started. Must run before the plugin is unloaded. */
+void nache_admin_stop(void);
+
 /* Random id of this store, part of every wire handle: a handle from another
  * (or a wiped) store is rejected as stale instead of naming the wrong file. */
 uint64_t nache_core_incarnation(const struct nache_core *core);

@@ -1,0 +1,88 @@
+// The admin socket's protocol, spoken by nachectl and the daemon
+// (admin_server.h), and how its answers are written: pure functions, no
+// sockets, no threads.
+//
+// A connection carries one request and its answer, then closes.
+//
+//   request:  one line, at most kMaxRequestLine bytes: words separated by
+//             spaces, the command first:
+//               status [json] | stats | flush [wait [SECONDS]] |
+//               drain [nowait] [SECONDS] | undrain
+//   answer:   lines "<tag> <text>", tags:
+//               data      a line of the answer's body (stdout)
+//               progress  a progress report while waiting (stdout)
+//               ok        the end: success (text: a summary, may be empty)
+//               error     the end: failure (text: what went wrong)
+//             Nothing follows ok or error. A connection closed without
+//             either is a failure (the daemon stopped meanwhile).
+//
+// Version 1; a command the daemon does not know is answered with error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+
+#include "admin/registry.h"
+
+namespace nache {
+namespace admin {
+
+constexpr size_t kMaxRequestLine = 256;
+
+enum class Command { kStatus, kStats, kFlush, kDrain, kUndrain };
+
+struct Request {
+  Command command = Command::kStatus;
+  bool json = false;     // status json
+  bool wait = false;     // flush wait; drain unless nowait
+  int timeout_s = 0;     // wait at most this long (0: until done)
+};
+
+// Parses one request line (without its newline). False with *error set
+// (a message naming what is wrong) when it is not a request.
+bool ParseRequest(const std::string &line, Request *req, std::string *error);
+// The line that asks for req (without newline); ParseRequest reads it back.
+std::string FormatRequest(const Request &req);
+
+// One answer line with its newline; newlines inside text become spaces
+// (one line is one line).
+std::string AnswerLine(const char *tag, const std::string &text);
+// Each line of text as a data line.
+std::string DataLines(const std::string &text);
+
+// Splits an answer line into tag and text. False when it has no known tag.
+bool ParseAnswerLine(const std::string &line, std::string *tag,
+                     std::string *text);
+
+// A JSON string literal of s (quotes included), escaping what RFC 8259
+// requires; bytes that are not UTF-8 pass through as they are.
+std::string JsonString(const std::string &s);
+
+// `nachectl status --json`: {"version":1, "draining":..,
+// "exports":[{...}], "recent_errors":[...]}, names as in ExportStatus.
+std::string StatusJson(const std::vector<ExportStatus> &exports,
+                       bool draining,
+                       const std::vector<std::string> &recent_errors);
+// `nachectl status`: the same for a person.
+std::string StatusText(const std::vector<ExportStatus> &exports,
+                       bool draining,
+                       const std::vector<std::string> &recent_errors);
+
+// `nachectl stats`: every series of families, grouped by export, the
+// export's summary first (operations answered without a round trip, cache
+// hit ratio). Histograms show count, sum and mean. exposer_* (the HTTP
+// server's own) are left out.
+std::string StatsText(const std::vector<prometheus::MetricFamily> &families);
+
+// One progress line of a flush being waited for.
+std::string FlushProgress(const std::vector<ExportStatus> &exports,
+                          double elapsed_s, const std::string &last_error);
+
+// 1536 -> "1.5 KiB"; below 1 KiB in bytes.
+std::string HumanBytes(double bytes);
+
+}  // namespace admin
+}  // namespace nache

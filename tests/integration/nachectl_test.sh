@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# nachectl against a running nache: the admin socket is reachable from the
+# host (a Unix socket in the lab's directory, whatever namespace nache runs
+# in); status --json parses and shows the upstream connected; flush --wait
+# sends write-back data the remote did not have yet; drain makes the next
+# write reach the remote at once (and undrain ends it); against a stopped
+# daemon nachectl fails, naming the socket it tried.
+set -uo pipefail
+source "$(dirname "$0")/itest.sh"
+
+NACHECTL=$NACHE_BUILD_DIR/stage/bin/nachectl
+[ -x "$NACHECTL" ] || { echo "no $NACHECTL: build first"; exit 1; }
+
+# Write-back on a single-writer export, nothing flushed by age during the
+# test: only nachectl (or a drain) sends data.
+lab_init && lab_net_up lan && lab_remote_vfs_start &&
+	lab_nache_start 'Write_Policy = write_back; Single_Writer = true; Flush_Age = 3600;' &&
+	lab_clients_start 1 || { echo "lab did not start"; exit 1; }
+M=/mnt/n
+mount_nache 1 $M vers=4.1 || { echo "mount failed"; exit 1; }
+# The default: nache.sock beside Ganesha's pid file (lab.sh: -p
+# $LAB_DIR/nache/ganesha.pid).
+SOCK=$LAB_DIR/nache/nache.sock
+
+ctl() { "$NACHECTL" --socket "$SOCK" "$@"; }
+
+# json_get EXPR — evaluates the Python expression EXPR over the parsed
+# `nachectl status --json` (as s); prints the result, fails when the
+# output does not parse.
+json_get() {
+	ctl status --json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print(eval(sys.argv[1]))' "$1"
+}
+
+# data NAME SIZE — random bytes in $LAB_DIR (the guests see it too).
+data() { head -c "$2" /dev/urandom >"$LAB_DIR/$1"; }
+
+socket_is_roots_and_private() {
+	expect_eq "socket mode and owner" "$(stat -c '%F %a %u' "$SOCK")" "socket 600 0"
+}
+
+status_json_parses_and_shows_the_upstream_connected() {
+	local got text
+	lab_wait_until 20 test "$(json_get 's["exports"][0]["upstream"]["connected"]')" = True ||
+		{ echo "status: $(ctl status --json)" >&2; return 1; }
+	got=$(json_get '"%s:%d%s v4.%d" % tuple(s["exports"][0]["upstream"][k] for k in ("server", "port", "path", "minor_version"))') &&
+		expect_eq "upstream" "$got" "$LAB_REMOTE_ADDR:2049/export v4.0" &&
+		expect_eq "client id set" "$(json_get 'int(s["exports"][0]["upstream"]["client_id"], 16) != 0')" True &&
+		expect_eq "lease renewed lately" \
+			"$(json_get '0 <= s["exports"][0]["upstream"]["lease_age_s"] <= s["exports"][0]["upstream"]["lease_time_s"]')" True &&
+		expect_eq "write-back" "$(json_get 's["exports"][0]["writeback"]["enabled"]')" True &&
+		text=$(ctl status) &&
+		# (Not `ctl status | grep -q`: grep leaving at its first match
+		# would fail the pipeline with nachectl's SIGPIPE.)
+		grep -q "^  upstream .*$LAB_REMOTE_ADDR:2049/export, NFSv4.0, connected$" <<<"$text" ||
+		{ echo "status: ${text:-}" >&2; return 1; }
+	echo "$text" >&2  # (for the log)
+}
+
+stats_shows_the_metrics_counters() {
+	local out
+	on 1 "ls -l $M >/dev/null; ls -l $M >/dev/null" &&
+		out=$(ctl stats) &&
+		grep -q '^export 1$' <<<"$out" &&
+		grep -q 'nache_local_ops_total{op=getattr}' <<<"$out" &&
+		grep -q 'nache_upstream_connected  1' <<<"$out" &&
+		grep -Eq 'answered here without a round trip: [1-9][0-9]* of' <<<"$out" ||
+		{ echo "$out" >&2; return 1; }
+}
+
+flush_wait_sends_what_was_dirty() {
+	local out
+	data wb1 $((2 << 20)) &&
+		on 1 "cp $LAB_DIR/wb1 $M/wb1 && sync" &&
+		step "not at the remote before the flush" test ! -e "$LAB_REMOTE_EXPORT_DIR/wb1" &&
+		step "dirty before the flush" test "$(json_get 's["exports"][0]["writeback"]["dirty_bytes"]')" -ge $((2 << 20)) &&
+		out=$(ctl flush --wait --timeout 120) &&
+		step "progress shown" grep -q 'dirty in [1-9][0-9]* objects' <<<"$out" &&
+		step "ends with nothing dirty" grep -q 'nothing dirty' <<<"$out" &&
+		step "the remote has it" cmp "$LAB_DIR/wb1" "$LAB_REMOTE_EXPORT_DIR/wb1" &&
+		expect_eq "dirty after" "$(json_get 's["exports"][0]["writeback"]["dirty_bytes"]')" 0 &&
+		expect_eq "dirty files after" "$(json_get 's["exports"][0]["writeback"]["dirty_files"]')" 0 ||
+		{ echo "flush said: ${out:-}" >&2; return 1; }
+}
+
+drain_makes_the_next_write_reach_the_remote_at_once() {
+	data d1 $((1 << 20)) && data d2 $((1 << 20)) && data d3 4096 &&
+		on 1 "cp $LAB_DIR/d1 $M/d1 && sync" &&
+		step "written back before the drain" test ! -e "$LAB_REMOTE_EXPORT_DIR/d1" &&
+		ctl drain --timeout 120 &&
+		step "the drain flushed it" cmp "$LAB_DIR/d1" "$LAB_REMOTE_EXPORT_DIR/d1" &&
+		expect_eq "draining" "$(json_get 's["draining"] and s["exports"][0]["writeback"]["draining"]')" True &&
+		on 1 "cp $LAB_DIR/d2 $M/d2 && sync" &&
+		step "written through while draining" cmp "$LAB_DIR/d2" "$LAB_REMOTE_EXPORT_DIR/d2" &&
+		expect_eq "nothing dirty while draining" "$(json_get 's["exports"][0]["writeback"]["dirty_bytes"]')" 0 &&
+		ctl undrain &&
+		expect_eq "undrained" "$(json_get 's["draining"]')" False &&
+		on 1 "cp $LAB_DIR/d3 $M/d3 && sync" &&
+		step "written back again after undrain" test ! -e "$LAB_REMOTE_EXPORT_DIR/d3"
+}
+
+errors_exit_non_zero() {
+	local rc=0 err
+	err=$(ctl reboot 2>&1) || rc=$?
+	expect_eq "usage exit status" $rc 2 && grep -q "unknown command reboot" <<<"$err" ||
+		{ echo "$err" >&2; return 1; }
+}
+
+nachectl_against_a_stopped_daemon_fails_naming_the_socket() {
+	local rc=0 err
+	lab_nache_stop &&
+		{ err=$(ctl status 2>&1) || rc=$?; } &&
+		expect_eq "exit status" $rc 3 &&
+		grep -q "no nache daemon" <<<"$err" && grep -qF "$SOCK" <<<"$err" ||
+		{ echo "nachectl said: $err" >&2; return 1; }
+}
+
+check socket_is_roots_and_private socket_is_roots_and_private
+check status_json_parses_and_shows_the_upstream_connected status_json_parses_and_shows_the_upstream_connected
+check stats_shows_the_metrics_counters stats_shows_the_metrics_counters
+check flush_wait_sends_what_was_dirty flush_wait_sends_what_was_dirty
+check drain_makes_the_next_write_reach_the_remote_at_once drain_makes_the_next_write_reach_the_remote_at_once
+check errors_exit_non_zero errors_exit_non_zero
+# Last: it stops the daemon.
+check nachectl_against_a_stopped_daemon_fails_naming_the_socket nachectl_against_a_stopped_daemon_fails_naming_the_socket
+itest_finish
