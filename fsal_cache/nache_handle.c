@@ -601,9 +601,13 @@ static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 		}
 		if (fd == NULL) {
 			/* Stateless (NFSv3): I/O uses the anonymous stateid,
-			 * no upstream open is needed. */
+			 * no upstream open is needed. global_fd is guarded
+			 * by obj_lock (nache_int.h), which Ganesha does not
+			 * hold around open2. */
+			PTHREAD_RWLOCK_wrlock(&obj->obj_lock);
 			handle_of(obj)->global_fd.fsal_fd.openflags =
 				openflags;
+			PTHREAD_RWLOCK_unlock(&obj->obj_lock);
 			if (truncate) {
 				memset(&set, 0, sizeof(set));
 				set.mask = NACHE_ATTR_SIZE;
@@ -649,7 +653,8 @@ static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 	nh = nache_alloc_handle(exp, key, &a);
 	*new_obj = &nh->obj_handle;
 	if (fd == NULL) {
-		/* Stateless create (NFSv3 CREATE): nothing stays open. */
+		/* Stateless create (NFSv3 CREATE): nothing stays open.
+		 * (No obj_lock: nobody else sees nh yet.) */
 		nache_close(exp->core, open);
 		nh->global_fd.fsal_fd.openflags = openflags;
 	} else {

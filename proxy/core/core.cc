@@ -76,26 +76,26 @@ Core::~Core() {
   if (cb_server_) cb_server_->Stop();
   if (recall_thread_.joinable()) {
     {
-      std::lock_guard<std::mutex> g(recall_mu_);
+      MutexLock g(&recall_mu_);
       recall_stop_ = true;
     }
-    recall_cv_.notify_all();
+    recall_cv_.SignalAll();
     recall_thread_.join();
   }
   if (reclaim_thread_.joinable()) {
     {
-      std::lock_guard<std::mutex> g(reclaim_mu_);
+      MutexLock g(&reclaim_mu_);
       reclaim_stop_ = true;
     }
-    reclaim_cv_.notify_all();
+    reclaim_cv_.SignalAll();
     reclaim_thread_.join();
   }
   if (linger_thread_.joinable()) {
     {
-      std::lock_guard<std::mutex> g(linger_mu_);
+      MutexLock g(&linger_mu_);
       linger_stop_ = true;
     }
-    linger_cv_.notify_all();
+    linger_cv_.SignalAll();
     linger_thread_.join();
     // The remote sees a CLOSE for every OPEN, also at shutdown (when it is
     // reachable; otherwise the state dies with our lease).
@@ -475,7 +475,7 @@ void Core::ForgetGone(Key key) {
   // state must be given back by handle.
   if (opens_->Contains(key)) return;
   {
-    std::lock_guard<std::mutex> g(local_mu_);
+    MutexLock g(&local_mu_);
     if (local_delegs_.count(key)) return;
   }
   if (!cache_->ForgetGone(key)) return;  // dirty or in use
@@ -483,7 +483,7 @@ void Core::ForgetGone(Key key) {
 }
 
 uint32_t Core::ResolveRoot(Fh *fh) {
-  std::lock_guard<std::mutex> g(root_mu_);
+  MutexLock g(&root_mu_);
   HandleRecord r;
   if (handles_->Get(root_key_, &r) && !r.fh.empty()) {
     *fh = r.fh;  // another thread resolved it meanwhile
@@ -513,7 +513,7 @@ void Core::LearnIoLimits() {
   if (io_limits_known_.load()) return;
   // The root's handle is known from an earlier run (else resolving it
   // learns the limits): ask for them once (other callers wait for it).
-  std::lock_guard<std::mutex> g(io_limits_mu_);
+  MutexLock g(&io_limits_mu_);
   Fh fh;
   if (FhOf(root_key_, &fh) || io_limits_known_.load()) return;
   Compound c;
@@ -861,7 +861,6 @@ Core::Creds Core::SquashedRoot() {
 bool Core::WorthListing(Key dir) {
   if (cache_->Unlistable(dir)) return false;
   if (LocalNamespace()) return true;  // kept current by our own creates
-  std::lock_guard<std::mutex> g(misc_mu_);
   // Elsewhere a listing lives one attribute window: read it at most once
   // per window, and only a small directory (a big one costs more than the
   // lookups it saves; POSIX file systems report a directory's size in
@@ -869,6 +868,7 @@ bool Core::WorthListing(Key dir) {
   Attrs da;
   if (!cache_->KnownAttrs(dir, &da) || da.size > kListingPrefetchMaxBytes)
     return false;
+  MutexLock g(&listed_mu_);
   const auto now = std::chrono::steady_clock::now();
   const auto window = std::chrono::milliseconds(
       std::max<uint32_t>(1000, cfg_.cache.attr_timeout_ms));
@@ -1398,7 +1398,7 @@ void Core::ResetIfStale(FileOpen *f) {
   }
   // Our open under an earlier client id: reclaimed (core_reclaim.cc), or
   // dropped and reopened on demand.
-  if (f->open && f->epoch != epoch) ReclaimLocked(f, epoch);
+  if (f->open() && f->epoch() != epoch) ReclaimLocked(f, epoch);
 }
 
 uint32_t Core::ConfirmIfAsked(const Creds &cr, const OpResult &open,
@@ -1460,7 +1460,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
     // this file statelessly (anonymous stateid).
     return upstream::kNfs4ErrNoent;
   }
-  if (f->open && (f->up_access & access) != access &&
+  if (f->open() && (f->up_access & access) != access &&
       ((f->up_deny | deny) & (f->up_access | access)) != 0) {
     // One upstream open serves every local open, so one office client
     // denying reads while another opens for writing makes an upgrade
@@ -1507,15 +1507,10 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                            {prec.fh, rec.name, access, deny}, &deleg)))
     return st;
   if (got == rec.fh) NoteGrant(f->key, deleg);
-  {
-    std::lock_guard<std::mutex> g(state_mu_);
-    f->stateid = sid;
-    f->open = true;
-    f->epoch = up_->epoch();
-    f->up_access |= access;
-    f->up_deny |= deny;
-    f->NoteUpstreamModes(access, deny);
-  }
+  f->SetOpen(sid, up_->epoch());
+  f->up_access |= access;
+  f->up_deny |= deny;
+  f->NoteUpstreamModes(access, deny);
   f->open_creds = cr;
   if (got != rec.fh) {
     // The name now denotes another file (renamed or replaced outside):
@@ -1565,8 +1560,7 @@ uint32_t Core::UpstreamCloseLocked(const Creds &cr, FileOpen *f) {
   for (int attempt = 0; attempt < 2; attempt++) {
     StateId sid;
     {
-      std::lock_guard<std::mutex> g(state_mu_);
-      sid = f->stateid;
+      sid = f->stateid();
     }
     Compound c;
     c.SetTag("close").Putfh(fh).Close(f->owner->seqid, sid);
@@ -1582,12 +1576,9 @@ uint32_t Core::UpstreamCloseLocked(const Creds &cr, FileOpen *f) {
   }
   // Whatever the outcome, the open is gone for us: a failed CLOSE leaves
   // state the server will expire with our lease (or already dropped).
-  {
-    std::lock_guard<std::mutex> g(state_mu_);
-    f->open = false;
-    f->up_access = f->up_deny = 0;
-    f->up_seen_access = f->up_seen_deny = 0;
-  }
+  f->SetClosed();
+  f->up_access = f->up_deny = 0;
+  f->up_seen_access = f->up_seen_deny = 0;
   f->lock_owners.clear();
   if (st && st != upstream::kNfs4ErrDelay)
     NACHE_LOG(kLogInfo, "NACHE_UPSTREAM", "close of %llu: %s",
@@ -1602,11 +1593,10 @@ uint32_t Core::UpstreamDowngrade(const Creds &cr, FileOpen *f,
   if (st) return st;
   StateId sid;
   {
-    std::lock_guard<std::mutex> g(state_mu_);
     // Only to modes the open had (FileOpen::MayDowngradeTo); otherwise it
     // keeps more than the local opens need, which they do not notice.
     if (!f->MayDowngradeTo(access, deny)) return upstream::kNfs4Ok;
-    sid = f->stateid;
+    sid = f->stateid();
   }
   Compound c;
   c.SetTag("open_downgrade")
@@ -1617,8 +1607,7 @@ uint32_t Core::UpstreamDowngrade(const Creds &cr, FileOpen *f,
   const OpResult *r = rep.Find(Op::kOpenDowngrade);
   if (r) OpenTable::AdvanceSeqid(&f->owner->seqid, r->status);
   if (st == upstream::kNfs4Ok) {
-    std::lock_guard<std::mutex> g(state_mu_);
-    f->stateid = r->stateid;
+    f->SetStateid(r->stateid);
     f->up_access = access;
     f->up_deny = deny;
     f->NoteUpstreamModes(access, deny);
@@ -1700,7 +1689,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       if (named != kNoKey) owned.emplace(flusher_->Own(named));
     }
     OwnerSlot *owner = opens_->OwnerFor(req.key, req.name);
-    std::unique_lock<std::mutex> og(owner->mu);
+    MutexLock og(&owner->mu);
     uint64_t epoch = up_->epoch();
     if (owner->epoch != epoch) {
       owner->seqid = 0;
@@ -1798,16 +1787,12 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     NoteGrant(key, deleg);
     std::shared_ptr<FileOpen> f = opens_->GetOrAdopt(key, owner);
     if (f->owner == owner) {
+      f->owner->mu.AssertHeld();  // (owner->mu, held above)
       ResetIfStale(f.get());
-      {
-        std::lock_guard<std::mutex> g(state_mu_);
-        f->stateid = sid;  // same owner, same file: the server merged
-        f->open = true;
-        f->epoch = epoch;
-        f->up_access |= req.access;
-        f->up_deny |= req.deny;
-        f->NoteUpstreamModes(req.access, req.deny);
-      }
+      f->SetOpen(sid, epoch);  // same owner, same file: the server merged
+      f->up_access |= req.access;
+      f->up_deny |= req.deny;
+      f->NoteUpstreamModes(req.access, req.deny);
       f->open_creds = cr;
       f->Count(req.access, req.deny, +1);
       *out = new NacheOpen{f, req.access, req.deny};
@@ -1823,7 +1808,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     Run(cl, cr, &clrep);
     if (const OpResult *r = clrep.Find(Op::kClose))
       OpenTable::AdvanceSeqid(&owner->seqid, r->status);
-    og.unlock();
+    og.Unlock();
     opens_->Unpin(f);
   }
 
@@ -1831,12 +1816,12 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   // or grant it locally under our delegation.
   if (req.access & upstream::kShareAccessWrite) ReturnIfReadDelegated(key);
   std::shared_ptr<FileOpen> f = opens_->Get(key);
-  std::unique_lock<std::mutex> fg(f->owner->mu);
+  MutexLock fg(&f->owner->mu);
   ResetIfStale(f.get());
   uint32_t want_access = f->WantAccess() | req.access;
   uint32_t want_deny = f->WantDeny() | req.deny;
   uint32_t st = upstream::kNfs4Ok;
-  bool covered = f->open && (f->up_access & want_access) == want_access &&
+  bool covered = f->open() && (f->up_access & want_access) == want_access &&
                  (f->up_deny & want_deny) == want_deny;
   if (!covered && DelegationCovers(key, want_access, want_deny, nullptr)) {
     covered = true;
@@ -1848,7 +1833,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   if (covered && !NotAtRemote(key)) {
     uint32_t st = MayOpen(cr, key, req.access);
     if (st) {
-      fg.unlock();
+      fg.Unlock();
       opens_->Unpin(f);
       return st;
     }
@@ -1861,7 +1846,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     // adds them to the open's): the remote judges the caller by what it
     // asks, and a user who may write a file but not read it must not be
     // refused for the read access another user's open holds.
-    const bool upgrade = f->open;
+    const bool upgrade = f->open();
     st = UpstreamOpenByHandle(cr, f.get(), upgrade ? req.access : want_access,
                               upgrade ? req.deny : want_deny, attrs);
     if (st == upstream::kNfs4Ok) {
@@ -1869,13 +1854,13 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     } else if (st == upstream::kNfs4ErrNoent) {
       st = upstream::kNfs4Ok;  // no usable name: stateless I/O
     } else {
-      fg.unlock();
+      fg.Unlock();
       opens_->Unpin(f);
       return st;
     }
   }
   f->Count(req.access, req.deny, +1);
-  fg.unlock();
+  fg.Unlock();
   *out = new NacheOpen{f, req.access, req.deny};
   *key_out = key;
   if (req.truncate) {
@@ -1948,13 +1933,13 @@ uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
                       uint32_t deny) {
   FileOpen *f = open->file.get();
   if (access & upstream::kShareAccessWrite) ReturnIfReadDelegated(f->key);
-  std::lock_guard<std::mutex> fg(f->owner->mu);
+  MutexLock fg(&f->owner->mu);
   ResetIfStale(f);
   f->Count(open->access, open->deny, -1);
   f->Count(access, deny, +1);
   uint32_t want_access = f->WantAccess(), want_deny = f->WantDeny();
   uint32_t st = upstream::kNfs4Ok;
-  bool covered = f->open && (f->up_access & want_access) == want_access &&
+  bool covered = f->open() && (f->up_access & want_access) == want_access &&
                  (f->up_deny & want_deny) == want_deny;
   const bool deleg =
       !covered && DelegationCovers(f->key, want_access, want_deny, nullptr);
@@ -1969,8 +1954,8 @@ uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
       // Not at the remote yet, or the remote is unreachable: a local open.
     } else if (!covered) {
       // An upgrade asks for this caller's modes only (as in Open).
-      st = UpstreamOpenByHandle(cr, f, f->open ? access : want_access,
-                                f->open ? deny : want_deny, nullptr);
+      st = UpstreamOpenByHandle(cr, f, f->open() ? access : want_access,
+                                f->open() ? deny : want_deny, nullptr);
       if (st == upstream::kNfs4ErrNoent) st = upstream::kNfs4Ok;
     } else if (f->up_access != want_access || f->up_deny != want_deny) {
       st = UpstreamDowngrade(cr, f, want_access, want_deny);
@@ -1991,10 +1976,10 @@ uint32_t Core::CloseFile(NacheOpen *open) {
   Creds root;  // CLOSE and OPEN_DOWNGRADE check no permission
   uint32_t st = upstream::kNfs4Ok;
   {
-    std::lock_guard<std::mutex> fg(f->owner->mu);
+    MutexLock fg(&f->owner->mu);
     ResetIfStale(f.get());
     f->Count(open->access, open->deny, -1);
-    if (f->open) {
+    if (f->open()) {
       if (f->n_local == 0 && cfg_.open_linger_ms > 0) {
         // Linger: a reopen before the deadline reuses this open with no
         // OPEN; the linger thread sends the CLOSE otherwise.
@@ -2002,10 +1987,10 @@ uint32_t Core::CloseFile(NacheOpen *open) {
                    std::chrono::milliseconds(cfg_.open_linger_ms);
         f->linger_until = due;
         {
-          std::lock_guard<std::mutex> g(linger_mu_);
+          MutexLock g(&linger_mu_);
           lingering_.emplace(due, f);
         }
-        linger_cv_.notify_all();
+        linger_cv_.SignalAll();
       } else if (f->n_local == 0) {
         st = UpstreamCloseLocked(root, f.get());
       } else if (f->up_access != f->WantAccess() ||
@@ -2023,33 +2008,33 @@ uint32_t Core::CloseFile(NacheOpen *open) {
 }
 
 void Core::LingerLoop() {
-  std::unique_lock<std::mutex> g(linger_mu_);
+  MutexLock g(&linger_mu_);
   while (!linger_stop_) {
     if (lingering_.empty()) {
-      linger_cv_.wait(g);
+      linger_cv_.Wait();
       continue;
     }
     auto due = lingering_.begin()->first;
     if (std::chrono::steady_clock::now() < due) {
-      linger_cv_.wait_until(g, due);
+      linger_cv_.WaitUntil(due);
       continue;
     }
     std::shared_ptr<FileOpen> f = lingering_.begin()->second;
     lingering_.erase(lingering_.begin());
-    g.unlock();
+    g.Unlock();
     CloseIfIdle(f, true);
-    g.lock();
+    g.Lock();
   }
 }
 
 bool Core::CloseIfIdle(const std::shared_ptr<FileOpen> &f, bool only_if_due) {
   bool closed = false;
   {
-    std::lock_guard<std::mutex> fg(f->owner->mu);
+    MutexLock fg(&f->owner->mu);
     ResetIfStale(f.get());
     // Not when reopened meanwhile, nor (only_if_due) when closed again
     // later: a newer linger entry is due then.
-    if (f->open && f->n_local == 0 &&
+    if (f->open() && f->n_local == 0 &&
         (!only_if_due ||
          f->linger_until <= std::chrono::steady_clock::now())) {
       UpstreamCloseLocked(Creds(), f.get());
@@ -2065,7 +2050,7 @@ size_t Core::CloseIdleOpens() {
                 std::shared_ptr<FileOpen>>
       all;
   {
-    std::lock_guard<std::mutex> g(linger_mu_);
+    MutexLock g(&linger_mu_);
     all.swap(lingering_);
   }
   size_t n = 0;
@@ -2078,10 +2063,8 @@ size_t Core::CloseIdleOpens() {
 StateId Core::IoStateid(NacheOpen *open) {
   if (open == nullptr) return StateId::Anonymous();
   FileOpen *f = open->file.get();
-  {
-    std::lock_guard<std::mutex> g(state_mu_);
-    if (f->open && f->epoch == up_->epoch()) return f->stateid;
-  }
+  StateId io;
+  if (f->IoStateid(up_->epoch(), &io)) return io;
   // Granted locally under our delegation: its stateid is the one to use
   // (a state error makes the caller fall back to the anonymous one).
   StateId sid;
@@ -2354,17 +2337,14 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
     if (opens_->Contains(key)) {
       std::shared_ptr<FileOpen> f = opens_->Get(key);
       {
-        std::lock_guard<std::mutex> fg(f->owner->mu);
+        MutexLock fg(&f->owner->mu);
         auto lit = f->lock_owners.find(owner);
         if (lit != f->lock_owners.end() && lit->second.established)
           name = lit->second.name;
       }
       opens_->Unpin(f);
     }
-    if (name.empty()) {
-      std::lock_guard<std::mutex> g(misc_mu_);
-      name = owner_prefix_ + "-t" + std::to_string(key);
-    }
+    if (name.empty()) name = owner_prefix_ + "-t" + std::to_string(key);
     Compound c;
     c.SetTag("lockt").Putfh(fh).Lockt(type, offset, up_len, 0, name);
     CompoundReply rep;
@@ -2375,7 +2355,7 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
   if (open == nullptr) return upstream::kNfs4ErrOpenmode;
 
   FileOpen *f = open->file.get();
-  std::lock_guard<std::mutex> fg(f->owner->mu);
+  MutexLock fg(&f->owner->mu);
   ResetIfStale(f);
   // (Under the owner's mutex: a return of the delegation, which sends
   // these first, waits for it.)
@@ -2392,14 +2372,14 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
     if (lit != f->lock_owners.end())
       RemoveHeldLock(&lit->second.local, offset, up_len);
   }
-  if (!f->open && op == NACHE_LOCK) {
+  if (!f->open() && op == NACHE_LOCK) {
     // Opened locally under our read delegation: locks are the server's
     // business even so (others may lock the file too), and hang off an
     // upstream open.
     st = UpstreamOpenByHandle(cr, f, f->WantAccess(), f->WantDeny(), nullptr);
     if (st && st != upstream::kNfs4ErrNoent) return st;
   }
-  if (!f->open) {
+  if (!f->open()) {
     // Locks hang off an upstream open; a file we could not open by name
     // upstream cannot carry them.
     return op == NACHE_UNLOCK ? upstream::kNfs4Ok
@@ -2441,10 +2421,7 @@ LockOwnerState &Core::LockOwnerFor(FileOpen *f, const std::string &owner) {
   auto it = f->lock_owners.find(owner);
   if (it != f->lock_owners.end()) return it->second;
   LockOwnerState lo;
-  {
-    std::lock_guard<std::mutex> g(misc_mu_);
-    lo.name = owner_prefix_ + "-l" + std::to_string(++lock_serial_);
-  }
+  lo.name = owner_prefix_ + "-l" + std::to_string(++lock_serial_);
   return f->lock_owners.emplace(owner, lo).first->second;
 }
 
@@ -2487,8 +2464,7 @@ uint32_t Core::SendLock(const Creds &cr, FileOpen *f, const Fh &fh,
     a.new_lock_owner = true;
     a.open_seqid = f->owner->seqid;
     {
-      std::lock_guard<std::mutex> g(state_mu_);
-      a.open_stateid = f->stateid;
+      a.open_stateid = f->stateid();
     }
     a.lock_seqid = 0;
     a.owner = lo->name;

@@ -18,18 +18,31 @@
 // recall thread, never on a Ganesha worker.
 //
 // Thread safety: all methods are thread-safe and may block on the upstream.
+// Every shared field names its lock (GUARDED_BY) and every method that
+// expects one says so (REQUIRES); clang checks both (make check-locks).
+// Lock order, outermost first; a lock is never taken while one below it is
+// held:
+//   1. an open-owner's OwnerSlot::mu (opens.h), one at a time, held across
+//      the upstream call of that owner's OPEN, CLOSE, OPEN_DOWNGRADE, LOCK
+//      or LOCKU (NFSv4.0 seqids);
+//   2. the core's own: meta_mu_ (local namespace), local_mu_, writers_mu_,
+//      linger_mu_, recall_mu_, reclaim_mu_, listed_mu_, last_error_mu_,
+//      none held across an upstream call and none nested in another;
+//   3. the components' locks (FileOpen::io_mu, OpenTable, DelegationTable,
+//      Cache, HandleMap, OpLog, LocalNames, Store, the upstream client),
+//      which are leaves: they call back into nothing that locks.
+// local_mu_ is the exception to "no call out under it": local delegation
+// recalls are queued to Ganesha under it (the up-call only queues).
 #pragma once
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <thread>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -325,16 +338,16 @@ class Core {
                           const upstream::Fh &fh, OwnerSlot *owner,
                           upstream::StateId *sid,
                           const ReopenAfterConfirm &again,
-                          upstream::Delegation *deleg);
+                          upstream::Delegation *deleg) REQUIRES(owner->mu);
   // Brings f's upstream open to the current client id: reclaims it (see
   // ReclaimLocked) when it belongs to an earlier one.
-  void ResetIfStale(FileOpen *f);
+  void ResetIfStale(FileOpen *f) REQUIRES(f->owner->mu);
   // One LOCK of [offset, offset+length) for lo on f (introducing lo to the
   // server when new), advancing the seqids and recording what is held.
   uint32_t SendLock(const Creds &cr, FileOpen *f, const upstream::Fh &fh,
                     LockOwnerState *lo, upstream::LockType type,
                     uint64_t offset, uint64_t length, bool reclaim,
-                    upstream::CompoundReply *rep);
+                    upstream::CompoundReply *rep) REQUIRES(f->owner->mu);
 
   // After a server restart (core_reclaim.cc).
   // The upstream confirmed a new client id: every delegation is gone; the
@@ -346,21 +359,24 @@ class Core {
   // locked anew when the server has no grace period, else dropped (lost
   // locks are logged and counted). owner->mu held. True: f is open
   // upstream under epoch.
-  bool ReclaimLocked(FileOpen *f, uint64_t epoch);
+  bool ReclaimLocked(FileOpen *f, uint64_t epoch) REQUIRES(f->owner->mu);
   // Takes f's held lock ranges again under the current client id.
-  void RelockLocked(FileOpen *f, const upstream::Fh &fh, bool reclaim);
+  void RelockLocked(FileOpen *f, const upstream::Fh &fh, bool reclaim)
+      REQUIRES(f->owner->mu);
   // Whether key's delegation, held under the previous client id, is to be
   // reclaimed.
   bool HasDelegationToReclaim(Key key);
-  // f's state for the local lock-owner owner, made on first use. Under
-  // f->owner->mu.
-  LockOwnerState &LockOwnerFor(FileOpen *f, const std::string &owner);
+  // f's state for the local lock-owner owner, made on first use.
+  LockOwnerState &LockOwnerFor(FileOpen *f, const std::string &owner)
+      REQUIRES(f->owner->mu);
   // Sends the locks granted here under our write delegation (before it
-  // goes back). Under f->owner->mu, f open upstream.
-  void SendLocalLocks(FileOpen *f, const upstream::Fh &fh);
-  // LOCK of range h for lo (a reclaim when reclaim). Under f->owner->mu.
+  // goes back). f open upstream.
+  void SendLocalLocks(FileOpen *f, const upstream::Fh &fh)
+      REQUIRES(f->owner->mu);
+  // LOCK of range h for lo (a reclaim when reclaim).
   uint32_t SendHeldLock(FileOpen *f, const upstream::Fh &fh,
-                        LockOwnerState *lo, const HeldLock &h, bool reclaim);
+                        LockOwnerState *lo, const HeldLock &h, bool reclaim)
+      REQUIRES(f->owner->mu);
   // Whether name in the remote directory dir is a regular file carrying
   // an exclusive create's verifier (create_verifier.h).
   bool RemoteCarriesVerifier(const Creds &cr, const upstream::Fh &dir,
@@ -368,12 +384,13 @@ class Core {
                              const uint8_t *verifier);
   uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                                 uint32_t access, uint32_t deny,
-                                Attrs *attrs);
-  uint32_t UpstreamCloseLocked(const Creds &cr, FileOpen *f);
+                                Attrs *attrs) REQUIRES(f->owner->mu);
+  uint32_t UpstreamCloseLocked(const Creds &cr, FileOpen *f)
+      REQUIRES(f->owner->mu);
   uint32_t UpstreamDowngrade(const Creds &cr, FileOpen *f, uint32_t access,
-                             uint32_t deny);
+                             uint32_t deny) REQUIRES(f->owner->mu);
   uint32_t UpstreamUnlockAll(const Creds &cr, FileOpen *f,
-                             const upstream::Fh &fh);
+                             const upstream::Fh &fh) REQUIRES(f->owner->mu);
   // The stateid for I/O with open (anonymous when none).
   upstream::StateId IoStateid(NacheOpen *open);
 
@@ -677,6 +694,8 @@ class Core {
   // Has the local clients' delegations on key recalled and waits (bounded)
   // until they are returned.
   void RecallLocalDelegations(Key key);
+  // Local delegations held on key (0: none).
+  int LocalDelegsLocked(Key key) const REQUIRES(local_mu_);
   void QueueRecall(Key key);
   void RecallLoop();
   // The client id changed or the lease lapsed: every delegation is gone
@@ -698,16 +717,20 @@ class Core {
   // single_writer (LocalNamespace()).
   std::unique_ptr<OpLog> oplog_;
   std::unique_ptr<LocalNames> local_names_;
-  // Guards local namespace changes (the log, local_names_, sending_); held
-  // for local work only, never across an upstream call.
-  std::mutex meta_mu_;
-  std::condition_variable meta_cv_;  // sending_ changed
-  std::set<Key> sending_;  // objects whose create is being sent
-  std::set<uint64_t> removing_;  // remove records being sent
+  // Serialises local namespace changes: a change's log records and its
+  // local_names_ entries are made under it as one step (OpLog and
+  // LocalNames lock themselves; meta_mu_ makes the pair atomic), and it
+  // guards the three sets below. Held for local work only, never across an
+  // upstream call. Taken before Cache::mu_, HandleMap's and OpLog's locks
+  // (it calls into them), never after.
+  Mutex meta_mu_;
+  CondVar meta_cv_{&meta_mu_};  // sending_ or removing_ changed
+  std::set<Key> sending_ GUARDED_BY(meta_mu_);  // creates being sent
+  std::set<uint64_t> removing_ GUARDED_BY(meta_mu_);  // remove records sent
   // Local objects created by this run whose create was never tried: their
   // name must be free at the remote (else a conflict). After a restart
   // every record counts as possibly sent.
-  std::set<Key> never_sent_;
+  std::set<Key> never_sent_ GUARDED_BY(meta_mu_);
   // The open-owners that create flushed files (their own: a flush may run
   // while a pool owner's mutex is held by the thread that needs it;
   // several, since an owner's OPEN and CLOSE are serialised).
@@ -715,15 +738,16 @@ class Core {
   // Who last wrote each dirty file locally: the flush writes as them.
   // Write-through removes and creates that got no answer (unanswered.h).
   UnansweredNames unanswered_;
-  std::mutex writers_mu_;  // guards writers_
-  std::unordered_map<Key, upstream::Creds> writers_;
+  Mutex writers_mu_;
+  std::unordered_map<Key, upstream::Creds> writers_ GUARDED_BY(writers_mu_);
   uint8_t boot_verf_[8] = {};  // our write verifier (immutable after Open)
   // Opens lingering after their last local close, by deadline.
-  std::mutex linger_mu_;  // guards lingering_, linger_stop_
-  std::condition_variable linger_cv_;
+  Mutex linger_mu_;
+  CondVar linger_cv_{&linger_mu_};  // lingering_ or linger_stop_ changed
   std::multimap<std::chrono::steady_clock::time_point,
-                std::shared_ptr<FileOpen>> lingering_;
-  bool linger_stop_ = false;
+                std::shared_ptr<FileOpen>>
+      lingering_ GUARDED_BY(linger_mu_);
+  bool linger_stop_ GUARDED_BY(linger_mu_) = false;
   std::thread linger_thread_;
   std::unique_ptr<DelegationTable> delegs_;
   std::unique_ptr<callback::CallbackHandler> cb_glue_;  // a CallbackGlue
@@ -735,25 +759,29 @@ class Core {
   bool CallbacksPossible() const { return cb_server_ || back_channel_; }
   std::atomic<bool> cb_contact_{false};  // the server called us back once
   // Local delegations (granted by Ganesha to its clients) per file.
-  std::mutex local_mu_;  // guards local_delegs_; acquire checks under it
-  std::condition_variable local_cv_;  // a local delegation was released
-  std::unordered_map<Key, int> local_delegs_;
+  // An acquire checks for conflicts under it, so that a return that
+  // starts after the check sees the acquired delegation.
+  Mutex local_mu_;
+  CondVar local_cv_{&local_mu_};  // a local delegation was released
+  std::unordered_map<Key, int> local_delegs_ GUARDED_BY(local_mu_);
   std::function<void(Key)> local_recall_;  // set once before use
-  std::function<void(Key)> attrs_stale_;   // guarded by local_mu_
+  std::function<void(Key)> attrs_stale_ GUARDED_BY(local_mu_);
   // Delegations to return, for the recall thread.
-  std::mutex recall_mu_;  // guards recalls_, recall_stop_
-  std::condition_variable recall_cv_;
-  std::deque<Key> recalls_;
-  bool recall_stop_ = false;
+  Mutex recall_mu_;
+  CondVar recall_cv_{&recall_mu_};  // a recall queued, or stop
+  std::deque<Key> recalls_ GUARDED_BY(recall_mu_);
+  bool recall_stop_ GUARDED_BY(recall_mu_) = false;
   std::thread recall_thread_;  // RecallLoop
   // Reclaims after a server restart.
-  std::mutex reclaim_mu_;  // guards the three below
-  std::condition_variable reclaim_cv_;
-  uint64_t reclaim_epoch_ = 0;  // a new client id to reclaim under (0: none)
-  bool reclaim_stop_ = false;
+  Mutex reclaim_mu_;
+  CondVar reclaim_cv_{&reclaim_mu_};  // a reclaim asked for, or stop
+  // A new client id to reclaim under (0: none).
+  uint64_t reclaim_epoch_ GUARDED_BY(reclaim_mu_) = 0;
+  bool reclaim_stop_ GUARDED_BY(reclaim_mu_) = false;
   // Delegations held under the previous client id, to ask back with the
   // reclaim of their file's open.
-  std::unordered_map<Key, upstream::DelegationType> reclaim_delegs_;
+  std::unordered_map<Key, upstream::DelegationType> reclaim_delegs_
+      GUARDED_BY(reclaim_mu_);
   std::thread reclaim_thread_;  // ReclaimLoop
   metrics::ExportMetrics *metrics_ = nullptr;  // owned by the registry
   // nachectl drain is in force (SetDraining).
@@ -781,21 +809,19 @@ class Core {
   std::atomic<uint32_t> max_read_{1 << 20};
   std::atomic<uint32_t> max_write_{1 << 20};
   std::atomic<bool> io_limits_known_{false};
-  std::mutex io_limits_mu_;  // one LearnIoLimits asks at a time
-  std::mutex root_mu_;     // serialises ResolveRoot
+  Mutex io_limits_mu_;  // one LearnIoLimits asks at a time (guards nothing)
+  Mutex root_mu_;       // serialises ResolveRoot (guards nothing)
 
-  std::mutex misc_mu_;  // guards lock_serial_, listed_at_
   // When a lookup last read each directory's listing (WorthListing;
   // pruned of entries older than the window beyond 4096). Directories too
   // big to list and their cookie verifiers are kept by the cache, with the
   // directory's object (Cache::SetUnlistable, SetCookieVerf): bounded by
   // its objects in memory.
-  std::map<Key, std::chrono::steady_clock::time_point> listed_at_;
-  uint64_t lock_serial_ = 0;
+  Mutex listed_mu_;
+  std::map<Key, std::chrono::steady_clock::time_point> listed_at_
+      GUARDED_BY(listed_mu_);
+  std::atomic<uint64_t> lock_serial_{0};  // numbers our lock-owner names
   std::string owner_prefix_;  // unique per proxy start (immutable)
-  // With owner->mu, held to write a FileOpen's open, stateid and epoch;
-  // alone, to read them for I/O (opens.h).
-  std::mutex state_mu_;
 };
 
 }  // namespace nache

@@ -176,7 +176,7 @@ void Core::ReturnIfReadDelegated(Key key) {
 uint32_t Core::AcquireLocalDelegation(Key key, bool write) {
   // Under local_mu_, so that a return that starts after this check sees
   // the count (ReturnDelegation reads it after BeginReturn).
-  std::lock_guard<std::mutex> g(local_mu_);
+  MutexLock g(&local_mu_);
   uint32_t access = upstream::kShareAccessRead |
                     (write ? uint32_t(upstream::kShareAccessWrite) : 0u);
   if (!DelegationCovers(key, access, 0, nullptr))
@@ -187,45 +187,49 @@ uint32_t Core::AcquireLocalDelegation(Key key, bool write) {
 
 void Core::ReleaseLocalDelegation(Key key) {
   {
-    std::lock_guard<std::mutex> g(local_mu_);
+    MutexLock g(&local_mu_);
     auto it = local_delegs_.find(key);
     if (it == local_delegs_.end()) return;
     if (--it->second <= 0) local_delegs_.erase(it);
   }
-  local_cv_.notify_all();
+  local_cv_.SignalAll();
+}
+
+int Core::LocalDelegsLocked(Key key) const {
+  auto it = local_delegs_.find(key);
+  return it == local_delegs_.end() ? 0 : it->second;
 }
 
 uint64_t Core::LocalDelegations() {
-  std::lock_guard<std::mutex> g(local_mu_);
+  MutexLock g(&local_mu_);
   uint64_t n = 0;
   for (auto &kv : local_delegs_) n += uint64_t(kv.second);
   return n;
 }
 
 void Core::SetLocalRecall(std::function<void(Key)> recall) {
-  std::lock_guard<std::mutex> g(local_mu_);
+  MutexLock g(&local_mu_);
   local_recall_ = std::move(recall);
 }
 
 void Core::SetAttrsStale(std::function<void(Key)> stale) {
-  std::lock_guard<std::mutex> g(local_mu_);
+  MutexLock g(&local_mu_);
   attrs_stale_ = std::move(stale);
 }
 
 void Core::RecallLocalDelegations(Key key) {
-  std::unique_lock<std::mutex> g(local_mu_);
-  auto held = [&] {
-    auto it = local_delegs_.find(key);
-    return it == local_delegs_.end() ? 0 : it->second;
-  };
-  if (held() == 0) return;
-  int n = held();
+  MutexLock g(&local_mu_);
+  const int n = LocalDelegsLocked(key);
+  if (n == 0) return;
   if (local_recall_) local_recall_(key);
   // The remote revokes our delegation if we take longer than its lease;
   // a local client that does not answer is left to Ganesha, which revokes
   // its delegation after its own lease.
   auto limit = std::chrono::seconds(std::max<uint32_t>(up_->lease_time(), 2) / 2);
-  bool all = local_cv_.wait_for(g, limit, [&] { return held() == 0; });
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool all = true;
+  while (all && LocalDelegsLocked(key) > 0)
+    all = local_cv_.WaitUntil(deadline) || LocalDelegsLocked(key) == 0;
   NACHE_LOG(all ? kLogDebug : kLogWarn, kComponent,
             "%d local delegation(s) on %llu %s", n, (unsigned long long)key,
             all ? "returned" : "not returned in time; returning ours anyway");
@@ -255,10 +259,10 @@ void Core::ReturnDelegation(Key key, bool recalled) {
   if (d.epoch == up_->epoch()) {
     std::shared_ptr<FileOpen> f = opens_->Get(key);
     {
-      std::lock_guard<std::mutex> fg(f->owner->mu);
+      MutexLock fg(&f->owner->mu);
       ResetIfStale(f.get());
       uint32_t want_access = f->WantAccess(), want_deny = f->WantDeny();
-      bool covered = f->open &&
+      bool covered = f->open() &&
                      (f->up_access & want_access) == want_access &&
                      (f->up_deny & want_deny) == want_deny;
       if (f->n_local > 0 && !covered) {
@@ -272,7 +276,7 @@ void Core::ReturnDelegation(Key key, bool recalled) {
       }
       // Then the locks granted here, on that open.
       Fh lfh;
-      if (f->open && FhOfAny(key, &lfh) == upstream::kNfs4Ok)
+      if (f->open() && FhOfAny(key, &lfh) == upstream::kNfs4Ok)
         SendLocalLocks(f.get(), lfh);
     }
     opens_->Unpin(f);
@@ -296,7 +300,7 @@ void Core::ReturnDelegation(Key key, bool recalled) {
   cache_->ExpireAttrs(key);
   std::function<void(Key)> stale;
   {
-    std::lock_guard<std::mutex> g(local_mu_);
+    MutexLock g(&local_mu_);
     stale = attrs_stale_;
   }
   if (stale) stale(key);
@@ -313,16 +317,16 @@ void Core::ReturnDelegation(Key key, bool recalled) {
 
 void Core::QueueRecall(Key key) {
   {
-    std::lock_guard<std::mutex> g(recall_mu_);
+    MutexLock g(&recall_mu_);
     recalls_.push_back(key);
   }
-  recall_cv_.notify_one();
+  recall_cv_.Signal();
 }
 
 void Core::RecallLoop() {
   using Clock = std::chrono::steady_clock;
   Clock::time_point lapse_handled{};  // the lease end we reacted to
-  std::unique_lock<std::mutex> g(recall_mu_);
+  MutexLock g(&recall_mu_);
   for (;;) {
     if (recalls_.empty() && !recall_stop_) {
       // Between recalls, watch the lease: once it is no longer known to
@@ -336,32 +340,32 @@ void Core::RecallLoop() {
       if (lease_end != Clock::time_point() && now >= lease_end &&
           lease_end != lapse_handled) {
         lapse_handled = lease_end;
-        g.unlock();
+        g.Unlock();
         NACHE_LOG(kLogWarn, kComponent,
                   "lease not renewed in time: %zu delegation(s) dropped, "
                   "local ones recalled",
                   delegs_->Count(DelegationType::kRead) +
                       delegs_->Count(DelegationType::kWrite));
         DropAllDelegations();
-        g.lock();
+        g.Lock();
         continue;
       }
       Clock::time_point wake = now + std::chrono::seconds(1);
       if (lease_end > now) wake = std::min(wake, lease_end);
-      recall_cv_.wait_until(g, wake);
+      recall_cv_.WaitUntil(wake);
       continue;
     }
     if (recalls_.empty()) return;  // stopping, and nothing left to return
     Key key = recalls_.front();
     recalls_.pop_front();
-    g.unlock();
+    g.Unlock();
     ReturnDelegation(key, true);
-    g.lock();
+    g.Lock();
   }
 }
 
 void Core::RecallAllLocal() {
-  std::lock_guard<std::mutex> g(local_mu_);
+  MutexLock g(&local_mu_);
   if (!local_recall_) return;
   for (auto &kv : local_delegs_) local_recall_(kv.first);
 }

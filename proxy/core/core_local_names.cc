@@ -74,7 +74,7 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
   if (st == upstream::kNfs4Ok) return upstream::kNfs4ErrExist;
   if (st != upstream::kNfs4ErrNoent) return st;
 
-  std::lock_guard<std::mutex> g(meta_mu_);
+  MutexLock g(&meta_mu_);
   if (local_names_->Find(dir, name, nullptr)) return upstream::kNfs4ErrExist;
   Key k = handles_->NewLocal(dir, name);
   if (k == kNoKey) return StoreFailure();
@@ -135,8 +135,8 @@ uint32_t Core::RemoveLocal(const Creds &cr, Key dir,
   uint32_t st = Access(cr, dir, need, &allowed);
   if (st) return st;
   if ((allowed & need) != need) return upstream::kNfs4ErrAccess;
-  std::unique_lock<std::mutex> g(meta_mu_);
-  meta_cv_.wait(g, [&] { return sending_.count(e.key) == 0; });
+  MutexLock g(&meta_mu_);
+  while (sending_.count(e.key) != 0) meta_cv_.Wait();
   LocalNames::Entry now;
   // Created remotely (or removed) while we were checking: the caller
   // takes the remote way.
@@ -176,11 +176,10 @@ uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
     if (remote) return upstream::kNfs4Ok;
   }
 
-  std::unique_lock<std::mutex> g(meta_mu_);
-  meta_cv_.wait(g, [&] {
-    return sending_.count(src.key) == 0 &&
-           (!target_local || sending_.count(target.key) == 0);
-  });
+  MutexLock g(&meta_mu_);
+  while (sending_.count(src.key) != 0 ||
+         (target_local && sending_.count(target.key) != 0))
+    meta_cv_.Wait();
   LocalNames::Entry now;
   if (!local_names_->Get(src.key, &now) || now.dir != src.dir ||
       now.name != src.name)
@@ -254,8 +253,8 @@ uint32_t Core::CreateRemotely(Key key) {
   LocalNames::Entry e;
   bool fresh = false;
   {
-    std::unique_lock<std::mutex> g(meta_mu_);
-    meta_cv_.wait(g, [&] { return sending_.count(key) == 0; });
+    MutexLock g(&meta_mu_);
+    while (sending_.count(key) != 0) meta_cv_.Wait();
     if (!local_names_->Get(key, &e)) return upstream::kNfs4Ok;
     std::vector<LogRecord> recs = oplog_->Read(e.seq, 1);
     if (recs.empty() || recs[0].seq != e.seq ||
@@ -283,7 +282,7 @@ uint32_t Core::CreateRemotely(Key key) {
   if (st == upstream::kNfs4Ok)
     st = e.moved ? SendRename(r) : SendCreate(r, fresh);
   {
-    std::lock_guard<std::mutex> g(meta_mu_);
+    MutexLock g(&meta_mu_);
     sending_.erase(key);
     if (st == upstream::kNfs4Ok) {
       local_names_->Erase(key);
@@ -291,7 +290,7 @@ uint32_t Core::CreateRemotely(Key key) {
       oplog_->Erase({r.seq});
     }
   }
-  meta_cv_.notify_all();
+  meta_cv_.SignalAll();
   if (st == upstream::kNfs4ErrAccess || st == upstream::kNfs4ErrPerm)
     NoteFlushRefused(e.moved ? "rename" : "create", key, r.SendCreds(), st);
   else if (st)
@@ -473,7 +472,7 @@ uint32_t Core::CreateClosedFile(const Creds &cr, const Fh &pfh,
   // NFSv4.0 creates regular files by OPEN; this one is closed at once
   // (local opens of the file have their own).
   OwnerSlot *owner = &flush_owners_[key % flush_owners_.size()];
-  std::lock_guard<std::mutex> og(owner->mu);
+  MutexLock og(&owner->mu);
   uint64_t epoch = up_->epoch();
   if (owner->epoch != epoch) {
     owner->seqid = 0;

@@ -61,7 +61,7 @@ uint32_t Core::RemoveLogged(const Creds &cr, Key dir, const std::string &name,
   if (StickyForbids(cr, da, a)) return upstream::kNfs4ErrPerm;
   LogRecord r = RemoveRecord(cr, dir, name, k);
   {
-    std::lock_guard<std::mutex> g(meta_mu_);
+    MutexLock g(&meta_mu_);
     // Synced: once the client hears "removed", a crash must not bring the
     // name back.
     uint64_t seq = oplog_->Append(r);
@@ -168,9 +168,9 @@ uint32_t Core::SendRemoves(Key dir,
   std::vector<LocalNames::Removed> mine;
   std::vector<LogRecord> recs;
   {
-    std::unique_lock<std::mutex> g(meta_mu_);
+    MutexLock g(&meta_mu_);
     for (const LocalNames::Removed &w : plain) {
-      meta_cv_.wait(g, [&] { return removing_.count(w.seq) == 0; });
+      while (removing_.count(w.seq) != 0) meta_cv_.Wait();
       LocalNames::Removed now;
       if (!local_names_->FindRemoved(w.dir, w.name, &now) || now.seq != w.seq)
         continue;  // sent meanwhile
@@ -244,7 +244,7 @@ uint32_t Core::SendRemoves(Key dir,
       st = upstream::kNfs4Ok;
   }
   {
-    std::lock_guard<std::mutex> g(meta_mu_);
+    MutexLock g(&meta_mu_);
     std::vector<uint64_t> seqs;
     for (size_t i = 0; i < mine.size(); i++) {
       removing_.erase(mine[i].seq);
@@ -255,7 +255,7 @@ uint32_t Core::SendRemoves(Key dir,
     }
     if (!seqs.empty()) oplog_->Erase(seqs);
   }
-  meta_cv_.notify_all();
+  meta_cv_.SignalAll();
   for (size_t i = 0; i < done; i++) {
     // Gone at the remote now (see SendCreate): no listing keeps them.
     cache_->NoteNameSent(dir, mine[i].name, "", kNoKey);

@@ -85,7 +85,7 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
   mv.attrs.gid = cr.gid;
   mv.SetCreds(cr);  // with the groups that allowed it here
   {
-    std::lock_guard<std::mutex> g(meta_mu_);
+    MutexLock g(&meta_mu_);
     // Changed while we were checking: the client retries.
     if (local_names_->FindRemoved(olddir, oldname, nullptr) ||
         local_names_->Find(newdir, newname, nullptr) ||
@@ -162,8 +162,8 @@ uint32_t Core::RenameMoved(const Creds &cr, const LocalNames::Entry &src,
     return upstream::kNfs4Ok;
   }
 
-  std::unique_lock<std::mutex> g(meta_mu_);
-  meta_cv_.wait(g, [&] { return sending_.count(src.key) == 0; });
+  MutexLock g(&meta_mu_);
+  while (sending_.count(src.key) != 0) meta_cv_.Wait();
   LocalNames::Entry now;
   if (!local_names_->Get(src.key, &now) || now.seq != src.seq ||
       local_names_->Find(newdir, newname, nullptr))
@@ -194,7 +194,7 @@ uint32_t Core::RenameMoved(const Creds &cr, const LocalNames::Entry &src,
     AddMoved(recs.back().seq, r.key, r.name, newdir, newname, src.key,
              src.type);
   }
-  g.unlock();
+  g.Unlock();
   EditListingsForRename(src.dir, src.name, newdir, newname, src.key);
   metrics_->CountLoggedRename();
   return upstream::kNfs4Ok;
@@ -222,8 +222,8 @@ uint32_t Core::RemoveMoved(const Creds &cr, Key dir,
     }
     if (!empty) return upstream::kNfs4ErrNotempty;
   }
-  std::unique_lock<std::mutex> g(meta_mu_);
-  meta_cv_.wait(g, [&] { return sending_.count(e.key) == 0; });
+  MutexLock g(&meta_mu_);
+  while (sending_.count(e.key) != 0) meta_cv_.Wait();
   LocalNames::Entry now;
   if (!local_names_->Get(e.key, &now) || now.seq != e.seq ||
       (e.type == FileType::kDir && local_names_->LastChildSeq(e.key) != 0))
@@ -239,7 +239,7 @@ uint32_t Core::RemoveMoved(const Creds &cr, Key dir,
   local_names_->EraseRemoved(e.seq);
   local_names_->AddRemoved(
       LocalNames::Removed{recs[0].seq, rec[0].key, rec[0].name, e.key});
-  g.unlock();
+  g.Unlock();
   cache_->Forget(e.key);  // its unflushed data need never be sent
   cache_->LocalDirEdit(dir, e.name, "", kNoKey);
   metrics_->CountLoggedRemove();

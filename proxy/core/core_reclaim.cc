@@ -44,32 +44,32 @@ void Core::OnNewClientId(uint64_t epoch) {
   auto gone = DropAllDelegations();
   if (epoch == 0) return;  // the first client id: nothing to reclaim
   {
-    std::lock_guard<std::mutex> g(reclaim_mu_);
+    MutexLock g(&reclaim_mu_);
     reclaim_delegs_.clear();
     for (const auto &kv : gone)
       if (kv.second.epoch + 1 == epoch && !kv.second.returning)
         reclaim_delegs_[kv.first] = kv.second.type;
     reclaim_epoch_ = epoch;
   }
-  reclaim_cv_.notify_all();
+  reclaim_cv_.SignalAll();
 }
 
 void Core::ReclaimLoop() {
-  std::unique_lock<std::mutex> g(reclaim_mu_);
+  MutexLock g(&reclaim_mu_);
   for (;;) {
-    reclaim_cv_.wait(g, [this] { return reclaim_stop_ || reclaim_epoch_; });
+    while (!reclaim_stop_ && !reclaim_epoch_) reclaim_cv_.Wait();
     if (reclaim_stop_) return;
     uint64_t epoch = reclaim_epoch_;
     reclaim_epoch_ = 0;
-    g.unlock();
+    g.Unlock();
     size_t n = 0;
     for (const std::shared_ptr<FileOpen> &f : opens_->Snapshot()) {
-      std::lock_guard<std::mutex> og(f->owner->mu);
+      MutexLock og(&f->owner->mu);
       if (up_->epoch() != epoch) break;  // lost again: a newer pass follows
-      if (f->open && f->epoch != epoch) {
+      if (f->open() && f->epoch() != epoch) {
         ResetIfStale(f.get());
         n++;
-      } else if (!f->open && f->n_local > 0 && HasDelegationToReclaim(f->key)) {
+      } else if (!f->open() && f->n_local > 0 && HasDelegationToReclaim(f->key)) {
         ResetIfStale(f.get());  // (the owner's seqid follows the new id)
         ReclaimLocked(f.get(), epoch);
         n++;
@@ -81,20 +81,20 @@ void Core::ReclaimLoop() {
               (unsigned long long)epoch, n);
     // NFSv4.1: the server may end our grace (and serves our new opens).
     if (up_->epoch() == epoch) up_->ReclaimDone();
-    g.lock();
+    g.Lock();
     reclaim_delegs_.clear();  // those of files with no open are not reclaimed
   }
 }
 
 bool Core::HasDelegationToReclaim(Key key) {
-  std::lock_guard<std::mutex> g(reclaim_mu_);
+  MutexLock g(&reclaim_mu_);
   return reclaim_delegs_.count(key) != 0;
 }
 
 bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
   DelegationType dt = DelegationType::kNone;
   {
-    std::lock_guard<std::mutex> g(reclaim_mu_);
+    MutexLock g(&reclaim_mu_);
     auto it = reclaim_delegs_.find(f->key);
     if (it != reclaim_delegs_.end()) {
       dt = it->second;
@@ -106,7 +106,7 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
   // A file open here only under our delegation (no upstream open) gets
   // its delegation back by reclaiming an open for what its local opens
   // want.
-  const bool had_open = f->open;
+  const bool had_open = f->open();
   const Creds cr = had_open ? f->open_creds : f->deleg_creds;
   uint32_t access = had_open ? f->up_access : f->WantAccess();
   uint32_t deny = had_open ? f->up_deny : f->WantDeny();
@@ -114,7 +114,7 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
   uint32_t st = upstream::kNfs4ErrStaleClientid;
   // Only the state of the client id just replaced can be reclaimed (for a
   // delegation alone, reclaim_delegs_ holds only such).
-  bool reclaimable = had_open ? f->epoch + 1 == epoch
+  bool reclaimable = had_open ? f->epoch() + 1 == epoch
                               : dt != DelegationType::kNone && access != 0;
   if (reclaimable && (st = FhOfAny(f->key, &fh)) == 0) {
     upstream::OpenArgs a;
@@ -142,15 +142,10 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
       upstream::Delegation deleg;
       st = ConfirmIfAsked(cr, *o, fh, f->owner, &sid, {}, &deleg);
       if (st == upstream::kNfs4Ok) {
-        {
-          std::lock_guard<std::mutex> g(state_mu_);
-          f->stateid = sid;
-          f->epoch = epoch;
-          f->open = true;
-          f->up_access = access;
-          f->up_deny = deny;
-          f->NoteUpstreamModes(access, deny);
-        }
+        f->SetOpen(sid, epoch);
+        f->up_access = access;
+        f->up_deny = deny;
+        f->NoteUpstreamModes(access, deny);
         metrics_->CountReclaim(ReclaimState::kOpen, ReclaimOutcome::kReclaimed);
         if (dt != DelegationType::kNone)
           metrics_->CountReclaim(ReclaimState::kDelegation,
@@ -169,12 +164,9 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
   // No open was lost: the local opens go on, revalidating as without a
   // delegation.
   if (!had_open) return false;
-  {
-    std::lock_guard<std::mutex> g(state_mu_);
-    f->open = false;
-    f->up_access = f->up_deny = 0;
-    f->up_seen_access = f->up_seen_deny = 0;
-  }
+  f->SetClosed();
+  f->up_access = f->up_deny = 0;
+  f->up_seen_access = f->up_seen_deny = 0;
   // Not in a grace period: what our clients hold is acquired anew.
   if (st == upstream::kNfs4ErrNoGrace && f->owner->epoch == epoch &&
       UpstreamOpenByHandle(cr, f, access, deny, nullptr) == upstream::kNfs4Ok) {

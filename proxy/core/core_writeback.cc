@@ -159,7 +159,7 @@ void Core::NoteLocalWriter(Key key, const Creds &in) {
   Creds cr = in;
   if (cr.groups.size() > LogRecord::kMaxGroups)
     cr.groups.resize(LogRecord::kMaxGroups);
-  std::lock_guard<std::mutex> g(writers_mu_);
+  MutexLock g(&writers_mu_);
   auto it = writers_.find(key);
   if (it == writers_.end() || it->second != cr) {
     // Persisted when it changes, unsynced: the caller's own synced write
@@ -187,7 +187,7 @@ void Core::NoteLocalWriter(Key key, const Creds &in) {
 Core::Creds Core::FlushCreds(Key key) {
   // As the file's last local writer (remembered in the store, so also
   // after a restart); a file of none such, as its owner.
-  std::lock_guard<std::mutex> g(writers_mu_);
+  MutexLock g(&writers_mu_);
   auto it = writers_.find(key);
   if (it != writers_.end()) return it->second;
   Creds cr;

@@ -10,7 +10,7 @@ using upstream::DelegationType;
 void DelegationTable::Grant(Key key, DelegationType type,
                             const upstream::StateId &sid, uint64_t epoch) {
   if (type == DelegationType::kNone) return;
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   HeldDelegation &d = held_[key];
   d.type = type;
   d.stateid = sid;
@@ -20,7 +20,7 @@ void DelegationTable::Grant(Key key, DelegationType type,
 
 bool DelegationTable::Covers(Key key, uint64_t epoch, uint32_t access,
                              uint32_t deny, upstream::StateId *sid) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = held_.find(key);
   if (it == held_.end() || !UsableLocked(it->second, epoch)) return false;
   const HeldDelegation &d = it->second;
@@ -35,13 +35,13 @@ bool DelegationTable::Covers(Key key, uint64_t epoch, uint32_t access,
 }
 
 bool DelegationTable::Usable(Key key, uint64_t epoch) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = held_.find(key);
   return it != held_.end() && UsableLocked(it->second, epoch);
 }
 
 bool DelegationTable::Find(Key key, HeldDelegation *out) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = held_.find(key);
   if (it == held_.end()) return false;
   *out = it->second;
@@ -49,7 +49,7 @@ bool DelegationTable::Find(Key key, HeldDelegation *out) const {
 }
 
 bool DelegationTable::BeginReturn(Key key, const upstream::StateId *sid) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = held_.find(key);
   if (it == held_.end() || it->second.returning) return false;
   // Compare only the "other" part: the seqid of a delegation stateid is
@@ -63,7 +63,7 @@ bool DelegationTable::BeginReturn(Key key, const upstream::StateId *sid) {
 }
 
 void DelegationTable::Forget(Key key, const upstream::StateId &sid) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = held_.find(key);
   if (it != held_.end() &&
       memcmp(it->second.stateid.other, sid.other, sizeof(sid.other)) == 0)
@@ -71,7 +71,7 @@ void DelegationTable::Forget(Key key, const upstream::StateId &sid) {
 }
 
 std::vector<std::pair<Key, HeldDelegation>> DelegationTable::Clear() {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   std::vector<std::pair<Key, HeldDelegation>> gone(held_.begin(),
                                                    held_.end());
   held_.clear();
@@ -79,7 +79,7 @@ std::vector<std::pair<Key, HeldDelegation>> DelegationTable::Clear() {
 }
 
 size_t DelegationTable::Count(DelegationType type) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   size_t n = 0;
   for (auto &kv : held_) n += kv.second.type == type;
   return n;

@@ -14,12 +14,12 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "handles/handle_map.h"
 #include "upstream/types.h"
+#include "util/mutex.h"
 
 namespace nache {
 
@@ -60,12 +60,12 @@ class DelegationTable {
   size_t Count(upstream::DelegationType type) const;
 
  private:
-  bool UsableLocked(const HeldDelegation &d, uint64_t epoch) const {
+  static bool UsableLocked(const HeldDelegation &d, uint64_t epoch) {
     return !d.returning && d.epoch == epoch;
   }
 
-  mutable std::mutex mu_;  // guards held_
-  std::unordered_map<Key, HeldDelegation> held_;
+  mutable Mutex mu_;
+  std::unordered_map<Key, HeldDelegation> held_ GUARDED_BY(mu_);
 };
 
 }  // namespace nache

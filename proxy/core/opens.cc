@@ -22,9 +22,9 @@ OwnerSlot *OpenTable::PickOwner(size_t start) {
   for (int i = 0; i < n_owners_; i++) {
     OwnerSlot *o = &owners_[(start + i) % n_owners_];
     // Busy (an upstream call of its own in flight): skip, never wait.
-    if (!o->mu.try_lock()) continue;
+    if (!o->mu.TryLock()) continue;
     bool known = o->epoch == epoch && o->seqid > 0;
-    o->mu.unlock();
+    o->mu.Unlock();
     if (known) return o;
     if (!idle_new) idle_new = o;
   }
@@ -43,7 +43,7 @@ std::shared_ptr<FileOpen> OpenTable::Get(Key key) {
 }
 
 std::shared_ptr<FileOpen> OpenTable::GetOrAdopt(Key key, OwnerSlot *owner) {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto &slot = files_[key];
   if (!slot) {
     // New: nobody else can hold it yet, so its owner may be chosen freely.
@@ -56,32 +56,32 @@ std::shared_ptr<FileOpen> OpenTable::GetOrAdopt(Key key, OwnerSlot *owner) {
 }
 
 void OpenTable::Unpin(const std::shared_ptr<FileOpen> &f) {
-  std::lock_guard<std::mutex> g(mu_);
-  // With no pin left nobody can be using f, so reading f->open is safe.
-  if (--f->pins > 0 || f->open) return;
+  MutexLock g(&mu_);
+  // With no pin left nobody can be using f, so reading f->open() is safe.
+  if (--f->pins > 0 || f->HoldsUpstreamOpen()) return;
   auto it = files_.find(f->key);
   if (it != files_.end() && it->second == f) files_.erase(it);
 }
 
 void OpenTable::DropIfIdle(const std::shared_ptr<FileOpen> &f) {
-  std::lock_guard<std::mutex> g(mu_);
-  if (f->pins > 0 || f->open) return;
+  MutexLock g(&mu_);
+  if (f->pins > 0 || f->HoldsUpstreamOpen()) return;
   auto it = files_.find(f->key);
   if (it != files_.end() && it->second == f) files_.erase(it);
 }
 
 size_t OpenTable::size() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return files_.size();
 }
 
 bool OpenTable::Contains(Key key) const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return files_.count(key) != 0;
 }
 
 std::vector<std::shared_ptr<FileOpen>> OpenTable::Snapshot() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   std::vector<std::shared_ptr<FileOpen>> out;
   out.reserve(files_.size());
   for (const auto &kv : files_) out.push_back(kv.second);

@@ -9,9 +9,13 @@
 // its seqid-bearing requests. Lock-owners are per (local owner, file), so a
 // lock seqid never spans files.
 //
-// Thread safety: OpenTable's maps are guarded by mu_; a FileOpen's fields by
-// its owner's mutex (OwnerSlot::mu), which is held across the upstream call.
-// No lock of Ganesha's is held by callers here.
+// Thread safety (checked by clang's analysis, make check-locks): OpenTable's
+// map is guarded by its mu_; a FileOpen's fields by its owner's mutex
+// (OwnerSlot::mu), which is held across the upstream call, except pins
+// (OpenTable::mu_) and the open's stateid, also readable under the
+// FileOpen's own io_mu (see FileOpen). Lock order: OwnerSlot::mu, then
+// FileOpen::io_mu or OpenTable::mu_ (never the reverse, and never two
+// owners at once). No lock of Ganesha's is held by callers here.
 #pragma once
 
 #include <chrono>
@@ -19,21 +23,21 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "handles/handle_map.h"
 #include "upstream/types.h"
+#include "util/mutex.h"
 
 namespace nache {
 
 struct OwnerSlot {
-  std::mutex mu;          // serialises seqid-bearing requests of this owner
-  std::string name;       // open-owner name sent upstream (guarded by mu)
-  uint32_t seqid = 0;     // next seqid to send (guarded by mu)
-  uint64_t epoch = ~0ull; // upstream epoch the owner was used in (mu)
+  Mutex mu;  // serialises seqid-bearing requests of this owner
+  std::string name GUARDED_BY(mu);   // open-owner name sent upstream
+  uint32_t seqid GUARDED_BY(mu) = 0;  // next seqid to send
+  uint64_t epoch GUARDED_BY(mu) = ~0ull;  // upstream epoch it was used in
 };
 
 // A byte range an upstream lock-owner holds: [offset, end), end
@@ -69,65 +73,112 @@ struct LockOwnerState {
   upstream::Creds creds;       // of the last LOCK (a reclaim uses them)
 };
 
-// The upstream open of one file. Guarded by owner->mu; open, stateid and
-// epoch (and up_access, up_deny and the seen modes) are written under
-// owner->mu and Core::state_mu_ both, so that I/O reads the stateid under
-// state_mu_ alone (Core::IoStateid) without waiting for an OPEN or CLOSE
-// in progress on the owner.
-struct FileOpen {
+// The upstream open of one file. Its fields are guarded by owner->mu,
+// held across the upstream call that changes them. The open itself (open,
+// stateid, epoch) is also written under io_mu, through the setters below,
+// so that I/O can read the stateid under io_mu alone (IoStateid) without
+// waiting for an OPEN or CLOSE in progress on the owner.
+class FileOpen {
+ public:
   Key key = kNoKey;
   OwnerSlot *owner = nullptr;  // fixed at creation
-  bool open = false;           // an upstream open stateid is held
-  upstream::StateId stateid;   // the open stateid (when open)
-  uint64_t epoch = 0;          // upstream epoch of stateid
-  uint32_t up_access = 0;      // share access the upstream open has
-  uint32_t up_deny = 0;        // share deny the upstream open has
+
+  bool open() const REQUIRES(owner->mu) { return open_; }  // stateid held
+  const upstream::StateId &stateid() const REQUIRES(owner->mu) {
+    return stateid_;
+  }
+  uint64_t epoch() const REQUIRES(owner->mu) { return epoch_; }
+  void SetOpen(const upstream::StateId &sid, uint64_t epoch)
+      REQUIRES(owner->mu) EXCLUDES(io_mu) {
+    MutexLock g(&io_mu);
+    stateid_ = sid;
+    epoch_ = epoch;
+    open_ = true;
+  }
+  void SetStateid(const upstream::StateId &sid) REQUIRES(owner->mu)
+      EXCLUDES(io_mu) {
+    MutexLock g(&io_mu);
+    stateid_ = sid;
+  }
+  void SetClosed() REQUIRES(owner->mu) EXCLUDES(io_mu) {
+    MutexLock g(&io_mu);
+    open_ = false;
+  }
+  // Under io_mu alone (the setters hold it with owner->mu, so this read
+  // is consistent; the analysis cannot express "either lock"):
+  // the open stateid when f is open under epoch.
+  bool IoStateid(uint64_t epoch, upstream::StateId *sid) const
+      EXCLUDES(io_mu) NO_THREAD_SAFETY_ANALYSIS {
+    MutexLock g(&io_mu);
+    if (!open_ || epoch_ != epoch) return false;
+    *sid = stateid_;
+    return true;
+  }
+  // Whether an upstream open is held (for the table's bookkeeping, which
+  // holds no owner mutex).
+  bool HoldsUpstreamOpen() const EXCLUDES(io_mu) NO_THREAD_SAFETY_ANALYSIS {
+    MutexLock g(&io_mu);
+    return open_;
+  }
+
+  // The share access and deny the upstream open has.
+  uint32_t up_access GUARDED_BY(owner->mu) = 0;
+  uint32_t up_deny GUARDED_BY(owner->mu) = 0;
   // The share access and deny values (bit 1 << value) the upstream open
   // was opened or downgraded with: an OPEN_DOWNGRADE may only go back to
   // those (RFC 7530 16.19.4; servers refuse others with NFS4ERR_INVAL, and
   // Ganesha then keeps the owner's seqid). Guarded like up_access.
-  uint32_t up_seen_access = 0, up_seen_deny = 0;
-  void NoteUpstreamModes(uint32_t access, uint32_t deny) {
+  uint32_t up_seen_access GUARDED_BY(owner->mu) = 0;
+  uint32_t up_seen_deny GUARDED_BY(owner->mu) = 0;
+  void NoteUpstreamModes(uint32_t access, uint32_t deny) REQUIRES(owner->mu) {
     up_seen_access |= 1u << (access & 3);
     up_seen_deny |= 1u << (deny & 3);
   }
-  bool MayDowngradeTo(uint32_t access, uint32_t deny) const {
+  bool MayDowngradeTo(uint32_t access, uint32_t deny) const REQUIRES(owner->mu) {
     return (up_seen_access & (1u << (access & 3))) &&
            (up_seen_deny & (1u << (deny & 3)));
   }
   // Local opens by bit: counts of local opens asking for read/write access
   // and denying read/write.
-  uint32_t n_access_read = 0, n_access_write = 0;
-  uint32_t n_deny_read = 0, n_deny_write = 0;
-  uint32_t n_local = 0;        // local opens in all
+  uint32_t n_access_read GUARDED_BY(owner->mu) = 0;
+  uint32_t n_access_write GUARDED_BY(owner->mu) = 0;
+  uint32_t n_deny_read GUARDED_BY(owner->mu) = 0;
+  uint32_t n_deny_write GUARDED_BY(owner->mu) = 0;
+  uint32_t n_local GUARDED_BY(owner->mu) = 0;  // local opens in all
   int pins = 0;                // users between Get and Unpin (OpenTable::mu_)
   // When the last local close left the upstream open lingering: the time
   // its CLOSE is due.
-  std::chrono::steady_clock::time_point linger_until{};
+  std::chrono::steady_clock::time_point linger_until GUARDED_BY(owner->mu);
   // Credentials of the last local open granted under our delegation: a
   // recall opens the file upstream with them.
-  upstream::Creds deleg_creds;
+  upstream::Creds deleg_creds GUARDED_BY(owner->mu);
   // Credentials of the last upstream OPEN: a reclaim after a server
   // restart uses them.
-  upstream::Creds open_creds;
+  upstream::Creds open_creds GUARDED_BY(owner->mu);
   // Lock-owners on this file, by local owner bytes.
-  std::map<std::string, LockOwnerState> lock_owners;
+  std::map<std::string, LockOwnerState> lock_owners GUARDED_BY(owner->mu);
 
-  uint32_t WantAccess() const {
+  uint32_t WantAccess() const REQUIRES(owner->mu) {
     return (n_access_read ? uint32_t(upstream::kShareAccessRead) : 0u) |
            (n_access_write ? uint32_t(upstream::kShareAccessWrite) : 0u);
   }
-  uint32_t WantDeny() const {
+  uint32_t WantDeny() const REQUIRES(owner->mu) {
     return (n_deny_read ? uint32_t(upstream::kShareDenyRead) : 0u) |
            (n_deny_write ? uint32_t(upstream::kShareDenyWrite) : 0u);
   }
-  void Count(uint32_t access, uint32_t deny, int delta) {
+  void Count(uint32_t access, uint32_t deny, int delta) REQUIRES(owner->mu) {
     n_access_read += (access & upstream::kShareAccessRead) ? delta : 0;
     n_access_write += (access & upstream::kShareAccessWrite) ? delta : 0;
     n_deny_read += (deny & upstream::kShareDenyRead) ? delta : 0;
     n_deny_write += (deny & upstream::kShareDenyWrite) ? delta : 0;
     n_local += delta;
   }
+
+ private:
+  mutable Mutex io_mu;  // with owner->mu, to write the three below
+  bool open_ GUARDED_BY(owner->mu) = false;
+  upstream::StateId stateid_ GUARDED_BY(owner->mu);
+  uint64_t epoch_ GUARDED_BY(owner->mu) = 0;  // upstream epoch of stateid_
 };
 
 class OpenTable {
@@ -177,8 +228,8 @@ class OpenTable {
   std::unique_ptr<OwnerSlot[]> owners_;  // immutable array, slots own locks
   int n_owners_;
   std::function<uint64_t()> epoch_;      // immutable
-  mutable std::mutex mu_;                // guards files_
-  std::unordered_map<Key, std::shared_ptr<FileOpen>> files_;
+  mutable Mutex mu_;
+  std::unordered_map<Key, std::shared_ptr<FileOpen>> files_ GUARDED_BY(mu_);
 };
 
 }  // namespace nache

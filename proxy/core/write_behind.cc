@@ -13,28 +13,20 @@ WriteBehind::WriteBehind(SendFn send, CommitFn commit, uint64_t max_bytes,
 
 WriteBehind::~WriteBehind() {
   {
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(&mu_);
     stop_ = true;  // workers finish the queue first
   }
-  jobs_cv_.notify_all();
+  jobs_cv_.SignalAll();
   for (auto &t : threads_) t.join();
 }
 
 bool WriteBehind::Submit(Key key, const upstream::Creds &cr,
                          const upstream::StateId &sid, uint64_t off,
                          const char *buf, size_t len) {
-  std::unique_lock<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   if (stop_ || threads_.empty() || bytes_ + len > max_bytes_) return false;
   // Wait for unsent writes this one overlaps: they must land first.
-  auto overlaps = [&] {
-    auto it = files_.find(key);
-    if (it == files_.end()) return false;
-    for (const WritePtr &w : it->second)
-      if (!w->done && w->off < off + len && off < w->off + w->data.size())
-        return true;
-    return false;
-  };
-  cv_.wait(g, [&] { return !overlaps(); });
+  while (OverlapsUnsentLocked(key, off, len)) cv_.Wait();
   WritePtr w = std::make_shared<Write>();
   w->off = off;
   w->data.assign(buf, len);
@@ -43,9 +35,19 @@ bool WriteBehind::Submit(Key key, const upstream::Creds &cr,
   files_[key].push_back(w);
   bytes_ += len;
   jobs_.push_back(Job{key, w});
-  g.unlock();
-  jobs_cv_.notify_one();
+  g.Unlock();
+  jobs_cv_.Signal();
   return true;
+}
+
+bool WriteBehind::OverlapsUnsentLocked(Key key, uint64_t off,
+                                       size_t len) const {
+  auto it = files_.find(key);
+  if (it == files_.end()) return false;
+  for (const WritePtr &w : it->second)
+    if (!w->done && w->off < off + len && off < w->off + w->data.size())
+      return true;
+  return false;
 }
 
 bool WriteBehind::PendingLocked(Key key) const {
@@ -57,15 +59,15 @@ bool WriteBehind::PendingLocked(Key key) const {
 }
 
 void WriteBehind::Drain(Key key) {
-  std::unique_lock<std::mutex> g(mu_);
-  cv_.wait(g, [&] { return !PendingLocked(key); });
+  MutexLock g(&mu_);
+  while (PendingLocked(key)) cv_.Wait();
 }
 
 uint32_t WriteBehind::Commit(Key key, const upstream::Creds &cr) {
   std::list<WritePtr> mine;
   {
-    std::unique_lock<std::mutex> g(mu_);
-    cv_.wait(g, [&] { return !PendingLocked(key); });
+    MutexLock g(&mu_);
+    while (PendingLocked(key)) cv_.Wait();
     auto it = files_.find(key);
     if (it == files_.end() || it->second.empty())
       return upstream::kNfs4Ok;  // nothing of this file is uncommitted
@@ -75,15 +77,19 @@ uint32_t WriteBehind::Commit(Key key, const upstream::Creds &cr) {
   uint32_t st = commit_(key, cr, &cverf);
   if (st != upstream::kNfs4Ok) return st;  // all kept: the client retries
   for (const WritePtr &w : mine) {
-    if (w->status == upstream::kNfs4Ok && w->verf == cverf) continue;
+    {
+      MutexLock g(&mu_);
+      if (w->status == upstream::kNfs4Ok && w->verf == cverf) continue;
+    }
     // Failed, or sent before the remote lost it: send again, durably.
     upstream::Verifier v;
     uint32_t s = send_(key, w->cr, w->sid, w->off, w->data, 2, &v);
     if (s != upstream::kNfs4Ok) return s;  // all kept for the retry
+    MutexLock g(&mu_);
     w->status = upstream::kNfs4Ok;
     w->verf = cverf;
   }
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   auto it = files_.find(key);
   if (it != files_.end()) {
     for (const WritePtr &w : mine) {
@@ -96,7 +102,7 @@ uint32_t WriteBehind::Commit(Key key, const upstream::Creds &cr) {
 }
 
 uint64_t WriteBehind::bytes() const {
-  std::lock_guard<std::mutex> g(mu_);
+  MutexLock g(&mu_);
   return bytes_;
 }
 
@@ -104,8 +110,8 @@ void WriteBehind::Worker() {
   for (;;) {
     Job j;
     {
-      std::unique_lock<std::mutex> g(mu_);
-      jobs_cv_.wait(g, [this] { return stop_ || !jobs_.empty(); });
+      MutexLock g(&mu_);
+      while (!stop_ && jobs_.empty()) jobs_cv_.Wait();
       if (jobs_.empty()) return;  // stopping, queue sent
       j = jobs_.front();
       jobs_.pop_front();
@@ -113,12 +119,12 @@ void WriteBehind::Worker() {
     upstream::Verifier v;
     uint32_t st = send_(j.key, j.w->cr, j.w->sid, j.w->off, j.w->data, 0, &v);
     {
-      std::lock_guard<std::mutex> g(mu_);
+      MutexLock g(&mu_);
       j.w->status = st;
       j.w->verf = v;
       j.w->done = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 

@@ -21,13 +21,11 @@
 // or COMMIT is on the wire.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -35,6 +33,7 @@
 
 #include "handles/handle_map.h"
 #include "upstream/types.h"
+#include "util/mutex.h"
 
 namespace nache {
 
@@ -81,19 +80,24 @@ class WriteBehind {
     WritePtr w;
   };
   void Worker();
-  bool PendingLocked(Key key) const;  // an unsent write of key
+  bool PendingLocked(Key key) const REQUIRES(mu_);  // an unsent write of key
+  // An unsent write of key overlaps [off, off + len).
+  bool OverlapsUnsentLocked(Key key, uint64_t off, size_t len) const
+      REQUIRES(mu_);
 
   SendFn send_;      // immutable
   CommitFn commit_;  // immutable
-  uint64_t max_bytes_;
-  mutable std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;       // a write finished
-  std::condition_variable jobs_cv_;  // a job was queued (or stop)
-  std::unordered_map<Key, std::list<WritePtr>> files_;  // uncommitted
-  std::deque<Job> jobs_;
-  uint64_t bytes_ = 0;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
+  uint64_t max_bytes_;  // immutable
+  mutable Mutex mu_;
+  CondVar cv_{&mu_};       // a write finished
+  CondVar jobs_cv_{&mu_};  // a job was queued (or stop)
+  // Uncommitted writes by file. A Write's done, status and verf are read
+  // and written under mu_ (by the worker that sends it, and by Commit).
+  std::unordered_map<Key, std::list<WritePtr>> files_ GUARDED_BY(mu_);
+  std::deque<Job> jobs_ GUARDED_BY(mu_);
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;  // started by the constructor
 };
 
 }  // namespace nache

@@ -37,6 +37,7 @@
 #define REQUIRES(...) NACHE_TSA(requires_capability(__VA_ARGS__))
 #define ACQUIRE(...) NACHE_TSA(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) NACHE_TSA(release_capability(__VA_ARGS__))
+#define TRY_ACQUIRE(...) NACHE_TSA(try_acquire_capability(__VA_ARGS__))
 #define EXCLUDES(...) NACHE_TSA(locks_excluded(__VA_ARGS__))
 #define ASSERT_CAPABILITY(x) NACHE_TSA(assert_capability(x))
 #define RETURN_CAPABILITY(x) NACHE_TSA(lock_returned(x))
@@ -52,6 +53,7 @@ class CAPABILITY("mutex") Mutex {
 
   void Lock() ACQUIRE() { mu_.lock(); }
   void Unlock() RELEASE() { mu_.unlock(); }
+  bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
   // Tells the analysis that the caller holds this mutex (where it cannot
   // see it: a callback run under the lock).
   void AssertHeld() ASSERT_CAPABILITY(this) {}

@@ -41,12 +41,15 @@ TEST(OpenTableTest, IdleKnownOwnersArePreferred) {
   uint64_t epoch = 1;
   OpenTable t(8, "p", [&] { return epoch; });
   OwnerSlot *known = t.OwnerForKey(3);
-  known->epoch = 1;
-  known->seqid = 2;
+  {
+    MutexLock g(&known->mu);
+    known->epoch = 1;
+    known->seqid = 2;
+  }
   EXPECT_EQ(t.OwnerForKey(5), known);
   EXPECT_EQ(t.OwnerFor(9, "name"), known);
   {
-    std::lock_guard<std::mutex> busy(known->mu);  // an OPEN in flight
+    MutexLock busy(&known->mu);  // an OPEN in flight
     EXPECT_NE(t.OwnerForKey(5), known);
   }
   epoch = 2;  // a new client id: the server knows none of them
@@ -57,18 +60,27 @@ TEST(OpenTableTest, IdleKnownOwnersArePreferred) {
 TEST(OpenTableTest, EntryWithUpstreamOpenOutlivesPins) {
   OpenTable t(8, "p", [] { return uint64_t(1); });
   auto a = t.Get(7);
-  a->open = true;
+  {
+    MutexLock g(&a->owner->mu);
+    a->SetOpen(upstream::StateId(), 1);
+  }
   t.Unpin(a);
   EXPECT_EQ(t.size(), 1u);
   auto again = t.Get(7);
   EXPECT_EQ(again.get(), a.get());
-  again->open = false;
+  {
+    MutexLock g(&again->owner->mu);
+    again->SetClosed();
+  }
   t.Unpin(again);
   EXPECT_EQ(t.size(), 0u);
 }
 
 TEST(OpenTableTest, AccessAndDenyAreUnionsOfLocalOpens) {
+  OwnerSlot owner;
   FileOpen f;
+  f.owner = &owner;
+  MutexLock g(&f.owner->mu);
   f.Count(upstream::kShareAccessRead, upstream::kShareDenyNone, +1);
   EXPECT_EQ(f.WantAccess(), upstream::kShareAccessRead);
   f.Count(upstream::kShareAccessBoth, upstream::kShareDenyWrite, +1);
@@ -86,6 +98,7 @@ TEST(OpenTableTest, AccessAndDenyAreUnionsOfLocalOpens) {
 TEST(OpenTableTest, DowngradeOnlyToModesTheOpenHad) {
   OpenTable t(8, "p", [] { return uint64_t(1); });
   auto f = t.Get(5);
+  MutexLock g(&f->owner->mu);
   EXPECT_FALSE(f->MayDowngradeTo(upstream::kShareAccessRead,
                                  upstream::kShareDenyNone));
   f->NoteUpstreamModes(upstream::kShareAccessRead, upstream::kShareDenyNone);
@@ -121,8 +134,11 @@ TEST(OpenTableTest, SeqidAdvancesExceptOnTheListedErrors) {
 
 TEST(OpenTableTest, OwnerNamesAreDistinct) {
   OpenTable t(4, "nache-1-abc", [] { return uint64_t(1); });
-  EXPECT_NE(t.OwnerForKey(0)->name, t.OwnerForKey(1)->name);
-  EXPECT_EQ(t.OwnerForKey(0)->name.rfind("nache-1-abc", 0), 0u);
+  OwnerSlot *a = t.OwnerForKey(0), *b = t.OwnerForKey(1);
+  MutexLock ga(&a->mu);
+  MutexLock gb(&b->mu);
+  EXPECT_NE(a->name, b->name);
+  EXPECT_EQ(a->name.rfind("nache-1-abc", 0), 0u);
 }
 
 // What an upstream lock-owner holds, as POSIX locks of one owner behave:
