@@ -33,26 +33,11 @@ constexpr size_t kFirstTransportSlot = 201;
 
 const char *LocalOpName(LocalOp op) {
   switch (op) {
-    case LocalOp::kRoot: return "root";
-    case LocalOp::kLookup: return "lookup";
-    case LocalOp::kLookupParent: return "lookup_parent";
-    case LocalOp::kGetattr: return "getattr";
-    case LocalOp::kSetattr: return "setattr";
-    case LocalOp::kAccess: return "access";
-    case LocalOp::kReaddir: return "readdir";
-    case LocalOp::kCreate: return "create";
-    case LocalOp::kReadlink: return "readlink";
-    case LocalOp::kLink: return "link";
-    case LocalOp::kRename: return "rename";
-    case LocalOp::kRemove: return "remove";
-    case LocalOp::kStatfs: return "statfs";
-    case LocalOp::kOpen: return "open";
-    case LocalOp::kReopen: return "reopen";
-    case LocalOp::kClose: return "close";
-    case LocalOp::kRead: return "read";
-    case LocalOp::kWrite: return "write";
-    case LocalOp::kCommit: return "commit";
-    case LocalOp::kLock: return "lock";
+#define NACHE_LOCAL_OP_NAME(e, s) \
+  case LocalOp::e:                \
+    return s;
+    NACHE_LOCAL_OPS(NACHE_LOCAL_OP_NAME)
+#undef NACHE_LOCAL_OP_NAME
     case LocalOp::kCount: break;
   }
   return "unknown";
@@ -491,7 +476,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   // The "ok" series of every operation we send exist from the start, so
   // rate() sees them before their first use.
   for (size_t op = 0; op < kOpSlots; op++) {
-    if (std::string(upstream::OpName(upstream::Op(op))) != "UNKNOWN")
+    if (upstream::IsCompoundOp(uint32_t(op)))
       e->UpstreamOpSeries(op, 0);
   }
   e->CompoundSeries(0);

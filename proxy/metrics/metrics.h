@@ -46,28 +46,35 @@ class Exposer;
 namespace nache {
 namespace metrics {
 
-// The C API operations the FSAL calls (nache.h), label op="<name>".
+// The C API operations the FSAL calls (nache.h), one row each: X(Enum,
+// "label"), the label of op="<label>" in nache_local_ops_total and
+// nache_local_ops_without_upstream_total.
+#define NACHE_LOCAL_OPS(X) \
+  X(kRoot, "root") \
+  X(kLookup, "lookup") \
+  X(kLookupParent, "lookup_parent") \
+  X(kGetattr, "getattr") \
+  X(kSetattr, "setattr") \
+  X(kAccess, "access") \
+  X(kReaddir, "readdir") \
+  X(kCreate, "create") \
+  X(kReadlink, "readlink") \
+  X(kLink, "link") \
+  X(kRename, "rename") \
+  X(kRemove, "remove") \
+  X(kStatfs, "statfs") \
+  X(kOpen, "open") \
+  X(kReopen, "reopen") \
+  X(kClose, "close") \
+  X(kRead, "read") \
+  X(kWrite, "write") \
+  X(kCommit, "commit") \
+  X(kLock, "lock")
+
 enum class LocalOp : uint8_t {
-  kRoot,
-  kLookup,
-  kLookupParent,
-  kGetattr,
-  kSetattr,
-  kAccess,
-  kReaddir,
-  kCreate,
-  kReadlink,
-  kLink,
-  kRename,
-  kRemove,
-  kStatfs,
-  kOpen,
-  kReopen,
-  kClose,
-  kRead,
-  kWrite,
-  kCommit,
-  kLock,
+#define NACHE_LOCAL_OP_ENUM(e, s) e,
+  NACHE_LOCAL_OPS(NACHE_LOCAL_OP_ENUM)
+#undef NACHE_LOCAL_OP_ENUM
   kCount,  // number of local operations (not an operation)
 };
 
@@ -122,9 +129,9 @@ struct ExportCounters {
 // Slots of the status label: "ok", NFS4ERR_* by number, transport failures.
 // The set is bounded so that slots can be an array (see StatusSlot).
 constexpr size_t kStatusSlots = 206;
-// NFSv4.0 operation numbers are below 40 (RFC 7530); larger ones share
-// slot 0, whose label is OpName's "UNKNOWN".
-constexpr size_t kOpSlots = 40;
+// Slots of the op label: one per compound operation number (ops.h); a
+// number no row has shares slot 0, whose label is OpName's "UNKNOWN".
+constexpr size_t kOpSlots = upstream::kCompoundOpSlots;
 
 // The series of one export. Created by Metrics::ForExport; lives as long as
 // its Metrics.

@@ -131,39 +131,11 @@ fattr4 *SettableFattr(nfs_argop4 *a) {
 
 const char *OpName(Op op) {
   switch (op) {
-    case Op::kAccess: return "ACCESS";
-    case Op::kClose: return "CLOSE";
-    case Op::kCommit: return "COMMIT";
-    case Op::kCreate: return "CREATE";
-    case Op::kDelegReturn: return "DELEGRETURN";
-    case Op::kGetattr: return "GETATTR";
-    case Op::kGetfh: return "GETFH";
-    case Op::kLink: return "LINK";
-    case Op::kLock: return "LOCK";
-    case Op::kLockt: return "LOCKT";
-    case Op::kLocku: return "LOCKU";
-    case Op::kLookup: return "LOOKUP";
-    case Op::kLookupp: return "LOOKUPP";
-    case Op::kNverify: return "NVERIFY";
-    case Op::kOpen: return "OPEN";
-    case Op::kOpenConfirm: return "OPEN_CONFIRM";
-    case Op::kOpenDowngrade: return "OPEN_DOWNGRADE";
-    case Op::kPutfh: return "PUTFH";
-    case Op::kPutrootfh: return "PUTROOTFH";
-    case Op::kRead: return "READ";
-    case Op::kReaddir: return "READDIR";
-    case Op::kReadlink: return "READLINK";
-    case Op::kRemove: return "REMOVE";
-    case Op::kRename: return "RENAME";
-    case Op::kRenew: return "RENEW";
-    case Op::kRestorefh: return "RESTOREFH";
-    case Op::kSavefh: return "SAVEFH";
-    case Op::kSetattr: return "SETATTR";
-    case Op::kSetclientid: return "SETCLIENTID";
-    case Op::kSetclientidConfirm: return "SETCLIENTID_CONFIRM";
-    case Op::kVerify: return "VERIFY";
-    case Op::kWrite: return "WRITE";
-    case Op::kReleaseLockowner: return "RELEASE_LOCKOWNER";
+#define NACHE_OP_NAME(e, n, s) \
+  case Op::e:                  \
+    return s;
+    NACHE_COMPOUND_OPS(NACHE_OP_NAME) NACHE_SESSION_OPS(NACHE_OP_NAME)
+#undef NACHE_OP_NAME
   }
   return "UNKNOWN";
 }

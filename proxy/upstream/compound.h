@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "upstream/ops.h"
 #include "upstream/types.h"
 
 struct COMPOUND4args;  // libnfs
@@ -30,44 +31,6 @@ struct SequenceRes;
 }  // namespace nfs41
 class OwnerCodec;
 
-// NFSv4.0 operation numbers we use (RFC 7530).
-enum class Op : uint32_t {
-  kAccess = 3,
-  kClose = 4,
-  kCommit = 5,
-  kCreate = 6,
-  kDelegReturn = 8,
-  kGetattr = 9,
-  kGetfh = 10,
-  kLink = 11,
-  kLock = 12,
-  kLockt = 13,
-  kLocku = 14,
-  kLookup = 15,
-  kLookupp = 16,
-  kNverify = 17,
-  kOpen = 18,
-  kOpenConfirm = 20,
-  kOpenDowngrade = 21,
-  kPutfh = 22,
-  kPutrootfh = 24,
-  kRead = 25,
-  kReaddir = 26,
-  kReadlink = 27,
-  kRemove = 28,
-  kRename = 29,
-  kRenew = 30,
-  kRestorefh = 31,
-  kSavefh = 32,
-  kSetattr = 34,
-  kSetclientid = 35,
-  kSetclientidConfirm = 36,
-  kVerify = 37,
-  kWrite = 38,
-  kReleaseLockowner = 39,
-};
-
-const char *OpName(Op op);
 
 // Arguments of one OPEN.
 struct OpenArgs {

@@ -17,20 +17,22 @@
 #include <vector>
 
 #include "rpc/xdr.h"
+#include "upstream/ops.h"
 
 namespace nache {
 namespace upstream {
 namespace nfs41 {
 
-// Operation numbers (RFC 8881 section 16.2.1 and 20).
+// Operation numbers: the session ops' from the op table (ops.h); the back
+// channel's own (RFC 8881 section 20).
 enum : uint32_t {
-  kOpBindConnToSession = 41,
-  kOpExchangeId = 42,
-  kOpCreateSession = 43,
-  kOpDestroySession = 44,
-  kOpSequence = 53,
-  kOpDestroyClientid = 57,
-  kOpReclaimComplete = 58,
+  kOpBindConnToSession = uint32_t(Op::kBindConnToSession),
+  kOpExchangeId = uint32_t(Op::kExchangeId),
+  kOpCreateSession = uint32_t(Op::kCreateSession),
+  kOpDestroySession = uint32_t(Op::kDestroySession),
+  kOpSequence = uint32_t(Op::kSequence),
+  kOpDestroyClientid = uint32_t(Op::kDestroyClientid),
+  kOpReclaimComplete = uint32_t(Op::kReclaimComplete),
   kCbOpRecallAny = 8,
   kCbOpSequence = 11,
 };

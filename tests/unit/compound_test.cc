@@ -221,6 +221,28 @@ TEST(CompoundTest, OpNamesAndMoves) {
   EXPECT_EQ(b.size(), 1u);
 }
 
+// The op table (ops.h): every row's number and name agree with libnfs'
+// RFC numbering, session ops are not compound ops, and a number no row
+// has is UNKNOWN.
+TEST(CompoundTest, OpTableRowsAgreeWithTheRfcNumbers) {
+  EXPECT_EQ(uint32_t(Op::kOpenDowngrade), uint32_t(OP_OPEN_DOWNGRADE));
+  EXPECT_EQ(uint32_t(Op::kReleaseLockowner), uint32_t(OP_RELEASE_LOCKOWNER));
+  EXPECT_EQ(uint32_t(Op::kSequence), 53u);
+  EXPECT_EQ(kCompoundOpSlots, 40u);
+  EXPECT_TRUE(IsCompoundOp(uint32_t(Op::kWrite)));
+  EXPECT_FALSE(IsCompoundOp(uint32_t(Op::kSequence)));
+  EXPECT_FALSE(IsCompoundOp(7));  // LINK is 11; 7 is DELEGPURGE, unused
+  EXPECT_STREQ(OpName(Op::kSequence), "SEQUENCE");
+  EXPECT_STREQ(OpName(Op(7)), "UNKNOWN");
+  size_t rows = 0;
+#define COUNT_ROW(e, n, s) \
+  rows++;                  \
+  EXPECT_STREQ(OpName(Op::e), s);
+  NACHE_COMPOUND_OPS(COUNT_ROW)
+#undef COUNT_ROW
+  EXPECT_EQ(rows, 33u);
+}
+
 // --- Reply decoding -------------------------------------------------------
 
 // Owns a hand-built COMPOUND4res and everything it points to.
