@@ -23,36 +23,6 @@ struct nache_fsal_module {
 
 extern struct nache_fsal_module NacheModule;
 
-/* Values of the export's FSAL { Name = NACHE; ... } block, as parsed. */
-struct nache_export_params {
-	char *upstream_server;     /* Upstream_Server */
-	uint32_t upstream_port;    /* Upstream_Port */
-	char *upstream_path;       /* Upstream_Path */
-	uint32_t connections;      /* Connections */
-	char *callback_address;    /* Callback_Address */
-	uint32_t callback_port;    /* Callback_Port */
-	char *cache_dir;           /* Cache_Dir */
-	uint32_t call_timeout_ms;  /* Upstream_Timeout (ms) */
-	uint32_t max_io_size;      /* Max_IO_Size */
-	uint32_t startup_wait_ms;  /* Startup_Wait (ms) for the upstream */
-	char *cache_size;          /* Cache_Size */
-	uint32_t block_size;       /* Block_Size */
-	uint32_t cache_objects;    /* Cache_Objects (0: from Cache_Size) */
-	uint32_t attr_timeout_s;   /* Attr_Timeout (s) */
-	uint32_t readahead_max;    /* Readahead_Max */
-	uint32_t open_linger_s;    /* Open_Linger (s) */
-	uint32_t minor_version;    /* Upstream_Minor_Version (0 or 1) */
-	char *write_behind_max;    /* Write_Behind_Max */
-	char *write_policy;        /* Write_Policy */
-	bool single_writer;        /* Single_Writer */
-	bool serve_stale;          /* Serve_Stale_On_Disconnect */
-	uint32_t flush_age_s;      /* Flush_Age (s) */
-	char *dirty_max;           /* Dirty_Max */
-	bool cache_reset_if_corrupt;  /* Cache_Reset_If_Corrupt */
-	bool cache_reset_on_upstream_change; /* Cache_Reset_On_Upstream_Change */
-	char *upstream_owner_format;  /* Upstream_Owner_Format */
-};
-
 /* Values of the top-level NACHE { } block (daemon-wide), as parsed. */
 struct nache_global_params {
 	bool metrics;             /* Metrics: serve Prometheus metrics */
@@ -72,7 +42,7 @@ struct nache_wire {
 
 struct nache_fsal_export {
 	struct fsal_export export;         /* Ganesha's export, embedded */
-	struct nache_export_params params; /* parsed config (immutable) */
+	struct nache_config params; /* parsed config (immutable) */
 	struct nache_core *core;           /* the core (owned) */
 	nache_key root_key;                /* the export root's key */
 	uint64_t incarnation;              /* the store's id (immutable) */

@@ -78,57 +78,65 @@ static void nache_log_to_ganesha(int level, const char *component,
  * in its message (Ganesha's range errors give only a line number). */
 static struct config_item nache_export_items[] = {
 	CONF_ITEM_NOOP("name"),
-	CONF_ITEM_STR("Upstream_Server", 0, 1024, NULL, nache_export_params,
+	CONF_ITEM_STR("Upstream_Server", 0, 1024, NULL, nache_config,
 		      upstream_server),
-	CONF_ITEM_UI32("Upstream_Port", 0, UINT32_MAX, 2049,
-		       nache_export_params, upstream_port),
-	CONF_ITEM_STR("Upstream_Path", 0, 4096, "/", nache_export_params,
-		      upstream_path),
-	CONF_ITEM_UI32("Connections", 0, UINT32_MAX, 2, nache_export_params,
-		       connections),
-	CONF_ITEM_STR("Callback_Address", 0, 1024, NULL, nache_export_params,
+	CONF_ITEM_UI32("Upstream_Port", 0, UINT32_MAX,
+		       NACHE_DEFAULT_UPSTREAM_PORT, nache_config, upstream_port),
+	CONF_ITEM_STR("Upstream_Path", 0, 4096, NACHE_DEFAULT_UPSTREAM_PATH,
+		      nache_config, upstream_path),
+	CONF_ITEM_UI32("Connections", 0, UINT32_MAX,
+		       NACHE_DEFAULT_CONNECTIONS, nache_config, connections),
+	CONF_ITEM_STR("Callback_Address", 0, 1024, NULL, nache_config,
 		      callback_address),
-	CONF_ITEM_UI32("Callback_Port", 0, UINT32_MAX, 0, nache_export_params,
+	CONF_ITEM_UI32("Callback_Port", 0, UINT32_MAX, 0, nache_config,
 		       callback_port),
-	CONF_ITEM_STR("Cache_Dir", 0, 4096, NULL, nache_export_params,
-		      cache_dir),
-	CONF_ITEM_UI32("Upstream_Timeout", 0, UINT32_MAX, 30000,
-		       nache_export_params, call_timeout_ms),
-	CONF_ITEM_UI32("Max_IO_Size", 0, UINT32_MAX, 1048576,
-		       nache_export_params, max_io_size),
-	CONF_ITEM_UI32("Startup_Wait", 0, 600000, 10000, nache_export_params,
+	CONF_ITEM_STR("Cache_Dir", 0, 4096, NULL, nache_config, cache_dir),
+	CONF_ITEM_UI32("Upstream_Timeout", 0, UINT32_MAX,
+		       NACHE_DEFAULT_UPSTREAM_TIMEOUT_MS, nache_config,
+		       call_timeout_ms),
+	CONF_ITEM_UI32("Max_IO_Size", 0, UINT32_MAX,
+		       NACHE_DEFAULT_MAX_IO_SIZE, nache_config, max_io_size),
+	CONF_ITEM_UI32("Startup_Wait", 0, 600000,
+		       NACHE_DEFAULT_STARTUP_WAIT_MS, nache_config,
 		       startup_wait_ms),
-	CONF_ITEM_STR("Cache_Size", 0, 64, "4G", nache_export_params,
-		      cache_size),
-	CONF_ITEM_UI32("Block_Size", 0, UINT32_MAX, 262144,
-		       nache_export_params, block_size),
-	CONF_ITEM_UI32("Cache_Objects", 0, UINT32_MAX, 0, nache_export_params,
+	CONF_ITEM_STR("Cache_Size", 0, 64, NACHE_DEFAULT_CACHE_SIZE,
+		      nache_config, cache_size),
+	CONF_ITEM_UI32("Block_Size", 0, UINT32_MAX, NACHE_DEFAULT_BLOCK_SIZE,
+		       nache_config, block_size),
+	CONF_ITEM_UI32("Cache_Objects", 0, UINT32_MAX,
+		       NACHE_DEFAULT_CACHE_OBJECTS, nache_config,
 		       cache_objects),
-	CONF_ITEM_UI32("Attr_Timeout", 0, UINT32_MAX, 3, nache_export_params,
+	CONF_ITEM_UI32("Attr_Timeout", 0, UINT32_MAX,
+		       NACHE_DEFAULT_ATTR_TIMEOUT_S, nache_config,
 		       attr_timeout_s),
-	CONF_ITEM_UI32("Readahead_Max", 0, UINT32_MAX, 4194304,
-		       nache_export_params, readahead_max),
-	CONF_ITEM_UI32("Open_Linger", 0, UINT32_MAX, 5, nache_export_params,
+	CONF_ITEM_UI32("Readahead_Max", 0, UINT32_MAX,
+		       NACHE_DEFAULT_READAHEAD_MAX, nache_config,
+		       readahead_max),
+	CONF_ITEM_UI32("Open_Linger", 0, UINT32_MAX,
+		       NACHE_DEFAULT_OPEN_LINGER_S, nache_config,
 		       open_linger_s),
-	CONF_ITEM_UI32("Upstream_Minor_Version", 0, UINT32_MAX, 0,
-		       nache_export_params, minor_version),
-	CONF_ITEM_STR("Write_Behind_Max", 0, 64, "64M", nache_export_params,
+	CONF_ITEM_UI32("Upstream_Minor_Version", 0, UINT32_MAX,
+		       NACHE_DEFAULT_MINOR_VERSION, nache_config,
+		       minor_version),
+	CONF_ITEM_STR("Write_Behind_Max", 0, 64,
+		      NACHE_DEFAULT_WRITE_BEHIND_MAX, nache_config,
 		      write_behind_max),
-	CONF_ITEM_STR("Write_Policy", 0, 64, "write_through",
-		      nache_export_params, write_policy),
-	CONF_ITEM_BOOL("Single_Writer", false, nache_export_params,
-		       single_writer),
-	CONF_ITEM_BOOL("Serve_Stale_On_Disconnect", false,
-		       nache_export_params, serve_stale),
-	CONF_ITEM_UI32("Flush_Age", 0, UINT32_MAX, 30, nache_export_params,
-		       flush_age_s),
-	CONF_ITEM_STR("Dirty_Max", 0, 64, "", nache_export_params, dirty_max),
-	CONF_ITEM_BOOL("Cache_Reset_If_Corrupt", false, nache_export_params,
+	CONF_ITEM_STR("Write_Policy", 0, 64, NACHE_DEFAULT_WRITE_POLICY,
+		      nache_config, write_policy),
+	CONF_ITEM_BOOL("Single_Writer", false, nache_config, single_writer),
+	CONF_ITEM_BOOL("Serve_Stale_On_Disconnect", false, nache_config,
+		       serve_stale),
+	CONF_ITEM_UI32("Flush_Age", 0, UINT32_MAX, NACHE_DEFAULT_FLUSH_AGE_S,
+		       nache_config, flush_age_s),
+	CONF_ITEM_STR("Dirty_Max", 0, 64, NACHE_DEFAULT_DIRTY_MAX,
+		      nache_config, dirty_max),
+	CONF_ITEM_BOOL("Cache_Reset_If_Corrupt", false, nache_config,
 		       cache_reset_if_corrupt),
-	CONF_ITEM_BOOL("Cache_Reset_On_Upstream_Change", false,
-		       nache_export_params, cache_reset_on_upstream_change),
-	CONF_ITEM_STR("Upstream_Owner_Format", 0, 64, "auto",
-		      nache_export_params, upstream_owner_format),
+	CONF_ITEM_BOOL("Cache_Reset_On_Upstream_Change", false, nache_config,
+		       cache_reset_on_upstream_change),
+	CONF_ITEM_STR("Upstream_Owner_Format", 0, 64,
+		      NACHE_DEFAULT_OWNER_FORMAT, nache_config,
+		      upstream_owner_format),
 	CONFIG_EOL
 };
 
@@ -141,17 +149,18 @@ static struct config_block nache_export_block = {
 	.blk_desc.u.blk.commit = noop_conf_commit
 };
 
-static void nache_free_params(struct nache_export_params *p)
+/* The strings the config parser allocated into p. */
+static void nache_free_params(struct nache_config *p)
 {
-	gsh_free(p->upstream_server);
-	gsh_free(p->upstream_path);
-	gsh_free(p->callback_address);
-	gsh_free(p->cache_dir);
-	gsh_free(p->cache_size);
-	gsh_free(p->write_behind_max);
-	gsh_free(p->write_policy);
-	gsh_free(p->dirty_max);
-	gsh_free(p->upstream_owner_format);
+	gsh_free((char *)p->upstream_server);
+	gsh_free((char *)p->upstream_path);
+	gsh_free((char *)p->callback_address);
+	gsh_free((char *)p->cache_dir);
+	gsh_free((char *)p->cache_size);
+	gsh_free((char *)p->write_behind_max);
+	gsh_free((char *)p->write_policy);
+	gsh_free((char *)p->dirty_max);
+	gsh_free((char *)p->upstream_owner_format);
 }
 
 /* Refuses to start: Ganesha's LogFatal exits the daemon. */
@@ -355,7 +364,7 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 					 const struct fsal_up_vector *up_ops)
 {
 	struct nache_fsal_export *exp;
-	struct nache_config cfg;
+	const struct nache_config *cfg;
 	struct nache_creds root = { 0 };
 	struct nache_attrs attrs;
 	char err[1024];
@@ -376,46 +385,20 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 		nache_refuse("export %d: FSAL block: %s",
 			     op_ctx->ctx_export->export_id, err);
 
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.upstream_server = exp->params.upstream_server;
-	cfg.upstream_port = exp->params.upstream_port;
-	cfg.upstream_path = exp->params.upstream_path;
-	cfg.connections = exp->params.connections;
-	cfg.callback_address = exp->params.callback_address;
-	cfg.callback_port = exp->params.callback_port;
-	cfg.cache_dir = exp->params.cache_dir;
-	cfg.call_timeout_ms = exp->params.call_timeout_ms;
-	cfg.max_io_size = exp->params.max_io_size;
-	cfg.export_id = op_ctx->ctx_export->export_id;
-	cfg.cache_size = exp->params.cache_size;
-	cfg.block_size = exp->params.block_size;
-	cfg.cache_objects = exp->params.cache_objects;
-	cfg.attr_timeout_s = exp->params.attr_timeout_s;
-	cfg.readahead_max = exp->params.readahead_max;
-	cfg.open_linger_s = exp->params.open_linger_s;
-	cfg.minor_version = exp->params.minor_version;
-	cfg.write_behind_max = exp->params.write_behind_max;
-	cfg.write_policy = exp->params.write_policy;
-	cfg.single_writer = exp->params.single_writer;
-	cfg.serve_stale = exp->params.serve_stale;
-	cfg.flush_age_s = exp->params.flush_age_s;
-	cfg.dirty_max = exp->params.dirty_max;
-	cfg.cache_reset_if_corrupt = exp->params.cache_reset_if_corrupt;
-	cfg.cache_reset_on_upstream_change =
-		exp->params.cache_reset_on_upstream_change;
-	cfg.upstream_owner_format = exp->params.upstream_owner_format;
-	if (!nache_config_validate(&cfg, err, sizeof(err)))
-		nache_refuse("export %d: %s", cfg.export_id, err);
+	exp->params.export_id = op_ctx->ctx_export->export_id;
+	cfg = &exp->params;
+	if (!nache_config_validate(cfg, err, sizeof(err)))
+		nache_refuse("export %d: %s", cfg->export_id, err);
 	/* Two exports on one store would each move the other's data, or one
 	 * would fail on the other's lock: refused by name before either
 	 * opens it. */
-	if (!nache_cache_dir_claim(cfg.export_id, nache_export_name(),
-				   cfg.cache_dir, err, sizeof(err)))
-		nache_refuse("export %d: %s", cfg.export_id, err);
+	if (!nache_cache_dir_claim(cfg->export_id, nache_export_name(),
+				   cfg->cache_dir, err, sizeof(err)))
+		nache_refuse("export %d: %s", cfg->export_id, err);
 
-	st = nache_core_open(&cfg, &exp->core, err, sizeof(err));
+	st = nache_core_open(cfg, &exp->core, err, sizeof(err));
 	if (st != 0)
-		nache_refuse("export %d: %s", cfg.export_id, err);
+		nache_refuse("export %d: %s", cfg->export_id, err);
 	exp->incarnation = nache_core_incarnation(exp->core);
 
 	rc = fsal_attach_export(fsal_hdl, &exp->export.exports);
@@ -440,16 +423,16 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 		LogWarn(COMPONENT_FSAL,
 			"NACHE: upstream %s:%u not reachable yet; clients get "
 			"NFS4ERR_DELAY until it is",
-			cfg.upstream_server, cfg.upstream_port);
+			cfg->upstream_server, cfg->upstream_port);
 	} else if (nache_root(exp->core, &root, &exp->root_key, &attrs) != 0) {
 		LogWarn(COMPONENT_FSAL,
 			"NACHE: upstream path %s not resolvable yet on %s",
-			cfg.upstream_path, cfg.upstream_server);
+			cfg->upstream_path, cfg->upstream_server);
 	}
 	LogEvent(COMPONENT_FSAL,
 		 "NACHE: export %d -> %s:%u%s, cache %s, %u connection(s)",
-		 cfg.export_id, cfg.upstream_server, cfg.upstream_port,
-		 cfg.upstream_path, cfg.cache_dir, cfg.connections);
+		 cfg->export_id, cfg->upstream_server, cfg->upstream_port,
+		 cfg->upstream_path, cfg->cache_dir, cfg->connections);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 

@@ -120,6 +120,28 @@ class LocalCall {
 
 extern "C" {
 
+void nache_config_defaults(struct nache_config *cfg) {
+  *cfg = nache_config{};
+  cfg->upstream_port = NACHE_DEFAULT_UPSTREAM_PORT;
+  cfg->upstream_path = NACHE_DEFAULT_UPSTREAM_PATH;
+  cfg->connections = NACHE_DEFAULT_CONNECTIONS;
+  cfg->call_timeout_ms = NACHE_DEFAULT_UPSTREAM_TIMEOUT_MS;
+  cfg->max_io_size = NACHE_DEFAULT_MAX_IO_SIZE;
+  cfg->startup_wait_ms = NACHE_DEFAULT_STARTUP_WAIT_MS;
+  cfg->cache_size = NACHE_DEFAULT_CACHE_SIZE;
+  cfg->block_size = NACHE_DEFAULT_BLOCK_SIZE;
+  cfg->cache_objects = NACHE_DEFAULT_CACHE_OBJECTS;
+  cfg->attr_timeout_s = NACHE_DEFAULT_ATTR_TIMEOUT_S;
+  cfg->readahead_max = NACHE_DEFAULT_READAHEAD_MAX;
+  cfg->open_linger_s = NACHE_DEFAULT_OPEN_LINGER_S;
+  cfg->minor_version = NACHE_DEFAULT_MINOR_VERSION;
+  cfg->write_behind_max = NACHE_DEFAULT_WRITE_BEHIND_MAX;
+  cfg->write_policy = NACHE_DEFAULT_WRITE_POLICY;
+  cfg->flush_age_s = NACHE_DEFAULT_FLUSH_AGE_S;
+  cfg->dirty_max = NACHE_DEFAULT_DIRTY_MAX;
+  cfg->upstream_owner_format = NACHE_DEFAULT_OWNER_FORMAT;
+}
+
 bool nache_config_validate(const struct nache_config *cfg, char *err,
                            size_t errlen) {
   if (cfg->upstream_server == nullptr || cfg->upstream_server[0] == '\0')

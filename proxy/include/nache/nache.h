@@ -34,7 +34,30 @@ typedef uint64_t nache_key;
 struct nache_core;   /* one per export: upstream client + handle map */
 struct nache_open;   /* one local open (a Ganesha state or the global fd) */
 
-/* Configuration of one export, from its FSAL { Name = NACHE; ... } block. */
+/* The defaults of the export's parameters (config/README.md): the FSAL's
+ * config table and nache_config_defaults both take them from here. */
+#define NACHE_DEFAULT_UPSTREAM_PORT 2049
+#define NACHE_DEFAULT_UPSTREAM_PATH "/"
+#define NACHE_DEFAULT_CONNECTIONS 2
+#define NACHE_DEFAULT_UPSTREAM_TIMEOUT_MS 30000
+#define NACHE_DEFAULT_MAX_IO_SIZE 1048576
+#define NACHE_DEFAULT_STARTUP_WAIT_MS 10000
+#define NACHE_DEFAULT_CACHE_SIZE "4G"
+#define NACHE_DEFAULT_BLOCK_SIZE 262144
+#define NACHE_DEFAULT_CACHE_OBJECTS 0
+#define NACHE_DEFAULT_ATTR_TIMEOUT_S 3
+#define NACHE_DEFAULT_READAHEAD_MAX 4194304
+#define NACHE_DEFAULT_OPEN_LINGER_S 5
+#define NACHE_DEFAULT_MINOR_VERSION 0
+#define NACHE_DEFAULT_WRITE_BEHIND_MAX "64M"
+#define NACHE_DEFAULT_WRITE_POLICY "write_through"
+#define NACHE_DEFAULT_FLUSH_AGE_S 30
+#define NACHE_DEFAULT_DIRTY_MAX "" /* Cache_Size / 4 */
+#define NACHE_DEFAULT_OWNER_FORMAT "auto"
+
+/* Configuration of one export, from its FSAL { Name = NACHE; ... } block:
+ * the FSAL's config table fills it directly (strings are the parser's
+ * allocations, freed by the FSAL). */
 struct nache_config {
 	const char *upstream_server;   /* host name or address (required) */
 	uint32_t upstream_port;        /* default 2049 */
@@ -62,7 +85,12 @@ struct nache_config {
 	bool cache_reset_if_corrupt;   /* move a corrupt store aside */
 	bool cache_reset_on_upstream_change; /* move another upstream's aside */
 	const char *upstream_owner_format; /* "auto", "numeric" or "names" */
+	uint32_t startup_wait_ms;      /* FSAL: wait this long for the remote */
 };
+
+/* Fills cfg with the defaults above (upstream_server and cache_dir, which
+ * have none, NULL; export_id 0). */
+void nache_config_defaults(struct nache_config *cfg);
 
 /* Parses a size with an optional K, M, G or T suffix (powers of 1024).
  * False when s is not such a size. */
