@@ -893,8 +893,9 @@ static void op_write2(struct fsal_obj_handle *obj, bool bypass,
 	struct nache_creds cr;
 	struct nache_open *open;
 	uint64_t offset = arg->offset;
-	int stable = arg->fsal_stable ? 2 : 0;
-	int committed = 2;
+	enum nache_stable_how stable =
+		arg->fsal_stable ? NACHE_FILE_SYNC : NACHE_UNSTABLE;
+	enum nache_stable_how committed = NACHE_FILE_SYNC;
 	uint32_t st = 0;
 	fsal_status_t s;
 	int i;
@@ -908,7 +909,7 @@ static void op_write2(struct fsal_obj_handle *obj, bool bypass,
 	}
 	for (i = 0; i < arg->iov_count; i++) {
 		size_t n = 0;
-		int c = 0;
+		enum nache_stable_how c = NACHE_UNSTABLE;
 
 		st = nache_write(exp->core, &cr, key_of(obj), open, offset,
 				 arg->iov[i].iov_len, arg->iov[i].iov_base,
@@ -920,7 +921,7 @@ static void op_write2(struct fsal_obj_handle *obj, bool bypass,
 		if (c < committed)
 			committed = c;
 	}
-	arg->fsal_stable = committed != 0;
+	arg->fsal_stable = committed != NACHE_UNSTABLE;
 	done_cb(obj, nache_status(st), arg, caller_arg);
 }
 

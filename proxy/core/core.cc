@@ -208,9 +208,10 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   if (cfg.write_behind_max > 0) {
     c->write_behind_.reset(new WriteBehind(
         [core](Key key, const Creds &cr, const StateId &sid, uint64_t off,
-               const std::string &data, int stable, upstream::Verifier *verf) {
+               const std::string &data, upstream::StableHow stable,
+               upstream::Verifier *verf) {
           size_t n = 0;
-          int committed = 0;
+          upstream::StableHow committed;
           uint32_t st = core->WriteUpstream(
               cr, key, [sid] { return sid; }, off, data.size(), data.data(),
               stable, &n, &committed, verf);
@@ -2204,8 +2205,10 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
 void Core::WriteVerifier(uint8_t out[8]) { memcpy(out, boot_verf_, 8); }
 
 uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
-                     uint64_t offset, size_t len, const char *buf, int stable,
-                     size_t *nwritten, int *committed) {
+                     uint64_t offset, size_t len, const char *buf,
+                     upstream::StableHow stable, size_t *nwritten,
+                     upstream::StableHow *committed) {
+  using upstream::StableHow;
   // Kept local: our own read delegation is no conflict until the flush.
   if (WriteBackFor(key)) {
     uint32_t st =
@@ -2218,13 +2221,13 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
         cache_->IsDirty(key))
       return st;
     metrics_->CountFullDiskWrite();
-    stable = 2;
+    stable = StableHow::kFileSync;
   }
   ReturnIfReadDelegated(key);  // an NFSv3 WRITE comes with no open
-  if (stable == 0 && write_behind_ &&
+  if (stable == StableHow::kUnstable && write_behind_ &&
       write_behind_->Submit(key, cr, IoStateid(open), offset, buf, len)) {
     *nwritten = len;  // queued; durable at COMMIT
-    *committed = 0;
+    *committed = StableHow::kUnstable;
     return upstream::kNfs4Ok;
   }
   // Synchronously. An UNSTABLE write not queued here goes FILE_SYNC: its
@@ -2232,20 +2235,22 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
   upstream::Verifier verf;
   return WriteUpstream(
       cr, key, [this, open] { return IoStateid(open); }, offset, len, buf,
-      stable == 0 ? 2 : stable, nwritten, committed, &verf);
+      stable == StableHow::kUnstable ? StableHow::kFileSync : stable, nwritten,
+      committed, &verf);
 }
 
 uint32_t Core::WriteUpstream(const Creds &cr, Key key,
                              const std::function<StateId()> &sid_of,
                              uint64_t offset, size_t len, const char *buf,
-                             int stable, size_t *nwritten, int *committed,
+                             upstream::StableHow stable, size_t *nwritten,
+                             upstream::StableHow *committed,
                              upstream::Verifier *verf) {
   LearnIoLimits();
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
   *nwritten = 0;
-  *committed = 2;
+  *committed = upstream::StableHow::kFileSync;
   StateId sid = sid_of();
   while (*nwritten < len) {
     uint32_t chunk =
@@ -2258,7 +2263,7 @@ uint32_t Core::WriteUpstream(const Creds &cr, Key key,
     c.SetTag("write")
         .Putfh(fh)
         .Getattr(upstream::kAttrChange)
-        .Write(sid, offset + *nwritten, upstream::StableHow(stable),
+        .Write(sid, offset + *nwritten, stable,
                buf + *nwritten, chunk)
         .Getattr(upstream::kAttrsObject);
     CompoundReply rep;
@@ -2284,7 +2289,7 @@ uint32_t Core::WriteUpstream(const Creds &cr, Key key,
     }
     *verf = w->verifier;
     *nwritten += w->count;
-    *committed = std::min(*committed, int(w->committed));
+    *committed = std::min(*committed, w->committed);
     if (w->count == 0) return upstream::kNfs4ErrIo;
   }
   return upstream::kNfs4Ok;

@@ -214,8 +214,8 @@ class Core {
   uint32_t Read(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
                 size_t len, char *buf, size_t *nread, bool *eof);
   uint32_t Write(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
-                 size_t len, const char *buf, int stable, size_t *nwritten,
-                 int *committed);
+                 size_t len, const char *buf, upstream::StableHow stable,
+                 size_t *nwritten, upstream::StableHow *committed);
   uint32_t Commit(const Creds &cr, Key key, uint64_t offset, uint64_t len);
   void WriteVerifier(uint8_t out[8]);
   // Delegations to local clients (see nache.h).
@@ -300,7 +300,8 @@ class Core {
   uint32_t WriteUpstream(const Creds &cr, Key key,
                          const std::function<upstream::StateId()> &sid_of,
                          uint64_t offset, size_t len, const char *buf,
-                         int stable, size_t *nwritten, int *committed,
+                         upstream::StableHow stable, size_t *nwritten,
+                         upstream::StableHow *committed,
                          upstream::Verifier *verf);
   // Sends CLOSE for f's upstream open when no local open is left (and,
   // with only_if_due, its linger has expired); drops f from the open table
@@ -401,7 +402,7 @@ class Core {
   // A write kept local: durable in the store, FILE_SYNC to the client.
   uint32_t WriteLocal(const Creds &cr, Key key, NacheOpen *open,
                       uint64_t offset, size_t len, const char *buf,
-                      size_t *nwritten, int *committed);
+                      size_t *nwritten, upstream::StableHow *committed);
   // The flusher's send: one dirty range upstream, FILE_SYNC.
   uint32_t FlushRange(Key key, uint64_t offset, const std::string &data,
                       Attrs *after);

@@ -42,7 +42,7 @@ Key Core::DirtyFileNamed(Key dir, const std::string &name) {
 
 uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
                           uint64_t offset, size_t len, const char *buf,
-                          size_t *nwritten, int *committed) {
+                          size_t *nwritten, upstream::StableHow *committed) {
   // Earlier unstable writes of the same file, queued for the upstream,
   // land before this one.
   if (write_behind_) write_behind_->Drain(key);
@@ -68,7 +68,8 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
     if (cache_->LocalWrite(key, offset, buf, len, &need, &unchanged)) {
       if (unchanged) metrics_->CountUnchangedWrite(unchanged);
       *nwritten = len;
-      *committed = 2;  // FILE_SYNC: it is on our stable storage
+      // FILE_SYNC: it is on our stable storage.
+      *committed = upstream::StableHow::kFileSync;
       return upstream::kNfs4Ok;
     }
     // The store failed: a full cache disk is the client's NOSPC (nothing

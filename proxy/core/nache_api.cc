@@ -598,12 +598,16 @@ uint32_t nache_read(struct nache_core *core, const struct nache_creds *cr,
 
 uint32_t nache_write(struct nache_core *core, const struct nache_creds *cr,
                      nache_key key, struct nache_open *open, uint64_t offset,
-                     size_t len, const void *buf, int stable,
-                     size_t *nwritten, int *committed) {
+                     size_t len, const void *buf,
+                     enum nache_stable_how stable, size_t *nwritten,
+                     enum nache_stable_how *committed) {
   LocalCall call(core, LocalOp::kWrite);
-  return call.Done(core->core->Write(CredsFromC(cr), key, open, offset, len,
-                                     static_cast<const char *>(buf), stable,
-                                     nwritten, committed));
+  nache::upstream::StableHow given = nache::upstream::StableHow::kFileSync;
+  uint32_t st = core->core->Write(
+      CredsFromC(cr), key, open, offset, len, static_cast<const char *>(buf),
+      nache::upstream::StableHow(stable), nwritten, &given);
+  *committed = nache_stable_how(given);
+  return call.Done(st);
 }
 
 uint32_t nache_commit(struct nache_core *core, const struct nache_creds *cr,

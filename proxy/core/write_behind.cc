@@ -83,7 +83,8 @@ uint32_t WriteBehind::Commit(Key key, const upstream::Creds &cr) {
     }
     // Failed, or sent before the remote lost it: send again, durably.
     upstream::Verifier v;
-    uint32_t s = send_(key, w->cr, w->sid, w->off, w->data, 2, &v);
+    uint32_t s = send_(key, w->cr, w->sid, w->off, w->data,
+                       upstream::StableHow::kFileSync, &v);
     if (s != upstream::kNfs4Ok) return s;  // all kept for the retry
     MutexLock g(&mu_);
     w->status = upstream::kNfs4Ok;
@@ -117,7 +118,8 @@ void WriteBehind::Worker() {
       jobs_.pop_front();
     }
     upstream::Verifier v;
-    uint32_t st = send_(j.key, j.w->cr, j.w->sid, j.w->off, j.w->data, 0, &v);
+    uint32_t st = send_(j.key, j.w->cr, j.w->sid, j.w->off, j.w->data,
+                        upstream::StableHow::kUnstable, &v);
     {
       MutexLock g(&mu_);
       j.w->status = st;

@@ -42,7 +42,7 @@ class WriteBehind {
   // Sends [off, off + data.size()) with the given stability; sets *verf.
   using SendFn = std::function<uint32_t(
       Key key, const upstream::Creds &cr, const upstream::StateId &sid,
-      uint64_t off, const std::string &data, int stable,
+      uint64_t off, const std::string &data, upstream::StableHow stable,
       upstream::Verifier *verf)>;
   // Sends COMMIT of the whole file; sets *verf.
   using CommitFn = std::function<uint32_t(Key key, const upstream::Creds &cr,

@@ -457,8 +457,8 @@ TEST_F(CoreDelegationsTest, AdminStatusShowsTheExport) {
 TEST_F(CoreDelegationsTest, AdminFlushSendsEverythingDirty) {
   StartWriteBack(DelegationType::kNone, 3600 * 1000);  // never by age
   size_t n = 0;
-  int committed = 0;
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", 2, &n,
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   admin::ExportStatus s = core_->AdminStatus();
@@ -479,8 +479,8 @@ TEST_F(CoreDelegationsTest, WhileDrainingWritesAndCreatesGoUpstreamAtOnce) {
   StartWriteBack(DelegationType::kNone, 3600 * 1000);  // never by age
   core_->SetDraining(true);
   size_t n = 0;
-  int committed = 0;
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", 2, &n,
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   EXPECT_EQ(up_->Data("f"), "HELLO") << "written through";
@@ -492,7 +492,7 @@ TEST_F(CoreDelegationsTest, WhileDrainingWritesAndCreatesGoUpstreamAtOnce) {
   EXPECT_EQ(core_->AdminStatus().dirty_files, 0u);
   // Undrained: write-back again.
   core_->SetDraining(false);
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "AGAIN", 2, &n,
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "AGAIN", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   EXPECT_EQ(up_->Data("f"), "HELLO") << "kept here";
@@ -502,14 +502,14 @@ TEST_F(CoreDelegationsTest, WhileDrainingWritesAndCreatesGoUpstreamAtOnce) {
 TEST_F(CoreDelegationsTest, ADirtyFileStaysWriteBackWhileDraining) {
   StartWriteBack(DelegationType::kNone, 3600 * 1000);
   size_t n = 0;
-  int committed = 0;
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "OLDER", 2, &n,
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "OLDER", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   core_->SetDraining(true);
   // A write sent at once would land before OLDER's flush, which would
   // then overwrite it: kept here until the flush instead.
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "NEWER", 2, &n,
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "NEWER", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   EXPECT_EQ(up_->Data("f"), "hello");

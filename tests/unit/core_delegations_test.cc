@@ -39,11 +39,11 @@ TEST_F(CoreDelegationsTest, RecallFlushesWritesAndOpensUpstreamBeforeReturn) {
   up_->hold_writes = true;
   std::string data(4096, 'x');
   size_t n = 0;
-  int committed = -1;
-  ASSERT_EQ(core_->Write(cr_, file_, o, 0, data.size(), data.data(), 0, &n,
+  upstream::StableHow committed = upstream::StableHow(99);  // unset
+  ASSERT_EQ(core_->Write(cr_, file_, o, 0, data.size(), data.data(), upstream::StableHow::kUnstable, &n,
                          &committed),
             0u);
-  EXPECT_EQ(committed, 0) << "queued (write-behind)";
+  EXPECT_EQ(committed, upstream::StableHow::kUnstable) << "queued (write-behind)";
   cb_client::Reply *r = Recall(1);
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->nfs_status, upstream::kNfs4Ok);
@@ -102,8 +102,8 @@ TEST_F(CoreDelegationsTest, CbGetattrAnswersFromTheCoresView) {
   NacheOpen *o = OpenF(kBoth);
   std::string data(100, 'y');
   size_t n = 0;
-  int committed = -1;
-  ASSERT_EQ(core_->Write(cr_, file_, o, 0, data.size(), data.data(), 2, &n,
+  upstream::StableHow committed = upstream::StableHow(99);  // unset
+  ASSERT_EQ(core_->Write(cr_, file_, o, 0, data.size(), data.data(), upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   cb_client::Args args;
@@ -154,11 +154,11 @@ TEST_F(CoreDelegationsTest, WriteBackFlushReturnsOurReadDelegationFirst) {
   ASSERT_EQ(up_->Count("OPEN"), 1);
   std::string data(10, 'w');
   size_t n = 0;
-  int committed = -1;
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, data.size(), data.data(), 0,
+  upstream::StableHow committed = upstream::StableHow(99);  // unset
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, data.size(), data.data(), upstream::StableHow::kUnstable,
                          &n, &committed),
             0u);
-  EXPECT_EQ(committed, 2) << "durable here: FILE_SYNC";
+  EXPECT_EQ(committed, upstream::StableHow::kFileSync) << "durable here: FILE_SYNC";
   EXPECT_EQ(up_->Count("WRITE"), 0) << "kept local";
   // The flusher returns the read delegation (our WRITE would conflict
   // with it) and then writes: it must not wait for its own flush.

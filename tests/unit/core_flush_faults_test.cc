@@ -26,9 +26,9 @@ class FlushStepTest : public CoreDelegationsTest {
   void WriteOursThenMtime() {
     const std::string ours = kOurs;
     size_t n = 0;
-    int committed = 0;
+    upstream::StableHow committed{};
     ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, ours.size(), ours.data(),
-                           2, &n, &committed),
+                           upstream::StableHow::kFileSync, &n, &committed),
               0u);
     Attrs set, attrs;
     set.mask = upstream::kAttrMtime;

@@ -96,9 +96,9 @@ TEST_F(WriteBackIdentityTest, DataWrittenBeforeARestartIsSentAsItsWriter) {
   StartSentWhenNeeded();
   up_->Guard({"WRITE"}, 3000);
   size_t n = 0;
-  int committed = 0;
+  upstream::StableHow committed{};
   ASSERT_EQ(core_->Write(User(2000, 2000, {3000}), file_, nullptr, 0, 5,
-                         "OURS!", 2, &n, &committed),
+                         "OURS!", upstream::StableHow::kFileSync, &n, &committed),
             0u);
   KillAndRestart();
   ASSERT_EQ(SetSize(file_, 4), 0u);  // flushes the data first
@@ -141,9 +141,9 @@ TEST_F(WriteBackIdentityTest, ARefusalAtFlushIsCounted) {
   EXPECT_GE(CounterValue(metrics_, "nache_writeback_refused_total"), 1);
   // Data of a file the remote has, written by a non-member.
   size_t n = 0;
-  int committed = 0;
+  upstream::StableHow committed{};
   ASSERT_EQ(core_->Write(User(2001, 2001, {}), file_, nullptr, 0, 5, "OURS!",
-                         2, &n, &committed),
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   double before = CounterValue(metrics_, "nache_writeback_refused_total");
   EXPECT_NE(SetSize(file_, 4), 0u);

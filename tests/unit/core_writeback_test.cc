@@ -47,9 +47,9 @@ TEST_F(CoreDelegationsTest, ConflictKeepsBothVersions) {
   // top of a version the remote no longer has.
   up_->ForeignWrite("f", "theirs, longer");
   size_t n = 0;
-  int committed = 0;
+  upstream::StableHow committed{};
   // (Whole-file writes: the scripted server has no READ.)
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!", 2, &n,
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   std::vector<std::string> copies;
@@ -65,7 +65,7 @@ TEST_F(CoreDelegationsTest, ConflictKeepsBothVersions) {
   EXPECT_EQ(attrs.size, 14u) << "f follows the remote again";
   // A later write of ours to f is based on the remote's version: no new
   // conflict, it is written to f itself.
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 14, "OURS, ALSO 14!", 2,
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 14, "OURS, ALSO 14!", upstream::StableHow::kFileSync,
                          &n, &committed),
             0u);
   ASSERT_TRUE(cb_client::WaitFor(
@@ -82,9 +82,9 @@ TEST_F(CoreDelegationsTest, ATruncateRacingAFlushLosesNothing) {
   StartWriteBack(DelegationType::kNone, 0);  // flushed at once
   up_->hold_writes = true;
   size_t n = 0;
-  int committed = 0;
+  upstream::StableHow committed{};
   // (Whole-file writes: the scripted server has no READ.)
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 9, "old data!", 2, &n,
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 9, "old data!", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   // The flusher sends it; the WRITE is on the wire.
@@ -93,8 +93,8 @@ TEST_F(CoreDelegationsTest, ATruncateRacingAFlushLosesNothing) {
   std::thread truncate_then_write([&] {
     TruncateTo(file_, 0);
     size_t n2 = 0;
-    int committed2 = 0;
-    EXPECT_EQ(core_->Write(cr_, file_, nullptr, 0, 3, "new", 2, &n2,
+    upstream::StableHow committed2{};
+    EXPECT_EQ(core_->Write(cr_, file_, nullptr, 0, 3, "new", upstream::StableHow::kFileSync, &n2,
                            &committed2),
               0u);
     done = true;
@@ -124,8 +124,8 @@ TEST_F(CoreDelegationsTest, ATruncateRacingAFlushLosesNothing) {
 TEST_F(CoreDelegationsTest, OurOwnRenameOfADirtyFileIsNoConflict) {
   StartWriteBack(DelegationType::kNone, 3600 * 1000);  // sent when needed
   size_t n = 0;
-  int committed = 0;
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", 2, &n,
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   ASSERT_EQ(core_->Rename(cr_, root_, "f", root_, "g"), 0u);  // logged
@@ -154,11 +154,11 @@ TEST_F(CoreDelegationsTest, DataOfAFileGoneAtTheRemoteIsSavedVisibly) {
   ASSERT_EQ(core_->Lookup(cr_, root_, "d", &d, nullptr), 0u);
   ASSERT_EQ(core_->Lookup(cr_, d, "x", &x, nullptr), 0u);
   size_t n = 0;
-  int committed = 0;
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!", 2, &n,
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
-  ASSERT_EQ(core_->Write(cr_, x, nullptr, 0, 3, "new", 2, &n, &committed),
+  ASSERT_EQ(core_->Write(cr_, x, nullptr, 0, 3, "new", upstream::StableHow::kFileSync, &n, &committed),
             0u);
   up_->ForeignRemove("f");
   up_->ForeignRemove("d");
@@ -190,8 +190,8 @@ TEST_F(CoreDelegationsTest, AKillAfterOurRenameOfADirtyFileMakesNoConflict) {
   };
   start(true);
   size_t n = 0;
-  int committed = 0;
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", 2, &n,
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   ASSERT_EQ(core_->Rename(cr_, root_, "f", root_, "g"), 0u);  // logged
@@ -243,8 +243,8 @@ TEST_F(CoreDelegationsTest, AnOpenByTheNewNameOfALoggedRenameWritesThatFile) {
   EXPECT_FALSE(created);
   EXPECT_EQ(key, file_) << "the renamed file, not a new one";
   size_t n = 0;
-  int committed = 0;
-  ASSERT_EQ(core_->Write(cr_, key, open, 0, 5, "HELLO", 2, &n, &committed),
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, key, open, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n, &committed),
             0u);
   ASSERT_EQ(core_->CloseFile(open), 0u);
   core_.reset();  // a clean stop sends everything
@@ -259,13 +259,13 @@ TEST_F(CoreDelegationsTest, AnOpenByTheNewNameOfALoggedRenameWritesThatFile) {
 TEST_F(CoreDelegationsTest, OwnFlushesAreNoConflict) {
   StartWriteBack(DelegationType::kNone, 0);
   size_t n = 0;
-  int committed = 0;
+  upstream::StableHow committed{};
   // (Whole-file writes: the scripted server has no READ.)
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", 2, &n,
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == "HELLO"; }));
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 6, "HELLO!", 2, &n,
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 6, "HELLO!", upstream::StableHow::kFileSync, &n,
                          &committed),
             0u);
   ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == "HELLO!"; }));
@@ -513,10 +513,10 @@ class FullCacheDiskTest : public CoreDelegationsTest {
   uint64_t FillWithF(NacheOpen *open, uint32_t *st) {
     std::string data(64 << 10, 'w');
     size_t n = 0;
-    int committed = -1;
+    upstream::StableHow committed = upstream::StableHow(99);  // unset
     uint64_t acked = 0;
     while (acked < (64u << 20)) {
-      *st = core_->Write(cr_, file_, open, acked, data.size(), data.data(), 2,
+      *st = core_->Write(cr_, file_, open, acked, data.size(), data.data(), upstream::StableHow::kFileSync,
                          &n, &committed);
       if (*st) break;
       acked += data.size();
@@ -541,14 +541,14 @@ TEST_F(FullCacheDiskTest, AWriteToADirtyFileIsNoSpaceUntilFreed) {
   ASSERT_GT(acked, 0u);
   std::string back(4096, '\0');
   size_t n = 0;
-  int committed = -1;
+  upstream::StableHow committed = upstream::StableHow(99);  // unset
   bool eof = false;
   ASSERT_EQ(core_->Read(cr_, file_, o, acked - 4096, 4096, &back[0], &n, &eof),
             0u);
   EXPECT_EQ(back, std::string(4096, 'w'));
   ASSERT_EQ(unlink(Reserve().c_str()), 0);
   std::string data(64 << 10, 'w');
-  EXPECT_EQ(core_->Write(cr_, file_, o, acked, data.size(), data.data(), 2,
+  EXPECT_EQ(core_->Write(cr_, file_, o, acked, data.size(), data.data(), upstream::StableHow::kFileSync,
                          &n, &committed),
             0u);
   EXPECT_EQ(up_->Count("WRITE"), 0) << "all of it stayed local";
@@ -570,10 +570,10 @@ TEST_F(FullCacheDiskTest, AWriteToACleanFileGoesThroughToTheRemote) {
   FillWithF(o, &st);
   ASSERT_EQ(st, uint32_t(upstream::kNfs4ErrNospc));
   size_t n = 0;
-  int committed = -1;
-  EXPECT_EQ(core_->Write(cr_, g, nullptr, 2, 3, "abc", 2, &n, &committed), 0u);
+  upstream::StableHow committed = upstream::StableHow(99);  // unset
+  EXPECT_EQ(core_->Write(cr_, g, nullptr, 2, 3, "abc", upstream::StableHow::kFileSync, &n, &committed), 0u);
   EXPECT_EQ(n, 3u);
-  EXPECT_EQ(committed, 2);
+  EXPECT_EQ(committed, upstream::StableHow::kFileSync);
   EXPECT_EQ(up_->Data("g"), "01abc56789");
   EXPECT_EQ(CounterValue(metrics_, "nache_writeback_full_disk_writes_total"), 1);
   std::string back(10, '\0');

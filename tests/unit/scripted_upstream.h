@@ -940,8 +940,8 @@ class CoreDelegationsTest : public ::testing::Test {
     EXPECT_EQ(OpenNamed(cr, name, mode, &open, &key, created), 0u);
     if (!open) return kNoKey;
     size_t n = 0;
-    int committed = 0;
-    EXPECT_EQ(core_->Write(cr, key, open, 0, data.size(), data.data(), 2, &n,
+    upstream::StableHow committed{};
+    EXPECT_EQ(core_->Write(cr, key, open, 0, data.size(), data.data(), upstream::StableHow::kFileSync, &n,
                            &committed),
               0u);
     EXPECT_EQ(core_->CloseFile(open), 0u);

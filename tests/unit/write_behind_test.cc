@@ -27,14 +27,14 @@ struct FakeRemote {
   struct Sent {
     uint64_t off;
     std::string data;
-    int stable;
+    upstream::StableHow stable;
   };
   std::vector<Sent> sent;
   int commits = 0;
 
   WriteBehind::SendFn Send() {
     return [this](Key, const upstream::Creds &, const upstream::StateId &,
-                  uint64_t off, const std::string &data, int stable,
+                  uint64_t off, const std::string &data, upstream::StableHow stable,
                   upstream::Verifier *v) {
       std::unique_lock<std::mutex> g(mu);
       cv.wait(g, [this] { return !hold; });
@@ -73,7 +73,7 @@ TEST(WriteBehindTest, QueuedThenCommittedOnce) {
   EXPECT_EQ(wb.Commit(1, cr), 0u);
   EXPECT_EQ(r.commits, 1);
   ASSERT_EQ(r.sent.size(), 2u);
-  for (auto &s : r.sent) EXPECT_EQ(s.stable, 0);
+  for (auto &s : r.sent) EXPECT_EQ(s.stable, upstream::StableHow::kUnstable);
   EXPECT_EQ(wb.bytes(), 0u);
   // Nothing uncommitted: COMMIT needs no round trip.
   EXPECT_EQ(wb.Commit(1, cr), 0u);
@@ -92,7 +92,7 @@ TEST(WriteBehindTest, RemoteRebootBeforeCommitResendsFileSync) {
   EXPECT_EQ(wb.Commit(1, cr), 0u);
   ASSERT_EQ(r.sent.size(), 2u);
   EXPECT_EQ(r.sent[1].data, "data");
-  EXPECT_EQ(r.sent[1].stable, 2);
+  EXPECT_EQ(r.sent[1].stable, upstream::StableHow::kFileSync);
 }
 
 TEST(WriteBehindTest, FailedSendRetriedAtCommitAndErrorKeptUntilFixed) {
@@ -105,7 +105,7 @@ TEST(WriteBehindTest, FailedSendRetriedAtCommitAndErrorKeptUntilFixed) {
   r.fail_status = 0;
   EXPECT_EQ(wb.Commit(1, cr), 0u);
   ASSERT_EQ(r.sent.size(), 1u);
-  EXPECT_EQ(r.sent[0].stable, 2);
+  EXPECT_EQ(r.sent[0].stable, upstream::StableHow::kFileSync);
   EXPECT_EQ(wb.bytes(), 0u);
 }
 

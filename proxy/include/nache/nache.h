@@ -31,6 +31,13 @@ extern "C" {
 #endif
 
 typedef uint64_t nache_key;
+
+/* How durable a WRITE is (NFSv4's stable_how4, same values). */
+enum nache_stable_how {
+	NACHE_UNSTABLE = 0,  /* may be lost until a COMMIT */
+	NACHE_DATA_SYNC = 1, /* data durable, metadata maybe not */
+	NACHE_FILE_SYNC = 2, /* data and metadata durable */
+};
 struct nache_core;   /* one per export: upstream client + handle map */
 struct nache_open;   /* one local open (a Ganesha state or the global fd) */
 
@@ -354,12 +361,12 @@ uint32_t nache_read(struct nache_core *core, const struct nache_creds *cr,
 		    nache_key key, struct nache_open *open, uint64_t offset,
 		    size_t len, void *buf, size_t *nread, bool *eof);
 
-/* WRITE from buf; stable: 0 unstable, 1 data sync, 2 file sync.
- * *committed: the stability the server gave. */
+/* WRITE from buf with the stability asked for; *committed: the stability
+ * given (at least the one asked for, except for NACHE_UNSTABLE). */
 uint32_t nache_write(struct nache_core *core, const struct nache_creds *cr,
 		     nache_key key, struct nache_open *open, uint64_t offset,
-		     size_t len, const void *buf, int stable, size_t *nwritten,
-		     int *committed);
+		     size_t len, const void *buf, enum nache_stable_how stable,
+		     size_t *nwritten, enum nache_stable_how *committed);
 
 uint32_t nache_commit(struct nache_core *core, const struct nache_creds *cr,
 		      nache_key key, uint64_t offset, uint64_t len);
