@@ -102,7 +102,7 @@ Core::~Core() {
     if (up_ && up_->state() == upstream::UpstreamState::kReady)
       CloseIdleOpens();
   }
-  write_behind_.reset();  // sends what clients were told is queued
+  unstable_writes_.reset();  // sends what clients were told is queued
   if (flusher_) {
     // Durable here anyway; the remote gets what it can in a few seconds.
     if (up_ && up_->state() == upstream::UpstreamState::kReady &&
@@ -206,7 +206,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   // it, so clients resend what they had not seen committed.
   for (auto &b : c->boot_verf_) b = uint8_t(rd());
   if (cfg.write_behind_max > 0) {
-    c->write_behind_.reset(new WriteBehind(
+    c->unstable_writes_.reset(new UnstableWrites(
         [core](Key key, const Creds &cr, const StateId &sid, uint64_t off,
                const std::string &data, upstream::StableHow stable,
                upstream::Verifier *verf) {
@@ -736,8 +736,8 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
     }
   }
   // Queued writes must not land after a truncate.
-  if (write_behind_ && (set.mask & upstream::kAttrSize))
-    write_behind_->Drain(key);
+  if (unstable_writes_ && (set.mask & upstream::kAttrSize))
+    unstable_writes_->Drain(key);
   // Only a size change needs the open's stateid (for share reservations).
   StateId sid = (set.mask & upstream::kAttrSize) ? IoStateid(open)
                                                  : StateId::Anonymous();
@@ -2080,7 +2080,7 @@ uint32_t Core::Read(const Creds &cr, Key key, NacheOpen *open,
   *nread = 0;
   *eof = false;
   // Writes still queued for this file land first (read-your-writes).
-  if (write_behind_) write_behind_->Drain(key);
+  if (unstable_writes_) unstable_writes_->Drain(key);
   Attrs a;
   if (!cache_->FreshAttrs(key, &a)) {
     uint32_t st = Revalidate(cr, key, &a);
@@ -2224,8 +2224,8 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
     stable = StableHow::kFileSync;
   }
   ReturnIfReadDelegated(key);  // an NFSv3 WRITE comes with no open
-  if (stable == StableHow::kUnstable && write_behind_ &&
-      write_behind_->Submit(key, cr, IoStateid(open), offset, buf, len)) {
+  if (stable == StableHow::kUnstable && unstable_writes_ &&
+      unstable_writes_->Submit(key, cr, IoStateid(open), offset, buf, len)) {
     *nwritten = len;  // queued; durable at COMMIT
     *committed = StableHow::kUnstable;
     return upstream::kNfs4Ok;
@@ -2300,7 +2300,7 @@ uint32_t Core::Commit(const Creds &cr, Key key, uint64_t offset,
   (void)offset;  // the whole file is committed: cheaper than tracking ranges
   (void)len;
   if (WriteBackFor(key)) return upstream::kNfs4Ok;  // durable in the store
-  if (write_behind_) return write_behind_->Commit(key, cr);
+  if (unstable_writes_) return unstable_writes_->Commit(key, cr);
   return upstream::kNfs4Ok;  // every write was sent FILE_SYNC or stable
 }
 

@@ -56,7 +56,7 @@
 #include "core/opens.h"
 #include "core/owner_rights.h"
 #include "core/unanswered.h"
-#include "core/write_behind.h"
+#include "core/unstable_writes.h"
 #include "handles/handle_map.h"
 #include "metrics/metrics.h"
 #include "nache/nache.h"
@@ -712,7 +712,7 @@ class Core {
   std::unique_ptr<OpenTable> opens_;
   std::unique_ptr<Cache> cache_;
   std::unique_ptr<BlockReader> reader_;  // uses cache_ (destroyed first)
-  std::unique_ptr<WriteBehind> write_behind_;  // null when disabled
+  std::unique_ptr<UnstableWrites> unstable_writes_;  // null when disabled
   std::unique_ptr<Flusher> flusher_;  // null unless write_back
   // The log and its index of local names: null unless write_back and
   // single_writer (LocalNamespace()).

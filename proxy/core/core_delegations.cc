@@ -243,7 +243,7 @@ void Core::ReturnDelegation(Key key, bool recalled) {
   RecallLocalDelegations(key);
   cache_->SetDelegated(key, false);
   // Queued writes and unflushed data reach the server under the delegation.
-  if (write_behind_) write_behind_->Drain(key);
+  if (unstable_writes_) unstable_writes_->Drain(key);
   // (Only a write delegation covers unflushed data; a read one is
   // returned by the flusher itself before it writes, so flushing here
   // would wait for that very flush.)

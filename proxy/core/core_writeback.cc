@@ -45,7 +45,7 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
                           size_t *nwritten, upstream::StableHow *committed) {
   // Earlier unstable writes of the same file, queued for the upstream,
   // land before this one.
-  if (write_behind_) write_behind_->Drain(key);
+  if (unstable_writes_) unstable_writes_->Drain(key);
   Attrs a;
   if (!cache_->KnownAttrs(key, &a)) {
     uint32_t st = Revalidate(cr, key, &a);

@@ -1,6 +1,7 @@
-// Write-behind of UNSTABLE writes: the client's UNSTABLE WRITE is answered
-// once its data is queued here; worker threads send it upstream (UNSTABLE)
-// while the client goes on. COMMIT waits for the file's queued writes,
+// UnstableWrites, the queue of UNSTABLE writes (Write_Behind_Max; not to
+// be confused with write-back, proxy/writeback/): the client's UNSTABLE
+// WRITE is answered once its data is queued here; worker threads send it
+// upstream (UNSTABLE) while the client goes on. COMMIT waits for the file's queued writes,
 // sends one upstream COMMIT and resends (FILE_SYNC) every write whose
 // verifier differs from the COMMIT's (the remote rebooted in between), so
 // data is dropped only once the remote has it on stable storage.
@@ -37,7 +38,7 @@
 
 namespace nache {
 
-class WriteBehind {
+class UnstableWrites {
  public:
   // Sends [off, off + data.size()) with the given stability; sets *verf.
   using SendFn = std::function<uint32_t(
@@ -48,9 +49,9 @@ class WriteBehind {
   using CommitFn = std::function<uint32_t(Key key, const upstream::Creds &cr,
                                           upstream::Verifier *verf)>;
 
-  WriteBehind(SendFn send, CommitFn commit, uint64_t max_bytes, int threads);
+  UnstableWrites(SendFn send, CommitFn commit, uint64_t max_bytes, int threads);
   // Sends what is queued, then stops the workers.
-  ~WriteBehind();
+  ~UnstableWrites();
 
   // Queues an UNSTABLE write; false when it would exceed the bound.
   bool Submit(Key key, const upstream::Creds &cr, const upstream::StateId &sid,

@@ -2,7 +2,7 @@
 // COMMIT resends what the remote lost (changed verifier) or failed to take;
 // overlapping writes keep their order; the bound refuses; shutdown sends
 // everything queued.
-#include "core/write_behind.h"
+#include "core/unstable_writes.h"
 
 #include <gtest/gtest.h>
 
@@ -32,7 +32,7 @@ struct FakeRemote {
   std::vector<Sent> sent;
   int commits = 0;
 
-  WriteBehind::SendFn Send() {
+  UnstableWrites::SendFn Send() {
     return [this](Key, const upstream::Creds &, const upstream::StateId &,
                   uint64_t off, const std::string &data, upstream::StableHow stable,
                   upstream::Verifier *v) {
@@ -44,7 +44,7 @@ struct FakeRemote {
       return uint32_t(0);
     };
   }
-  WriteBehind::CommitFn Commit() {
+  UnstableWrites::CommitFn Commit() {
     return [this](Key, const upstream::Creds &, upstream::Verifier *v) {
       std::lock_guard<std::mutex> g(mu);
       commits++;
@@ -64,9 +64,9 @@ struct FakeRemote {
 upstream::Creds cr;
 upstream::StateId sid;
 
-TEST(WriteBehindTest, QueuedThenCommittedOnce) {
+TEST(UnstableWritesTest, QueuedThenCommittedOnce) {
   FakeRemote r;
-  WriteBehind wb(r.Send(), r.Commit(), 1 << 20, 2);
+  UnstableWrites wb(r.Send(), r.Commit(), 1 << 20, 2);
   ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "hello", 5));
   ASSERT_TRUE(wb.Submit(1, cr, sid, 5, "world", 5));
   EXPECT_EQ(wb.bytes(), 10u);
@@ -80,9 +80,9 @@ TEST(WriteBehindTest, QueuedThenCommittedOnce) {
   EXPECT_EQ(r.commits, 1);
 }
 
-TEST(WriteBehindTest, RemoteRebootBeforeCommitResendsFileSync) {
+TEST(UnstableWritesTest, RemoteRebootBeforeCommitResendsFileSync) {
   FakeRemote r;
-  WriteBehind wb(r.Send(), r.Commit(), 1 << 20, 1);
+  UnstableWrites wb(r.Send(), r.Commit(), 1 << 20, 1);
   ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "data", 4));
   wb.Drain(1);
   {
@@ -95,10 +95,10 @@ TEST(WriteBehindTest, RemoteRebootBeforeCommitResendsFileSync) {
   EXPECT_EQ(r.sent[1].stable, upstream::StableHow::kFileSync);
 }
 
-TEST(WriteBehindTest, FailedSendRetriedAtCommitAndErrorKeptUntilFixed) {
+TEST(UnstableWritesTest, FailedSendRetriedAtCommitAndErrorKeptUntilFixed) {
   FakeRemote r;
   r.fail_status = upstream::kNfs4ErrNospc;
-  WriteBehind wb(r.Send(), r.Commit(), 1 << 20, 1);
+  UnstableWrites wb(r.Send(), r.Commit(), 1 << 20, 1);
   ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "data", 4));
   EXPECT_EQ(wb.Commit(1, cr), uint32_t(upstream::kNfs4ErrNospc));
   EXPECT_EQ(wb.bytes(), 4u);  // kept: the client will retry
@@ -109,19 +109,19 @@ TEST(WriteBehindTest, FailedSendRetriedAtCommitAndErrorKeptUntilFixed) {
   EXPECT_EQ(wb.bytes(), 0u);
 }
 
-TEST(WriteBehindTest, BoundRefuses) {
+TEST(UnstableWritesTest, BoundRefuses) {
   FakeRemote r;
   r.hold = true;
-  WriteBehind wb(r.Send(), r.Commit(), 8, 1);
+  UnstableWrites wb(r.Send(), r.Commit(), 8, 1);
   EXPECT_TRUE(wb.Submit(1, cr, sid, 0, "12345", 5));
   EXPECT_FALSE(wb.Submit(2, cr, sid, 0, "12345", 5));
   r.Release();
 }
 
-TEST(WriteBehindTest, OverlappingWriteWaitsForTheEarlierOne) {
+TEST(UnstableWritesTest, OverlappingWriteWaitsForTheEarlierOne) {
   FakeRemote r;
   r.hold = true;
-  WriteBehind wb(r.Send(), r.Commit(), 1 << 20, 4);
+  UnstableWrites wb(r.Send(), r.Commit(), 1 << 20, 4);
   ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
   std::atomic<bool> second_queued{false};
   std::thread t([&] {
@@ -139,10 +139,10 @@ TEST(WriteBehindTest, OverlappingWriteWaitsForTheEarlierOne) {
   EXPECT_EQ(r.sent[1].data, "bb");
 }
 
-TEST(WriteBehindTest, ShutdownSendsWhatIsQueued) {
+TEST(UnstableWritesTest, ShutdownSendsWhatIsQueued) {
   FakeRemote r;
   {
-    WriteBehind wb(r.Send(), r.Commit(), 1 << 20, 1);
+    UnstableWrites wb(r.Send(), r.Commit(), 1 << 20, 1);
     for (int i = 0; i < 10; i++)
       ASSERT_TRUE(wb.Submit(1, cr, sid, uint64_t(i) * 10, "x", 1));
   }

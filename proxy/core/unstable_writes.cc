@@ -1,9 +1,10 @@
-// Write-behind of UNSTABLE writes. See write_behind.h.
-#include "core/write_behind.h"
+// The queue of UNSTABLE writes sent behind the client's back. See
+// unstable_writes.h.
+#include "core/unstable_writes.h"
 
 namespace nache {
 
-WriteBehind::WriteBehind(SendFn send, CommitFn commit, uint64_t max_bytes,
+UnstableWrites::UnstableWrites(SendFn send, CommitFn commit, uint64_t max_bytes,
                          int threads)
     : send_(std::move(send)), commit_(std::move(commit)),
       max_bytes_(max_bytes) {
@@ -11,7 +12,7 @@ WriteBehind::WriteBehind(SendFn send, CommitFn commit, uint64_t max_bytes,
     threads_.emplace_back([this] { Worker(); });
 }
 
-WriteBehind::~WriteBehind() {
+UnstableWrites::~UnstableWrites() {
   {
     MutexLock g(&mu_);
     stop_ = true;  // workers finish the queue first
@@ -20,7 +21,7 @@ WriteBehind::~WriteBehind() {
   for (auto &t : threads_) t.join();
 }
 
-bool WriteBehind::Submit(Key key, const upstream::Creds &cr,
+bool UnstableWrites::Submit(Key key, const upstream::Creds &cr,
                          const upstream::StateId &sid, uint64_t off,
                          const char *buf, size_t len) {
   MutexLock g(&mu_);
@@ -40,7 +41,7 @@ bool WriteBehind::Submit(Key key, const upstream::Creds &cr,
   return true;
 }
 
-bool WriteBehind::OverlapsUnsentLocked(Key key, uint64_t off,
+bool UnstableWrites::OverlapsUnsentLocked(Key key, uint64_t off,
                                        size_t len) const {
   auto it = files_.find(key);
   if (it == files_.end()) return false;
@@ -50,7 +51,7 @@ bool WriteBehind::OverlapsUnsentLocked(Key key, uint64_t off,
   return false;
 }
 
-bool WriteBehind::PendingLocked(Key key) const {
+bool UnstableWrites::PendingLocked(Key key) const {
   auto it = files_.find(key);
   if (it == files_.end()) return false;
   for (const WritePtr &w : it->second)
@@ -58,12 +59,12 @@ bool WriteBehind::PendingLocked(Key key) const {
   return false;
 }
 
-void WriteBehind::Drain(Key key) {
+void UnstableWrites::Drain(Key key) {
   MutexLock g(&mu_);
   while (PendingLocked(key)) cv_.Wait();
 }
 
-uint32_t WriteBehind::Commit(Key key, const upstream::Creds &cr) {
+uint32_t UnstableWrites::Commit(Key key, const upstream::Creds &cr) {
   std::list<WritePtr> mine;
   {
     MutexLock g(&mu_);
@@ -102,12 +103,12 @@ uint32_t WriteBehind::Commit(Key key, const upstream::Creds &cr) {
   return upstream::kNfs4Ok;
 }
 
-uint64_t WriteBehind::bytes() const {
+uint64_t UnstableWrites::bytes() const {
   MutexLock g(&mu_);
   return bytes_;
 }
 
-void WriteBehind::Worker() {
+void UnstableWrites::Worker() {
   for (;;) {
     Job j;
     {
