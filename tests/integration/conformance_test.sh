@@ -4,7 +4,8 @@
 # (issue 17). tests/tools/conformance sends the COMPOUNDs of each case
 # (share reservations, an OPEN replay, UNCHECKED and EXCLUSIVE4 creates of
 # an existing file, LOCKT of one's own lock, OPEN_DOWNGRADE with locks
-# held, the change attribute across WRITEs) to nache's front with two
+# held, the change attribute across WRITEs, no read delegation while
+# another client writes) to nache's front with two
 # client ids, over NFSv4.0 and NFSv4.1, from nache's namespace. nache runs
 # in turn in front of the Ganesha VFS remote and of Linux knfsd, with an
 # NFSv4.0 and an NFSv4.1 upstream: every front, remote and upstream
@@ -77,4 +78,17 @@ for remote in vfs knfsd; do
 		done
 	done
 done
+
+# Delegations to nache's own clients (the delegation cases, NFSv4.1 front,
+# where the tool's clients serve a back channel): nache's front delegates
+# a file only under a delegation of its own from the remote, which knfsd
+# grants over an NFSv4.1 upstream. With --delegations each case first
+# checks that a delegation is granted where nothing stands in the way.
+if LAB_NACHE_DELEGATIONS=readwrite nache_for knfsd 1; then
+	check "delegations_front_v41_knfsd_upstream_v41" \
+		conformance "$LAB_NACHE_ADDR" /export 1 --delegations \
+		--only delegation
+else
+	check "nache_starts_with_delegations_in_front_of_knfsd" false
+fi
 itest_finish

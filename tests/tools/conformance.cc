@@ -7,7 +7,13 @@
 // Upstream instances).
 //
 //   conformance --server ADDR [--port P] [--path /export] [--minor 0|1]
-//               [--only REGEX] [--timeout-ms N] [--list]
+//               [--only REGEX] [--timeout-ms N] [--delegations] [--list]
+//
+// --delegations says the server is configured to grant delegations: the
+// delegation cases run only then (NFSv4.1: the clients serve a back
+// channel), and each first checks that a delegation is granted where
+// nothing stands in the way, so that a server granting none fails them
+// rather than passing them.
 //
 // Each case works on files of its own (named conf-<case>-<pid>) and prints
 // one line: "PASS name" or "FAIL name: got X, want Y". The exit status is
@@ -16,6 +22,7 @@
 // version asked for is not run, and says so.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "callback/back_channel.h"
+#include "callback/cb_ops.h"
 #include "tool_util.h"
 #include "upstream/upstream.h"
 
@@ -42,6 +51,7 @@ struct Options {
   uint32_t minor = 0;                // NFSv4 minor version to speak
   std::string only;                  // regex of case names to run
   int timeout_ms = 20000;            // call timeout and readiness wait
+  bool delegations = false;          // the server grants delegations
 };
 
 // Names of the statuses the cases expect or meet (others print as numbers).
@@ -91,9 +101,28 @@ void ExpectTrue(bool ok, const std::string &got, const std::string &want) {
 }
 
 // One NFSv4 client (its own client id) and the seqids of its open-owners.
+// The back channel's handler: recalls are acknowledged and counted (a case
+// returns its delegations itself).
+class CallbackRecorder : public nache::callback::CallbackHandler {
+ public:
+  void OnContact() override {}
+  uint32_t OnRecall(const up::StateId &, bool, const up::Fh &) override {
+    recalls_++;
+    return up::kNfs4Ok;
+  }
+  uint32_t OnGetattr(const up::Fh &, uint64_t *, uint64_t *) override {
+    return up::kNfs4ErrBadhandle;
+  }
+  int recalls() const { return recalls_.load(); }
+
+ private:
+  std::atomic<int> recalls_{0};
+};
+
 class Client {
  public:
-  Client(const Options &o, const std::string &id) : minor_(o.minor) {
+  Client(const Options &o, const std::string &id)
+      : minor_(o.minor), back_(&recorder_, 0x40000000) {
     up::UpstreamOptions uo;
     uo.server = o.server;
     uo.port = o.port;
@@ -103,6 +132,17 @@ class Client {
     uo.minor_version = o.minor;
     uo.auth_machine = "conformance";
     uo.client_id = "nache-conformance-" + id + "-" + std::to_string(getpid());
+    if (o.minor == 1) {  // a back channel, for the server's callbacks
+      nache::callback::BackChannel *bc = &back_;
+      uo.back_channel = [bc](const nache::rpc::PeerCall &call,
+                             nache::rpc::XdrIn *args, std::string *results) {
+        return bc->Serve(call, args, results);
+      };
+      uo.on_new_session = [bc](const std::array<uint8_t, 16> &session,
+                               uint32_t slots) {
+        bc->SetSession(session, slots);
+      };
+    }
     u_ = up::Upstream::Create(uo);
     ready_ = u_->WaitReady(o.timeout_ms);
   }
@@ -110,6 +150,7 @@ class Client {
 
   bool ready() const { return ready_; }
   uint32_t minor() const { return minor_; }
+  int recalls() const { return recorder_.recalls(); }
 
   // Sends c; a transport failure fails the case (it is no protocol
   // answer). Returns the compound's status.
@@ -143,6 +184,8 @@ class Client {
 
  private:
   uint32_t minor_;
+  CallbackRecorder recorder_;
+  nache::callback::BackChannel back_;  // serves recorder_ (NFSv4.1)
   std::unique_ptr<up::Upstream> u_;
   bool ready_ = false;
   std::map<std::string, uint32_t> seqids_;
@@ -618,10 +661,56 @@ void ChangeMovesOnEveryWrite(Ctx &x) {
              "without a WRITE in between)");
 }
 
+const char *DelegationName(up::DelegationType t) {
+  switch (t) {
+    case up::DelegationType::kNone: return "no";
+    case up::DelegationType::kRead: return "a read";
+    case up::DelegationType::kWrite: return "a write";
+  }
+  return "an unknown";
+}
+
+// A read delegation lets its holder serve the file's data and attributes
+// from its own cache without asking: the server must not grant one while
+// another client has the file open for writing (RFC 8881 section 10.4), or
+// the holder goes on serving what the writer has since changed.
+void NoReadDelegationWhileAnotherWrites(Ctx &x) {
+  // The control: alone on the file, b is delegated (this server grants
+  // delegations to b at all).
+  Opened alone = MustOpen("b's create (read)",
+                          Create(x.b, x, x.File(), up::kShareAccessRead,
+                                 up::kShareDenyNone, x.Owner("b")));
+  const up::DelegationType control = alone.delegation.type;
+  ReturnDelegation(x.b, alone);
+  CloseFile(x.b, alone);
+  ExpectTrue(control != up::DelegationType::kNone,
+             "no delegation for the file's only opener",
+             "a delegation (the control: the server grants them to b)");
+  Opened writer = MustOpen(
+      "a's open for write",
+      Open(x.a, x.dir,
+           OpenArgsFor(x.File(), up::kShareAccessWrite, up::kShareDenyNone),
+           x.Owner("a")));
+  Opened reader = MustOpen(
+      "b's open for read",
+      Open(x.b, x.dir,
+           OpenArgsFor(x.File(), up::kShareAccessRead, up::kShareDenyNone),
+           x.Owner("b")));
+  const up::DelegationType got = reader.delegation.type;
+  ReturnDelegation(x.b, reader);
+  CloseFile(x.b, reader);
+  CloseFile(x.a, writer);
+  ExpectTrue(got == up::DelegationType::kNone,
+             std::string(DelegationName(got)) +
+                 " delegation while a has the file open for writing",
+             "no delegation");
+}
+
 struct Case {
   const char *name;
   int minor_only;  // -1: every minor version; else that one only
   void (*fn)(Ctx &);
+  bool delegations = false;  // runs only with --delegations
 };
 
 const Case kCases[] = {
@@ -637,12 +726,15 @@ const Case kCases[] = {
     {"lockt_own_lock_is_no_conflict", -1, LocktOwnLockIsNoConflict},
     {"open_downgrade_with_locks_held", -1, OpenDowngradeWithLocksHeld},
     {"change_moves_on_every_write", -1, ChangeMovesOnEveryWrite},
+    {"no_read_delegation_while_another_writes", 1,
+     NoReadDelegationWhileAnotherWrites, true},
 };
 
 void Usage() {
   std::fprintf(stderr,
                "usage: conformance --server ADDR [--port P] [--path DIR] "
-               "[--minor 0|1] [--only REGEX] [--timeout-ms N] [--list]\n");
+               "[--minor 0|1] [--only REGEX] [--timeout-ms N] "
+               "[--delegations] [--list]\n");
 }
 
 }  // namespace
@@ -654,6 +746,10 @@ int main(int argc, char **argv) {
     if (flag == "--list") {
       for (const Case &c : kCases) std::printf("%s\n", c.name);
       return 0;
+    }
+    if (flag == "--delegations") {
+      o.delegations = true;
+      continue;
     }
     if (i + 1 >= argc) {
       Usage();
@@ -704,6 +800,12 @@ int main(int argc, char **argv) {
     if (c.minor_only >= 0 && uint32_t(c.minor_only) != o.minor) {
       std::printf("---- %s: NFSv4.%d only, not run over NFSv4.%u\n", c.name,
                   c.minor_only, o.minor);
+      continue;
+    }
+    if (c.delegations && !o.delegations) {
+      std::printf("---- %s: needs a server that grants delegations "
+                  "(--delegations), not run\n",
+                  c.name);
       continue;
     }
     x.case_name = c.name;
