@@ -13,7 +13,7 @@ set -uo pipefail
 # Before lab.sh, which defaults it to 300 s: reads on wan take longer.
 export LAB_CMD_TIMEOUT=${LAB_CMD_TIMEOUT:-3600}
 # The lab (lab.sh, with NACHE_BUILD_DIR's stage) and the metric helper.
-source "$(dirname "$0")/../tests/integration/itest.sh"
+source "$(dirname "$0")/../lab/helpers.sh"
 PROFILE=${1:-wan}
 SIZES=${2:-65536 262144 1048576}
 SIZE_MIB=${3:-64}

@@ -27,8 +27,8 @@
 set -uo pipefail
 export LAB_KNFSD_KERNEL=6.12
 export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
-source "$(dirname "$0")/../tests/integration/itest.sh"
-source "$(dirname "$0")/../tests/integration/knfsd_states.sh"
+source "$(dirname "$0")/../lab/helpers.sh"
+source "$(dirname "$0")/../lab/knfsd_states.sh"
 PROFILE=${1:-wan}
 FILES=${2:-3}
 M=/mnt/r

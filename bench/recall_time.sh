@@ -19,8 +19,8 @@
 # usage: bench/recall_time.sh [PROFILE] [FILES]   (wan 10)
 set -uo pipefail
 # The lab (lab.sh, with NACHE_BUILD_DIR's stage), `metric` and `on`.
-source "$(dirname "$0")/../tests/integration/itest.sh"
-source "$(dirname "$0")/../tests/integration/knfsd_states.sh"
+source "$(dirname "$0")/../lab/helpers.sh"
+source "$(dirname "$0")/../lab/knfsd_states.sh"
 PROFILE=${1:-wan}
 FILES=${2:-10}
 # knfsd grants no delegation while any lock manager is in grace, lockd's

@@ -10,10 +10,10 @@
 # caller,operation,compounds.
 # usage: bench/roundtrips.sh [PROFILE]   (lan by default; wan, ...)
 set -uo pipefail
-source "$(dirname "$0")/../tests/integration/itest.sh"  # lab, metric, on
+source "$(dirname "$0")/../lab/helpers.sh"  # lab, metric, on
 
 PROFILE=${1:-lan}
-itest_up "$PROFILE" 1 || { echo "lab did not start" >&2; exit 1; }
+lab_up "$PROFILE" 1 || { echo "lab did not start" >&2; exit 1; }
 M=/mnt/n
 R=$LAB_REMOTE_EXPORT_DIR
 mount_nache 1 $M vers=4.1 || exit 1

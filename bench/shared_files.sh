@@ -32,7 +32,7 @@ set -uo pipefail
 # PROXY_V4 on wan needs more. Set before lab.sh is sourced.
 export LAB_CMD_TIMEOUT=${LAB_CMD_TIMEOUT:-3600}
 # The lab (lab.sh, with NACHE_BUILD_DIR's stage), `metric` and `on`.
-source "$(dirname "$0")/../tests/integration/itest.sh"
+source "$(dirname "$0")/../lab/helpers.sh"
 PROFILE=${1:-wan}
 ROUNDS=${2:-8}
 FILES=${3:-100}

@@ -46,7 +46,7 @@ export LAB_KNFSD_NLM_GRACE=10
 # group database instead, where uid 2000 has none).
 export LAB_KNFSD_MANAGE_GIDS=n
 source "$(dirname "$0")/itest.sh"
-source "$(dirname "$0")/knfsd_states.sh"
+source "$(dirname "$0")/../../lab/knfsd_states.sh"
 
 ATTR_TIMEOUT=3                       # nache's Attr_Timeout (and Ganesha's)
 REVOKE_BOUND=$((5 * ATTR_TIMEOUT))   # a revoked reader is denied within it

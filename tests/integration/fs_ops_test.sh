@@ -5,7 +5,7 @@
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
-itest_up lan 1 || { echo "lab did not start"; exit 1; }
+lab_up lan 1 || { echo "lab did not start"; exit 1; }
 R=$LAB_REMOTE_EXPORT_DIR
 M=/mnt/n
 mount_nache 1 $M vers=4.1 || { echo "mount failed"; exit 1; }

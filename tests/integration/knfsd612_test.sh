@@ -29,7 +29,7 @@ lab_knfsd_run "echo direct > $K/direct && echo nache-r > $K/nache-r &&
 C1=$(lab_client_addr 1)
 NACHE='name: "nache/'            # in the info of nache's client at knfsd
 
-source "$(dirname "$0")/knfsd_states.sh"
+source "$(dirname "$0")/../../lab/knfsd_states.sh"
 
 knfsd_runs_linux_6_12() {
 	local release

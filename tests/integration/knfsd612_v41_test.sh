@@ -29,7 +29,7 @@ lab_knfsd_run "echo nache-r > $K/nache-r && echo nache-rw > $K/nache-rw &&
 	{ echo "cannot create files at the remote"; exit 1; }
 NACHE='name: "nache/'            # in the info of nache's client at knfsd
 
-source "$(dirname "$0")/knfsd_states.sh"
+source "$(dirname "$0")/../../lab/knfsd_states.sh"
 
 callback_up() { [ "$(metric nache_callback_path_up)" = 1 ]; }
 nache_reads() { read_delegs "$NACHE" /nache-r; }

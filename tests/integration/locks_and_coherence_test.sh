@@ -6,7 +6,7 @@
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
-itest_up lan 3 || { echo "lab did not start"; exit 1; }
+lab_up lan 3 || { echo "lab did not start"; exit 1; }
 R=$LAB_REMOTE_EXPORT_DIR
 M=/mnt/n
 LOCKER="python3 $ITEST_DIR/tools/locker.py"

@@ -5,7 +5,7 @@
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
-itest_up lan 1 || { echo "lab did not start"; exit 1; }
+lab_up lan 1 || { echo "lab did not start"; exit 1; }
 R=$LAB_REMOTE_EXPORT_DIR
 
 works_with() {  # works_with VERS

@@ -1,5 +1,5 @@
 # Sourced by tests and benchmarks that watch knfsd's own NFSv4 state
-# (after itest.sh): which client holds which open and delegation, as its
+# (after lab/helpers.sh): which client holds which open and delegation, as its
 # /proc/fs/nfsd/clients/*/states files say, and clients holding files open
 # until knfsd delegates them.
 
