@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.cc,%,$(wildcard tests/fuzz/fuzz_*.cc))
 
 .PHONY: all deps build san-build test unit integration fuzz demo bench clean \
-	format check-locks
+	format check-locks lint
 
 all: build
 
@@ -35,10 +35,16 @@ $(LOCKS_BUILD)/build.ninja:
 check-locks: deps $(LOCKS_BUILD)/build.ninja
 	cmake --build $(LOCKS_BUILD) -j $(JOBS) --target nachecore
 
+# Hygiene, before the tests: every shell script through shellcheck (its
+# settings and their reasons: .shellcheckrc; warnings and errors fail),
+# and the lock analysis (check-locks).
+lint: deps check-locks
+	git ls-files -z '*.sh' | xargs -0 shellcheck -x -S warning
+
 # Everything: unit tests then integration tests (they boot the lab); then,
 # in the sanitizer build, the unit tests under ASan/UBSan (label unit-san)
 # and each fuzz target for a short while over its corpus (label fuzz).
-test: build san-build
+test: lint build san-build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 

@@ -273,7 +273,10 @@ server_of() {
 # prepare WORKLOAD SRVDIR N — the cell's data on the server, one
 # subdirectory c<i> per client (not timed, not counted).
 prepare() {
-	local w=$1 srv=$2 n=$3 i cmd="set -e; mkdir -p '$srv'"
+	# (Two locals: a local's arguments are expanded before any is set, so
+	# cmd must not use srv in the same one.)
+	local w=$1 srv=$2 n=$3 i
+	local cmd="set -e; mkdir -p '$srv'"
 	for i in $(seq 1 "$n"); do
 		local d=$srv/c$i
 		case $w in
@@ -387,8 +390,8 @@ run_cell() {
 	local rel=bench-$RUN_ID/$cell
 	local srv=$SERVER_ROOT/$rel cli=/mnt/b/$rel
 	local raw=$RUN/raw/$cell sync=$WORK/sync/$cell
-	local addr export
-	read -r addr export <<<"$(server_of "$c")"
+	local addr export_path
+	read -r addr export_path <<<"$(server_of "$c")"
 	mkdir -p "$raw" "$sync"
 	log "cell $cell: preparing"
 	if [[ $c == nache* ]]; then
@@ -400,7 +403,7 @@ run_cell() {
 	local pids=() rc=0
 	for i in $(seq 1 "$n"); do
 		{ lab_client_run "$i" "umount /mnt/b 2>/dev/null; sync; echo 3 >/proc/sys/vm/drop_caches" &&
-			lab_client_mount "$i" "$addr" "$export" /mnt/b "$MOUNT_OPTS"; } \
+			lab_client_mount "$i" "$addr" "$export_path" /mnt/b "$MOUNT_OPTS"; } \
 			>"$raw/mount.$i.log" 2>&1 &
 		pids+=($!)
 	done
@@ -460,7 +463,7 @@ run_cell() {
 
 for p in $(list "$PROFILE"); do
 	lab_set_profile "$p" || die "profile $p"
-	rtt=$(lab_rtt "$LAB_NS_LAN" "$UP_ADDR" 10 2>/dev/null) || rtt=?
+	rtt=$(lab_rtt "$LAB_NS_LAN" "$UP_ADDR" 10 2>/dev/null) || rtt='?'
 	echo "rtt_${p}_ms=$rtt (nache namespace -> remote, median of 10)" >>"$RUN/params.txt"
 	log "profile $p: RTT nache -> remote $rtt ms"
 	for w in $(list "$WORKLOAD"); do

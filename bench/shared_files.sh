@@ -78,7 +78,7 @@ if [ "$(date +%s)" -lt "$ready_at" ]; then
 	sleep $((ready_at - $(date +%s)))
 fi
 lab_set_profile "$PROFILE" || die "cannot switch to profile $PROFILE"
-RTT=$(lab_rtt "$LAB_NS_LAN" "$LAB_KNFSD_ADDR") || RTT=?
+RTT=$(lab_rtt "$LAB_NS_LAN" "$LAB_KNFSD_ADDR") || RTT='?'
 log "profile $PROFILE, RTT nache -> knfsd ${RTT} ms; $ROUNDS rounds x $FILES files x 2 clients"
 
 # ------------------------------------------------------------ helpers

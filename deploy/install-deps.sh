@@ -24,6 +24,8 @@ build_pkgs=(
   uuid-dev libsqlite3-dev libnfsidmap-dev googletest libgtest-dev
   # make test's sanitizer build and the fuzz targets (clang 14, libFuzzer).
   clang libclang-rt-14-dev
+  # make lint: shellcheck on every script.
+  shellcheck
   # promtool checks deploy/monitoring's alert rules (ctest unit.monitoring);
   # the package's own server is never started (policy-rc.d below).
   prometheus

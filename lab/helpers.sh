@@ -8,6 +8,7 @@
 
 : "${NACHE_SOURCE_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 : "${NACHE_BUILD_DIR:=$NACHE_SOURCE_DIR/build}"
+export NACHE_SOURCE_DIR NACHE_BUILD_DIR
 export LAB_STAGE_DIR="$NACHE_BUILD_DIR/stage"
 # The suites and benchmarks act as the office's administrator, as root on
 # the clients, on a remote whose files root made: nache's export does not

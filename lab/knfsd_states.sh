@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by tests and benchmarks that watch knfsd's own NFSv4 state
 # (after lab/helpers.sh): which client holds which open and delegation, as its
 # /proc/fs/nfsd/clients/*/states files say, and clients holding files open
@@ -32,10 +33,13 @@ release() { on "$1" "rm -f /tmp/$2"; }
 # time after a recall): then each new open asks again.  The file stays
 # open on success.
 held_until_delegated() {
-	local n=$1 mode=$2 file=$3 tag=$4 count=$5 try
+	# (count and name are read by the eval'd conditions below.)
+	# shellcheck disable=SC2034
+	local n=$1 mode=$2 file=$3 tag=$4 count=$5
 	# (knfsd names a file in the export's root "/f", one below "d/f".)
+	# shellcheck disable=SC2034
 	local name=${6:-/${file##*/}}
-	for try in 1 2 3 4 5 6 7 8 9 10; do
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
 		hold "$n" "$mode" "$file" "$tag" || return 1
 		lab_wait_until 5 eval '[ "$($count)" -ge 1 ]' && return 0
 		release "$n" "$tag"
@@ -55,7 +59,9 @@ knfsd_bench_ready() {
 	ready_at=$(($(cut -d. -f1 "$LAB_DIR/run/knfsd.started") + LAB_KNFSD_NLM_GRACE + 1))
 	while [ "$(date +%s)" -lt "$ready_at" ]; do sleep 1; done # a deadline, not a condition
 	lab_set_profile "$1" || return 1
-	RTT=$(lab_rtt "$LAB_NS_LAN" "$LAB_KNFSD_ADDR") || RTT=?
+	# (RTT is for the caller's report.)
+	# shellcheck disable=SC2034
+	RTT=$(lab_rtt "$LAB_NS_LAN" "$LAB_KNFSD_ADDR") || RTT='?'
 	lab_client_mount 1 "$LAB_NACHE_ADDR" /export "$2" vers=4.1 &&
 		lab_client_mount 2 "$LAB_KNFSD_ADDR" / "$3" vers=4.1
 }

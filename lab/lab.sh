@@ -287,10 +287,10 @@ lab_teardown() {
 # _lab_kill_lab ID DIR — kill every process of lab ID and delete its
 # namespaces.  Used by teardown and by lab_cleanup_stale.
 _lab_kill_lab() {
-	local id=$1 dir=$2 round pid pids all= ns namespaces pidfile
+	local id=$1 dir=$2 pid pids all='' ns namespaces pidfile
 	namespaces=$(ip netns list 2>/dev/null | awk '{print $1}' |
 		grep "^nl-$id-")
-	for round in 1 2 3 4 5 6 7 8 9 10; do
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
 		pids=
 		for pidfile in "$dir"/run/*.pid; do
 			[ -s "$pidfile" ] || continue
@@ -468,8 +468,8 @@ lab_set_profile() {
 	local profile=$1 netem path
 	case $profile in
 	wan) netem=$LAB_WAN_NETEM path=router ;;
-	lanrouter) netem= path=router ;;
-	lan) netem= path=bypass ;;
+	lanrouter) netem='' path=router ;;
+	lan) netem='' path=bypass ;;
 	*) _lab_err "unknown profile '$profile' (wan|lan|lanrouter)"; return 1 ;;
 	esac
 	lab_set_netem "$netem" || return 1
@@ -712,7 +712,7 @@ $extra_env" || return 1
 # until each booting guest's agent answers.  A guest that dies or times out
 # is killed and its console tail printed; returns 1 if any failed.
 _lab_guest_wait() {
-	local name ns addr pid failed= t0 ms
+	local name ns addr pid failed='' t0 ms
 	declare -A waiters=()
 	for name in "$@"; do
 		read -r ns addr <"$LAB_DIR/guests/$name.agent"
@@ -1087,8 +1087,8 @@ lab_nache_kill() { _lab_ganesha_stop nache KILL; }
 # lab_nache_restart [EXTRA_FSAL_LINES] — stop, then start with EXTRA (or the
 # previous start's EXTRA when none is given).
 lab_nache_restart() {
-	local extra=${1-${_LAB_NACHE_EXTRA:-}}
-	lab_nache_stop && lab_nache_start "$extra"
+	local lines=${1-${_LAB_NACHE_EXTRA:-}}
+	lab_nache_stop && lab_nache_start "$lines"
 }
 
 # lab_nache_log — path of nache's current log.

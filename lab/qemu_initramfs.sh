@@ -29,6 +29,9 @@ done </modules.order
 # 6.12) is fine, a larger one only helps big reads of host files.
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=262144 \
 	hostroot /newroot || fail "mount the host root (9p tag hostroot)"
+# lab_init comes from the kernel command line (lab_init=PATH), which the
+# kernel passes to init as an environment variable.
+# shellcheck disable=SC2154
 [ -x "/newroot$lab_init" ] || fail "no init at $lab_init on the host root"
 mount --move /dev /newroot/dev
 umount /proc

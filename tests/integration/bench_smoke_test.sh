@@ -18,7 +18,6 @@ echo "=== $ITEST_NAME: running bench/run.sh (output in $LOG)" >&2
 t0=$SECONDS
 WORKLOAD=webserver PROFILE=lan CLIENTS=1 CONFIGS=direct,nache SCALE=smoke \
 	DURATION=${BENCH_SMOKE_DURATION:-5} BENCH_OUT=$OUT/out \
-	NACHE_BUILD_DIR=$NACHE_BUILD_DIR NACHE_SOURCE_DIR=$NACHE_SOURCE_DIR \
 	bash "$NACHE_SOURCE_DIR/bench/run.sh" >"$LOG" 2>&1
 RC=$?
 echo "=== $ITEST_NAME: runner exited $RC after $((SECONDS - t0)) s" >&2

@@ -80,7 +80,7 @@ remote_delegates_to_nache() {
 }
 
 shared_files_opened_once_upstream() {
-	local o0 c0 g0 r0 f0 o1 c1 g1 r1 f1
+	local o0 c0 g0 r0 f0 o1 g1 r1 f1
 	o0=$(knfsd_op OPEN) c0=$(knfsd_op CLOSE) g0=$(knfsd_op GETATTR) r0=$(knfsd_op READ)
 	f0=$(knfsd_op OPEN_CONFIRM)
 	local loop='for r in 1 2 3 4 5 6 7 8; do for i in $(seq 1 100); do cat '$M'/d/f$i >/dev/null || exit 1; done; done'

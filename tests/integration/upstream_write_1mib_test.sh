@@ -99,8 +99,8 @@ start_ganesha() {
 		-L "$WORK/ganesha-$1.log" -p "$WORK/ganesha.pid" &
 	GANESHA_PID=$!
 	# Poll (bounded) until the NFS port accepts connections.
-	local i
-	for i in $(seq 1 300); do
+	local _
+	for _ in $(seq 1 300); do
 		kill -0 "$GANESHA_PID" 2>/dev/null || fail "ganesha exited at start"
 		if ip netns exec "$NS" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2049' \
 			2>/dev/null; then
@@ -150,7 +150,7 @@ grep -q "1048576 .*probe.bin" "$WORK/probe-ls.out" || fail "ls lacks probe.bin"
 # 4. Server killed and restarted under a running client.
 probe reconnect 60 >"$WORK/probe-reconnect.out" 2>&1 &
 PROBE_PID=$!
-for i in $(seq 1 300); do
+for _ in $(seq 1 300); do
 	grep -q "first GETATTR ok" "$WORK/probe-reconnect.out" 2>/dev/null && break
 	kill -0 "$PROBE_PID" 2>/dev/null || fail "probe reconnect exited early"
 	sleep 0.1

@@ -143,7 +143,7 @@ local_renames_and_removes() {
 		lab_wait_until 60 eval '[ "$(cat "$R/wb/rn/sub/b" 2>/dev/null)" = two ]' ||
 		{ echo "remote: $(ls -R "$R/wb/rn" 2>&1 | tr '\n' ' ')" >&2; return 1; }
 	lab_wait_until 20 eval '[ "$(dirty)" = 0 ]' &&
-		expect_eq "remote tree" "$(cd "$R/wb/rn" && echo $(ls -R . && cat sub/b && readlink l))" \
+		expect_eq "remote tree" "$(cd "$R/wb/rn" && { ls -R . && cat sub/b && readlink l; } | xargs)" \
 			'.: l sub ./sub: b two b'
 }
 
