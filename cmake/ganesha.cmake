@@ -59,9 +59,12 @@ ExternalProject_Add(ganesha
     -DUSE_FSAL_RGW=OFF -DUSE_DBUS=OFF -DUSE_9P=OFF -DUSE_RADOS_RECOV=OFF
     -DRADOS_URLS=OFF -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_MAN_PAGE=OFF
     -DUSE_LTTNG=OFF -D_MSPAC_SUPPORT=OFF -DUSE_NFSIDMAP=OFF
-    # No rpcbind registration: with it, Ganesha exits when no rpcbind runs
-    # (NFSv3 clients then name the ports: see config/README.md).
-    -DRPCBIND=OFF
+    # Registration with rpcbind: NFSv3 clients find NFS, MOUNT and NLM
+    # there (the kernel's lockd asks the box's rpcbind for NLM's port,
+    # whatever the mount options). Ganesha exits at start when an NFSv3
+    # registration fails, so a box serving NFSv3 runs rpcbind
+    # (config/README.md; the lab runs one in each Ganesha's namespace).
+    -DRPCBIND=ON
   BUILD_BYPRODUCTS "${NACHE_STAGE}/bin/ganesha.nfsd"
 )
 ExternalProject_Add_StepDependencies(ganesha patch

@@ -16,6 +16,9 @@ runtime_pkgs=(
   libnfs13 librocksdb7.8 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
   libntirpc4.3 libtirpc3 liburcu8 libkrb5-3 libacl1 libcap2 libblkid1
   libuuid1 libsqlite3-0 libnfsidmap1
+  # NFSv3 clients (config/README.md): rpcbind, and rpc.statd and
+  # sm-notify (nfs-common) for their locks. The lab runs them too.
+  rpcbind nfs-common
 )
 build_pkgs=(
   build-essential cmake ninja-build pkg-config bison flex dpkg-dev

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs a built nache on this machine as a systemd service:
-#   /usr/lib/nache/{bin,lib,ganesha}   the daemon, nachectl, the library,
+#   /usr/lib/nache/{bin,lib,ganesha}   the daemon, nachectl, nache-nsm
+#                                      (NFSv3 lock reclaim), the library,
 #                                      the FSALs (/usr/sbin/nachectl links
 #                                      to nachectl)
 #   /etc/nache/ganesha.conf            configuration (kept if present)
@@ -22,6 +23,7 @@ bash "$top/deploy/install-deps.sh" --runtime-only
 install -d "$prefix/bin" "$prefix/lib" "$prefix/ganesha"
 install -m 0755 "$stage/bin/ganesha.nfsd" "$prefix/bin/ganesha.nfsd"
 install -m 0755 "$stage/bin/nachectl" "$prefix/bin/nachectl"
+install -m 0755 "$top/deploy/nache-nsm" "$prefix/bin/nache-nsm"
 ln -sfn "$prefix/bin/nachectl" /usr/sbin/nachectl
 cp -a "$stage"/lib/libganesha_nfsd.so* "$prefix/lib/"
 install -m 0644 "$stage"/lib/ganesha/libfsal*.so "$prefix/ganesha/"

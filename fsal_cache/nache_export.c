@@ -146,9 +146,27 @@ static struct state_t *nache_alloc_state(struct fsal_export *exp_hdl,
 					 enum state_type state_type,
 					 struct state_t *related_state)
 {
-	return init_state(gsh_calloc(1, sizeof(struct state_t) +
-					    sizeof(struct nache_fd)),
-			  exp_hdl, state_type, related_state);
+	struct state_t *state;
+	struct nache_nlm_fd *nlm;
+	uint32_t i;
+
+	if (state_type != STATE_TYPE_NLM_LOCK)
+		return init_state(gsh_calloc(1, sizeof(struct state_t) +
+						    sizeof(struct nache_fd)),
+				  exp_hdl, state_type, related_state);
+	/* Made by the NLM request of its owner's first lock on the file:
+	 * keep that caller for the state's upstream open (nache_int.h). */
+	state =
+	    gsh_calloc(1, sizeof(struct state_t) + sizeof(struct nache_nlm_fd));
+	nlm = (struct nache_nlm_fd *)(state + 1);
+	nlm->uid = op_ctx->creds.caller_uid;
+	nlm->gid = op_ctx->creds.caller_gid;
+	nlm->ngroups = op_ctx->creds.caller_glen;
+	if (nlm->ngroups > NACHE_NLM_GROUPS)
+		nlm->ngroups = NACHE_NLM_GROUPS;
+	for (i = 0; i < nlm->ngroups; i++)
+		nlm->groups[i] = op_ctx->creds.caller_garray[i];
+	return init_state(state, exp_hdl, state_type, related_state);
 }
 
 static void nache_free_state(struct fsal_export *exp_hdl,

@@ -968,6 +968,67 @@ static fsal_status_t op_setattr2(struct fsal_obj_handle *obj, bool bypass,
 
 /* --- locks --------------------------------------------------------------- */
 
+/* NFSv3 clients lock through NLM, which has no OPEN: Ganesha hands us an
+ * NLM lock state of its own (STATE_TYPE_NLM_LOCK, one per NLM owner and
+ * file) with no open state behind it, while the remote hangs every lock
+ * off an open. So that state gets an upstream open of its own (deny
+ * none), taken by its first lock that reaches us, with the access the
+ * lock needs (NFSv4 servers refuse a write lock through an open without
+ * write access, and a read lock without read access), widened when a
+ * later lock of the state needs more. It goes upstream as the state's
+ * caller (nache_nlm_fd), not the current request's: Ganesha may grant a
+ * blocked lock from another client's unlock or from a thread of its own.
+ * The core collapses this open with the file's others. Ganesha keeps the
+ * state while it holds locks (each lock entry holds a reference) and calls
+ * close2 on it when the last one goes, which ends the open. No share
+ * reservation is taken: an NLM lock is no open among the office's
+ * clients. Ganesha calls lock_op2 under the file's state lock
+ * (STATELOCK), so no two threads change one state's fd at once. */
+static void nlm_state_creds(struct state_t *state, struct nache_creds *cr)
+{
+	struct nache_nlm_fd *nlm = (struct nache_nlm_fd *)state_fd(state);
+
+	cr->uid = nlm->uid;
+	cr->gid = nlm->gid;
+	cr->ngroups = nlm->ngroups;
+	cr->groups = nlm->groups;
+}
+
+static fsal_status_t nlm_state_open(struct fsal_obj_handle *obj,
+				    struct state_t *state, bool write,
+				    struct nache_open **open)
+{
+	struct nache_core *core = nache_ctx_export()->core;
+	struct nache_fd *fd = state_fd(state);
+	fsal_openflags_t want = write ? FSAL_O_WRITE : FSAL_O_READ;
+	fsal_openflags_t have = fd->fsal_fd.openflags & FSAL_O_RDWR;
+	struct nache_creds cr;
+	struct nache_attrs a;
+	bool created = false;
+	uint32_t st;
+
+	nlm_state_creds(state, &cr);
+	if (fd->open == NULL) {
+		st =
+		    nache_open(core, &cr, key_of(obj), NULL, share_access(want),
+			       0, NACHE_OPEN_NOCREATE, NULL, NULL, false,
+			       &fd->open, NULL, &a, &created);
+		if (st != 0) {
+			fd->open = NULL;
+			return nache_status(st);
+		}
+		fd->fsal_fd.openflags = want;
+	} else if ((have & want) != want) {
+		st = nache_reopen(core, &cr, fd->open,
+				  share_access(have | want), 0);
+		if (st != 0)
+			return nache_status(st);
+		fd->fsal_fd.openflags = have | want;
+	}
+	*open = fd->open;
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
 static fsal_status_t op_lock_op2(struct fsal_obj_handle *obj,
 				    struct state_t *state, void *owner,
 				    fsal_lock_op_t lock_op,
@@ -994,9 +1055,25 @@ static fsal_status_t op_lock_op2(struct fsal_obj_handle *obj,
 	if (req->lock_sle_type != FSAL_POSIX_LOCK)
 		return fsalstat(ERR_FSAL_NOTSUPP, 0);
 
-	nache_caller_creds(&cr);
-	io_open(obj, state, false, FSAL_O_ANY, &open);
-	/* The owner's address names it uniquely while it holds locks. */
+	if (state != NULL && state->state_type == STATE_TYPE_NLM_LOCK) {
+		/* An unlock needs no open of the state's own: the core finds
+		 * the owner's locks on the file's upstream open. */
+		nlm_state_creds(state, &cr);
+		open = state_fd(state)->open;
+		if (op == NACHE_LOCK) {
+			fsal_status_t s = nlm_state_open(
+			    obj, state, req->lock_type == FSAL_LOCK_W, &open);
+
+			if (FSAL_IS_ERROR(s))
+				return s;
+		}
+	} else {
+		nache_caller_creds(&cr);
+		io_open(obj, state, false, FSAL_O_ANY, &open);
+	}
+	/* The owner's address names it uniquely while it holds locks (an
+	 * NFSv4 lock-owner, or an NLM owner: one per client host, svid and
+	 * owner handle). */
 	st = nache_lock(nache_ctx_export()->core, &cr, key_of(obj), open,
 			&owner, sizeof(owner), op,
 			req->lock_type == FSAL_LOCK_W, req->lock_start,

@@ -55,6 +55,20 @@ struct nache_fd {
 	struct nache_open *open;  /* the core's open, NULL when closed */
 };
 
+/* An NLM lock state's part (nache_handle.c, "locks"): its fd, and the
+ * credentials of the request that made the state (its owner's first lock
+ * on the file). Its upstream open is taken as that caller, also when
+ * Ganesha grants a blocked lock later from another client's request or a
+ * thread of its own. Immutable after nache_alloc_state but the fd. */
+#define NACHE_NLM_GROUPS 16 /* AUTH_SYS carries at most 16 groups */
+struct nache_nlm_fd {
+	struct nache_fd fd; /* MUST be first: state_fd() finds it */
+	uint32_t uid;	    /* the caller's uid, gid and groups */
+	uint32_t gid;
+	uint32_t ngroups;
+	uint32_t groups[NACHE_NLM_GROUPS];
+};
+
 struct nache_fsal_obj_handle {
 	struct fsal_obj_handle obj_handle; /* Ganesha's handle, embedded */
 	struct nache_wire wire;            /* wire/host handle (immutable) */

@@ -17,6 +17,7 @@
 #   LAB_GUEST_ROUTES   "PREFIX via GW;..." (default route: "default via GW")
 #   LAB_GUEST_AGENT    "ADDR PORT"
 #   LAB_GUEST_IDENTITY_DIR  (optional) passwd, group, idmapd.conf for the guest
+#   LAB_GUEST_NLM      1: a client runs rpcbind and rpc.statd (NFSv3 locks)
 #   role extras: LAB_GUEST_NETEM (router), LAB_KNFSD_* (knfsd)
 
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -158,6 +159,16 @@ client)
 	modprobe nfs nfs4_unique_id="nl-$LAB_GUEST_NAME-$RANDOM$RANDOM"
 	modprobe nfsv4
 	modprobe nfsv3
+	# NFSv3 locks (LAB_NLM): the kernel's lockd registers with the
+	# guest's rpcbind (where the server finds it to grant a blocked lock)
+	# and has statd watch the server (mount.nfs insists on a statd).
+	# Their state lives in the guest's tmpfs /run and /var/lib/nfs.
+	if [ "${LAB_GUEST_NLM:-}" = 1 ]; then
+		mkdir -p /run/rpcbind /var/lib/nfs/sm /var/lib/nfs/sm.bak
+		! id _rpc >/dev/null 2>&1 || chown _rpc: /run/rpcbind
+		rpcbind -w || fail "rpcbind"
+		rpc.statd --no-notify || fail "rpc.statd"
+	fi
 	;;
 router)
 	sysctl -qw net.ipv4.ip_forward=1

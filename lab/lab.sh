@@ -65,6 +65,14 @@ LAB_REPO_DIR=$(dirname "$LAB_SRC_DIR")
 : "${LAB_KNFSD_IDENTITY_DIR:=}"
 : "${LAB_IDENTITY_DIR:=}"
 : "${LAB_WAN_NETEM:=delay 40ms rate 50mbit limit 10000}"
+# LAB_NLM=1: NFSv3 byte-range locks (NLM) through nache, as a box serving
+# NFSv3 clients runs it (config/README.md, NFSv3). Set before lab_net_up
+# and before the clients boot: nache's namespace runs Debian's rpcbind and
+# rpc.statd instead of the rpcbind stub, nache runs with Enable_NLM, the
+# clients run rpcbind and rpc.statd (their kernel's lockd needs both), and
+# lab_client_mount mounts nache over NFSv3 through rpcbind, with locking.
+# PROXY_V4 cannot start in such a lab (nache's registrations hold rpcbind).
+: "${LAB_NLM:=}"
 LAB_AGENT_PORT=7777
 LAB_REGISTRY=/run/nache-lab      # <id> -> "LAB_DIR owner-pid owner-start"
 
@@ -429,8 +437,16 @@ lab_net_up() {
 	"${lan[@]}" link set byp0 up
 	"${rem[@]}" link set byp0 up
 	# Ganesha refuses to start NFSv3 unless rpcbind accepts its
-	# registrations, so each Ganesha namespace gets a loopback stub.
-	_lab_rpcbind_start lan "$LAB_NS_LAN" || return 1
+	# registrations, so each Ganesha namespace gets a loopback stub, or
+	# (LAB_NLM=1) nache's the real rpcbind and rpc.statd. Each namespace's
+	# daemons see a /run of their own (_LAB_PRIVATE_MOUNTS_SH).
+	mkdir -p "$(_lab_ns_run_dir "$LAB_NS_LAN")" \
+		"$(_lab_ns_run_dir "$LAB_NS_REMOTE")"
+	if [ "${LAB_NLM:-}" = 1 ]; then
+		_lab_nsm_start || return 1
+	else
+		_lab_rpcbind_start lan "$LAB_NS_LAN" || return 1
+	fi
 	_lab_rpcbind_start rem "$LAB_NS_REMOTE" || return 1
 	# The router guest.  Its agent is reached from the nache namespace.
 	_lab_guest_start rtr router "$LAB_NS_ROUTER" "$LAB_NS_LAN" 160M \
@@ -455,6 +471,88 @@ _lab_rpcbind_start() {
 		--prog 100000 --vers 2 --pid "$_LAB_SPAWNED_PID" --timeout 20 &
 	wait $! || rc=$?
 	[ $rc = 0 ] || _lab_err "rpcbind stub in $ns not answering" || return 1
+}
+
+# _lab_ns_run_dir NS — the directory daemons of namespace NS see as /run.
+_lab_ns_run_dir() { echo "$LAB_DIR/nsrun/${1##*-}"; }
+
+# _lab_private RUN_DIR IDENTITY_DIR — prints, each ended by a NUL (read
+# them with mapfile -d ''), the command words that run the rest of a
+# command line under _LAB_PRIVATE_MOUNTS_SH (IDENTITY_DIR may be empty).
+_lab_private() {
+	printf '%s\0' unshare --mount --propagation private bash -c \
+		"$_LAB_PRIVATE_MOUNTS_SH" "$1" "$2"
+}
+
+# The script (bash -c SCRIPT RUN_DIR IDENTITY_DIR CMD...) that runs CMD in
+# a mount namespace of its own (unshare --mount --propagation private:
+# nothing reaches the host) where RUN_DIR is /run (and so /var/run): the
+# rpcbind socket, lock and pid files a daemon finds or makes there are its
+# network namespace's, never the host's or another lab's (Ganesha registers
+# with the rpcbind whose socket it finds in /run, and falls back to
+# 127.0.0.1:111 of its namespace). With IDENTITY_DIR (may be empty), that
+# directory's passwd and group are /etc/passwd and /etc/group. It execs,
+# so CMD keeps the pid _lab_spawn records.
+# shellcheck disable=SC2016
+_LAB_PRIVATE_MOUNTS_SH='mount --bind "$0" /run || exit 1
+if [ -n "$1" ]; then
+	for f in passwd group; do
+		mount --bind "$1/$f" "/etc/$f" || exit 1
+	done
+fi
+shift
+exec "$@"'
+
+# _lab_nsm_start — LAB_NLM=1: Debian's rpcbind and rpc.statd in nache's
+# namespace, as on an office box serving NFSv3 with locks: rpcbind on port
+# 111 of every address there (clients ask it for NFS, MOUNT and NLM), and
+# the status monitor Ganesha's NLM asks to watch each client that locks
+# (SM_MON; without it every NLM lock is refused), its records in
+# $LAB_DIR/nsm.  Both, and nache, see the namespace's run dir as /run.
+# Returns once both answer.
+_lab_nsm_start() {
+	local run rc=0 private=()
+	run=$(_lab_ns_run_dir "$LAB_NS_LAN")
+	mapfile -d '' -t private < <(_lab_private "$run" "")
+	mkdir -p "$run/rpcbind" "$LAB_DIR/nsm/sm" "$LAB_DIR/nsm/sm.bak"
+	# rpcbind runs as _rpc once its sockets are bound (-w keeps its
+	# registrations in /run/rpcbind across a restart of it).
+	! id _rpc >/dev/null 2>&1 || chown _rpc: "$run/rpcbind"
+	_lab_spawn rpcbind-lan "$LAB_NS_LAN" "$LAB_DIR" \
+		"$LAB_DIR/logs/rpcbind-lan.log" "${private[@]}" rpcbind -f -w ||
+		return 1
+	_lab_ns "$LAB_NS_LAN" "${_LAB_TOOL[@]}" wait-rpc 127.0.0.1 --port 111 \
+		--prog 100000 --vers 2 --pid "$_LAB_SPAWNED_PID" --timeout 20 &
+	wait $! || rc=$?
+	[ $rc = 0 ] || _lab_err "rpcbind in $LAB_NS_LAN not answering" || return 1
+	# -L: a fresh lab has nobody to notify (lab_nsm_notify does, later).
+	_lab_spawn statd "$LAB_NS_LAN" "$LAB_DIR" "$LAB_DIR/logs/statd.log" \
+		"${private[@]}" rpc.statd -F -d -L -P "$LAB_DIR/nsm" || return 1
+	lab_wait_until 20 _lab_ns "$LAB_NS_LAN" rpcinfo -T tcp 127.0.0.1 \
+		status 1 >/dev/null 2>&1 ||
+		_lab_err "rpc.statd in $LAB_NS_LAN not registered with rpcbind" ||
+		return 1
+}
+
+# lab_nsm_retire / lab_nsm_notify — LAB_NLM=1: what the box does around a
+# start of nache (deploy/nache-nsm, as nache.service runs it) so that the
+# NFSv3 clients that held NLM locks reclaim them: before the start, statd's
+# records of those clients are set aside for sm-notify (nache's start would
+# make statd forget them); after it (lab_nache_start returned: nache
+# serves), sm-notify tells each "nache's host restarted", and their lockd
+# reclaims in nache's grace period (start nache with LAB_GRACE=1).
+# lab_nsm_notify returns once nache answers NLM and sm-notify has sent its
+# first notices (it retries unanswered ones in the background).
+lab_nsm_retire() { _lab_nsm retire; }
+lab_nsm_notify() { _lab_nsm notify -a "$LAB_NACHE_ADDR" -t 60; }
+_lab_nsm() {
+	_lab_need_init || return 1
+	local private=() rc=0
+	mapfile -d '' -t private < <(_lab_private "$(_lab_ns_run_dir "$LAB_NS_LAN")" "")
+	_lab_ns "$LAB_NS_LAN" "${private[@]}" "$LAB_REPO_DIR/deploy/nache-nsm" \
+		"$1" -P "$LAB_DIR/nsm" "${@:2}" >>"$LAB_DIR/logs/nache-nsm.log" 2>&1 &
+	wait $! || rc=$?
+	[ $rc = 0 ] || _lab_err "nache-nsm $1 failed ($rc): see $LAB_DIR/logs/nache-nsm.log"
 }
 
 # lab_set_profile PROFILE — switch WAN shaping at run time:
@@ -819,7 +917,8 @@ _lab_client_boot() {
 	fi
 	_lab_guest_boot "c$n" client "$LAB_NS_LAN" "$LAB_NS_LAN" "$mem" \
 		"$addr" "eth0=$addr/24" "default via $LAB_NACHE_ADDR" \
-		"eth0=tuntap,$tap,$mac" "LAB_GUEST_IDENTITY_DIR='$LAB_IDENTITY_DIR'"
+		"eth0=tuntap,$tap,$mac" "LAB_GUEST_IDENTITY_DIR='$LAB_IDENTITY_DIR'
+LAB_GUEST_NLM='${LAB_NLM:-}'"
 }
 
 # lab_client_addr N — LAN address of client N.
@@ -853,10 +952,13 @@ lab_router_run() { _lab_guest_exec rtr "" "" "$1"; }
 # MNT (created; /mnt is a tmpfs in guests) in client N.  OPTS default
 # "vers=4.1".  For vers=3 the options proto=tcp, port=2049, mountvers=3,
 # mountproto=tcp, mountport=20048 and nolock are added unless given: the lab
-# has no rpcbind that clients can reach.
+# has no rpcbind that clients can reach.  With LAB_NLM=1, NFSv3 mounts of
+# nache take OPTS as they are: mount.nfs asks nache's rpcbind for the
+# ports, and locks go to nache's NLM.
 lab_client_mount() {
 	local n=$1 server=$2 export=$3 mnt=$4 opts=${5:-vers=4.1} o
-	if [[ ,$opts, =~ ,(nfs)?vers=3, ]]; then
+	if [[ ,$opts, =~ ,(nfs)?vers=3, ]] &&
+		! { [ "${LAB_NLM:-}" = 1 ] && [ "$server" = "$LAB_NACHE_ADDR" ]; }; then
 		# mount.nfs skips its rpcbind probes only when version, protocol
 		# and port are all given, for both NFS and MOUNT.
 		for o in proto=tcp port=2049 mountvers=3 mountproto=tcp \
@@ -877,8 +979,9 @@ lab_client_umount() {
 
 # _lab_ganesha_start NAME NS ADDR EXPORT_BLOCK [IDENTITY_DIR] — start a
 # staged ganesha.nfsd instance NAME (config, log, pid file and recovery dir
-# in $LAB_DIR/NAME) bound to ADDR; with IDENTITY_DIR, it sees that
-# directory's passwd and group (_LAB_IDENTITIES_SH).  Returns once it
+# in $LAB_DIR/NAME) bound to ADDR, seeing NS's run dir as /run (its
+# rpcbind); with IDENTITY_DIR, it sees that directory's passwd and group
+# (_LAB_PRIVATE_MOUNTS_SH).  Returns once it
 # answers an NFS NULL call and logged "NFS SERVER INITIALIZED"; if it exits
 # first, prints its log tail, fails.
 _lab_ganesha_start() {
@@ -899,7 +1002,12 @@ _lab_ganesha_start() {
 			NFS_Port = 2049;
 			MNT_Port = 20048;
 			Bind_addr = $addr;
-			Enable_NLM = false;
+			# NFSv3 locks: nache with LAB_NLM=1 only. A blocked NLM
+			# lock that the remote refused is asked again every 2 s
+			# (Ganesha's default: 10 s).
+			$([ "$name" = nache ] && [ "${LAB_NLM:-}" = 1 ] &&
+				echo "Enable_NLM = true; Blocked_Lock_Poller_Interval = 2;" ||
+				echo "Enable_NLM = false;")
 			Enable_RQUOTA = false;
 			# NFSv3 clients mount the pseudo path too (/export).
 			Mount_Path_Pseudo = true;
@@ -926,10 +1034,10 @@ _lab_ganesha_start() {
 		cat "$log" >>"$log.old"
 		: >"$log"
 	fi
-	local daemon=("$LAB_STAGE_DIR/bin/ganesha.nfsd" -F -f "$dir/ganesha.conf"
+	local daemon=()
+	mapfile -d '' -t daemon < <(_lab_private "$(_lab_ns_run_dir "$ns")" "$identities")
+	daemon+=("$LAB_STAGE_DIR/bin/ganesha.nfsd" -F -f "$dir/ganesha.conf"
 		-L "$log" -p "$dir/ganesha.pid" -N NIV_EVENT)
-	[ -z "$identities" ] || daemon=(unshare --mount --propagation private \
-		bash -c "$_LAB_IDENTITIES_SH" "$identities" "${daemon[@]}")
 	_lab_spawn "ganesha-$name" "$ns" "$dir" "$LAB_DIR/logs/$name.stdout" \
 		"${daemon[@]}" || return 1
 	local pid=$_LAB_SPAWNED_PID rc=0 t0
@@ -952,17 +1060,6 @@ _lab_ganesha_start() {
 	fi
 	_lab_log "ganesha $name serving on $addr (pid $pid, $((($(_lab_now_us) - t0) / 1000)) ms)"
 }
-
-# The script (bash -c SCRIPT DIR CMD...) that runs CMD where DIR/passwd and
-# DIR/group are /etc/passwd and /etc/group: under unshare --mount
-# --propagation private, a mount namespace of its own from which nothing
-# propagates to the host.  It execs, so CMD keeps the pid _lab_spawn
-# records.
-# shellcheck disable=SC2016
-_LAB_IDENTITIES_SH='for f in passwd group; do
-	mount --bind "$0/$f" "/etc/$f" || exit 1
-done
-exec "$@"'
 
 # _lab_ganesha_stop NAME [SIGNAL [TIMEOUT_S]] — SIGTERM (or SIGNAL) and
 # wait; SIGKILL after TIMEOUT_S (default LAB_STOP_TIMEOUT).

@@ -335,12 +335,13 @@ def rpcbind_reply(call):
 
 
 def cmd_rpcbind_stub(args):
-    """Serve rpcbind_reply over TCP and UDP on args.bind:111 until killed."""
+    """Serve rpcbind_reply over TCP and UDP on port args.port of each
+    address in args.bind until killed.  Ganesha's registration (libntirpc)
+    asks "localhost" and tries only its first address, which is ::1 where
+    the namespace has IPv6: so the stub answers on both loopbacks."""
     import threading
 
-    def serve_udp():
-        usock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        usock.bind((args.bind, args.port))
+    def serve_udp(usock):
         while True:
             data, peer = usock.recvfrom(65536)
             reply = rpcbind_reply(data)
@@ -360,16 +361,35 @@ def cmd_rpcbind_stub(args):
                 conn.sendall(struct.pack("!I", 0x80000000 | len(reply)) +
                              reply)
 
-    tsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    tsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    tsock.bind((args.bind, args.port))
-    tsock.listen(16)
-    threading.Thread(target=serve_udp, daemon=True).start()
-    print(f"rpcbind stub on {args.bind}:{args.port}", flush=True)
-    while True:
-        conn, _ = tsock.accept()
-        threading.Thread(target=serve_tcp_conn, args=(conn,),
-                         daemon=True).start()
+    def serve_tcp(tsock):
+        while True:
+            conn, _ = tsock.accept()
+            threading.Thread(target=serve_tcp_conn, args=(conn,),
+                             daemon=True).start()
+
+    threads = []
+    for addr in args.bind.split(","):
+        family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        try:
+            usock = socket.socket(family, socket.SOCK_DGRAM)
+            usock.bind((addr, args.port))
+            tsock = socket.socket(family, socket.SOCK_STREAM)
+            tsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            tsock.bind((addr, args.port))
+        except OSError as e:
+            if family == socket.AF_INET6:  # no IPv6 here: nobody asks ::1
+                print(f"rpcbind stub: not on {addr}: {e}", flush=True)
+                continue
+            raise
+        tsock.listen(16)
+        for target, sock in ((serve_udp, usock), (serve_tcp, tsock)):
+            threads.append(threading.Thread(target=target, args=(sock,),
+                                            daemon=True))
+        print(f"rpcbind stub on {addr}:{args.port}", flush=True)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 # ---------------------------------------------------------------- main
@@ -430,7 +450,8 @@ def main():
     p.set_defaults(func=cmd_tput_send)
 
     p = sub.add_parser("rpcbind-stub", help="loopback rpcbind for Ganesha")
-    p.add_argument("--bind", default="127.0.0.1")
+    p.add_argument("--bind", default="127.0.0.1,::1",
+                   help="comma-separated addresses")
     p.add_argument("--port", type=int, default=111)
     p.set_defaults(func=cmd_rpcbind_stub)
 

@@ -2357,7 +2357,21 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
     if (st == upstream::kNfs4ErrDenied) fill_conflict(rep, Op::kLockt);
     return st;
   }
-  if (open == nullptr) return upstream::kNfs4ErrOpenmode;
+  if (open == nullptr) {
+    if (op != NACHE_UNLOCK) return upstream::kNfs4ErrOpenmode;
+    // An unlock with no local open: NLM's, whose lock state may have no
+    // open of its own (any more). The owner's locks, if it holds any,
+    // hang off the file's upstream open.
+    if (!opens_->Contains(key)) return upstream::kNfs4Ok;
+    std::shared_ptr<FileOpen> f = opens_->Get(key);
+    {
+      MutexLock fg(&f->owner->mu);
+      ResetIfStale(f.get());
+      st = UnlockLocked(cr, f.get(), fh, owner, type, offset, up_len);
+    }
+    opens_->Unpin(f);
+    return st;
+  }
 
   FileOpen *f = open->file.get();
   MutexLock fg(&f->owner->mu);
@@ -2372,12 +2386,9 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
     metrics_->CountLocalLock();
     return upstream::kNfs4Ok;
   }
-  if (op == NACHE_UNLOCK) {  // what was granted here, if any, goes here
-    auto lit = f->lock_owners.find(owner);
-    if (lit != f->lock_owners.end())
-      RemoveHeldLock(&lit->second.local, offset, up_len);
-  }
-  if (!f->open() && op == NACHE_LOCK) {
+  if (op == NACHE_UNLOCK)
+    return UnlockLocked(cr, f, fh, owner, type, offset, up_len);
+  if (!f->open()) {
     // Opened locally under our read delegation: locks are the server's
     // business even so (others may lock the file too), and hang off an
     // upstream open.
@@ -2387,29 +2398,9 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
   if (!f->open()) {
     // Locks hang off an upstream open; a file we could not open by name
     // upstream cannot carry them.
-    return op == NACHE_UNLOCK ? upstream::kNfs4Ok
-                              : upstream::kNfs4ErrLockNotsupp;
+    return upstream::kNfs4ErrLockNotsupp;
   }
-  if (op == NACHE_UNLOCK && !f->lock_owners.count(owner))
-    return upstream::kNfs4Ok;
   LockOwnerState &lo = LockOwnerFor(f, owner);
-
-  if (op == NACHE_UNLOCK) {
-    if (!lo.established) return upstream::kNfs4Ok;
-    Compound c;
-    c.SetTag("locku").Putfh(fh).Locku(type, lo.seqid, lo.stateid, offset,
-                                      up_len);
-    CompoundReply rep;
-    st = Run(c, cr, &rep);
-    if (const OpResult *r = rep.Find(Op::kLocku)) {
-      OpenTable::AdvanceSeqid(&lo.seqid, r->status);
-      if (!r->status) {
-        lo.stateid = r->stateid;
-        RemoveHeldLock(&lo.held, offset, up_len);
-      }
-    }
-    return st;
-  }
 
   // A local client's reclaim (after nache restarted) is a new lock
   // upstream: the remote has no grace period for us then, and the lock
@@ -2419,6 +2410,29 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
   CompoundReply rep;
   st = SendLock(cr, f, fh, &lo, type, offset, up_len, false, &rep);
   if (st == upstream::kNfs4ErrDenied) fill_conflict(rep, Op::kLock);
+  return st;
+}
+
+uint32_t Core::UnlockLocked(const Creds &cr, FileOpen *f, const Fh &fh,
+                            const std::string &owner, upstream::LockType type,
+                            uint64_t offset, uint64_t length) {
+  auto lit = f->lock_owners.find(owner);
+  if (lit == f->lock_owners.end()) return upstream::kNfs4Ok;
+  LockOwnerState &lo = lit->second;
+  // What was granted here (under our write delegation), if any, goes here.
+  RemoveHeldLock(&lo.local, offset, length);
+  if (!f->open() || !lo.established) return upstream::kNfs4Ok;
+  Compound c;
+  c.SetTag("locku").Putfh(fh).Locku(type, lo.seqid, lo.stateid, offset, length);
+  CompoundReply rep;
+  uint32_t st = Run(c, cr, &rep);
+  if (const OpResult *r = rep.Find(Op::kLocku)) {
+    OpenTable::AdvanceSeqid(&lo.seqid, r->status);
+    if (!r->status) {
+      lo.stateid = r->stateid;
+      RemoveHeldLock(&lo.held, offset, length);
+    }
+  }
   return st;
 }
 

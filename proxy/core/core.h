@@ -367,6 +367,12 @@ class Core {
   // Whether key's delegation, held under the previous client id, is to be
   // reclaimed.
   bool HasDelegationToReclaim(Key key);
+  // LOCKU of [offset, offset+length) for the local lock-owner owner on f,
+  // if it holds locks there (granted here or upstream).
+  uint32_t UnlockLocked(const Creds &cr, FileOpen *f, const upstream::Fh &fh,
+                        const std::string &owner, upstream::LockType type,
+                        uint64_t offset, uint64_t length)
+      REQUIRES(f->owner->mu);
   // f's state for the local lock-owner owner, made on first use.
   LockOwnerState &LockOwnerFor(FileOpen *f, const std::string &owner)
       REQUIRES(f->owner->mu);
