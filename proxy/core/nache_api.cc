@@ -62,8 +62,11 @@ const char *ListenFaultParam(const char *address, uint32_t port) {
 }
 
 // The admin socket's server (nache_admin_start); null when not serving.
-std::mutex admin_mu;  // guards admin_server
-std::unique_ptr<nache::admin::AdminServer> admin_server;
+// Plain pointers with no destructor: nache_admin_stop runs from the FSAL's
+// unload, after static destructors at exit would already have destroyed
+// a static owner (a double delete that crashed every clean stop).
+std::mutex *const admin_mu = new std::mutex;  // guards admin_server
+nache::admin::AdminServer *admin_server = nullptr;
 
 // Cache_Dir claims of the exports of this process (nache_cache_dir_claim).
 struct CacheDirClaim {
@@ -376,21 +379,22 @@ bool nache_admin_start(const char *socket_path, char *err, size_t errlen) {
   o.collect = [] { return nache::metrics::Metrics::Global().Collect(); };
   o.recent_errors = [] { return nache::RecentErrors(); };
   std::string why;
-  std::lock_guard<std::mutex> g(admin_mu);
+  std::lock_guard<std::mutex> g(*admin_mu);
   if (admin_server) return Fail(err, errlen, "Admin_Socket", "already served");
-  admin_server = nache::admin::AdminServer::Start(o, &why);
+  admin_server = nache::admin::AdminServer::Start(o, &why).release();
   if (!admin_server) return Fail(err, errlen, "Admin_Socket", why.c_str());
   NACHE_LOG(kLogEvent, "NACHE_ADMIN", "nachectl socket: %s", socket_path);
   return true;
 }
 
 void nache_admin_stop(void) {
-  std::unique_ptr<nache::admin::AdminServer> s;
+  nache::admin::AdminServer *s;
   {
-    std::lock_guard<std::mutex> g(admin_mu);
-    s = std::move(admin_server);
+    std::lock_guard<std::mutex> g(*admin_mu);
+    s = admin_server;
+    admin_server = nullptr;
   }
-  s.reset();  // joins its threads, outside admin_mu
+  delete s;  // joins its threads, outside admin_mu
 }
 
 void nache_set_log_sink(nache_log_sink sink) { nache_log_set_sink(sink); }
