@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.cc,%,$(wildcard tests/fuzz/fuzz_*.cc))
 
 .PHONY: all deps build san-build test unit integration fuzz demo bench clean \
-	format check-locks lint
+	format check-locks lint deb
 
 all: build
 
@@ -39,7 +39,7 @@ check-locks: deps $(LOCKS_BUILD)/build.ninja
 # settings and their reasons: .shellcheckrc; warnings and errors fail),
 # and the lock analysis (check-locks).
 lint: deps check-locks
-	git ls-files -z '*.sh' | xargs -0 shellcheck -x -S warning
+	git ls-files -z '*.sh' deploy/nache-nsm | xargs -0 shellcheck -x -S warning
 
 # Everything: unit tests then integration tests (they boot the lab); then,
 # in the sanitizer build, the unit tests under ASan/UBSan (label unit-san)
@@ -71,6 +71,20 @@ fuzz: san-build
 
 demo: build
 	bash lab/demo.sh
+
+# The Debian package $(BUILD)/nache_<version>_amd64.deb (debian/; README,
+# "Running nache on a branch-office box"). debian/rules reuses $(BUILD) as
+# it is when it exists (only the packaging then), or configures it. The
+# version is CMakeLists.txt's; debian/changelog must name the same.
+VERSION := $(shell sed -n 's/^project.nache VERSION \([0-9.]*\) .*/\1/p' CMakeLists.txt)
+deb: deps
+	@v=$$(dpkg-parsechangelog -S Version); [ "$$v" = "$(VERSION)" ] || \
+	  { echo "deb: debian/changelog is at $$v, CMakeLists.txt at $(VERSION): add a changelog entry (dch -v $(VERSION))" >&2; exit 1; }
+	NACHE_BUILD_DIR=$(BUILD) dpkg-buildpackage -b -us -uc --jobs-try=$(JOBS) \
+	  --buildinfo-option=-u$(BUILD) --changes-option=-u$(BUILD) \
+	  --buildinfo-file=$(BUILD)/nache_$(VERSION)_amd64.buildinfo \
+	  --changes-file=$(BUILD)/nache_$(VERSION)_amd64.changes
+	@echo "deb: $(BUILD)/nache_$(VERSION)_amd64.deb"
 
 # Benchmarks in the lab (bench/README.md); comma-separated lists, e.g.
 #   make bench WORKLOAD=webserver,varmail PROFILE=lan,wan CLIENTS=1,4

@@ -47,7 +47,6 @@ ExternalProject_Add(ganesha
   CMAKE_ARGS
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
     -DCMAKE_INSTALL_PREFIX=${NACHE_STAGE}
-    -DCMAKE_INSTALL_RPATH=${NACHE_STAGE}/lib
     -DUSE_SYSTEM_NTIRPC=ON
     # libc malloc: our plugin is dlopen'ed with RTLD_DEEPBIND and binds
     # malloc/free to libc; the daemon must use the same allocator.
@@ -65,6 +64,11 @@ ExternalProject_Add(ganesha
     # registration fails, so a box serving NFSv3 runs rpcbind
     # (config/README.md; the lab runs one in each Ganesha's namespace).
     -DRPCBIND=ON
+  # The daemon finds libganesha_nfsd beside it (../lib) wherever the stage
+  # is copied (build/stage; /usr/lib/nache by install.sh or the package),
+  # and no path of the build tree ends up in a binary. (A cache argument,
+  # so that no shell or ninja sees the $.)
+  CMAKE_CACHE_ARGS -DCMAKE_INSTALL_RPATH:STRING=$ORIGIN/../lib
   BUILD_BYPRODUCTS "${NACHE_STAGE}/bin/ganesha.nfsd"
 )
 ExternalProject_Add_StepDependencies(ganesha patch

@@ -32,6 +32,9 @@ build_pkgs=(
   # promtool checks deploy/monitoring's alert rules (ctest unit.monitoring);
   # the package's own server is never started (policy-rc.d below).
   prometheus
+  # make deb and its check (ctest package.deb): dpkg-buildpackage with
+  # debhelper, lintian, systemd-analyze (the unit's sandbox score).
+  debhelper lintian systemd
 )
 lab_pkgs=(
   user-mode-linux kmod nfs-kernel-server iproute2 procps psmisc

@@ -7,7 +7,11 @@
 #   /etc/nache/ganesha.conf            configuration (kept if present)
 #   /var/cache/nache/                  persistent caches (Cache_Dir)
 #   /var/lib/nache/recovery            NFSv4 client recovery records
+#   /var/log/nache/                    ganesha.log (rotated by logrotate)
 #   nache.service                      the unit
+#   nache.conf(5), nachectl(8)         the man pages
+# The same files and places as the Debian package (make deb), which is the
+# other way to install (README).
 # usage: make build && deploy/install.sh   (then edit the config and
 #        systemctl enable --now nache)
 set -euo pipefail
@@ -27,14 +31,22 @@ install -m 0755 "$top/deploy/nache-nsm" "$prefix/bin/nache-nsm"
 ln -sfn "$prefix/bin/nachectl" /usr/sbin/nachectl
 cp -a "$stage"/lib/libganesha_nfsd.so* "$prefix/lib/"
 install -m 0644 "$stage"/lib/ganesha/libfsal*.so "$prefix/ganesha/"
-install -d /etc/nache /var/cache/nache /var/lib/nache/recovery /var/log/nache
+install -d /etc/nache
+# The modes nache.service gives these (StateDirectoryMode= and the like):
+# cached file data, client records and logs are root's only.
+install -d -m 0700 /var/cache/nache /var/lib/nache /var/lib/nache/recovery
+install -d -m 0750 /var/log/nache
 if [ ! -e /etc/nache/ganesha.conf ]; then
   sed "s|Plugins_Dir = .*;|Plugins_Dir = $prefix/ganesha;|" \
     "$top/config/nache.conf" > /etc/nache/ganesha.conf
   echo "install: wrote /etc/nache/ganesha.conf: set Upstream_Server and Upstream_Path"
 fi
-install -d /usr/share/doc/nache
-install -m 0644 "$top/README.md" "$top/config/README.md" /usr/share/doc/nache/ 2>/dev/null || true
+install -d /usr/share/doc/nache /usr/share/man/man5 /usr/share/man/man8
+install -m 0644 "$top/README.md" /usr/share/doc/nache/README.md
+install -m 0644 "$top/config/README.md" /usr/share/doc/nache/configuration.md
+install -m 0644 "$top/doc/man/nache.conf.5" /usr/share/man/man5/nache.conf.5
+install -m 0644 "$top/doc/man/nachectl.8" /usr/share/man/man8/nachectl.8
+install -D -m 0644 "$top/deploy/nache.logrotate" /etc/logrotate.d/nache
 # The Grafana dashboard and the Prometheus alert rules (README, "Metrics").
 install -m 0644 "$top/deploy/monitoring/nache-dashboard.json" \
 	"$top/deploy/monitoring/nache-alerts.yml" /usr/share/doc/nache/
