@@ -22,6 +22,12 @@ constexpr const char *kComponent = "NACHE_ADMIN";
 // A client has this long to send its request line.
 constexpr int kRequestTimeoutMs = 5000;
 
+std::string Printf(const char *fmt, double v) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
 bool FillAddr(const std::string &path, sockaddr_un *a) {
   memset(a, 0, sizeof(*a));
   a->sun_family = AF_UNIX;
@@ -344,6 +350,169 @@ std::string AdminServer::WaitClean(
   }
 }
 
+bool AdminServer::OnExport(const Request &req,
+                           const std::function<void(ExportControl *)> &fn,
+                           std::string *error) {
+  std::vector<uint32_t> ids;
+  opts_.registry->ForEach(
+      [&ids](uint32_t id, ExportControl *) { ids.push_back(id); });
+  int64_t want = req.export_id;
+  if (ids.empty()) {
+    *error = "no NACHE export is running";
+    return false;
+  }
+  if (want < 0) {
+    if (ids.size() > 1) {
+      std::string list;
+      for (uint32_t id : ids)
+        list += (list.empty() ? "" : ", ") + std::to_string(id);
+      *error = "several exports (" + list + "): say which with --export ID";
+      return false;
+    }
+    want = ids[0];
+  }
+  bool found = false;
+  opts_.registry->ForEach([&](uint32_t id, ExportControl *c) {
+    if (int64_t(id) != want || found) return;
+    found = true;
+    fn(c);
+  });
+  if (!found) *error = "no NACHE export " + std::to_string(want);
+  return found;
+}
+
+bool AdminServer::Pause() {
+  MutexLock g(&mu_);
+  if (stop_) return false;
+  cv_.WaitUntil(std::chrono::steady_clock::now() + opts_.progress_every);
+  return !stop_;
+}
+
+std::string AdminServer::FlushPath(
+    const Request &req, const std::function<bool(const std::string &)> &write) {
+  using Clock = std::chrono::steady_clock;
+  const std::string path = req.path.empty() ? "/" : req.path;
+  std::vector<uint64_t> objects;
+  std::string summary, error;
+  bool ok = false;
+  if (!OnExport(req,
+                [&](ExportControl *c) {
+                  ok = c->FlushPath(path, &objects, &summary, &error);
+                },
+                &error) ||
+      !ok)
+    return AnswerLine("error", error);
+  if (!req.wait || objects.empty()) return AnswerLine("ok", summary);
+  const Clock::time_point t0 = Clock::now();
+  for (;;) {
+    uint64_t bytes = 0, count = 0;
+    if (!OnExport(req,
+                  [&](ExportControl *c) {
+                    c->DirtyAmong(objects, &bytes, &count);
+                  },
+                  &error))
+      return AnswerLine("error", error);
+    const double elapsed =
+        std::chrono::duration<double>(Clock::now() - t0).count();
+    if (count == 0)
+      return AnswerLine("ok", "nothing dirty at or below " + path +
+                                  ": its write-back changes are at the "
+                                  "remote");
+    const std::string line =
+        Printf("%.0f s: ", elapsed) + HumanBytes(double(bytes)) +
+        " dirty in " + std::to_string(count) + " objects at or below " + path;
+    if (!write(AnswerLine("progress", line))) return "";
+    if (req.timeout_s > 0 && elapsed >= req.timeout_s)
+      return AnswerLine("error", "timed out after " +
+                                     std::to_string(req.timeout_s) + " s: " +
+                                     line.substr(line.find(": ") + 2) +
+                                     " still dirty (see nachectl status)");
+    if (!Pause()) return AnswerLine("error", "the daemon is stopping");
+  }
+}
+
+std::string AdminServer::Warm(
+    const Request &req, const std::function<bool(const std::string &)> &write) {
+  std::string error;
+  WarmProgress w;
+  bool ok = false;
+  if (req.cancel) {
+    if (!OnExport(req,
+                  [&](ExportControl *c) {
+                    w = c->Warm();
+                    ok = c->CancelWarm(&error);
+                  },
+                  &error) ||
+        !ok)
+      return AnswerLine("error", error);
+    return AnswerLine("ok", "cancelling the warm of " + w.request.path +
+                                " (job " + std::to_string(w.job) + ")");
+  }
+  WarmRequest wr;
+  wr.path = req.path;
+  wr.depth = req.depth;
+  wr.data = req.data;
+  wr.rate = req.rate;
+  if (req.parallel > 0) wr.parallel = req.parallel;
+  if (!OnExport(req,
+                [&](ExportControl *c) {
+                  ok = c->StartWarm(wr, &error);
+                  if (ok) w = c->Warm();
+                },
+                &error) ||
+      !ok)
+    return AnswerLine("error", error);
+  const uint64_t job = w.job;
+  if (!req.wait)
+    return AnswerLine("ok", "warm of " + w.request.path +
+                                " started (job " + std::to_string(job) +
+                                "): nachectl status shows its progress, "
+                                "nachectl warm --cancel stops it");
+  for (;;) {
+    if (!OnExport(req, [&](ExportControl *c) { w = c->Warm(); }, &error))
+      return AnswerLine("error", error);
+    if (w.job != job)
+      return AnswerLine("error", "the warm (job " + std::to_string(job) +
+                                     ") is no longer known");
+    if (!w.running)
+      return AnswerLine(w.ok ? "ok" : "error", WarmSummary(w));
+    // nachectl went away (^C): the warm goes on (warm --cancel stops it).
+    if (!write(AnswerLine("progress", WarmProgressLine(w)))) return "";
+    if (!Pause()) return AnswerLine("error", "the daemon is stopping");
+  }
+}
+
+std::string AdminServer::HandlePath(
+    const Request &req, const std::function<bool(const std::string &)> &write) {
+  if (req.command == Command::kWarm) return Warm(req, write);
+  std::string summary, error;
+  bool ok = false;
+  // A pin lists its tree: a progress line now and then meanwhile.
+  auto progress = [&write](const std::string &line) {
+    write(AnswerLine("progress", line));
+  };
+  bool found = OnExport(
+      req,
+      [&](ExportControl *c) {
+        switch (req.command) {
+          case Command::kPin:
+            ok = c->Pin(req.path, progress, &summary, &error);
+            break;
+          case Command::kUnpin:
+            ok = c->Unpin(req.path, &summary, &error);
+            break;
+          case Command::kEvict:
+            ok = c->Evict(req.path, req.unpin, &summary, &error);
+            break;
+          default:
+            error = "not a command on a path";
+        }
+      },
+      &error);
+  const bool done = found && ok;
+  return AnswerLine(done ? "ok" : "error", done ? summary : error);
+}
+
 void AdminServer::Handle(
     const std::string &line,
     const std::function<bool(const std::string &)> &write) {
@@ -377,7 +546,21 @@ void AdminServer::Handle(
       write(AnswerLine("ok", "write-back resumed: new writes are kept "
                              "here again"));
       return;
+    case Command::kWarm:
+    case Command::kPin:
+    case Command::kUnpin:
+    case Command::kEvict: {
+      std::string last = HandlePath(req, write);
+      if (!last.empty()) write(last);
+      return;
+    }
     case Command::kFlush:
+      if (!req.path.empty() || req.export_id >= 0) {
+        std::string last = FlushPath(req, write);
+        if (!last.empty()) write(last);
+        return;
+      }
+      break;
     case Command::kDrain:
       break;
   }

@@ -92,6 +92,25 @@ class AdminServer {
   std::string WaitClean(int timeout_s,
                         const std::function<bool(const std::string &)> &write)
       EXCLUDES(mu_);
+  // Runs fn on the export req names (export=N), or on the only one; false
+  // with *error when there is no such export, or several and req names
+  // none. The export is pinned in the registry while fn runs.
+  bool OnExport(const Request &req,
+                const std::function<void(ExportControl *)> &fn,
+                std::string *error);
+  // The commands on a path (version 2); the answer's last line ("" when
+  // the peer went away).
+  std::string HandlePath(const Request &req,
+                         const std::function<bool(const std::string &)> &write)
+      EXCLUDES(mu_);
+  std::string FlushPath(const Request &req,
+                        const std::function<bool(const std::string &)> &write)
+      EXCLUDES(mu_);
+  std::string Warm(const Request &req,
+                   const std::function<bool(const std::string &)> &write)
+      EXCLUDES(mu_);
+  // Waits up to progress_every, or until Stop; false once stopping.
+  bool Pause() EXCLUDES(mu_);
 
   AdminServerOptions opts_;  // immutable
   int listen_fd_ = -1;       // owned; closed by Stop

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <cctype>
 #include <ctime>
 #include <map>
 #include <set>
@@ -69,6 +71,124 @@ std::string Ratio(double hits, double misses) {
 
 }  // namespace
 
+namespace {
+
+bool SafePathByte(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || strchr("/._-~+,:@=", c) != nullptr;
+}
+
+// A whole number in [lo, hi].
+bool ParseNumber(const std::string &w, uint64_t lo, uint64_t hi,
+                 uint64_t *out) {
+  if (w.empty() || w.size() > 19) return false;
+  for (char c : w)
+    if (c < '0' || c > '9') return false;
+  uint64_t v = std::strtoull(w.c_str(), nullptr, 10);
+  if (v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+// Words of version 2 after the command (and, for flush, its version 1
+// words): which ones each command takes.
+struct Takes {
+  bool path = false, depth = false, data = false, rate = false,
+       parallel = false, wait = false, cancel = false, unpin = false;
+};
+
+bool ParseV2Words(const std::vector<std::string> &w, size_t i,
+                  const Takes &t, Request *req, std::string *error) {
+  const std::string &c = w[0];
+  for (; i < w.size(); i++) {
+    const std::string &x = w[i];
+    uint64_t v = 0;
+    auto value = [&x](const char *key) -> const char * {
+      size_t n = strlen(key);
+      return x.compare(0, n, key) == 0 ? x.c_str() + n : nullptr;
+    };
+    if (const char *e = value("export=")) {
+      if (!ParseNumber(e, 0, 65535, &v)) {
+        *error = "bad export id '" + std::string(e) + "' (0..65535)";
+        return false;
+      }
+      req->export_id = int64_t(v);
+    } else if (t.path && !x.empty() && x[0] == '/' && req->path.empty()) {
+      if (!DecodePath(x, &req->path)) {
+        *error = "bad path '" + x + "'";
+        return false;
+      }
+    } else if (const char *e = t.depth ? value("depth=") : nullptr) {
+      if (!ParseNumber(e, 0, 1000000, &v)) {
+        *error = "bad depth '" + std::string(e) + "' (0..1000000)";
+        return false;
+      }
+      req->depth = int(v);
+    } else if (const char *e = t.rate ? value("rate=") : nullptr) {
+      if (!ParseNumber(e, 1, uint64_t(1) << 50, &v)) {
+        *error = "bad rate '" + std::string(e) + "' (bytes per second)";
+        return false;
+      }
+      req->rate = v;
+    } else if (const char *e = t.parallel ? value("parallel=") : nullptr) {
+      if (!ParseNumber(e, 1, 64, &v)) {
+        *error = "bad parallel '" + std::string(e) + "' (1..64)";
+        return false;
+      }
+      req->parallel = int(v);
+    } else if (t.data && x == "data") {
+      req->data = true;
+    } else if (t.wait && x == "wait") {
+      req->wait = true;
+    } else if (t.cancel && x == "cancel") {
+      req->cancel = true;
+    } else if (t.unpin && x == "unpin") {
+      req->unpin = true;
+    } else {
+      *error = "unexpected '" + x + "' after " + c;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string EncodePath(const std::string &path) {
+  std::string out;
+  for (unsigned char c : path) {
+    if (SafePathByte(c)) {
+      out += char(c);
+    } else {
+      out += Printf("%%%02X", c);
+    }
+  }
+  return out;
+}
+
+bool DecodePath(const std::string &word, std::string *path) {
+  if (word.empty() || word[0] != '/') return false;
+  std::string out;
+  for (size_t i = 0; i < word.size(); i++) {
+    unsigned char c = word[i];
+    if (c == '%') {
+      if (i + 2 >= word.size()) return false;
+      if (!isxdigit((unsigned char)word[i + 1]) ||
+          !isxdigit((unsigned char)word[i + 2]))
+        return false;
+      c = (unsigned char)std::strtoul(word.substr(i + 1, 2).c_str(), nullptr,
+                                      16);
+      i += 2;
+      if (c == 0) return false;
+    } else if (!SafePathByte(c)) {
+      return false;
+    }
+    out += char(c);
+  }
+  *path = out;
+  return true;
+}
+
 bool ParseRequest(const std::string &line, Request *req, std::string *error) {
   if (line.size() > kMaxRequestLine) {
     *error = "request longer than " + std::to_string(kMaxRequestLine) +
@@ -83,6 +203,7 @@ bool ParseRequest(const std::string &line, Request *req, std::string *error) {
   *req = Request();
   const std::string &c = w[0];
   size_t i = 1;
+  Takes t;
   if (c == "status") {
     req->command = Command::kStatus;
     if (i < w.size() && w[i] == "json") {
@@ -98,22 +219,53 @@ bool ParseRequest(const std::string &line, Request *req, std::string *error) {
       req->wait = !req->wait;
       i++;
     }
-    if (req->wait && i < w.size()) {
+    if (req->wait && i < w.size() && !w[i].empty() && w[i][0] != '/' &&
+        w[i].compare(0, 7, "export=") != 0) {
       if (!ParseSeconds(w[i], &req->timeout_s)) {
         *error = "bad timeout '" + w[i] + "' (whole seconds, 1..86400)";
         return false;
       }
       i++;
     }
+    t.path = req->command == Command::kFlush;
   } else if (c == "undrain") {
     req->command = Command::kUndrain;
+  } else if (c == "warm") {
+    req->command = Command::kWarm;
+    t.path = t.depth = t.data = t.rate = t.parallel = t.wait = t.cancel =
+        true;
+  } else if (c == "pin" || c == "unpin") {
+    req->command = c == "pin" ? Command::kPin : Command::kUnpin;
+    t.path = true;
+  } else if (c == "evict") {
+    req->command = Command::kEvict;
+    t.path = t.unpin = true;
   } else {
     *error = "unknown command '" + c +
-             "' (status, stats, flush, drain, undrain)";
+             "' (status, stats, flush, drain, undrain, warm, pin, unpin, "
+             "evict)";
     return false;
+  }
+  const bool v2 = req->command == Command::kFlush ||
+                  req->command >= Command::kWarm;
+  if (v2) {
+    if (!ParseV2Words(w, i, t, req, error)) return false;
+    i = w.size();
   }
   if (i < w.size()) {
     *error = "unexpected '" + w[i] + "' after " + c;
+    return false;
+  }
+  const bool needs_path =
+      req->command >= Command::kWarm && !(req->command == Command::kWarm &&
+                                          req->cancel);
+  if (needs_path && req->path.empty()) {
+    *error = c + " needs a path inside the export (starting with /)";
+    return false;
+  }
+  if (req->cancel && (!req->path.empty() || req->data || req->wait ||
+                      req->depth >= 0 || req->rate || req->parallel)) {
+    *error = "warm cancel takes no path or other option";
     return false;
   }
   return true;
@@ -121,6 +273,10 @@ bool ParseRequest(const std::string &line, Request *req, std::string *error) {
 
 std::string FormatRequest(const Request &req) {
   std::string s;
+  std::string ex = req.export_id >= 0
+                       ? " export=" + std::to_string(req.export_id)
+                       : std::string();
+  std::string path = req.path.empty() ? "" : " " + EncodePath(req.path);
   switch (req.command) {
     case Command::kStatus: return req.json ? "status json" : "status";
     case Command::kStats: return "stats";
@@ -131,8 +287,22 @@ std::string FormatRequest(const Request &req) {
     case Command::kDrain:
       s = req.wait ? "drain" : "drain nowait";
       break;
+    case Command::kWarm:
+      if (req.cancel) return "warm" + ex + " cancel";
+      s = "warm" + ex;
+      if (req.depth >= 0) s += " depth=" + std::to_string(req.depth);
+      if (req.data) s += " data";
+      if (req.rate) s += " rate=" + std::to_string(req.rate);
+      if (req.parallel) s += " parallel=" + std::to_string(req.parallel);
+      if (req.wait) s += " wait";
+      return s + path;
+    case Command::kPin: return "pin" + ex + path;
+    case Command::kUnpin: return "unpin" + ex + path;
+    case Command::kEvict:
+      return "evict" + ex + (req.unpin ? " unpin" : "") + path;
   }
   if (req.wait && req.timeout_s > 0) s += " " + std::to_string(req.timeout_s);
+  if (req.command == Command::kFlush) s += ex + path;
   return s;
 }
 
@@ -255,6 +425,41 @@ std::string StatusJson(const std::vector<ExportStatus> &exports,
     num("local", e.local_ops);
     o += "      \"answered_locally\": " + JsonNumber(e.answered_locally) +
          "\n      },\n";
+    o += "      \"pins\": {\n";
+    num("count", double(e.pins));
+    num("objects", double(e.pinned_objects));
+    num("size", double(e.pinned_size));
+    num("cached", double(e.pinned_cached));
+    num("limit", double(e.pin_limit));
+    o += "      \"list\": [";
+    for (size_t i = 0; i < e.pin_list.size(); i++)
+      o += (i ? ", " : "") + std::string("{\"path\": ") +
+           JsonString(e.pin_list[i].path) +
+           ", \"objects\": " + JsonNumber(double(e.pin_list[i].objects)) +
+           ", \"size\": " + JsonNumber(double(e.pin_list[i].size)) + "}";
+    o += "]\n      },\n";
+    if (e.warm.job == 0) {
+      o += "      \"warm\": null,\n";
+    } else {
+      const WarmProgress &w = e.warm;
+      o += "      \"warm\": {\n";
+      num("job", double(w.job));
+      str("path", w.request.path);
+      num("depth", w.request.depth);
+      boolean("data", w.request.data);
+      num("rate", double(w.request.rate));
+      boolean("running", w.running);
+      boolean("ok", w.ok);
+      str("outcome", w.outcome);
+      num("dirs", double(w.dirs));
+      num("files", double(w.files));
+      num("bytes_fetched", double(w.bytes_fetched));
+      num("bytes_cached", double(w.bytes_cached));
+      num("skipped", double(w.skipped));
+      str("last_skip", w.last_skip);
+      o += "        \"elapsed_s\": " + JsonNumber(w.elapsed_s) +
+           "\n      },\n";
+    }
     o += "      \"last_error\": " +
          (e.last_error.empty()
               ? std::string("null")
@@ -320,6 +525,26 @@ std::string StatusText(const std::vector<ExportStatus> &exports,
       o += "  write-back   off (write-through)\n";
     }
     o += Printf("  conflicts    %.0f\n", e.conflicts);
+    if (e.pins) {
+      o += Printf("  pins         %" PRIu64 " (%" PRIu64 " objects): ", e.pins,
+                  e.pinned_objects) +
+           HumanBytes(double(e.pinned_size)) + " of files, " +
+           HumanBytes(double(e.pinned_cached)) + " cached; at most " +
+           HumanBytes(double(e.pin_limit)) + "\n";
+      for (const PinInfo &p : e.pin_list)
+        o += "               " + p.path +
+             Printf(" (%" PRIu64 " objects, ", p.objects) +
+             HumanBytes(double(p.size)) + ")\n";
+    }
+    if (e.warm.job) {
+      // ("warm of PATH " once: the line says PATH first.)
+      const std::string ended = WarmSummary(e.warm);
+      const size_t head = ("warm of " + e.warm.request.path + " ").size();
+      o += "  warm         " + e.warm.request.path + ": " +
+           (e.warm.running ? "running, " + WarmProgressLine(e.warm)
+                           : ended.substr(std::min(head, ended.size()))) +
+           "\n";
+    }
     if (!e.last_error.empty()) {
       char when[32] = "?";
       time_t t = time_t(e.last_error_time);
@@ -439,6 +664,33 @@ std::string FlushProgress(const std::vector<ExportStatus> &exports,
   if (files) o += ", oldest " + Seconds(oldest);
   if (!connected) o += "; upstream not connected";
   if (!last_error.empty()) o += "; last flush error: " + last_error;
+  return o;
+}
+
+std::string WarmProgressLine(const WarmProgress &w) {
+  std::string o = Printf("%.0f s: %" PRIu64 " directories, %" PRIu64
+                         " files", w.elapsed_s, w.dirs, w.files);
+  if (w.request.data || w.bytes_fetched || w.bytes_cached)
+    o += ", " + HumanBytes(double(w.bytes_fetched)) + " fetched, " +
+         HumanBytes(double(w.bytes_cached)) + " already cached";
+  if (w.elapsed_s > 0 && w.bytes_fetched)
+    o += " (" + HumanBytes(double(w.bytes_fetched) / w.elapsed_s) + "/s)";
+  o += Printf(", %" PRIu64 " skipped", w.skipped);
+  if (!w.last_skip.empty()) o += " (last: " + w.last_skip + ")";
+  return o;
+}
+
+std::string WarmSummary(const WarmProgress &w) {
+  std::string o = "warm of " + w.request.path + " ";
+  const char *fmt = w.elapsed_s < 10 ? "%.2f" : "%.0f";
+  o += w.ok ? "done in " : "stopped (" + w.outcome + ") after ";
+  o += Printf(fmt, w.elapsed_s) + " s: ";
+  o += Printf("%" PRIu64 " directories, %" PRIu64 " files", w.dirs, w.files);
+  if (w.request.data)
+    o += ", " + HumanBytes(double(w.bytes_fetched)) + " fetched, " +
+         HumanBytes(double(w.bytes_cached)) + " already cached";
+  o += Printf(", %" PRIu64 " skipped", w.skipped);
+  if (!w.last_skip.empty()) o += " (last: " + w.last_skip + ")";
   return o;
 }
 

@@ -8,6 +8,15 @@
 //             spaces, the command first:
 //               status [json] | stats | flush [wait [SECONDS]] |
 //               drain [nowait] [SECONDS] | undrain
+//             version 2 adds work on a path inside an export (PATH: a
+//             word starting with "/", bytes other than letters, digits
+//             and /._-~+,:@= written %XX; EXPORT: export=N, needed only
+//             when the daemon has several exports):
+//               flush [wait [SECONDS]] [EXPORT] [PATH] |
+//               warm [EXPORT] [depth=N] [data] [rate=BYTES] [parallel=N]
+//                    [wait] PATH | warm [EXPORT] cancel |
+//               pin [EXPORT] PATH | unpin [EXPORT] PATH |
+//               evict [EXPORT] [unpin] PATH
 //   answer:   lines "<tag> <text>", tags:
 //               data      a line of the answer's body (stdout)
 //               progress  a progress report while waiting (stdout)
@@ -16,7 +25,9 @@
 //             Nothing follows ok or error. A connection closed without
 //             either is a failure (the daemon stopped meanwhile).
 //
-// Version 1; a command the daemon does not know is answered with error.
+// Version 2; a command the daemon does not know is answered with error
+// (an older daemon so refuses version 2's commands), and every request of
+// version 1 means what it meant.
 #pragma once
 
 #include <cstdint>
@@ -30,15 +41,29 @@
 namespace nache {
 namespace admin {
 
-constexpr size_t kMaxRequestLine = 256;
+// (A PATH of PATH_MAX bytes, each written %XX, fits.)
+constexpr size_t kMaxRequestLine = 16384;
 
-enum class Command { kStatus, kStats, kFlush, kDrain, kUndrain };
+enum class Command {
+  kStatus, kStats, kFlush, kDrain, kUndrain,
+  // Version 2.
+  kWarm, kPin, kUnpin, kEvict
+};
 
 struct Request {
   Command command = Command::kStatus;
   bool json = false;     // status json
-  bool wait = false;     // flush wait; drain unless nowait
+  bool wait = false;     // flush wait; drain unless nowait; warm wait
   int timeout_s = 0;     // wait at most this long (0: until done)
+  // Version 2.
+  int64_t export_id = -1;  // export=N; -1: the daemon's only export
+  std::string path;        // PATH ("" none: flush of everything)
+  int depth = -1;          // warm depth=N (-1: all)
+  bool data = false;       // warm data
+  uint64_t rate = 0;       // warm rate=BYTES (per second; 0: no cap)
+  int parallel = 0;        // warm parallel=N (0: the default, 4)
+  bool cancel = false;     // warm cancel
+  bool unpin = false;      // evict unpin
 };
 
 // Parses one request line (without its newline). False with *error set
@@ -80,6 +105,15 @@ std::string StatsText(const std::vector<prometheus::MetricFamily> &families);
 // One progress line of a flush being waited for.
 std::string FlushProgress(const std::vector<ExportStatus> &exports,
                           double elapsed_s, const std::string &last_error);
+
+// A warm job's progress in one line ("12 s: 3 directories, ...").
+std::string WarmProgressLine(const WarmProgress &w);
+// The end of a warm job, in one line ("warm of /a done in 3.1 s: ...").
+std::string WarmSummary(const WarmProgress &w);
+
+// PATH as a request carries it, and back (false: not a valid PATH word).
+std::string EncodePath(const std::string &path);
+bool DecodePath(const std::string &word, std::string *path);
 
 // 1536 -> "1.5 KiB"; below 1 KiB in bytes.
 std::string HumanBytes(double bytes);

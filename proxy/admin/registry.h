@@ -1,7 +1,8 @@
 // What the admin socket (admin_server.h) may see and do of each export: a
 // snapshot of its state (ExportStatus), a bounded flush, and the drain
-// switch; and the process-wide registry in which every export's core puts
-// itself from its start to its end.
+// switch; the work on one path inside the export (warm, pin, unpin, evict,
+// flush of a subtree); and the process-wide registry in which every
+// export's core puts itself from its start to its end.
 //
 // Owns the export list and the daemon's drain state; knows nothing of the
 // core's internals (the core implements ExportControl, core_admin.cc) nor
@@ -26,6 +27,38 @@
 
 namespace nache {
 namespace admin {
+
+// nachectl warm: what to fetch into the cache.
+struct WarmRequest {
+  std::string path = "/";  // inside the export (its root: "/")
+  int depth = -1;          // levels below path to descend (-1: all)
+  bool data = false;       // files' data too, not only metadata
+  uint64_t rate = 0;       // bytes of data per second at most (0: no cap)
+  int parallel = 4;        // upstream operations in flight at most
+};
+
+// A warm job: the one running, or the last one that ran.
+struct WarmProgress {
+  uint64_t job = 0;  // numbered from 1 per export; 0: none since start
+  WarmRequest request;
+  bool running = false;
+  bool ok = false;      // ended having walked everything asked
+  std::string outcome;  // once ended: why ("done", "cancelled", ...)
+  uint64_t dirs = 0;           // directories reached
+  uint64_t files = 0;          // other objects reached
+  uint64_t bytes_fetched = 0;  // data read from the remote
+  uint64_t bytes_cached = 0;   // data found in the cache already
+  uint64_t skipped = 0;        // objects the remote would not let us read
+  double elapsed_s = 0;
+  std::string last_skip;  // the last object skipped and why ("" none)
+};
+
+// One pin, as `nachectl status` lists it.
+struct PinInfo {
+  std::string path;
+  uint64_t objects = 0;
+  uint64_t size = 0;  // bytes its files take cached whole
+};
 
 // One export as `nachectl status` shows it. Counters are totals since the
 // daemon started (the same values as the Prometheus series).
@@ -76,6 +109,14 @@ struct ExportStatus {
   // seconds since the epoch).
   std::string last_error;
   int64_t last_error_time = 0;
+  // Pins (nachectl pin) and the warm job (nachectl warm).
+  uint64_t pins = 0;
+  uint64_t pinned_objects = 0;
+  uint64_t pinned_size = 0;    // bytes pinned files take cached whole
+  uint64_t pinned_cached = 0;  // bytes of them cached now
+  uint64_t pin_limit = 0;      // pins may take this much at most
+  std::vector<PinInfo> pin_list;
+  WarmProgress warm;
 };
 
 // One export's side (implemented by the core).
@@ -91,6 +132,58 @@ class ExportControl {
   // Draining: no new data or namespace change is kept for write-back; what
   // is dirty already is still flushed as usual.
   virtual void SetDraining(bool draining) = 0;
+
+  // Work on a path inside the export (WarmRequest::path). Each returns
+  // false with *error (a message for the administrator) when refused or
+  // failed; the defaults refuse (an export that cannot do it).
+  // Starts a warm job in the background; refused while one runs.
+  virtual bool StartWarm(const WarmRequest &req, std::string *error) {
+    (void)req;
+    return Unsupported(error);
+  }
+  // Stops the running warm job (it ends "cancelled" soon after).
+  virtual bool CancelWarm(std::string *error) { return Unsupported(error); }
+  virtual WarmProgress Warm() { return WarmProgress(); }
+  // Pins path's object and subtree as it is now; progress (at most once a
+  // second) gets a line for a person while the subtree is walked.
+  virtual bool Pin(const std::string &path,
+                   const std::function<void(const std::string &)> &progress,
+                   std::string *summary, std::string *error) {
+    (void)path, (void)progress, (void)summary;
+    return Unsupported(error);
+  }
+  virtual bool Unpin(const std::string &path, std::string *summary,
+                     std::string *error) {
+    (void)path, (void)summary;
+    return Unsupported(error);
+  }
+  // Drops the clean cached data and attributes of path and its subtree;
+  // unpin: pins at or below path go first.
+  virtual bool Evict(const std::string &path, bool unpin,
+                     std::string *summary, std::string *error) {
+    (void)path, (void)unpin, (void)summary;
+    return Unsupported(error);
+  }
+  // Makes the write-back data of path and its subtree due now; *objects:
+  // the dirty objects that covers (for DirtyAmong).
+  virtual bool FlushPath(const std::string &path,
+                         std::vector<uint64_t> *objects, std::string *summary,
+                         std::string *error) {
+    (void)path, (void)objects, (void)summary;
+    return Unsupported(error);
+  }
+  // How much of objects is still dirty: bytes and objects.
+  virtual void DirtyAmong(const std::vector<uint64_t> &objects,
+                          uint64_t *bytes, uint64_t *count) {
+    (void)objects;
+    *bytes = *count = 0;
+  }
+
+ private:
+  static bool Unsupported(std::string *error) {
+    *error = "this export cannot do that";
+    return false;
+  }
 };
 
 class Registry {

@@ -162,6 +162,42 @@ uint64_t Fnv1a(uint64_t h, const void *data, size_t n) {
 // how far LoadIndex lets the objects it loads exceed the bound.
 constexpr uint64_t kTrimBatch = 64;
 
+// Pin records (kMeta "pin/<root>"): version, the path's length and bytes,
+// the number of objects, then each object's key and size.
+constexpr char kPinPrefix[] = "pin/";
+constexpr uint8_t kPinVersion = 1;
+std::string PinName(Key root) {
+  std::string s = kPinPrefix;
+  PutBE64(&s, root);
+  return s;
+}
+std::string EncodePin(const Cache::Pin &p) {
+  std::string s(1, char(kPinVersion));
+  PutBE32(&s, uint32_t(p.path.size()));
+  s += p.path;
+  PutBE64(&s, p.objects.size());
+  for (const Cache::PinnedObject &o : p.objects) {
+    PutBE64(&s, o.key);
+    PutBE64(&s, o.size);
+  }
+  return s;
+}
+bool DecodePin(Key root, const std::string &s, Cache::Pin *p) {
+  if (s.size() < 13 || uint8_t(s[0]) != kPinVersion) return false;
+  uint32_t plen = GetBE32(s.data() + 1);
+  if (s.size() < 13 + uint64_t(plen)) return false;
+  uint64_t n = GetBE64(s.data() + 5 + plen);
+  if ((s.size() - 13 - plen) / 16 != n || (s.size() - 13 - plen) % 16)
+    return false;
+  p->root = root;
+  p->path = s.substr(5, plen);
+  p->objects.resize(n);
+  const char *at = s.data() + 13 + plen;
+  for (uint64_t i = 0; i < n; i++, at += 16)
+    p->objects[i] = Cache::PinnedObject{GetBE64(at), GetBE64(at + 8)};
+  return true;
+}
+
 }  // namespace
 
 uint64_t DefaultMaxObjects(uint64_t size_bytes) {
@@ -199,6 +235,7 @@ void Cache::LoadIndex() {
   // Rebuild the block index from block_meta (loading each file's object
   // for its generation); blocks of a stale generation are deleted.
   Locked g(this);
+  LoadPins();
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;
   std::unique_ptr<rocksdb::Iterator> it(
@@ -1473,11 +1510,20 @@ void Cache::EvictLocked() {
   WriteBatch batch;
   uint64_t n = 0;
   auto it = lru_.begin();
-  while (bytes_ > opts_.size_bytes && it != lru_.end()) {
+  // Each block is looked at once at most (pinned ones move to the recent
+  // end, so that the next eviction does not pass over them again first).
+  for (size_t left = lru_.size();
+       bytes_ > opts_.size_bytes && it != lru_.end() && left > 0; left--) {
     BlockId id = *it;
     auto b = blocks_.find(id);
     if (b->second.dirty) {  // never evicted
       ++it;
+      continue;
+    }
+    if (pinned_.count(id.key)) {  // nor pinned ones
+      auto next = std::next(it);
+      lru_.splice(lru_.end(), lru_, it);
+      it = next;
       continue;
     }
     it = lru_.erase(it);
@@ -1493,6 +1539,186 @@ void Cache::EvictLocked() {
   evictions_ += n;
   Commit(&batch);
   if (metrics_) metrics_->CountEvictions(n);
+}
+
+// --- pins and evict ----------------------------------------------------------
+
+void Cache::LoadPins() {
+  std::unique_ptr<rocksdb::Iterator> it(store_->db()->NewIterator(
+      rocksdb::ReadOptions(), store_->family(Store::kMeta)));
+  const size_t plen = sizeof(kPinPrefix) - 1;
+  for (it->Seek(kPinPrefix); it->Valid(); it->Next()) {
+    rocksdb::Slice k = it->key();
+    if (k.size() < plen || memcmp(k.data(), kPinPrefix, plen) != 0) break;
+    Pin p;
+    if (k.size() != plen + 8 ||
+        !DecodePin(GetBE64(k.data() + plen), it->value().ToString(), &p)) {
+      NACHE_LOG(kLogWarn, "NACHE_CACHE", "an unreadable pin record is ignored");
+      continue;
+    }
+    CountPinLocked(p, 1);
+    pins_[p.root] = std::move(p);
+  }
+  if (!pins_.empty())
+    NACHE_LOG(kLogEvent, "NACHE_CACHE", "%zu pins hold %zu objects",
+              pins_.size(), pinned_.size());
+}
+
+void Cache::CountPinLocked(const Pin &pin, int delta) {
+  for (const PinnedObject &o : pin.objects) {
+    if (delta > 0) {
+      PinCount &c = pinned_[o.key];
+      c.pins++;
+      c.size = o.size;
+      continue;
+    }
+    auto it = pinned_.find(o.key);
+    if (it != pinned_.end() && --it->second.pins <= 0) pinned_.erase(it);
+  }
+}
+
+bool Cache::AddPin(const Pin &pin) {
+  Locked g(this);
+  rocksdb::WriteOptions w;
+  w.sync = true;  // a pin acknowledged survives a crash
+  if (!store_->Put(w, store_->family(Store::kMeta), PinName(pin.root),
+                   EncodePin(pin))
+           .ok())
+    return false;
+  auto old = pins_.find(pin.root);
+  if (old != pins_.end()) CountPinLocked(old->second, -1);
+  CountPinLocked(pin, 1);
+  pins_[pin.root] = pin;
+  return true;
+}
+
+bool Cache::RemovePin(Key root) {
+  Locked g(this);
+  auto it = pins_.find(root);
+  if (it == pins_.end()) return false;
+  WriteBatch batch;
+  batch.Delete(store_->family(Store::kMeta), PinName(root));
+  rocksdb::WriteOptions w;
+  w.sync = true;
+  if (!store_->Write(w, &batch).ok()) return false;
+  CountPinLocked(it->second, -1);
+  pins_.erase(it);
+  EvictLocked();  // what the pin held may have kept the cache above its bound
+  return true;
+}
+
+std::vector<Cache::PinSummary> Cache::PinList() const {
+  MutexLock g(&mu_);
+  std::vector<PinSummary> out;
+  for (const auto &kv : pins_) {
+    PinSummary p{kv.first, kv.second.path, kv.second.objects.size(), 0};
+    std::unordered_map<Key, uint64_t> sizes;
+    for (const PinnedObject &o : kv.second.objects) sizes[o.key] = o.size;
+    for (const auto &sz : sizes) p.size += sz.second;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+bool Cache::GetPin(Key root, Pin *out) const {
+  MutexLock g(&mu_);
+  auto it = pins_.find(root);
+  if (it == pins_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+bool Cache::Pinned(Key key, Key *root) const {
+  MutexLock g(&mu_);
+  if (!pinned_.count(key)) return false;
+  if (root) {
+    *root = kNoKey;
+    for (const auto &kv : pins_) {
+      for (const PinnedObject &o : kv.second.objects) {
+        if (o.key == key) {
+          *root = kv.first;
+          return true;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+Cache::PinTotals Cache::pin_totals() const {
+  MutexLock g(&mu_);
+  PinTotals t;
+  t.pins = pins_.size();
+  t.objects = pinned_.size();
+  for (const auto &kv : pinned_) {
+    t.size += kv.second.size;
+    for (auto b = blocks_.lower_bound(BlockId{kv.first, 0});
+         b != blocks_.end() && b->first.key == kv.first; ++b)
+      t.cached += b->second.len;
+  }
+  return t;
+}
+
+uint64_t Cache::UnpinnedSize(const std::vector<PinnedObject> &objects) const {
+  MutexLock g(&mu_);
+  std::unordered_map<Key, uint64_t> fresh;
+  for (const PinnedObject &o : objects)
+    if (!pinned_.count(o.key)) fresh[o.key] = o.size;
+  uint64_t n = 0;
+  for (const auto &kv : fresh) n += kv.second;
+  return n;
+}
+
+Cache::EvictOutcome Cache::Evict(Key key, uint64_t *freed) {
+  Locked g(this);
+  *freed = 0;
+  if (pinned_.count(key)) return EvictOutcome::kPinned;
+  Object *o = FindLocked(key);
+  if (o && IsDirtyObj(*o)) return EvictOutcome::kDirty;
+  if (o && !MayDrop(*o)) return EvictOutcome::kInUse;
+  // Unflushed data is never dropped, whether or not its object is in
+  // memory (the dirty set and the blocks' own flags both say so).
+  if (dirty_.count(key)) return EvictOutcome::kDirty;
+  for (auto b = BlocksFrom(key); b != blocks_.end() && b->first.key == key;
+       ++b)
+    if (b->second.dirty) return EvictOutcome::kDirty;
+  for (auto b = BlocksFrom(key); b != blocks_.end() && b->first.key == key;
+       ++b)
+    *freed += b->second.len;
+  // (A fetch in flight took the old generation: its block is not stored.)
+  ForgetLocked(key);
+  return EvictOutcome::kEvicted;
+}
+
+std::vector<Key> Cache::CachedKeys() const {
+  std::vector<Key> out;
+  {
+    MutexLock g(&mu_);
+    for (const auto &kv : objects_) out.push_back(kv.first);
+    for (const auto &kv : blocks_)
+      if (out.empty() || out.back() != kv.first.key)
+        out.push_back(kv.first.key);
+  }
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_->db()->NewIterator(ro, store_->family(Store::kAttrs)));
+  for (it->SeekToFirst(); it->Valid(); it->Next())
+    if (it->key().size() == 8) out.push_back(GetBE64(it->key().data()));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool Cache::DirtyOf(Key key, uint64_t *bytes) const {
+  MutexLock g(&mu_);
+  *bytes = 0;
+  auto o = objects_.find(key);
+  if (o == objects_.end() || !IsDirtyObj(*o->second)) return false;
+  for (auto b = blocks_.lower_bound(BlockId{key, 0});
+       b != blocks_.end() && b->first.key == key; ++b)
+    if (b->second.dirty) *bytes += b->second.dirty_hi - b->second.dirty_lo;
+  return true;
 }
 
 uint64_t Cache::bytes() const {

@@ -28,7 +28,7 @@
 //
 // Size bound: the sum of block lengths stays at or below the configured
 // size; the least recently used clean blocks are evicted first. Dirty
-// blocks are never evicted.
+// blocks are never evicted, nor are pinned ones (below).
 //
 // Memory bound: at most max_objects objects are kept in memory (beyond it
 // only while every older one is in use); the least recently used are
@@ -46,6 +46,15 @@
 // memory is lost with it, and costs one revalidation: the validated time,
 // access results, the listing, our recent change attributes, and the
 // listing hints (unlistable, cookie verifier).
+//
+// Pins (nachectl pin): objects whose cached blocks the size bound never
+// evicts. A pin names the object pinned (its root) and every object of its
+// subtree when it was made, with the size each regular file takes cached
+// whole; objects added under the root later are not pinned by it. Pins are
+// persisted in the store's kMeta family, one record per pin under
+// "pin/<root key, big-endian>", synced when made or removed, and loaded
+// before the block index (whose load may evict). Pinned blocks still count
+// against the size bound; the core refuses pins beyond a share of it.
 //
 // Records of objects gone (ForgetGone: the remote said the object is gone)
 // are deleted with their blocks; the handle map's records are the core's
@@ -322,6 +331,56 @@ class Cache {
   // Age of the oldest unflushed write (zero when nothing is dirty).
   std::chrono::milliseconds flush_lag() const;
 
+  // --- pins (nachectl pin, unpin, evict) ----------------------------------
+  struct PinnedObject {
+    Key key = kNoKey;
+    uint64_t size = 0;  // bytes it takes cached whole (0: not a file)
+  };
+  struct Pin {
+    Key root = kNoKey;
+    std::string path;                   // as the administrator named it
+    std::vector<PinnedObject> objects;  // root included
+  };
+  // Records pin (replacing one of the same root), synced; false when the
+  // store refused it (nothing changes then).
+  bool AddPin(const Pin &pin);
+  // Removes root's pin; false when there is none (or the store refused).
+  bool RemovePin(Key root);
+  struct PinSummary {
+    Key root = kNoKey;
+    std::string path;
+    uint64_t objects = 0;
+    uint64_t size = 0;  // of its objects, each once
+  };
+  std::vector<PinSummary> PinList() const;
+  // root's pin; false when there is none.
+  bool GetPin(Key root, Pin *out) const;
+  // Whether a pin holds key; *root (unless null): the first such pin's.
+  bool Pinned(Key key, Key *root = nullptr) const;
+  struct PinTotals {
+    uint64_t pins = 0;
+    uint64_t objects = 0;  // distinct objects pinned
+    uint64_t size = 0;     // their sizes, each object once
+    uint64_t cached = 0;   // bytes of their blocks cached now
+  };
+  PinTotals pin_totals() const;
+  // The sizes of these objects not pinned yet (each once): what a new
+  // pin of them would add to pin_totals().size.
+  uint64_t UnpinnedSize(const std::vector<PinnedObject> &objects) const;
+
+  // What Evict did with one object.
+  enum class EvictOutcome { kEvicted, kDirty, kInUse, kPinned };
+  // Drops key's cached blocks and attributes, in memory and in the store
+  // (its handle stays: clients keep using it, and it is revalidated at
+  // its next use), unless it is pinned, dirty, or in use (operations of
+  // ours in flight, delegated). *freed: the bytes of blocks dropped.
+  EvictOutcome Evict(Key key, uint64_t *freed);
+  // The objects the cache holds anything of (blocks, or an attrs record):
+  // what an evict of a subtree looks through.
+  std::vector<Key> CachedKeys() const;
+  // Bytes of key's unflushed writes (0: clean), and whether it is dirty.
+  bool DirtyOf(Key key, uint64_t *bytes) const;
+
   // --- accounting -------------------------------------------------------
   uint64_t bytes() const;        // sum of cached block lengths
   uint64_t blocks() const;       // number of cached blocks
@@ -507,6 +566,10 @@ class Cache {
   bool ReadBlockLocked(Key key, const BlockInfo &b, uint64_t idx,
                        std::string *data) REQUIRES(mu_);
   void LoadIndex() EXCLUDES(mu_);
+  // Reads the pin records (before the block index: LoadIndex evicts).
+  void LoadPins() REQUIRES(mu_);
+  // Adds (+1) or removes (-1) pin's objects from pinned_.
+  void CountPinLocked(const Pin &pin, int delta) REQUIRES(mu_);
   uint64_t NextStampLocked() REQUIRES(mu_) { return stamp_++; }
 
   Store *store_;                      // not owned
@@ -534,6 +597,14 @@ class Cache {
   // Dirty objects and their oldest unflushed change: the flusher and the
   // metrics look here, never through every cached object.
   std::unordered_map<Key, Clock::time_point> dirty_ GUARDED_BY(mu_);
+  // Pins by root, and every pinned object with the number of pins that
+  // hold it and its size (EvictLocked passes over their blocks).
+  std::map<Key, Pin> pins_ GUARDED_BY(mu_);
+  struct PinCount {
+    int pins = 0;
+    uint64_t size = 0;
+  };
+  std::unordered_map<Key, PinCount> pinned_ GUARDED_BY(mu_);
 };
 
 }  // namespace nache

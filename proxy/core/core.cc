@@ -71,7 +71,9 @@ Core::~Core() {
   // First, so that no scrape samples a half-destroyed core, and no
   // nachectl reads or flushes one (this waits for one under way).
   if (metrics_) metrics_->ClearSampler(sampler_token_);
+  admin_stopping_ = true;  // a pin's walk under way ends
   if (admin_token_) admin::Registry::Global().Remove(admin_token_);
+  if (warmer_) warmer_->Stop();
   // No more recalls; those queued are still answered with a DELEGRETURN.
   if (cb_server_) cb_server_->Stop();
   if (recall_thread_.joinable()) {
@@ -294,6 +296,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     g.dirty_max = core->flusher_ ? core->cfg_.dirty_max : 0;
     return g;
   });
+  c->warmer_.reset(new Warmer(core));
   c->RegisterAdmin();
   return c;
 }
@@ -2115,6 +2118,16 @@ uint32_t Core::Read(const Creds &cr, Key key, NacheOpen *open,
   }
   *eof = offset + *nread >= a.size;
   return upstream::kNfs4Ok;
+}
+
+uint32_t Core::Prefetch(const Creds &cr, Key key, uint64_t idx,
+                        uint64_t *fetched) {
+  *fetched = 0;
+  if (cache_->HasBlock(key, idx)) return upstream::kNfs4Ok;
+  std::string block;
+  uint32_t st = reader_->Get(key, idx, cr, StateId::Anonymous(), &block);
+  if (st == upstream::kNfs4Ok) *fetched = block.size();
+  return st;
 }
 
 uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,

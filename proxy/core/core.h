@@ -57,6 +57,7 @@
 #include "core/owner_rights.h"
 #include "core/unanswered.h"
 #include "core/unstable_writes.h"
+#include "core/warm.h"
 #include "handles/handle_map.h"
 #include "metrics/metrics.h"
 #include "nache/nache.h"
@@ -161,6 +162,44 @@ class Core {
   // overwritten by it).
   void SetDraining(bool draining) { draining_.store(draining); }
   bool Draining() const { return draining_.load(); }
+  // nachectl warm, pin, unpin, evict and flush PATH: *path is a path
+  // inside the export as its clients see it below the export's root ("/"
+  // is the root), resolved with the core's own lookups as root; it is
+  // normalised in place ("a//b/" -> "/a/b"). False with *error (for the
+  // administrator) when it does not resolve; ".." is refused.
+  bool AdminResolve(std::string *path, Key *key, upstream::Attrs *attrs,
+                    std::string *error);
+  bool AdminStartWarm(const admin::WarmRequest &req, std::string *error);
+  bool AdminCancelWarm(std::string *error);
+  admin::WarmProgress AdminWarm() const;
+  // Pins path's object and subtree (as it is now: a walk lists it);
+  // refused when pins would take more than kPinShare of Cache_Size.
+  bool AdminPin(const std::string &path,
+                const std::function<void(const std::string &)> &progress,
+                std::string *summary, std::string *error);
+  bool AdminUnpin(const std::string &path, std::string *summary,
+                  std::string *error);
+  // Drops the clean cached state of path's object and of every object the
+  // handle map places below it (local knowledge: no listing is read);
+  // dirty objects, those the write-back log names, pinned ones (unless
+  // unpin: pins at or below path go first) and those in use are kept
+  // and counted.
+  bool AdminEvict(const std::string &path, bool unpin, std::string *summary,
+                  std::string *error);
+  // Makes the dirty objects at or below path due for the flusher now.
+  bool AdminFlushPath(const std::string &path, std::vector<Key> *objects,
+                      std::string *summary, std::string *error);
+  void AdminDirtyAmong(const std::vector<Key> &objects, uint64_t *bytes,
+                       uint64_t *count);
+  // Pins may hold this share of Cache_Size at most.
+  static constexpr double kPinShare = 0.9;
+  // The daemon is stopping this export: walks end.
+  bool AdminStopping() const { return admin_stopping_.load(); }
+  // Reads block idx of key into the cache as a client's read would (the
+  // block reader, the same fetch), without readahead; *fetched: the bytes
+  // read from the remote (0 when it was cached already).
+  uint32_t Prefetch(const upstream::Creds &cr, Key key, uint64_t idx,
+                    uint64_t *fetched);
 
   using Creds = upstream::Creds;
   using Attrs = upstream::Attrs;
@@ -797,6 +836,13 @@ class Core {
   // ~Core, which waits for a status or flush under way.
   std::unique_ptr<admin::ExportControl> admin_control_;
   uint64_t admin_token_ = 0;
+  // nachectl warm's job (null until Open made it); stopped in ~Core right
+  // after the admin registry entry is gone.
+  std::unique_ptr<Warmer> warmer_;
+  std::atomic<bool> admin_stopping_{false};  // ~Core began: walks end
+  // Whether the handle map (and, for write-back, the local namespace)
+  // places k at or below top; memo keeps what was learnt of each key.
+  bool Below(Key k, Key top, std::unordered_map<Key, bool> *memo);
   // The last operation that failed for want of the upstream (a transport
   // failure), for nachectl status.
   Mutex last_error_mu_;

@@ -46,6 +46,14 @@ void Flusher::Kick() {
   cv_.SignalAll();
 }
 
+void Flusher::Request(const std::vector<Key> &keys) {
+  {
+    MutexLock g(&mu_);
+    requested_.insert(keys.begin(), keys.end());
+  }
+  cv_.SignalAll();
+}
+
 uint64_t Flusher::flushed_bytes() const {
   MutexLock g(&mu_);
   return flushed_bytes_;
@@ -230,16 +238,33 @@ void Flusher::Loop() {
   MutexLock g(&mu_);
   while (!stop_) {
     const Clock::time_point until = Clock::now() + backoff;
-    while (!stop_ && !kicked_ && cv_.WaitUntil(until)) {
+    // (Files requested after a failure wait for the backoff too.)
+    while (!stop_ && !kicked_ &&
+           (requested_.empty() || backoff > tick) && cv_.WaitUntil(until)) {
     }
     if (stop_) break;
     // A kick means a writer waits for room: flush regardless of age.
     bool over = kicked_ || cache_->dirty_bytes() > opts_.dirty_max;
     kicked_ = false;
+    std::vector<Key> asked(requested_.begin(), requested_.end());
+    requested_.clear();
     g.Unlock();
+    bool failed = false;
+    if (!asked.empty()) {
+      failed = FlushMany(asked, Clock::time_point::max(), false) != 0;
+      // Those a failure left dirty are tried again (after the backoff);
+      // one written again since its flush is due by age as usual.
+      std::vector<Key> left;
+      for (Key k : asked)
+        if (failed && cache_->IsDirty(k)) left.push_back(k);
+      if (!left.empty()) {
+        MutexLock r(&mu_);
+        requested_.insert(left.begin(), left.end());
+      }
+    }
     std::vector<Key> due = cache_->DirtyFiles(
         over ? std::chrono::milliseconds(0) : opts_.age, 256);
-    bool failed = FlushMany(due, Clock::time_point::max(), !over) != 0;
+    failed = FlushMany(due, Clock::time_point::max(), !over) != 0 || failed;
     // The upstream refuses or is away: retry less often (up to 30 s).
     backoff = failed ? std::min(backoff * 2, std::chrono::milliseconds(30000))
                      : tick;

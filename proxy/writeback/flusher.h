@@ -107,6 +107,10 @@ class Flusher {
   bool FlushAll(std::chrono::steady_clock::time_point deadline);
   // Dirty data above the bound: flush without waiting for the age.
   void Kick();
+  // These files are due now, whatever their age (nachectl flush PATH):
+  // the flusher's thread sends them first, at once, and again after a
+  // failure (backing off as usual) until each is clean.
+  void Request(const std::vector<Key> &keys) EXCLUDES(mu_);
   // Waits until dirty bytes (and room already granted) are at most bytes
   // below the bound, then grants that room; false when the timeout passes.
   // Every true is followed by RoomUsed(bytes) once the write is in the
@@ -141,6 +145,7 @@ class Flusher {
   std::set<Key> busy_ GUARDED_BY(mu_);  // files being flushed (or owned)
   bool stop_ GUARDED_BY(mu_) = false;
   bool kicked_ GUARDED_BY(mu_) = false;
+  std::set<Key> requested_ GUARDED_BY(mu_);  // Request: due now
   // Room granted, not yet in the cache.
   uint64_t reserved_ GUARDED_BY(mu_) = 0;
   uint64_t flushed_bytes_ GUARDED_BY(mu_) = 0;

@@ -2,9 +2,12 @@
 # nachectl against a running nache: the admin socket is reachable from the
 # host (a Unix socket in the lab's directory, whatever namespace nache runs
 # in); status --json parses and shows the upstream connected; flush --wait
-# sends write-back data the remote did not have yet; drain makes the next
-# write reach the remote at once (and undrain ends it); against a stopped
-# daemon nachectl fails, naming the socket it tried.
+# sends write-back data the remote did not have yet, and flush PATH only
+# that subtree's; drain makes the next write reach the remote at once (and
+# undrain ends it); warm --data --wait fetches a tree so that a client
+# reads it with no READ upstream, and evict makes reading it cost READs
+# again; a pin outlives a restart of the daemon; against a stopped daemon
+# nachectl fails, naming the socket it tried.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -101,6 +104,87 @@ drain_makes_the_next_write_reach_the_remote_at_once() {
 		step "written back again after undrain" test ! -e "$LAB_REMOTE_EXPORT_DIR/d3"
 }
 
+flush_path_sends_only_that_subtree() {
+	local out
+	data fp1 $((1 << 20)) && data fp2 $((1 << 20)) &&
+		on 1 "mkdir -p $M/fp1 $M/fp2 && cp $LAB_DIR/fp1 $M/fp1/x && cp $LAB_DIR/fp2 $M/fp2/y && sync" &&
+		step "neither at the remote before" test ! -e "$LAB_REMOTE_EXPORT_DIR/fp1/x" -a ! -e "$LAB_REMOTE_EXPORT_DIR/fp2/y" &&
+		out=$(ctl flush /fp1 --wait --timeout 120) &&
+		step "ends with the subtree at the remote" grep -q 'nothing dirty at or below /fp1' <<<"$out" &&
+		step "fp1/x at the remote" cmp "$LAB_DIR/fp1" "$LAB_REMOTE_EXPORT_DIR/fp1/x" &&
+		step "fp2/y not flushed with it" test ! -e "$LAB_REMOTE_EXPORT_DIR/fp2/y" &&
+		ctl flush --wait --timeout 120 >/dev/null &&
+		step "fp2/y at the remote after a flush of everything" cmp "$LAB_DIR/fp2" "$LAB_REMOTE_EXPORT_DIR/fp2/y" ||
+		{ echo "flush said: ${out:-}" >&2; return 1; }
+}
+
+# A tree at the remote, made there (nache has seen none of it): a/ is read
+# after the warm, b/ after the evict (the client's own page cache never
+# holds what a check reads).
+WT=$LAB_REMOTE_EXPORT_DIR/wt
+mkdir -p "$WT/a/sub" "$WT/b/sub" && for part in a b; do
+	for i in 1 2; do head -c $((4 << 20)) /dev/urandom >"$WT/$part/big$i"; done
+	for i in $(seq 1 20); do head -c $((16 << 10)) /dev/urandom >"$WT/$part/sub/small$i"; done
+done
+reads() { metric nache_upstream_ops_total 'op="READ"'; }
+# same_on_client PART — client 1 reads every file of wt/PART through nache;
+# the same bytes as the remote's.
+same_on_client() {
+	local want got
+	want=$(cd "$WT/$1" && find . -type f | sort | xargs sha256sum | sha256sum)
+	got=$(on 1 "cd $M/wt/$1 && find . -type f | sort | xargs sha256sum | sha256sum")
+	expect_eq "wt/$1 read through nache" "$got" "$want"
+}
+
+warm_data_wait_then_reading_the_tree_costs_no_read() {
+	local out before
+	out=$(ctl warm /wt --data --wait) &&
+		step "ends with the summary" grep -q '^warm of /wt done in .*: 5 directories, 44 files, 16.6 MiB fetched, 0 B already cached, 0 skipped$' <<<"$out" &&
+		step "status shows the last warm" grep -q '^  warm         /wt: done in ' <<<"$(ctl status)" &&
+		before=$(reads) &&
+		same_on_client a &&
+		expect_eq "READs upstream while the client read wt/a" "$(reads)" "$before" ||
+		{ echo "warm said: ${out:-}" >&2; return 1; }
+	echo "$out" | tail -n 1 >&2  # (the numbers, for the log)
+}
+
+warm_in_the_background_shows_in_status_and_cancel_says_when_none_runs() {
+	local out rc=0 err
+	out=$(ctl warm wt/a) &&
+		step "returns at once" grep -q '^warm of /wt/a started (job [0-9]*)' <<<"$out" &&
+		lab_wait_until 60 eval 'json_get "s[\"exports\"][0][\"warm\"][\"outcome\"]" | grep -qx done' &&
+		expect_eq "its files" "$(json_get 's["exports"][0]["warm"]["files"]')" 22 &&
+		{ err=$(ctl warm --cancel 2>&1) || rc=$?; } &&
+		expect_eq "cancel exit status" $rc 1 &&
+		step "says none runs" grep -q 'no warm is running' <<<"$err" ||
+		{ echo "warm said: ${out:-} ${err:-}" >&2; return 1; }
+}
+
+evict_then_reading_costs_reads_again() {
+	local out before
+	out=$(ctl evict /wt) &&
+		step "summary" grep -Eq '^evicted /wt: [0-9]+ objects, 16.6 MiB of data$' <<<"$out" &&
+		before=$(reads) &&
+		same_on_client b &&
+		at_least "READs upstream while the client read wt/b" "$(reads)" $((before + 2)) ||
+		{ echo "evict said: ${out:-}" >&2; return 1; }
+}
+
+pin_survives_a_restart() {
+	local out
+	out=$(ctl pin /wt/a) &&
+		step "pinned" grep -q '^pinned /wt/a: 24 objects' <<<"$out" &&
+		expect_eq "pins" "$(json_get 's["exports"][0]["pins"]["count"]')" 1 &&
+		lab_nache_restart &&
+		lab_wait_until 30 "$NACHECTL" --socket "$SOCK" status >/dev/null &&
+		expect_eq "pins after the restart" "$(json_get '[p["path"] for p in s["exports"][0]["pins"]["list"]]')" "['/wt/a']" &&
+		expect_eq "objects pinned" "$(json_get 's["exports"][0]["pins"]["objects"]')" 24 &&
+		out=$(ctl unpin /wt/a) &&
+		step "unpinned" grep -q '^unpinned /wt/a (24 objects)' <<<"$out" &&
+		expect_eq "pins after unpin" "$(json_get 's["exports"][0]["pins"]["count"]')" 0 ||
+		{ echo "nachectl said: ${out:-}" >&2; return 1; }
+}
+
 errors_exit_non_zero() {
 	local rc=0 err
 	err=$(ctl reboot 2>&1) || rc=$?
@@ -129,6 +213,11 @@ check status_json_parses_and_shows_the_upstream_connected status_json_parses_and
 check stats_shows_the_metrics_counters stats_shows_the_metrics_counters
 check flush_wait_sends_what_was_dirty flush_wait_sends_what_was_dirty
 check drain_makes_the_next_write_reach_the_remote_at_once drain_makes_the_next_write_reach_the_remote_at_once
+check flush_path_sends_only_that_subtree flush_path_sends_only_that_subtree
+check warm_data_wait_then_reading_the_tree_costs_no_read warm_data_wait_then_reading_the_tree_costs_no_read
+check warm_in_the_background_shows_in_status_and_cancel_says_when_none_runs warm_in_the_background_shows_in_status_and_cancel_says_when_none_runs
+check evict_then_reading_costs_reads_again evict_then_reading_costs_reads_again
+check pin_survives_a_restart pin_survives_a_restart
 check errors_exit_non_zero errors_exit_non_zero
 # Last: it stops the daemon.
 check nachectl_against_a_stopped_daemon_fails_naming_the_socket nachectl_against_a_stopped_daemon_fails_naming_the_socket

@@ -58,6 +58,87 @@ TEST(AdminProtocolTest, BadRequestsSayWhatIsWrong) {
   EXPECT_FALSE(ParseRequest(std::string(kMaxRequestLine + 1, 'x'), &r, &err));
 }
 
+TEST(AdminProtocolTest, Version2RequestsRoundTrip) {
+  Request r;
+  std::string err;
+  for (const char *line :
+       {"flush /a", "flush wait /a", "flush wait 30 export=2 /a/b",
+        "flush export=3", "warm /", "warm depth=2 data rate=1048576 "
+        "parallel=8 wait /projects/a", "warm export=1 cancel",
+        "pin /p", "unpin export=0 /p", "evict unpin /e",
+        "pin /with%20space/%25/%C3%A9"}) {
+    ASSERT_TRUE(ParseRequest(line, &r, &err)) << line << ": " << err;
+    EXPECT_EQ(FormatRequest(r), line);
+  }
+  ASSERT_TRUE(ParseRequest("warm data depth=2 wait /projects/a", &r, &err));
+  EXPECT_EQ(r.command, Command::kWarm);
+  EXPECT_EQ(r.path, "/projects/a");
+  EXPECT_EQ(r.depth, 2);
+  EXPECT_TRUE(r.data && r.wait);
+  EXPECT_EQ(r.export_id, -1);
+  ASSERT_TRUE(ParseRequest("pin /with%20space/%25/%C3%A9", &r, &err));
+  EXPECT_EQ(r.path, "/with space/%/\xC3\xA9");
+  // Version 1 requests mean what they meant.
+  ASSERT_TRUE(ParseRequest("flush wait 30", &r, &err));
+  EXPECT_TRUE(r.path.empty());
+  EXPECT_EQ(r.timeout_s, 30);
+  EXPECT_EQ(r.export_id, -1);
+  // Any path survives the trip, however odd.
+  std::string odd = "/a b/\t\n%/=/\xff";
+  EXPECT_TRUE(DecodePath(EncodePath(odd), &err));
+  EXPECT_EQ(err, odd);
+  EXPECT_EQ(EncodePath("/a b").find(' '), std::string::npos);
+}
+
+TEST(AdminProtocolTest, BadVersion2RequestsSayWhatIsWrong) {
+  Request r;
+  std::string err;
+  EXPECT_FALSE(ParseRequest("warm", &r, &err));
+  EXPECT_NE(err.find("warm needs a path"), std::string::npos) << err;
+  EXPECT_FALSE(ParseRequest("pin relative", &r, &err));
+  EXPECT_NE(err.find("unexpected 'relative'"), std::string::npos) << err;
+  EXPECT_FALSE(ParseRequest("warm cancel /a", &r, &err));
+  EXPECT_NE(err.find("cancel takes no path"), std::string::npos) << err;
+  EXPECT_FALSE(ParseRequest("warm depth=x /a", &r, &err));
+  EXPECT_NE(err.find("bad depth"), std::string::npos) << err;
+  EXPECT_FALSE(ParseRequest("warm parallel=0 /a", &r, &err));
+  EXPECT_FALSE(ParseRequest("evict export=70000 /a", &r, &err));
+  EXPECT_NE(err.find("bad export id"), std::string::npos) << err;
+  EXPECT_FALSE(ParseRequest("pin /a%2", &r, &err));
+  EXPECT_NE(err.find("bad path"), std::string::npos) << err;
+  EXPECT_FALSE(ParseRequest("pin /a%00b", &r, &err)) << "no NUL in a path";
+  EXPECT_FALSE(ParseRequest("pin /a /b", &r, &err)) << "one path";
+  EXPECT_FALSE(ParseRequest("pin data /a", &r, &err)) << "warm's word";
+  EXPECT_FALSE(ParseRequest("status /a", &r, &err));
+}
+
+TEST(AdminProtocolTest, WarmLinesSayWhereItIs) {
+  WarmProgress w;
+  w.job = 1;
+  w.request.path = "/a";
+  w.request.data = true;
+  w.running = true;
+  w.dirs = 3;
+  w.files = 40;
+  w.bytes_fetched = 2 << 20;
+  w.skipped = 1;
+  w.elapsed_s = 2;
+  w.last_skip = "/a/x: permission denied by the remote";
+  EXPECT_EQ(WarmProgressLine(w),
+            "2 s: 3 directories, 40 files, 2.0 MiB fetched, 0 B already "
+            "cached (1.0 MiB/s), 1 skipped (last: /a/x: permission denied "
+            "by the remote)");
+  w.running = false;
+  w.outcome = "cache full: /a/big (9 bytes) would not fit";
+  EXPECT_EQ(WarmSummary(w).rfind("warm of /a stopped (cache full: /a/big", 0),
+            0u)
+      << WarmSummary(w);
+  w.ok = true;
+  EXPECT_EQ(WarmSummary(w).rfind("warm of /a done in 2.00 s: 3 directories", 0),
+            0u)
+      << WarmSummary(w);
+}
+
 TEST(AdminProtocolTest, AnswerLinesStayOneLine) {
   EXPECT_EQ(AnswerLine("error", "two\nlines"), "error two lines\n");
   EXPECT_EQ(DataLines("a\n\nb\n"), "data a\ndata \ndata b\n");
@@ -344,6 +425,30 @@ TEST_F(AdminServerTest, DrainThenUndrain) {
   ASSERT_EQ(out, ClientOutcome::kOk) << err;
   EXPECT_FALSE(export_.draining_);
   EXPECT_FALSE(registry_.draining());
+}
+
+TEST_F(AdminServerTest, SeveralExportsNeedOneNamed) {
+  FakeExport other(2);
+  uint64_t t = registry_.Add(2, &other);
+  StartServer();
+  ClientOutcome out;
+  std::string err;
+  Ask("pin /a", &out, &err);
+  EXPECT_EQ(out, ClientOutcome::kFailed);
+  EXPECT_NE(err.find("several exports (1, 2): say which with --export ID"),
+            std::string::npos)
+      << err;
+  // Named: that export answers (a fake one cannot pin).
+  Ask("pin export=2 /a", &out, &err);
+  EXPECT_EQ(out, ClientOutcome::kFailed);
+  EXPECT_NE(err.find("this export cannot do that"), std::string::npos) << err;
+  Ask("evict export=7 /a", &out, &err);
+  EXPECT_NE(err.find("no NACHE export 7"), std::string::npos) << err;
+  // A flush of everything still needs no export named.
+  std::vector<std::string> lines = Ask("flush", &out, &err);
+  EXPECT_EQ(out, ClientOutcome::kOk) << err;
+  server_.reset();
+  registry_.Remove(t);
 }
 
 TEST_F(AdminServerTest, AnUnknownCommandIsAnError) {

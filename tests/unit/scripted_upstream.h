@@ -142,6 +142,16 @@ class ScriptedUpstream : public upstream::Upstream {
     unreadable_by.insert(uid);
     Add(path).change++;
   }
+  // READDIR answered (else NFS4ERR_NOTSUPP, as the tests written before
+  // it expect: their lookups go name by name).
+  std::atomic<bool> readdir{false};
+  // Objects the remote lets nobody read (a mode or ACL that refuses even
+  // root, or root squashed): READ and READDIR of them fail with
+  // NFS4ERR_ACCESS.
+  void RefuseReading(const std::string &path) {
+    std::lock_guard<std::mutex> g(mu_);
+    read_refused_.insert(AtPath(path));
+  }
   std::atomic<int> writes_waiting{0};            // WRITEs held right now
   // Ops named here fail with NFS4ERR_ACCESS for callers without group
   // need_group (as gid or supplementary group). Guarded by mu_.
@@ -684,7 +694,32 @@ class ScriptedUpstream : public upstream::Upstream {
         files_[saved_].change++;
         return 0;
       }
+      case OP_READDIR: {
+        // Entries in name order, their cookie their position; at most
+        // four per reply (the core reads on to the end).
+        if (!readdir) return upstream::kNfs4ErrNotsupp;
+        if (read_refused_.count(*cur)) return upstream::kNfs4ErrAccess;
+        const READDIR4args &rd = a.nfs_argop4_u.opreaddir;
+        std::map<std::string, Fh> kids;
+        for (const auto &kv : files_)
+          if (kv.second.parent == *cur) kids[kv.second.name] = kv.first;
+        uint64_t n = 0;
+        for (const auto &kid : kids) {
+          if (++n <= rd.cookie) continue;
+          if (r->entries.size() == 4) break;
+          upstream::DirEntry e;
+          e.cookie = n;
+          e.name = kid.first;
+          e.fh = kid.second;
+          e.attrs = AttrsOf(kid.second);
+          r->entries.push_back(e);
+        }
+        r->eof = rd.cookie + r->entries.size() >= kids.size();
+        r->verifier = upstream::Verifier(8, 'c');
+        return 0;
+      }
       case OP_READ: {
+        if (read_refused_.count(*cur)) return upstream::kNfs4ErrAccess;
         const READ4args &rd = a.nfs_argop4_u.opread;
         const std::string &data = files_[*cur].data;
         size_t from = std::min<size_t>(size_t(rd.offset), data.size());
@@ -775,6 +810,7 @@ class ScriptedUpstream : public upstream::Upstream {
   // "<dir handle>/<name>" of objects whose handle is not FhFor's.
   std::map<std::string, Fh> aliases_;
   Fh saved_;                            // SAVEFH
+  std::set<Fh> read_refused_;           // RefuseReading
   uint32_t renamed_ = 0;
 };
 
