@@ -37,9 +37,16 @@ check-locks: deps $(LOCKS_BUILD)/build.ninja
 
 # Hygiene, before the tests: every shell script through shellcheck (its
 # settings and their reasons: .shellcheckrc; warnings and errors fail),
-# and the lock analysis (check-locks).
+# every C and C++ file as clang-format writes it (make format), and the
+# lock analysis (check-locks).
 lint: deps check-locks
 	git ls-files -z '*.sh' deploy/nache-nsm | xargs -0 shellcheck -x -S warning
+	git ls-files -z '*.c' '*.h' '*.cc' | xargs -0 clang-format --dry-run -Werror
+
+# Formats every C and C++ file in place (.clang-format files: Google's
+# style for C++, the kernel's for the FSAL's C and the C API header).
+format:
+	git ls-files -z '*.c' '*.h' '*.cc' | xargs -0 clang-format -i
 
 # Everything: unit tests then integration tests (they boot the lab); then,
 # in the sanitizer build, the unit tests under ASan/UBSan (label unit-san)

@@ -27,8 +27,8 @@ build_pkgs=(
   uuid-dev libsqlite3-dev libnfsidmap-dev googletest libgtest-dev
   # make test's sanitizer build and the fuzz targets (clang 14, libFuzzer).
   clang libclang-rt-14-dev
-  # make lint: shellcheck on every script.
-  shellcheck
+  # make lint: shellcheck on every script, clang-format on C and C++.
+  shellcheck clang-format
   # promtool checks deploy/monitoring's alert rules (ctest unit.monitoring);
   # the package's own server is never started (policy-rc.d below).
   prometheus

@@ -23,9 +23,9 @@ enum {
 
 /* The ACE bits ACCESS answers (LIST_DIR = READ_DATA, ADD_FILE = WRITE_DATA,
  * ADD_SUBDIRECTORY = APPEND_DATA share values). */
-#define ANSWERABLE_ACE                                                        \
-	(FSAL_ACE_PERM_READ_DATA | FSAL_ACE_PERM_WRITE_DATA |                  \
-	 FSAL_ACE_PERM_APPEND_DATA | FSAL_ACE_PERM_EXECUTE |                   \
+#define ANSWERABLE_ACE                                        \
+	(FSAL_ACE_PERM_READ_DATA | FSAL_ACE_PERM_WRITE_DATA | \
+	 FSAL_ACE_PERM_APPEND_DATA | FSAL_ACE_PERM_EXECUTE |  \
 	 FSAL_ACE_PERM_DELETE_CHILD)
 
 /* Write in mode terms: every ACCESS4 bit a write needs on that type. */
@@ -57,9 +57,9 @@ uint32_t nache_access4_wanted(fsal_accessflags_t mask, bool dir,
 	if ((mode & FSAL_X_OK) || (ace & FSAL_ACE_PERM_EXECUTE))
 		want |= dir ? A4_LOOKUP : A4_EXECUTE;
 	if (ace & FSAL_ACE_PERM_WRITE_DATA)
-		want |= dir ? A4_EXTEND : A4_MODIFY;  /* ADD_FILE on a dir */
+		want |= dir ? A4_EXTEND : A4_MODIFY; /* ADD_FILE on a dir */
 	if (ace & FSAL_ACE_PERM_APPEND_DATA)
-		want |= A4_EXTEND;  /* ADD_SUBDIRECTORY on a dir */
+		want |= A4_EXTEND; /* ADD_SUBDIRECTORY on a dir */
 	if (ace & FSAL_ACE_PERM_DELETE_CHILD)
 		want |= dir ? A4_DELETE | A4_MODIFY : 0;
 	*rest = ace & ~(fsal_accessflags_t)ANSWERABLE_ACE;
@@ -97,7 +97,7 @@ fsal_accessflags_t nache_access_allowed(uint32_t granted, bool dir)
 }
 
 fsal_accessflags_t nache_access_missing(fsal_accessflags_t mask,
-				       fsal_accessflags_t allowed)
+					fsal_accessflags_t allowed)
 {
 	return (FSAL_MODE_MASK(mask) | ace_bits(mask)) & ~allowed;
 }

@@ -59,8 +59,7 @@ static fsal_status_t nache_lookup_path(struct fsal_export *exp_hdl,
 
 static fsal_status_t nache_wire_to_host(struct fsal_export *exp_hdl,
 					fsal_digesttype_t in_type,
-					struct gsh_buffdesc *fh_desc,
-					int flags)
+					struct gsh_buffdesc *fh_desc, int flags)
 {
 	struct nache_wire *w;
 
@@ -97,8 +96,8 @@ static fsal_status_t nache_create_handle(struct fsal_export *exp_hdl,
 	memcpy(&w, fh_desc->addr, sizeof(w));
 	/* A handle from another store (wiped cache, other box) would name
 	 * the wrong object: it is stale. */
-	if (w.incarnation != exp->incarnation || !nache_key_known(exp->core,
-								   w.key))
+	if (w.incarnation != exp->incarnation ||
+	    !nache_key_known(exp->core, w.key))
 		return fsalstat(ERR_FSAL_STALE, 0);
 	nache_caller_creds(&cr);
 	st = nache_getattr(exp->core, &cr, w.key, &a);
@@ -116,8 +115,7 @@ static fsal_status_t nache_get_fs_dynamic_info(struct fsal_export *exp_hdl,
 {
 	struct nache_fsal_export *exp = nache_export_of(exp_hdl);
 	struct nache_fsal_obj_handle *h =
-		container_of(obj_hdl, struct nache_fsal_obj_handle,
-			     obj_handle);
+		container_of(obj_hdl, struct nache_fsal_obj_handle, obj_handle);
 	struct nache_creds cr;
 	struct nache_statfs s;
 	uint32_t st;
@@ -151,13 +149,14 @@ static struct state_t *nache_alloc_state(struct fsal_export *exp_hdl,
 	uint32_t i;
 
 	if (state_type != STATE_TYPE_NLM_LOCK)
-		return init_state(gsh_calloc(1, sizeof(struct state_t) +
-						    sizeof(struct nache_fd)),
-				  exp_hdl, state_type, related_state);
+		return init_state(
+			gsh_calloc(1, sizeof(struct state_t) +
+					      sizeof(struct nache_fd)),
+			exp_hdl, state_type, related_state);
 	/* Made by the NLM request of its owner's first lock on the file:
 	 * keep that caller for the state's upstream open (nache_int.h). */
-	state =
-	    gsh_calloc(1, sizeof(struct state_t) + sizeof(struct nache_nlm_fd));
+	state = gsh_calloc(1, sizeof(struct state_t) +
+				      sizeof(struct nache_nlm_fd));
 	nlm = (struct nache_nlm_fd *)(state + 1);
 	nlm->uid = op_ctx->creds.caller_uid;
 	nlm->gid = op_ctx->creds.caller_gid;
@@ -169,8 +168,7 @@ static struct state_t *nache_alloc_state(struct fsal_export *exp_hdl,
 	return init_state(state, exp_hdl, state_type, related_state);
 }
 
-static void nache_free_state(struct fsal_export *exp_hdl,
-			     struct state_t *state)
+static void nache_free_state(struct fsal_export *exp_hdl, struct state_t *state)
 {
 	gsh_free(state);
 }

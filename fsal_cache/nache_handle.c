@@ -221,12 +221,11 @@ static void op_release(struct fsal_obj_handle *obj)
 }
 
 static fsal_status_t op_handle_to_wire(const struct fsal_obj_handle *obj,
-					  fsal_digesttype_t output_type,
-					  struct gsh_buffdesc *fh_desc)
+				       fsal_digesttype_t output_type,
+				       struct gsh_buffdesc *fh_desc)
 {
-	const struct nache_fsal_obj_handle *h =
-		container_of(obj, const struct nache_fsal_obj_handle,
-			     obj_handle);
+	const struct nache_fsal_obj_handle *h = container_of(
+		obj, const struct nache_fsal_obj_handle, obj_handle);
 
 	switch (output_type) {
 	case FSAL_DIGEST_NFSV3:
@@ -236,13 +235,12 @@ static fsal_status_t op_handle_to_wire(const struct fsal_obj_handle *obj,
 		memcpy(fh_desc->addr, &h->wire, sizeof(h->wire));
 		fh_desc->len = sizeof(h->wire);
 		return fsalstat(ERR_FSAL_NO_ERROR, 0);
-	default:
-		return fsalstat(ERR_FSAL_SERVERFAULT, 0);
+	default: return fsalstat(ERR_FSAL_SERVERFAULT, 0);
 	}
 }
 
 static void op_handle_to_key(struct fsal_obj_handle *obj,
-				struct gsh_buffdesc *fh_desc)
+			     struct gsh_buffdesc *fh_desc)
 {
 	struct nache_fsal_obj_handle *h = handle_of(obj);
 
@@ -252,10 +250,9 @@ static void op_handle_to_key(struct fsal_obj_handle *obj,
 
 /* --- metadata ------------------------------------------------------------ */
 
-static fsal_status_t op_lookup(struct fsal_obj_handle *dir,
-				  const char *path,
-				  struct fsal_obj_handle **handle,
-				  struct fsal_attrlist *attrs_out)
+static fsal_status_t op_lookup(struct fsal_obj_handle *dir, const char *path,
+			       struct fsal_obj_handle **handle,
+			       struct fsal_attrlist *attrs_out)
 {
 	struct nache_fsal_export *exp = nache_ctx_export();
 	struct nache_creds cr;
@@ -272,10 +269,10 @@ static fsal_status_t op_lookup(struct fsal_obj_handle *dir,
 }
 
 struct readdir_ctx {
-	struct nache_fsal_export *exp;  /* the export */
-	fsal_readdir_cb cb;             /* Ganesha's callback */
-	void *dir_state;                /* its opaque state */
-	attrmask_t attrmask;            /* attributes it wants */
+	struct nache_fsal_export *exp; /* the export */
+	fsal_readdir_cb cb;	       /* Ganesha's callback */
+	void *dir_state;	       /* its opaque state */
+	attrmask_t attrmask;	       /* attributes it wants */
 };
 
 static bool readdir_entry(void *arg, const char *name, nache_key key,
@@ -295,9 +292,9 @@ static bool readdir_entry(void *arg, const char *name, nache_key key,
 }
 
 static fsal_status_t op_readdir(struct fsal_obj_handle *dir,
-				   fsal_cookie_t *whence, void *dir_state,
-				   fsal_readdir_cb cb, attrmask_t attrmask,
-				   bool *eof)
+				fsal_cookie_t *whence, void *dir_state,
+				fsal_readdir_cb cb, attrmask_t attrmask,
+				bool *eof)
 {
 	struct readdir_ctx ctx = { nache_ctx_export(), cb, dir_state,
 				   attrmask };
@@ -310,15 +307,15 @@ static fsal_status_t op_readdir(struct fsal_obj_handle *dir,
 }
 
 static fsal_status_t op_getattrs(struct fsal_obj_handle *obj,
-				    struct fsal_attrlist *attrs_out)
+				 struct fsal_attrlist *attrs_out)
 {
 	struct nache_creds cr;
 	struct nache_attrs a;
 
 	nache_caller_creds(&cr);
-	return give_attrs(nache_getattr(nache_ctx_export()->core, &cr,
-					key_of(obj), &a),
-			  &a, attrs_out);
+	return give_attrs(
+		nache_getattr(nache_ctx_export()->core, &cr, key_of(obj), &a),
+		&a, attrs_out);
 }
 
 /* The remote decides (nache_access.c): what ACCESS can answer is asked of
@@ -332,8 +329,7 @@ static fsal_status_t op_getattrs(struct fsal_obj_handle *obj,
 static fsal_status_t op_test_access(struct fsal_obj_handle *obj,
 				    fsal_accessflags_t mask,
 				    fsal_accessflags_t *allowed,
-				    fsal_accessflags_t *denied,
-				    bool owner_skip)
+				    fsal_accessflags_t *denied, bool owner_skip)
 {
 	const bool dir = obj->type == DIRECTORY;
 	fsal_accessflags_t rest = 0, ok = 0, rest_ok = 0, missing;
@@ -355,7 +351,8 @@ static fsal_status_t op_test_access(struct fsal_obj_handle *obj,
 	if (rest != 0) {
 		/* (owner_skip was judged above.) */
 		fsal_status_t s = fsal_test_access(
-			obj, FSAL_ACE4_MASK_SET(rest) | (mask & FSAL_ACE4_REQ_FLAG),
+			obj,
+			FSAL_ACE4_MASK_SET(rest) | (mask & FSAL_ACE4_REQ_FLAG),
 			&rest_ok, NULL, false);
 
 		if (FSAL_IS_ERROR(s) && s.major != ERR_FSAL_ACCESS)
@@ -394,40 +391,38 @@ static fsal_status_t create_object(struct fsal_obj_handle *dir,
 	return give_attrs(0, &a, attrs_out);
 }
 
-static fsal_status_t op_mkdir(struct fsal_obj_handle *dir,
-				 const char *name,
-				 struct fsal_attrlist *attrs_in,
-				 struct fsal_obj_handle **new_obj,
-				 struct fsal_attrlist *attrs_out)
+static fsal_status_t op_mkdir(struct fsal_obj_handle *dir, const char *name,
+			      struct fsal_attrlist *attrs_in,
+			      struct fsal_obj_handle **new_obj,
+			      struct fsal_attrlist *attrs_out)
 {
 	return create_object(dir, name, NACHE_DIR, attrs_in, NULL, new_obj,
 			     attrs_out);
 }
 
-static fsal_status_t op_mknode(struct fsal_obj_handle *dir,
-				  const char *name,
-				  object_file_type_t nodetype,
-				  struct fsal_attrlist *attrs_in,
-				  struct fsal_obj_handle **new_obj,
-				  struct fsal_attrlist *attrs_out)
+static fsal_status_t op_mknode(struct fsal_obj_handle *dir, const char *name,
+			       object_file_type_t nodetype,
+			       struct fsal_attrlist *attrs_in,
+			       struct fsal_obj_handle **new_obj,
+			       struct fsal_attrlist *attrs_out)
 {
-	return create_object(dir, name, fsal_to_nache_type(nodetype),
-			     attrs_in, NULL, new_obj, attrs_out);
+	return create_object(dir, name, fsal_to_nache_type(nodetype), attrs_in,
+			     NULL, new_obj, attrs_out);
 }
 
-static fsal_status_t op_symlink(struct fsal_obj_handle *dir,
-				   const char *name, const char *link_path,
-				   struct fsal_attrlist *attrs_in,
-				   struct fsal_obj_handle **new_obj,
-				   struct fsal_attrlist *attrs_out)
+static fsal_status_t op_symlink(struct fsal_obj_handle *dir, const char *name,
+				const char *link_path,
+				struct fsal_attrlist *attrs_in,
+				struct fsal_obj_handle **new_obj,
+				struct fsal_attrlist *attrs_out)
 {
-	return create_object(dir, name, NACHE_LNK, attrs_in, link_path,
-			     new_obj, attrs_out);
+	return create_object(dir, name, NACHE_LNK, attrs_in, link_path, new_obj,
+			     attrs_out);
 }
 
 static fsal_status_t op_readlink(struct fsal_obj_handle *obj,
-				    struct gsh_buffdesc *link_content,
-				    bool refresh)
+				 struct gsh_buffdesc *link_content,
+				 bool refresh)
 {
 	struct nache_creds cr;
 	char *buf = gsh_malloc(4096);
@@ -448,8 +443,7 @@ static fsal_status_t op_readlink(struct fsal_obj_handle *obj,
 }
 
 static fsal_status_t op_link(struct fsal_obj_handle *obj,
-				struct fsal_obj_handle *destdir,
-				const char *name)
+			     struct fsal_obj_handle *destdir, const char *name)
 {
 	struct nache_creds cr;
 
@@ -459,10 +453,10 @@ static fsal_status_t op_link(struct fsal_obj_handle *obj,
 }
 
 static fsal_status_t op_rename(struct fsal_obj_handle *obj,
-				  struct fsal_obj_handle *olddir,
-				  const char *old_name,
-				  struct fsal_obj_handle *newdir,
-				  const char *new_name)
+			       struct fsal_obj_handle *olddir,
+			       const char *old_name,
+			       struct fsal_obj_handle *newdir,
+			       const char *new_name)
 {
 	struct nache_creds cr;
 
@@ -473,14 +467,13 @@ static fsal_status_t op_rename(struct fsal_obj_handle *obj,
 }
 
 static fsal_status_t op_unlink(struct fsal_obj_handle *dir,
-				  struct fsal_obj_handle *obj,
-				  const char *name)
+			       struct fsal_obj_handle *obj, const char *name)
 {
 	struct nache_creds cr;
 
 	nache_caller_creds(&cr);
-	return nache_status(nache_remove(nache_ctx_export()->core, &cr,
-					 key_of(dir), name));
+	return nache_status(
+		nache_remove(nache_ctx_export()->core, &cr, key_of(dir), name));
 }
 
 /* --- opens --------------------------------------------------------------- */
@@ -563,16 +556,12 @@ static void revalidate_on_open(struct nache_fsal_export *exp,
 				       FSAL_UP_INVALIDATE_ATTRS);
 }
 
-static fsal_status_t op_open2(struct fsal_obj_handle *obj,
-				 struct state_t *state,
-				 fsal_openflags_t openflags,
-				 enum fsal_create_mode createmode,
-				 const char *name,
-				 struct fsal_attrlist *attrs_in,
-				 fsal_verifier_t verifier,
-				 struct fsal_obj_handle **new_obj,
-				 struct fsal_attrlist *attrs_out,
-				 bool *caller_perm_check)
+static fsal_status_t
+op_open2(struct fsal_obj_handle *obj, struct state_t *state,
+	 fsal_openflags_t openflags, enum fsal_create_mode createmode,
+	 const char *name, struct fsal_attrlist *attrs_in,
+	 fsal_verifier_t verifier, struct fsal_obj_handle **new_obj,
+	 struct fsal_attrlist *attrs_out, bool *caller_perm_check)
 {
 	struct nache_fsal_export *exp = nache_ctx_export();
 	struct nache_fd *fd = state_fd(state);
@@ -605,8 +594,7 @@ static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 			 * by obj_lock (nache_int.h), which Ganesha does not
 			 * hold around open2. */
 			PTHREAD_RWLOCK_wrlock(&obj->obj_lock);
-			handle_of(obj)->global_fd.fsal_fd.openflags =
-				openflags;
+			handle_of(obj)->global_fd.fsal_fd.openflags = openflags;
 			PTHREAD_RWLOCK_unlock(&obj->obj_lock);
 			if (truncate) {
 				memset(&set, 0, sizeof(set));
@@ -614,8 +602,8 @@ static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 				st = nache_setattr(exp->core, &cr, key_of(obj),
 						   NULL, &set, &a);
 			} else {
-				st = nache_getattr(exp->core, &cr,
-						   key_of(obj), &a);
+				st = nache_getattr(exp->core, &cr, key_of(obj),
+						   &a);
 			}
 			if (st == 0)
 				revalidate_on_open(exp, obj);
@@ -642,10 +630,10 @@ static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 	memset(&set, 0, sizeof(set));
 	if (attrs_in != NULL)
 		fsal_to_nache_set(attrs_in, &set);
-	st = nache_open(exp->core, &cr, key_of(obj), name,
-			share_access(openflags), share_deny(openflags),
-			create_mode(createmode), &set, (const uint8_t *)verifier,
-			truncate, &open, &key, &a, &created);
+	st = nache_open(
+		exp->core, &cr, key_of(obj), name, share_access(openflags),
+		share_deny(openflags), create_mode(createmode), &set,
+		(const uint8_t *)verifier, truncate, &open, &key, &a, &created);
 	if (st != 0)
 		return nache_status(st);
 	/* The creator may write a file whose new mode forbids it. */
@@ -668,13 +656,12 @@ static fsal_status_t op_open2(struct fsal_obj_handle *obj,
 /* An exclusive create's verifier is kept in the file's times by the core
  * (nache_check_verifier); a retry of the create carries the same one. */
 static bool op_check_verifier(struct fsal_obj_handle *obj,
-				 fsal_verifier_t verifier)
+			      fsal_verifier_t verifier)
 {
 	struct nache_creds cr;
 
 	nache_caller_creds(&cr);
-	return nache_check_verifier(nache_ctx_export()->core, &cr,
-				    key_of(obj),
+	return nache_check_verifier(nache_ctx_export()->core, &cr, key_of(obj),
 				    (const uint8_t *)verifier) == 0;
 }
 
@@ -692,8 +679,8 @@ static fsal_status_t op_merge(struct fsal_obj_handle *orig,
 }
 
 static fsal_status_t op_reopen2(struct fsal_obj_handle *obj,
-				   struct state_t *state,
-				   fsal_openflags_t openflags)
+				struct state_t *state,
+				fsal_openflags_t openflags)
 {
 	struct nache_fd *fd = state_fd(state);
 	fsal_openflags_t old = fd->fsal_fd.openflags;
@@ -715,10 +702,10 @@ static fsal_status_t op_reopen2(struct fsal_obj_handle *obj,
 		return s;
 
 	nache_caller_creds(&cr);
-	st = fd->open == NULL
-		? 0
-		: nache_reopen(nache_ctx_export()->core, &cr, fd->open,
-			       share_access(openflags), share_deny(openflags));
+	st = fd->open == NULL ? 0
+			      : nache_reopen(nache_ctx_export()->core, &cr,
+					     fd->open, share_access(openflags),
+					     share_deny(openflags));
 	if (st != 0) {
 		take_share(obj, openflags, old, false);
 		return nache_status(st);
@@ -738,7 +725,7 @@ static fsal_status_t op_reopen2(struct fsal_obj_handle *obj,
 }
 
 static fsal_status_t op_close2(struct fsal_obj_handle *obj,
-				  struct state_t *state)
+			       struct state_t *state)
 {
 	struct nache_fd *fd = state_fd(state);
 	uint32_t st = 0;
@@ -773,8 +760,7 @@ static fsal_status_t op_close(struct fsal_obj_handle *obj)
 /* The global fd needs no upstream open: stateless I/O uses the anonymous
  * stateid. These only track its flags for Ganesha's fsal_find_fd. */
 static fsal_status_t global_open(struct fsal_obj_handle *obj,
-				 fsal_openflags_t openflags,
-				 struct fsal_fd *fd)
+				 fsal_openflags_t openflags, struct fsal_fd *fd)
 {
 	fd->openflags = openflags;
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
@@ -796,9 +782,8 @@ static fsal_status_t global_close(struct fsal_obj_handle *obj,
  * DENY_READ. A lock state uses the open it hangs off (Ganesha's
  * fsal_find_fd, which checks the same). *open NULL means stateless I/O
  * (anonymous stateid). */
-static fsal_status_t io_open(struct fsal_obj_handle *obj,
-			     struct state_t *state, bool bypass,
-			     fsal_openflags_t openflags,
+static fsal_status_t io_open(struct fsal_obj_handle *obj, struct state_t *state,
+			     bool bypass, fsal_openflags_t openflags,
 			     struct nache_open **open)
 {
 	struct nache_fsal_obj_handle *h = handle_of(obj);
@@ -833,8 +818,8 @@ static fsal_status_t io_open(struct fsal_obj_handle *obj,
 		return s;
 	}
 	s = fsal_find_fd(&out, obj, &h->global_fd.fsal_fd, &h->share, bypass,
-			 state, openflags, global_open, global_close,
-			 &has_lock, &closefd, false, &reusing);
+			 state, openflags, global_open, global_close, &has_lock,
+			 &closefd, false, &reusing);
 	if (has_lock)
 		PTHREAD_RWLOCK_unlock(&obj->obj_lock);
 	if (FSAL_IS_ERROR(s))
@@ -845,8 +830,8 @@ static fsal_status_t io_open(struct fsal_obj_handle *obj,
 }
 
 static void op_read2(struct fsal_obj_handle *obj, bool bypass,
-			fsal_async_cb done_cb, struct fsal_io_arg *arg,
-			void *caller_arg)
+		     fsal_async_cb done_cb, struct fsal_io_arg *arg,
+		     void *caller_arg)
 {
 	struct nache_fsal_export *exp = nache_ctx_export();
 	struct nache_creds cr;
@@ -857,7 +842,7 @@ static void op_read2(struct fsal_obj_handle *obj, bool bypass,
 	fsal_status_t s;
 	int i;
 
-	if (arg->info != NULL) {  /* READ_PLUS */
+	if (arg->info != NULL) { /* READ_PLUS */
 		done_cb(obj, fsalstat(ERR_FSAL_NOTSUPP, 0), arg, caller_arg);
 		return;
 	}
@@ -886,8 +871,8 @@ static void op_read2(struct fsal_obj_handle *obj, bool bypass,
 }
 
 static void op_write2(struct fsal_obj_handle *obj, bool bypass,
-			 fsal_async_cb done_cb, struct fsal_io_arg *arg,
-			 void *caller_arg)
+		      fsal_async_cb done_cb, struct fsal_io_arg *arg,
+		      void *caller_arg)
 {
 	struct nache_fsal_export *exp = nache_ctx_export();
 	struct nache_creds cr;
@@ -926,7 +911,7 @@ static void op_write2(struct fsal_obj_handle *obj, bool bypass,
 }
 
 static fsal_status_t op_commit2(struct fsal_obj_handle *obj, off_t offset,
-				   size_t len)
+				size_t len)
 {
 	struct nache_creds cr;
 
@@ -936,8 +921,8 @@ static fsal_status_t op_commit2(struct fsal_obj_handle *obj, off_t offset,
 }
 
 static fsal_status_t op_setattr2(struct fsal_obj_handle *obj, bool bypass,
-				    struct state_t *state,
-				    struct fsal_attrlist *attrib_set)
+				 struct state_t *state,
+				 struct fsal_attrlist *attrib_set)
 {
 	struct nache_creds cr;
 	struct nache_attrs set, a;
@@ -953,8 +938,8 @@ static fsal_status_t op_setattr2(struct fsal_obj_handle *obj, bool bypass,
 	nache_caller_creds(&cr);
 	if (FSAL_TEST_MASK(attrib_set->valid_mask, ATTR_SIZE)) {
 		/* A size change is a write: it meets deny modes as one. */
-		fsal_status_t s = io_open(obj, state, bypass, FSAL_O_WRITE,
-					  &open);
+		fsal_status_t s =
+			io_open(obj, state, bypass, FSAL_O_WRITE, &open);
 
 		if (FSAL_IS_ERROR(s))
 			return s;
@@ -1009,10 +994,10 @@ static fsal_status_t nlm_state_open(struct fsal_obj_handle *obj,
 
 	nlm_state_creds(state, &cr);
 	if (fd->open == NULL) {
-		st =
-		    nache_open(core, &cr, key_of(obj), NULL, share_access(want),
-			       0, NACHE_OPEN_NOCREATE, NULL, NULL, false,
-			       &fd->open, NULL, &a, &created);
+		st = nache_open(core, &cr, key_of(obj), NULL,
+				share_access(want), 0, NACHE_OPEN_NOCREATE,
+				NULL, NULL, false, &fd->open, NULL, &a,
+				&created);
 		if (st != 0) {
 			fd->open = NULL;
 			return nache_status(st);
@@ -1030,10 +1015,9 @@ static fsal_status_t nlm_state_open(struct fsal_obj_handle *obj,
 }
 
 static fsal_status_t op_lock_op2(struct fsal_obj_handle *obj,
-				    struct state_t *state, void *owner,
-				    fsal_lock_op_t lock_op,
-				    fsal_lock_param_t *req,
-				    fsal_lock_param_t *conflicting)
+				 struct state_t *state, void *owner,
+				 fsal_lock_op_t lock_op, fsal_lock_param_t *req,
+				 fsal_lock_param_t *conflicting)
 {
 	struct nache_creds cr;
 	struct nache_lock_conflict c = { 0 };
@@ -1049,8 +1033,7 @@ static fsal_status_t op_lock_op2(struct fsal_obj_handle *obj,
 	case FSAL_OP_CANCEL:
 		/* Nothing blocks upstream (no LOCKB), so nothing to cancel. */
 		return fsalstat(ERR_FSAL_NO_ERROR, 0);
-	default:
-		return fsalstat(ERR_FSAL_NOTSUPP, 0);
+	default: return fsalstat(ERR_FSAL_NOTSUPP, 0);
 	}
 	if (req->lock_sle_type != FSAL_POSIX_LOCK)
 		return fsalstat(ERR_FSAL_NOTSUPP, 0);
@@ -1062,7 +1045,8 @@ static fsal_status_t op_lock_op2(struct fsal_obj_handle *obj,
 		open = state_fd(state)->open;
 		if (op == NACHE_LOCK) {
 			fsal_status_t s = nlm_state_open(
-			    obj, state, req->lock_type == FSAL_LOCK_W, &open);
+				obj, state, req->lock_type == FSAL_LOCK_W,
+				&open);
 
 			if (FSAL_IS_ERROR(s))
 				return s;
@@ -1086,8 +1070,8 @@ static fsal_status_t op_lock_op2(struct fsal_obj_handle *obj,
 	}
 	if (st == 10010 /* NFS4ERR_DENIED */) {
 		if (conflicting != NULL) {
-			conflicting->lock_type = c.write ? FSAL_LOCK_W
-							 : FSAL_LOCK_R;
+			conflicting->lock_type =
+				c.write ? FSAL_LOCK_W : FSAL_LOCK_R;
 			conflicting->lock_start = c.offset;
 			conflicting->lock_length = c.length;
 		}

@@ -17,42 +17,42 @@
 
 /* The module: one per daemon. */
 struct nache_fsal_module {
-	struct fsal_module fsal;          /* Ganesha's module, embedded */
-	struct fsal_obj_ops handle_ops;   /* object ops vector (immutable) */
+	struct fsal_module fsal;	/* Ganesha's module, embedded */
+	struct fsal_obj_ops handle_ops; /* object ops vector (immutable) */
 };
 
 extern struct nache_fsal_module NacheModule;
 
 /* Values of the top-level NACHE { } block (daemon-wide), as parsed. */
 struct nache_global_params {
-	bool metrics;             /* Metrics: serve Prometheus metrics */
-	char *metrics_address;    /* Metrics_Address (IPv4) */
-	uint32_t metrics_port;    /* Metrics_Port */
-	char *idmapd_conf;        /* Idmapd_Conf (NULL: libnfsidmap's default) */
-	char *admin_socket;       /* Admin_Socket (NULL: beside the pid file;
+	bool metrics;	       /* Metrics: serve Prometheus metrics */
+	char *metrics_address; /* Metrics_Address (IPv4) */
+	uint32_t metrics_port; /* Metrics_Port */
+	char *idmapd_conf;     /* Idmapd_Conf (NULL: libnfsidmap's default) */
+	char *admin_socket;    /* Admin_Socket (NULL: beside the pid file;
 				   * "": none) */
 };
 
 /* The wire handle: which store and which object. Also the host handle and
  * the MDCACHE key (the same bytes, as the up-call API wants). */
 struct nache_wire {
-	uint64_t incarnation;  /* the store's id: stale after a store change */
-	uint64_t key;          /* the object's key in the handle map */
+	uint64_t incarnation; /* the store's id: stale after a store change */
+	uint64_t key;	      /* the object's key in the handle map */
 } __attribute__((packed));
 
 struct nache_fsal_export {
-	struct fsal_export export;         /* Ganesha's export, embedded */
+	struct fsal_export export;  /* Ganesha's export, embedded */
 	struct nache_config params; /* parsed config (immutable) */
-	struct nache_core *core;           /* the core (owned) */
-	nache_key root_key;                /* the export root's key */
-	uint64_t incarnation;              /* the store's id (immutable) */
+	struct nache_core *core;    /* the core (owned) */
+	nache_key root_key;	    /* the export root's key */
+	uint64_t incarnation;	    /* the store's id (immutable) */
 };
 
 /* Our part of an open: follows Ganesha's state_t in the same allocation
  * (see nache_alloc_state), or lives in the object as its global fd. */
 struct nache_fd {
-	struct fsal_fd fsal_fd;   /* openflags; MUST be first */
-	struct nache_open *open;  /* the core's open, NULL when closed */
+	struct fsal_fd fsal_fd;	 /* openflags; MUST be first */
+	struct nache_open *open; /* the core's open, NULL when closed */
 };
 
 /* An NLM lock state's part (nache_handle.c, "locks"): its fd, and the
@@ -71,7 +71,7 @@ struct nache_nlm_fd {
 
 struct nache_fsal_obj_handle {
 	struct fsal_obj_handle obj_handle; /* Ganesha's handle, embedded */
-	struct nache_wire wire;            /* wire/host handle (immutable) */
+	struct nache_wire wire;		   /* wire/host handle (immutable) */
 	/* Share reservations of local opens; guarded by obj_handle.obj_lock */
 	struct fsal_share share;
 	/* Stateless (NFSv3) opens; guarded by obj_handle.obj_lock */
@@ -87,7 +87,7 @@ uint32_t nache_access4_wanted(fsal_accessflags_t mask, bool dir,
 fsal_accessflags_t nache_access_allowed(uint32_t granted, bool dir);
 /* The permission bits of mask (mode and ACE) that allowed lacks. */
 fsal_accessflags_t nache_access_missing(fsal_accessflags_t mask,
-				       fsal_accessflags_t allowed);
+					fsal_accessflags_t allowed);
 
 /* nache_errors.c */
 fsal_status_t nache_status(uint32_t nfs4_status);
@@ -111,8 +111,7 @@ struct nache_fsal_obj_handle *nache_alloc_handle(struct nache_fsal_export *exp,
 void nache_attrs_to_fsal(const struct nache_attrs *in,
 			 struct fsal_attrlist *out);
 
-static inline struct nache_fsal_export *nache_export_of(
-	struct fsal_export *exp)
+static inline struct nache_fsal_export *nache_export_of(struct fsal_export *exp)
 {
 	return container_of(exp, struct nache_fsal_export, export);
 }

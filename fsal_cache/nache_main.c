@@ -21,41 +21,40 @@
 
 static const char nache_name[] = "NACHE";
 
-struct nache_fsal_module NacheModule = {
-	.fsal = {
-		.fs_info = {
-			.maxfilesize = INT64_MAX,
-			.maxlink = 1024,
-			.maxnamelen = 255,
-			.maxpathlen = 4096,
-			.no_trunc = true,
-			.chown_restricted = true,
-			.case_insensitive = false,
-			.case_preserving = true,
-			.link_support = true,
-			.symlink_support = true,
-			/* Locks go upstream through lock_op2. */
-			.lock_support = true,
-			.lock_support_async_block = false,
-			/* Ganesha may delegate to local clients while we hold
+struct nache_fsal_module
+	NacheModule = { .fsal = {
+				.fs_info = {
+					.maxfilesize = INT64_MAX,
+					.maxlink = 1024,
+					.maxnamelen = 255,
+					.maxpathlen = 4096,
+					.no_trunc = true,
+					.chown_restricted = true,
+					.case_insensitive = false,
+					.case_preserving = true,
+					.link_support = true,
+					.symlink_support = true,
+					/* Locks go upstream through lock_op2. */
+					.lock_support = true,
+					.lock_support_async_block = false,
+					/* Ganesha may delegate to local clients while we hold
 			 * an upstream delegation (nache_up.c). */
-			.delegations = FSAL_OPTION_FILE_DELEGATIONS,
-			.named_attr = false,
-			.unique_handles = true,
-			.acl_support = 0,
-			.cansettime = true,
-			.homogenous = true,
-			.supported_attrs = ATTRS_POSIX,
-			.maxread = 1024 * 1024,
-			.maxwrite = 1024 * 1024,
-			.umask = 0,
-			.auth_exportpath_xdev = false,
-			.link_supports_permission_checks = true,
-			.readdir_plus = true,
-			.expire_time_parent = -1,
-		}
-	}
-};
+					.delegations =
+						FSAL_OPTION_FILE_DELEGATIONS,
+					.named_attr = false,
+					.unique_handles = true,
+					.acl_support = 0,
+					.cansettime = true,
+					.homogenous = true,
+					.supported_attrs = ATTRS_POSIX,
+					.maxread = 1024 * 1024,
+					.maxwrite = 1024 * 1024,
+					.umask = 0,
+					.auth_exportpath_xdev = false,
+					.link_supports_permission_checks = true,
+					.readdir_plus = true,
+					.expire_time_parent = -1,
+				} } };
 
 /* The core's levels are Ganesha's NIV_* order without NIV_NULL
  * (proxy/util/log.h): core level L is NIV level L + 1. */
@@ -81,11 +80,12 @@ static struct config_item nache_export_items[] = {
 	CONF_ITEM_STR("Upstream_Server", 0, 1024, NULL, nache_config,
 		      upstream_server),
 	CONF_ITEM_UI32("Upstream_Port", 0, UINT32_MAX,
-		       NACHE_DEFAULT_UPSTREAM_PORT, nache_config, upstream_port),
+		       NACHE_DEFAULT_UPSTREAM_PORT, nache_config,
+		       upstream_port),
 	CONF_ITEM_STR("Upstream_Path", 0, 4096, NACHE_DEFAULT_UPSTREAM_PATH,
 		      nache_config, upstream_path),
-	CONF_ITEM_UI32("Connections", 0, UINT32_MAX,
-		       NACHE_DEFAULT_CONNECTIONS, nache_config, connections),
+	CONF_ITEM_UI32("Connections", 0, UINT32_MAX, NACHE_DEFAULT_CONNECTIONS,
+		       nache_config, connections),
 	CONF_ITEM_STR("Callback_Address", 0, 1024, NULL, nache_config,
 		      callback_address),
 	CONF_ITEM_UI32("Callback_Port", 0, UINT32_MAX, 0, nache_config,
@@ -94,11 +94,10 @@ static struct config_item nache_export_items[] = {
 	CONF_ITEM_UI32("Upstream_Timeout", 0, UINT32_MAX,
 		       NACHE_DEFAULT_UPSTREAM_TIMEOUT_MS, nache_config,
 		       call_timeout_ms),
-	CONF_ITEM_UI32("Max_IO_Size", 0, UINT32_MAX,
-		       NACHE_DEFAULT_MAX_IO_SIZE, nache_config, max_io_size),
-	CONF_ITEM_UI32("Startup_Wait", 0, 600000,
-		       NACHE_DEFAULT_STARTUP_WAIT_MS, nache_config,
-		       startup_wait_ms),
+	CONF_ITEM_UI32("Max_IO_Size", 0, UINT32_MAX, NACHE_DEFAULT_MAX_IO_SIZE,
+		       nache_config, max_io_size),
+	CONF_ITEM_UI32("Startup_Wait", 0, 600000, NACHE_DEFAULT_STARTUP_WAIT_MS,
+		       nache_config, startup_wait_ms),
 	CONF_ITEM_STR("Cache_Size", 0, 64, NACHE_DEFAULT_CACHE_SIZE,
 		      nache_config, cache_size),
 	CONF_ITEM_UI32("Block_Size", 0, UINT32_MAX, NACHE_DEFAULT_BLOCK_SIZE,
@@ -118,9 +117,8 @@ static struct config_item nache_export_items[] = {
 	CONF_ITEM_UI32("Upstream_Minor_Version", 0, UINT32_MAX,
 		       NACHE_DEFAULT_MINOR_VERSION, nache_config,
 		       minor_version),
-	CONF_ITEM_STR("Write_Behind_Max", 0, 64,
-		      NACHE_DEFAULT_WRITE_BEHIND_MAX, nache_config,
-		      write_behind_max),
+	CONF_ITEM_STR("Write_Behind_Max", 0, 64, NACHE_DEFAULT_WRITE_BEHIND_MAX,
+		      nache_config, write_behind_max),
 	CONF_ITEM_STR("Write_Policy", 0, 64, NACHE_DEFAULT_WRITE_POLICY,
 		      nache_config, write_policy),
 	CONF_ITEM_BOOL("Single_Writer", false, nache_config, single_writer),
@@ -128,8 +126,8 @@ static struct config_item nache_export_items[] = {
 		       serve_stale),
 	CONF_ITEM_UI32("Flush_Age", 0, UINT32_MAX, NACHE_DEFAULT_FLUSH_AGE_S,
 		       nache_config, flush_age_s),
-	CONF_ITEM_STR("Dirty_Max", 0, 64, NACHE_DEFAULT_DIRTY_MAX,
-		      nache_config, dirty_max),
+	CONF_ITEM_STR("Dirty_Max", 0, 64, NACHE_DEFAULT_DIRTY_MAX, nache_config,
+		      dirty_max),
 	CONF_ITEM_BOOL("Cache_Reset_If_Corrupt", false, nache_config,
 		       cache_reset_if_corrupt),
 	CONF_ITEM_BOOL("Cache_Reset_On_Upstream_Change", false, nache_config,
@@ -178,8 +176,8 @@ static void nache_refuse(const char *fmt, ...)
 }
 
 /* The config parser's messages written since offset `from`, on one line. */
-static void nache_config_diag(struct config_error_type *err_type,
-			      size_t from, char *out, size_t outlen)
+static void nache_config_diag(struct config_error_type *err_type, size_t from,
+			      char *out, size_t outlen)
 {
 	size_t i, n = 0;
 
@@ -188,7 +186,8 @@ static void nache_config_diag(struct config_error_type *err_type,
 		return;
 	fflush(err_type->fp);
 	for (i = from; err_type->diag_buf != NULL &&
-		       i < err_type->diag_buf_size && n + 3 < outlen; i++) {
+		       i < err_type->diag_buf_size && n + 3 < outlen;
+	     i++) {
 		char c = err_type->diag_buf[i];
 
 		if (c == '\n') {
@@ -208,12 +207,12 @@ static void nache_config_diag(struct config_error_type *err_type,
 /* Where the parser's error count and message buffer stand before a block,
  * so that what the block adds can be told apart. */
 struct nache_config_mark {
-	uint32_t errors;  /* err_type->errors before the block */
-	size_t diag;      /* bytes in err_type's message buffer before */
+	uint32_t errors; /* err_type->errors before the block */
+	size_t diag;	 /* bytes in err_type's message buffer before */
 };
 
-static struct nache_config_mark nache_config_mark(
-	struct config_error_type *err_type)
+static struct nache_config_mark
+nache_config_mark(struct config_error_type *err_type)
 {
 	struct nache_config_mark m = { err_type->errors, 0 };
 
@@ -253,8 +252,8 @@ static struct config_item nache_global_items[] = {
 	CONF_ITEM_STR("Metrics_Address", 0, 1024, "0.0.0.0",
 		      nache_global_params, metrics_address),
 	/* Range judged by nache_metrics_validate, which names the parameter. */
-	CONF_ITEM_UI32("Metrics_Port", 0, UINT32_MAX, 9464,
-		       nache_global_params, metrics_port),
+	CONF_ITEM_UI32("Metrics_Port", 0, UINT32_MAX, 9464, nache_global_params,
+		       metrics_port),
 	/* Unset (NULL) is libnfsidmap's default; a path set must be
 	 * readable (nache_idmap_configure). */
 	CONF_ITEM_STR("Idmapd_Conf", 0, 4096, NULL, nache_global_params,

@@ -80,8 +80,9 @@ static void nache_recall_local(void *arg, nache_key key)
 				  NULL, NULL);
 	if (FSAL_IS_ERROR(st))
 		LogMajor(COMPONENT_FSAL,
-			 "NACHE: cannot queue the recall of local delegations on %"
-			 PRIu64 ": %s", key, msg_fsal_err(st.major));
+			 "NACHE: cannot queue the recall of local delegations "
+			 "on %" PRIu64 ": %s",
+			 key, msg_fsal_err(st.major));
 }
 
 /* The core gave back its upstream delegation on key: MDCACHE's copy of the
@@ -101,8 +102,9 @@ static void nache_attrs_stale(void *arg, nache_key key)
 					    FSAL_UP_INVALIDATE_ATTRS);
 	if (FSAL_IS_ERROR(st))
 		LogMajor(COMPONENT_FSAL,
-			 "NACHE: cannot invalidate the cached attributes of %"
-			 PRIu64 ": %s", key, msg_fsal_err(st.major));
+			 "NACHE: cannot invalidate the cached attributes of "
+			 "%" PRIu64 ": %s",
+			 key, msg_fsal_err(st.major));
 }
 
 void nache_up_init(struct nache_fsal_export *exp)

@@ -56,15 +56,16 @@ void Report(const char *when, uint64_t files, nache::Store *s, nache::Cache *c,
   rocksdb::FlushOptions fo;
   for (int f = 0; f < nache::Store::kNumFamilies; f++)
     s->db()->Flush(fo, s->family(nache::Store::Family(f)));
-  printf("%-6s files=%-8llu rss_mib=%-7.1f objects_in_memory=%-8zu "
-         "store_mib=%-7.1f handles=%-8llu attrs=%-8llu blocks=%-8llu "
-         "cache_bytes=%llu secs=%.1f\n",
-         when, (unsigned long long)files, RssKib() / 1024.0, c->objects(),
-         DirBytes(dir) / 1048576.0,
-         (unsigned long long)Keys(s, nache::Store::kHandles),
-         (unsigned long long)Keys(s, nache::Store::kAttrs),
-         (unsigned long long)Keys(s, nache::Store::kBlockMeta),
-         (unsigned long long)c->bytes(), secs);
+  printf(
+      "%-6s files=%-8llu rss_mib=%-7.1f objects_in_memory=%-8zu "
+      "store_mib=%-7.1f handles=%-8llu attrs=%-8llu blocks=%-8llu "
+      "cache_bytes=%llu secs=%.1f\n",
+      when, (unsigned long long)files, RssKib() / 1024.0, c->objects(),
+      DirBytes(dir) / 1048576.0,
+      (unsigned long long)Keys(s, nache::Store::kHandles),
+      (unsigned long long)Keys(s, nache::Store::kAttrs),
+      (unsigned long long)Keys(s, nache::Store::kBlockMeta),
+      (unsigned long long)c->bytes(), secs);
   fflush(stdout);
 }
 
@@ -129,8 +130,7 @@ int main(int argc, char **argv) {
     a.nlink = 1;
     a.fileid = i + 100;
     cache->Validated(key, a);
-    if (block_bytes > 0)
-      cache->PutBlock(key, 0, cache->Generation(key), block);
+    if (block_bytes > 0) cache->PutBlock(key, 0, cache->Generation(key), block);
     if ((i + 1) % (files >= 10 ? files / 5 : 1) == 0 && i + 1 < files)
       Report("touch", i + 1, store.get(), cache.get(), dir, secs());
   }

@@ -223,8 +223,9 @@ void AdminServer::AcceptLoop() {
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     MutexLock g(&mu_);
     if (int(conns_.size()) >= kMaxConnections) {
-      WriteAll(fd, AnswerLine("error", "busy: too many nachectl "
-                                       "connections; try again"));
+      WriteAll(fd, AnswerLine("error",
+                              "busy: too many nachectl "
+                              "connections; try again"));
       close(fd);
       continue;
     }
@@ -241,8 +242,9 @@ void AdminServer::Serve(Connection *c) {
   socklen_t len = sizeof(peer);
   if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
       (peer.uid != 0 && peer.uid != geteuid())) {
-    WriteAll(c->fd, AnswerLine("error", "permission denied: run nachectl as "
-                                        "root"));
+    WriteAll(c->fd, AnswerLine("error",
+                               "permission denied: run nachectl as "
+                               "root"));
   } else if (!ReadLine(c->fd, &line, kRequestTimeoutMs)) {
     WriteAll(c->fd, AnswerLine("error", "no request line received"));
   } else {
@@ -257,9 +259,8 @@ void AdminServer::Serve(Connection *c) {
 
 std::vector<ExportStatus> AdminServer::Statuses() {
   std::vector<ExportStatus> out;
-  opts_.registry->ForEach([&](uint32_t, ExportControl *e) {
-    out.push_back(e->Status());
-  });
+  opts_.registry->ForEach(
+      [&](uint32_t, ExportControl *e) { out.push_back(e->Status()); });
   return out;
 }
 
@@ -301,7 +302,9 @@ void AdminServer::FlushJobLoop() {
       }
       if (stop_ || !dirty || Clock::now() >= give_up) break;
       // A failure (the remote away): try again in a while, not in a loop.
-      if (!error.empty() && !stop_) cv_.WaitUntil(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+      if (!error.empty() && !stop_)
+        cv_.WaitUntil(std::chrono::steady_clock::now() +
+                      std::chrono::seconds(1));
       if (stop_) break;
     }
     flush_running_ = false;
@@ -332,17 +335,17 @@ std::string AdminServer::WaitClean(
       running = flush_running_ || flush_requested_;
     }
     if (bytes == 0 && files == 0)
-      return AnswerLine("ok", "nothing dirty: every write-back change is at "
-                              "the remote");
+      return AnswerLine("ok",
+                        "nothing dirty: every write-back change is at "
+                        "the remote");
     if (!write(AnswerLine("progress", FlushProgress(st, elapsed, error))))
       return "";  // nachectl went away (^C): stop watching
     if (timeout_s > 0 && elapsed >= timeout_s)
-      return AnswerLine("error", "timed out after " +
-                                     std::to_string(timeout_s) + " s: " +
-                                     HumanBytes(double(bytes)) + " in " +
-                                     std::to_string(files) +
-                                     " objects still dirty" +
-                                     (error.empty() ? "" : " (" + error + ")"));
+      return AnswerLine("error",
+                        "timed out after " + std::to_string(timeout_s) +
+                            " s: " + HumanBytes(double(bytes)) + " in " +
+                            std::to_string(files) + " objects still dirty" +
+                            (error.empty() ? "" : " (" + error + ")"));
     // The job gave up (failures for an hour): start another.
     if (!running) RequestFlush();
     MutexLock g(&mu_);
@@ -395,22 +398,22 @@ std::string AdminServer::FlushPath(
   std::vector<uint64_t> objects;
   std::string summary, error;
   bool ok = false;
-  if (!OnExport(req,
-                [&](ExportControl *c) {
-                  ok = c->FlushPath(path, &objects, &summary, &error);
-                },
-                &error) ||
+  if (!OnExport(
+          req,
+          [&](ExportControl *c) {
+            ok = c->FlushPath(path, &objects, &summary, &error);
+          },
+          &error) ||
       !ok)
     return AnswerLine("error", error);
   if (!req.wait || objects.empty()) return AnswerLine("ok", summary);
   const Clock::time_point t0 = Clock::now();
   for (;;) {
     uint64_t bytes = 0, count = 0;
-    if (!OnExport(req,
-                  [&](ExportControl *c) {
-                    c->DirtyAmong(objects, &bytes, &count);
-                  },
-                  &error))
+    if (!OnExport(
+            req,
+            [&](ExportControl *c) { c->DirtyAmong(objects, &bytes, &count); },
+            &error))
       return AnswerLine("error", error);
     const double elapsed =
         std::chrono::duration<double>(Clock::now() - t0).count();
@@ -419,13 +422,13 @@ std::string AdminServer::FlushPath(
                                   ": its write-back changes are at the "
                                   "remote");
     const std::string line =
-        Printf("%.0f s: ", elapsed) + HumanBytes(double(bytes)) +
-        " dirty in " + std::to_string(count) + " objects at or below " + path;
+        Printf("%.0f s: ", elapsed) + HumanBytes(double(bytes)) + " dirty in " +
+        std::to_string(count) + " objects at or below " + path;
     if (!write(AnswerLine("progress", line))) return "";
     if (req.timeout_s > 0 && elapsed >= req.timeout_s)
       return AnswerLine("error", "timed out after " +
-                                     std::to_string(req.timeout_s) + " s: " +
-                                     line.substr(line.find(": ") + 2) +
+                                     std::to_string(req.timeout_s) +
+                                     " s: " + line.substr(line.find(": ") + 2) +
                                      " still dirty (see nachectl status)");
     if (!Pause()) return AnswerLine("error", "the daemon is stopping");
   }
@@ -437,12 +440,13 @@ std::string AdminServer::Warm(
   WarmProgress w;
   bool ok = false;
   if (req.cancel) {
-    if (!OnExport(req,
-                  [&](ExportControl *c) {
-                    w = c->Warm();
-                    ok = c->CancelWarm(&error);
-                  },
-                  &error) ||
+    if (!OnExport(
+            req,
+            [&](ExportControl *c) {
+              w = c->Warm();
+              ok = c->CancelWarm(&error);
+            },
+            &error) ||
         !ok)
       return AnswerLine("error", error);
     return AnswerLine("ok", "cancelling the warm of " + w.request.path +
@@ -454,28 +458,29 @@ std::string AdminServer::Warm(
   wr.data = req.data;
   wr.rate = req.rate;
   if (req.parallel > 0) wr.parallel = req.parallel;
-  if (!OnExport(req,
-                [&](ExportControl *c) {
-                  ok = c->StartWarm(wr, &error);
-                  if (ok) w = c->Warm();
-                },
-                &error) ||
+  if (!OnExport(
+          req,
+          [&](ExportControl *c) {
+            ok = c->StartWarm(wr, &error);
+            if (ok) w = c->Warm();
+          },
+          &error) ||
       !ok)
     return AnswerLine("error", error);
   const uint64_t job = w.job;
   if (!req.wait)
-    return AnswerLine("ok", "warm of " + w.request.path +
-                                " started (job " + std::to_string(job) +
+    return AnswerLine("ok", "warm of " + w.request.path + " started (job " +
+                                std::to_string(job) +
                                 "): nachectl status shows its progress, "
                                 "nachectl warm --cancel stops it");
   for (;;) {
-    if (!OnExport(req, [&](ExportControl *c) { w = c->Warm(); }, &error))
+    if (!OnExport(
+            req, [&](ExportControl *c) { w = c->Warm(); }, &error))
       return AnswerLine("error", error);
     if (w.job != job)
       return AnswerLine("error", "the warm (job " + std::to_string(job) +
                                      ") is no longer known");
-    if (!w.running)
-      return AnswerLine(w.ok ? "ok" : "error", WarmSummary(w));
+    if (!w.running) return AnswerLine(w.ok ? "ok" : "error", WarmSummary(w));
     // nachectl went away (^C): the warm goes on (warm --cancel stops it).
     if (!write(AnswerLine("progress", WarmProgressLine(w)))) return "";
     if (!Pause()) return AnswerLine("error", "the daemon is stopping");
@@ -504,8 +509,7 @@ std::string AdminServer::HandlePath(
           case Command::kEvict:
             ok = c->Evict(req.path, req.unpin, &summary, &error);
             break;
-          default:
-            error = "not a command on a path";
+          default: error = "not a command on a path";
         }
       },
       &error);
@@ -543,8 +547,9 @@ void AdminServer::Handle(
       opts_.registry->SetDraining(false);
       NACHE_LOG(kLogEvent, kComponent,
                 "undrained by nachectl: write-back resumes");
-      write(AnswerLine("ok", "write-back resumed: new writes are kept "
-                             "here again"));
+      write(AnswerLine("ok",
+                       "write-back resumed: new writes are kept "
+                       "here again"));
       return;
     case Command::kWarm:
     case Command::kPin:
@@ -561,8 +566,7 @@ void AdminServer::Handle(
         return;
       }
       break;
-    case Command::kDrain:
-      break;
+    case Command::kDrain: break;
   }
   bool any_write_back = false;
   for (const ExportStatus &e : Statuses())
@@ -588,9 +592,10 @@ void AdminServer::Handle(
   std::string last = WaitClean(req.timeout_s, write);
   if (!last.empty() && last.compare(0, 3, "ok ") == 0 &&
       req.command == Command::kDrain)
-    last = AnswerLine("ok", "drained: nothing dirty; new writes go to the "
-                            "remote at once until nachectl undrain or a "
-                            "restart");
+    last = AnswerLine("ok",
+                      "drained: nothing dirty; new writes go to the "
+                      "remote at once until nachectl undrain or a "
+                      "restart");
   if (!last.empty()) write(last);
 }
 

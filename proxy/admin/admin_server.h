@@ -15,6 +15,8 @@
 // Thread safety: Start and Stop from one thread; Handle from any.
 #pragma once
 
+#include <prometheus/metric_family.h>
+
 #include <chrono>
 #include <functional>
 #include <list>
@@ -22,8 +24,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <prometheus/metric_family.h>
 
 #include "admin/protocol.h"
 #include "admin/registry.h"
@@ -77,9 +77,9 @@ class AdminServer {
  private:
   explicit AdminServer(const AdminServerOptions &opts);
   struct Connection {
-    int fd;                  // closed by its thread when done
+    int fd;  // closed by its thread when done
     std::thread thread;
-    bool done = false;       // guarded by mu_
+    bool done = false;  // guarded by mu_
   };
 
   void AcceptLoop() EXCLUDES(mu_);

@@ -52,11 +52,10 @@ ClientOutcome RunRequest(
         break;
       case EACCES:
       case EPERM:
-        *error = "permission denied on " + socket_path +
-                 ": run nachectl as root";
+        *error =
+            "permission denied on " + socket_path + ": run nachectl as root";
         break;
-      default:
-        *error = "cannot connect to " + socket_path + ": " + strerror(e);
+      default: *error = "cannot connect to " + socket_path + ": " + strerror(e);
     }
     return ClientOutcome::kNoDaemon;
   }
@@ -66,8 +65,8 @@ ClientOutcome RunRequest(
     ssize_t n = send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      *error = "cannot send the request to " + socket_path + ": " +
-               strerror(errno);
+      *error =
+          "cannot send the request to " + socket_path + ": " + strerror(errno);
       close(fd);
       return ClientOutcome::kFailed;
     }

@@ -17,9 +17,9 @@ constexpr const char *kDefaultSocket = "/run/nache/nache.sock";
 std::string DefaultSocketPath();
 
 enum class ClientOutcome {
-  kOk,          // the answer ended with ok
-  kFailed,      // it ended with error, or without an end
-  kNoDaemon,    // nothing to connect to (*error says what was tried)
+  kOk,        // the answer ended with ok
+  kFailed,    // it ended with error, or without an end
+  kNoDaemon,  // nothing to connect to (*error says what was tried)
 };
 
 // Sends request (one line, no newline) to the daemon at socket_path and

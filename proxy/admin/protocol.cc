@@ -1,13 +1,13 @@
 // The admin protocol's requests and answers. See protocol.h.
 #include "admin/protocol.h"
 
+#include <cctype>
 #include <cinttypes>
-#include <cstdarg>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cctype>
 #include <ctime>
 #include <map>
 #include <set>
@@ -52,8 +52,7 @@ std::string Printf(const char *fmt, ...) {
 // enough digits; never NaN or infinity (JSON has neither).
 std::string JsonNumber(double v) {
   if (!std::isfinite(v)) return "0";
-  if (v == std::floor(v) && std::fabs(v) < 9.0e15)
-    return Printf("%.0f", v);
+  if (v == std::floor(v) && std::fabs(v) < 9.0e15) return Printf("%.0f", v);
   return Printf("%.6g", v);
 }
 
@@ -97,8 +96,8 @@ struct Takes {
        parallel = false, wait = false, cancel = false, unpin = false;
 };
 
-bool ParseV2Words(const std::vector<std::string> &w, size_t i,
-                  const Takes &t, Request *req, std::string *error) {
+bool ParseV2Words(const std::vector<std::string> &w, size_t i, const Takes &t,
+                  Request *req, std::string *error) {
   const std::string &c = w[0];
   for (; i < w.size(); i++) {
     const std::string &x = w[i];
@@ -191,8 +190,8 @@ bool DecodePath(const std::string &word, std::string *path) {
 
 bool ParseRequest(const std::string &line, Request *req, std::string *error) {
   if (line.size() > kMaxRequestLine) {
-    *error = "request longer than " + std::to_string(kMaxRequestLine) +
-             " bytes";
+    *error =
+        "request longer than " + std::to_string(kMaxRequestLine) + " bytes";
     return false;
   }
   std::vector<std::string> w = Words(line);
@@ -232,8 +231,7 @@ bool ParseRequest(const std::string &line, Request *req, std::string *error) {
     req->command = Command::kUndrain;
   } else if (c == "warm") {
     req->command = Command::kWarm;
-    t.path = t.depth = t.data = t.rate = t.parallel = t.wait = t.cancel =
-        true;
+    t.path = t.depth = t.data = t.rate = t.parallel = t.wait = t.cancel = true;
   } else if (c == "pin" || c == "unpin") {
     req->command = c == "pin" ? Command::kPin : Command::kUnpin;
     t.path = true;
@@ -246,8 +244,8 @@ bool ParseRequest(const std::string &line, Request *req, std::string *error) {
              "evict)";
     return false;
   }
-  const bool v2 = req->command == Command::kFlush ||
-                  req->command >= Command::kWarm;
+  const bool v2 =
+      req->command == Command::kFlush || req->command >= Command::kWarm;
   if (v2) {
     if (!ParseV2Words(w, i, t, req, error)) return false;
     i = w.size();
@@ -256,9 +254,8 @@ bool ParseRequest(const std::string &line, Request *req, std::string *error) {
     *error = "unexpected '" + w[i] + "' after " + c;
     return false;
   }
-  const bool needs_path =
-      req->command >= Command::kWarm && !(req->command == Command::kWarm &&
-                                          req->cancel);
+  const bool needs_path = req->command >= Command::kWarm &&
+                          !(req->command == Command::kWarm && req->cancel);
   if (needs_path && req->path.empty()) {
     *error = c + " needs a path inside the export (starting with /)";
     return false;
@@ -281,12 +278,8 @@ std::string FormatRequest(const Request &req) {
     case Command::kStatus: return req.json ? "status json" : "status";
     case Command::kStats: return "stats";
     case Command::kUndrain: return "undrain";
-    case Command::kFlush:
-      s = req.wait ? "flush wait" : "flush";
-      break;
-    case Command::kDrain:
-      s = req.wait ? "drain" : "drain nowait";
-      break;
+    case Command::kFlush: s = req.wait ? "flush wait" : "flush"; break;
+    case Command::kDrain: s = req.wait ? "drain" : "drain nowait"; break;
     case Command::kWarm:
       if (req.cancel) return "warm" + ex + " cancel";
       s = "warm" + ex;
@@ -359,8 +352,7 @@ std::string JsonString(const std::string &s) {
   return out + "\"";
 }
 
-std::string StatusJson(const std::vector<ExportStatus> &exports,
-                       bool draining,
+std::string StatusJson(const std::vector<ExportStatus> &exports, bool draining,
                        const std::vector<std::string> &recent_errors) {
   std::string o = "{\n  \"version\": 1,\n  \"draining\": ";
   o += draining ? "true" : "false";
@@ -457,15 +449,13 @@ std::string StatusJson(const std::vector<ExportStatus> &exports,
       num("bytes_cached", double(w.bytes_cached));
       num("skipped", double(w.skipped));
       str("last_skip", w.last_skip);
-      o += "        \"elapsed_s\": " + JsonNumber(w.elapsed_s) +
-           "\n      },\n";
+      o += "        \"elapsed_s\": " + JsonNumber(w.elapsed_s) + "\n      },\n";
     }
     o += "      \"last_error\": " +
          (e.last_error.empty()
               ? std::string("null")
-              : "{\"message\": " + JsonString(e.last_error) +
-                    ", \"time\": " + JsonNumber(double(e.last_error_time)) +
-                    "}") +
+              : "{\"message\": " + JsonString(e.last_error) + ", \"time\": " +
+                    JsonNumber(double(e.last_error_time)) + "}") +
          "\n    }";
   }
   o += first ? "],\n" : "\n  ],\n";
@@ -476,8 +466,7 @@ std::string StatusJson(const std::vector<ExportStatus> &exports,
   return o;
 }
 
-std::string StatusText(const std::vector<ExportStatus> &exports,
-                       bool draining,
+std::string StatusText(const std::vector<ExportStatus> &exports, bool draining,
                        const std::vector<std::string> &recent_errors) {
   std::string o;
   if (exports.empty()) o += "no NACHE export is running\n";
@@ -494,17 +483,19 @@ std::string StatusText(const std::vector<ExportStatus> &exports,
                 " times), lease %s old of %u s\n",
                 e.client_id, e.clientid_epoch, Seconds(e.lease_age_s).c_str(),
                 e.lease_time_s);
-    o += Printf("  callbacks    %s\n",
-                !e.callbacks_configured
-                    ? "not configured (no delegations)"
-                    : e.callback_path_up ? "path up" : "PATH DOWN");
-    o += "  round trips  " + Printf("%.0f COMPOUNDs, mean %.1f ms; ",
-                                    e.compounds, e.rtt_avg_s * 1000) +
+    o += Printf("  callbacks    %s\n", !e.callbacks_configured
+                                           ? "not configured (no delegations)"
+                                       : e.callback_path_up ? "path up"
+                                                            : "PATH DOWN");
+    o += "  round trips  " +
+         Printf("%.0f COMPOUNDs, mean %.1f ms; ", e.compounds,
+                e.rtt_avg_s * 1000) +
          Printf("%.0f of %.0f operations answered here without one\n",
                 e.answered_locally, e.local_ops);
     o += "  cache        " + HumanBytes(double(e.cache_bytes)) + " of " +
          HumanBytes(double(e.cache_limit)) +
-         Printf(" in %" PRIu64 " blocks; %" PRIu64 " objects in memory "
+         Printf(" in %" PRIu64 " blocks; %" PRIu64
+                " objects in memory "
                 "(of %" PRIu64 "); hit ratio %s\n",
                 e.cache_blocks, e.objects, e.max_objects,
                 Ratio(e.cache_hits, e.cache_misses).c_str());
@@ -612,8 +603,8 @@ std::string StatsText(const std::vector<prometheus::MetricFamily> &families) {
         v = Printf("count %" PRIu64 ", sum %.6g, mean %s", h.sample_count,
                    h.sample_sum,
                    h.sample_count
-                       ? Printf("%.3f ms", 1000 * h.sample_sum /
-                                               double(h.sample_count))
+                       ? Printf("%.3f ms",
+                                1000 * h.sample_sum / double(h.sample_count))
                              .c_str()
                        : "-");
       } else {
@@ -635,11 +626,11 @@ std::string StatsText(const std::vector<prometheus::MetricFamily> &families) {
     const Sums &s = sums[ex];
     o += ex.empty() ? std::string("daemon-wide\n") : "export " + ex + "\n";
     if (!ex.empty()) {
-      o += Printf("  operations answered here without a round trip: %.0f of "
-                  "%.0f (%s); COMPOUNDs sent upstream: %.0f\n",
-                  s.answered, s.local,
-                  Ratio(s.answered, s.local - s.answered).c_str(),
-                  s.compounds);
+      o += Printf(
+          "  operations answered here without a round trip: %.0f of "
+          "%.0f (%s); COMPOUNDs sent upstream: %.0f\n",
+          s.answered, s.local, Ratio(s.answered, s.local - s.answered).c_str(),
+          s.compounds);
       o += "  cache hit ratio (all kinds): " + Ratio(s.hits, s.misses) + "\n";
     }
     o += body[ex];
@@ -668,8 +659,8 @@ std::string FlushProgress(const std::vector<ExportStatus> &exports,
 }
 
 std::string WarmProgressLine(const WarmProgress &w) {
-  std::string o = Printf("%.0f s: %" PRIu64 " directories, %" PRIu64
-                         " files", w.elapsed_s, w.dirs, w.files);
+  std::string o = Printf("%.0f s: %" PRIu64 " directories, %" PRIu64 " files",
+                         w.elapsed_s, w.dirs, w.files);
   if (w.request.data || w.bytes_fetched || w.bytes_cached)
     o += ", " + HumanBytes(double(w.bytes_fetched)) + " fetched, " +
          HumanBytes(double(w.bytes_cached)) + " already cached";

@@ -30,11 +30,11 @@
 // version 1 means what it meant.
 #pragma once
 
+#include <prometheus/metric_family.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <prometheus/metric_family.h>
 
 #include "admin/registry.h"
 
@@ -45,16 +45,23 @@ namespace admin {
 constexpr size_t kMaxRequestLine = 16384;
 
 enum class Command {
-  kStatus, kStats, kFlush, kDrain, kUndrain,
+  kStatus,
+  kStats,
+  kFlush,
+  kDrain,
+  kUndrain,
   // Version 2.
-  kWarm, kPin, kUnpin, kEvict
+  kWarm,
+  kPin,
+  kUnpin,
+  kEvict
 };
 
 struct Request {
   Command command = Command::kStatus;
-  bool json = false;     // status json
-  bool wait = false;     // flush wait; drain unless nowait; warm wait
-  int timeout_s = 0;     // wait at most this long (0: until done)
+  bool json = false;  // status json
+  bool wait = false;  // flush wait; drain unless nowait; warm wait
+  int timeout_s = 0;  // wait at most this long (0: until done)
   // Version 2.
   int64_t export_id = -1;  // export=N; -1: the daemon's only export
   std::string path;        // PATH ("" none: flush of everything)
@@ -88,12 +95,10 @@ std::string JsonString(const std::string &s);
 
 // `nachectl status --json`: {"version":1, "draining":..,
 // "exports":[{...}], "recent_errors":[...]}, names as in ExportStatus.
-std::string StatusJson(const std::vector<ExportStatus> &exports,
-                       bool draining,
+std::string StatusJson(const std::vector<ExportStatus> &exports, bool draining,
                        const std::vector<std::string> &recent_errors);
 // `nachectl status`: the same for a person.
-std::string StatusText(const std::vector<ExportStatus> &exports,
-                       bool draining,
+std::string StatusText(const std::vector<ExportStatus> &exports, bool draining,
                        const std::vector<std::string> &recent_errors);
 
 // `nachectl stats`: every series of families, grouped by export, the

@@ -42,8 +42,8 @@ struct WarmProgress {
   uint64_t job = 0;  // numbered from 1 per export; 0: none since start
   WarmRequest request;
   bool running = false;
-  bool ok = false;      // ended having walked everything asked
-  std::string outcome;  // once ended: why ("done", "cancelled", ...)
+  bool ok = false;             // ended having walked everything asked
+  std::string outcome;         // once ended: why ("done", "cancelled", ...)
   uint64_t dirs = 0;           // directories reached
   uint64_t files = 0;          // other objects reached
   uint64_t bytes_fetched = 0;  // data read from the remote
@@ -77,34 +77,34 @@ struct ExportStatus {
   uint32_t lease_time_s = 0;    // the server's lease (0: not known yet)
   bool callbacks_configured = false;  // a callback service or back channel
   bool callback_path_up = false;
-  double rtt_avg_s = 0;         // mean COMPOUND round trip since start
+  double rtt_avg_s = 0;  // mean COMPOUND round trip since start
   // Cache.
   uint64_t cache_bytes = 0;
-  uint64_t cache_limit = 0;      // Cache_Size
-  uint64_t cache_blocks = 0;     // data blocks stored
-  uint64_t objects = 0;          // objects with cached state in memory
-  uint64_t max_objects = 0;      // Cache_Objects (derived when 0)
-  double cache_hits = 0;         // all kinds
+  uint64_t cache_limit = 0;   // Cache_Size
+  uint64_t cache_blocks = 0;  // data blocks stored
+  uint64_t objects = 0;       // objects with cached state in memory
+  uint64_t max_objects = 0;   // Cache_Objects (derived when 0)
+  double cache_hits = 0;      // all kinds
   double cache_misses = 0;
-  uint64_t open_files = 0;       // upstream open table
+  uint64_t open_files = 0;  // upstream open table
   // Delegations.
   uint64_t delegations_read = 0;
   uint64_t delegations_write = 0;
   uint64_t local_delegations = 0;  // given to the office's clients
   // Write-back.
-  bool write_back = false;       // Write_Policy = write_back
+  bool write_back = false;  // Write_Policy = write_back
   bool single_writer = false;
-  bool draining = false;         // new writes go write-through
+  bool draining = false;  // new writes go write-through
   uint64_t dirty_bytes = 0;
-  uint64_t dirty_files = 0;      // objects (files, directories) not flushed
-  uint64_t dirty_max = 0;        // Dirty_Max
-  double oldest_dirty_s = 0;     // age of the oldest unflushed write
-  uint32_t flush_age_s = 0;      // Flush_Age
-  double conflicts = 0;          // nache_writeback_conflicts_total
+  uint64_t dirty_files = 0;   // objects (files, directories) not flushed
+  uint64_t dirty_max = 0;     // Dirty_Max
+  double oldest_dirty_s = 0;  // age of the oldest unflushed write
+  uint32_t flush_age_s = 0;   // Flush_Age
+  double conflicts = 0;       // nache_writeback_conflicts_total
   // Operations.
-  double local_ops = 0;          // C API calls of the FSAL
-  double answered_locally = 0;   // of those, with no upstream round trip
-  double compounds = 0;          // COMPOUNDs sent upstream
+  double local_ops = 0;         // C API calls of the FSAL
+  double answered_locally = 0;  // of those, with no upstream round trip
+  double compounds = 0;         // COMPOUNDs sent upstream
   // The last upstream failure of an operation ("" none) and when (UTC,
   // seconds since the epoch).
   std::string last_error;
@@ -159,8 +159,8 @@ class ExportControl {
   }
   // Drops the clean cached data and attributes of path and its subtree;
   // unpin: pins at or below path go first.
-  virtual bool Evict(const std::string &path, bool unpin,
-                     std::string *summary, std::string *error) {
+  virtual bool Evict(const std::string &path, bool unpin, std::string *summary,
+                     std::string *error) {
     (void)path, (void)unpin, (void)summary;
     return Unsupported(error);
   }
@@ -173,8 +173,8 @@ class ExportControl {
     return Unsupported(error);
   }
   // How much of objects is still dirty: bytes and objects.
-  virtual void DirtyAmong(const std::vector<uint64_t> &objects,
-                          uint64_t *bytes, uint64_t *count) {
+  virtual void DirtyAmong(const std::vector<uint64_t> &objects, uint64_t *bytes,
+                          uint64_t *count) {
     (void)objects;
     *bytes = *count = 0;
   }
@@ -205,8 +205,8 @@ class Registry {
 
   // Calls fn for each export in export id order, without the lock held;
   // each export's entry is pinned while fn runs on it.
-  void ForEach(const std::function<void(uint32_t export_id,
-                                        ExportControl *control)> &fn)
+  void ForEach(
+      const std::function<void(uint32_t export_id, ExportControl *control)> &fn)
       EXCLUDES(mu_);
 
   // The daemon's drain state: set on every export now and on those added

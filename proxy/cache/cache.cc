@@ -3,7 +3,6 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
-
 #include <time.h>
 
 #include <algorithm>
@@ -275,7 +274,8 @@ void Cache::LoadIndex() {
     b.dirty_epoch = mark.epoch;
     if (dirty) {
       // Unflushed local writes from before the restart: due at once.
-      if (o->dirty_blocks++ == 0) o->dirty_since = Clock::time_point(Clock::duration(1));
+      if (o->dirty_blocks++ == 0)
+        o->dirty_since = Clock::time_point(Clock::duration(1));
       dirty_bytes_ += mark.hi - mark.lo;
       IndexDirtyLocked(key, *o);
     }
@@ -354,8 +354,7 @@ Cache::Object *Cache::Obj(Key key) {
 
 std::string Cache::EncodeRecord(const Object &o) {
   return EncodeAttrsRecord(AttrsRecord{
-      o.gen, o.have_attrs, o.attrs, o.set_mask, o.remote_size,
-      o.remote_change,
+      o.gen, o.have_attrs, o.attrs, o.set_mask, o.remote_size, o.remote_change,
       uint8_t((o.base_known ? kBaseKnown : 0) |
               (o.base_uncertain ? kBaseUncertain : 0))});
 }
@@ -672,22 +671,20 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
   EvictLocked();
 }
 
-void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post,
-                           uint64_t off, const char *buf, size_t len,
-                           void *batch) {
+void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
+                           const char *buf, size_t len, void *batch) {
   // Replies of parallel operations arrive in any order: the attributes
   // with the highest change are the newest (servers' change attributes
   // grow).
   bool newest = post.change >= o->attrs.change;
   if (len > 0) {
-    ApplyWriteLocked(key, o, off, buf, len,
-                     std::max(post.size, o->attrs.size), batch);
+    ApplyWriteLocked(key, o, off, buf, len, std::max(post.size, o->attrs.size),
+                     batch);
   } else if (newest && post.size < o->attrs.size) {
     DropData(key, o, batch);  // truncated
   }
   if (newest && AccessInvariantChanged(o->attrs, post)) o->access.clear();
-  if (o->own_changes.size() >= 64)
-    o->own_changes.erase(o->own_changes.begin());
+  if (o->own_changes.size() >= 64) o->own_changes.erase(o->own_changes.begin());
   o->own_changes.push_back(post.change);
   if (newest) {
     o->attrs = post;
@@ -768,8 +765,7 @@ bool Cache::CachedAccess(Key key, uint64_t who, uint32_t want,
     Object *o = FindLocked(key);
     if (o && IsFresh(*o)) {
       const Clock::time_point now = Clock::now();
-      const bool vouched =
-          o->delegated && lease_clock_ && now < lease_clock_();
+      const bool vouched = o->delegated && lease_clock_ && now < lease_clock_();
       for (const AccessEntry &e : o->access) {
         if (e.who == who && (e.asked & want) == want &&
             (vouched || now - e.when < kAccessTrust)) {
@@ -826,15 +822,15 @@ void Cache::EditListingLocked(Object *o, const std::string &removed,
   }
 }
 
-void Cache::PutListing(Key dir, uint64_t change,
-                       std::vector<CachedDirent> list, uint64_t epoch) {
+void Cache::PutListing(Key dir, uint64_t change, std::vector<CachedDirent> list,
+                       uint64_t epoch) {
   Locked g(this);
   Object *o = Obj(dir);
   if (o->listing_epoch != epoch) return;  // crossed a change of ours
   o->listing_change = change;
   o->listing_edited = false;
-  o->listing = std::make_shared<const std::vector<CachedDirent>>(
-      std::move(list));
+  o->listing =
+      std::make_shared<const std::vector<CachedDirent>>(std::move(list));
 }
 
 void Cache::OwnDirChange(Key dir, const upstream::ChangeInfo &ci,
@@ -882,7 +878,8 @@ std::shared_ptr<const std::vector<CachedDirent>> Cache::Listing(
         !(for_readdir && o->listing_edited))
       l = o->listing;
   }
-  if (metrics_) metrics_->CountCache(metrics::CacheKind::kDirents, l != nullptr, 0);
+  if (metrics_)
+    metrics_->CountCache(metrics::CacheKind::kDirents, l != nullptr, 0);
   return l;
 }
 
@@ -922,8 +919,7 @@ uint32_t Cache::ValidBlockLenLocked(Key key, Object *o, uint64_t idx) {
   if (!o->have_attrs) return 0;
   auto b = FindBlock(key, idx);
   uint64_t start = idx * opts_.block_size;
-  if (b == blocks_.end() || b->second.gen != o->gen ||
-      start >= o->attrs.size)
+  if (b == blocks_.end() || b->second.gen != o->gen || start >= o->attrs.size)
     return 0;
   uint64_t full = std::min<uint64_t>(opts_.block_size, o->attrs.size - start);
   return b->second.len == full ? b->second.len : 0;
@@ -952,11 +948,11 @@ bool Cache::GetBlock(Key key, uint64_t idx, std::string *data) {
   if (want_len > 0) {
     rocksdb::ReadOptions ro;
     ro.fill_cache = false;
-    hit = store_->db()
-              ->Get(ro, store_->family(Store::kBlocks), BlockKey(key, idx),
-                    data)
-              .ok() &&
-          data->size() == want_len;
+    hit =
+        store_->db()
+            ->Get(ro, store_->family(Store::kBlocks), BlockKey(key, idx), data)
+            .ok() &&
+        data->size() == want_len;
   }
   if (metrics_)
     metrics_->CountCache(metrics::CacheKind::kData, hit,
@@ -980,8 +976,8 @@ bool Cache::PutBlock(Key key, uint64_t idx, uint64_t gen,
 }
 
 bool Cache::PutBlockLocked(Key key, Object *o, uint64_t idx,
-                           const std::string &data, uint64_t change,
-                           bool dirty, void *batchp) {
+                           const std::string &data, uint64_t change, bool dirty,
+                           void *batchp) {
   if (data.empty() || data.size() > opts_.block_size) return false;
   WriteBatch *batch = static_cast<WriteBatch *>(batchp);
   std::string k = BlockKey(key, idx);
@@ -1011,15 +1007,13 @@ bool Cache::ReadBlockLocked(Key key, const BlockInfo &b, uint64_t idx,
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;
   return store_->db()
-             ->Get(ro, store_->family(Store::kBlocks), BlockKey(key, idx),
-                   data)
+             ->Get(ro, store_->family(Store::kBlocks), BlockKey(key, idx), data)
              .ok() &&
          data->size() == b.len;
 }
 
-void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
-                             const char *buf, size_t len, uint64_t new_size,
-                             void *batchp) {
+void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off, const char *buf,
+                             size_t len, uint64_t new_size, void *batchp) {
   const uint64_t bs = opts_.block_size;
   WriteBatch &batch = *static_cast<WriteBatch *>(batchp);
   uint64_t end = off + len;
@@ -1035,14 +1029,13 @@ void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off,
       rocksdb::ReadOptions ro;
       ro.fill_cache = false;
       have = store_->db()
-                 ->Get(ro, store_->family(Store::kBlocks),
-                       BlockKey(key, idx), &block)
+                 ->Get(ro, store_->family(Store::kBlocks), BlockKey(key, idx),
+                       &block)
                  .ok() &&
              block.size() == it->second.len;
       bool was_last = bstart + it->second.len >= o->attrs.size;
       if (have && block.size() < wlo - bstart && !was_last) have = false;
-    } else if (wlo == bstart &&
-               (whi == bstart + bs || whi >= new_size)) {
+    } else if (wlo == bstart && (whi == bstart + bs || whi >= new_size)) {
       // Not cached, but the write covers the whole block up to the file's
       // (new) end.
       have = true;
@@ -1081,7 +1074,8 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
   // Blocks touched: those the write covers, and the old last block when
   // the write starts beyond it (its tail becomes zeros).
   uint64_t first = off / bs, last = len ? (end - 1) / bs : first;
-  if (off > old_size && old_size % bs != 0) first = std::min(first, old_size / bs);
+  if (off > old_size && old_size % bs != 0)
+    first = std::min(first, old_size / bs);
   struct Touch {
     uint64_t idx;
     std::string block;
@@ -1103,7 +1097,8 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
                   ReadBlockLocked(key, it->second, idx, &t.block);
     // Bytes of this block that exist outside the write: from the cache, or
     // zeros where nothing was ever written (beyond both sizes).
-    uint64_t known_end = std::min(bstart + blen, std::max(old_size, o->remote_size));
+    uint64_t known_end =
+        std::min(bstart + blen, std::max(old_size, o->remote_size));
     bool outside = (bstart < wlo && bstart < known_end) ||
                    (whi < known_end && whi < bstart + blen);
     // A block wholly beyond the remote's data that we never wrote is a
@@ -1145,8 +1140,9 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
     int dirty_blocks;
     uint64_t set_mask, set_epoch, dirty_bytes, bytes, nblocks;
     std::vector<std::pair<bool, BlockInfo>> blocks;  // had it, as it was
-  } undo{o->attrs, o->validated, o->dirty_since, o->dirty_blocks,
-         o->set_mask, o->set_epoch, dirty_bytes_, bytes_, nblocks_, {}};
+  } undo{
+      o->attrs,     o->validated, o->dirty_since, o->dirty_blocks, o->set_mask,
+      o->set_epoch, dirty_bytes_, bytes_,         nblocks_,        {}};
   for (const Touch &t : touched) {
     auto it = FindBlock(key, t.idx);
     undo.blocks.emplace_back(it != blocks_.end(),
@@ -1253,7 +1249,8 @@ std::vector<Key> Cache::DirtyFiles(std::chrono::milliseconds min_age,
     if (kv.second <= cutoff) due.emplace_back(kv.second, kv.first);
   std::sort(due.begin(), due.end());
   std::vector<Key> out;
-  for (size_t i = 0; i < due.size() && i < max; i++) out.push_back(due[i].second);
+  for (size_t i = 0; i < due.size() && i < max; i++)
+    out.push_back(due[i].second);
   return out;
 }
 
@@ -1297,8 +1294,8 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
     BlockInfo &bi = b->second;
     // The remote holds these bytes now (also when `after` is unknown): a
     // block below remote_size is never taken for a hole of ours.
-    o->remote_size = std::max(o->remote_size,
-                              r.idx * opts_.block_size + bi.dirty_hi);
+    o->remote_size =
+        std::max(o->remote_size, r.idx * opts_.block_size + bi.dirty_hi);
     dirty_bytes_ -= bi.dirty_hi - bi.dirty_lo;
     bi.dirty = false;
     bi.dirty_lo = bi.dirty_hi = 0;
@@ -1581,8 +1578,9 @@ bool Cache::AddPin(const Pin &pin) {
   Locked g(this);
   rocksdb::WriteOptions w;
   w.sync = true;  // a pin acknowledged survives a crash
-  if (!store_->Put(w, store_->family(Store::kMeta), PinName(pin.root),
-                   EncodePin(pin))
+  if (!store_
+           ->Put(w, store_->family(Store::kMeta), PinName(pin.root),
+                 EncodePin(pin))
            .ok())
     return false;
   auto old = pins_.find(pin.root);
@@ -1679,11 +1677,9 @@ Cache::EvictOutcome Cache::Evict(Key key, uint64_t *freed) {
   // Unflushed data is never dropped, whether or not its object is in
   // memory (the dirty set and the blocks' own flags both say so).
   if (dirty_.count(key)) return EvictOutcome::kDirty;
-  for (auto b = BlocksFrom(key); b != blocks_.end() && b->first.key == key;
-       ++b)
+  for (auto b = BlocksFrom(key); b != blocks_.end() && b->first.key == key; ++b)
     if (b->second.dirty) return EvictOutcome::kDirty;
-  for (auto b = BlocksFrom(key); b != blocks_.end() && b->first.key == key;
-       ++b)
+  for (auto b = BlocksFrom(key); b != blocks_.end() && b->first.key == key; ++b)
     *freed += b->second.len;
   // (A fetch in flight took the old generation: its block is not stored.)
   ForgetLocked(key);

@@ -267,10 +267,10 @@ class Cache {
   bool ReadsAsZeros(Key key, uint64_t idx);
   bool IsDirty(Key key);
   struct DirtyRange {
-    uint64_t idx = 0;     // block
+    uint64_t idx = 0;         // block
     uint32_t lo = 0, hi = 0;  // bytes [lo, hi) of the block
-    uint64_t epoch = 0;   // the block's dirty epoch when read
-    std::string data;     // those bytes
+    uint64_t epoch = 0;       // the block's dirty epoch when read
+    std::string data;         // those bytes
   };
   // Dirty files whose oldest unflushed write is at least min_age old
   // (oldest first, at most max).
@@ -303,8 +303,8 @@ class Cache {
   // is dirty the object follows the remote again (from `after`, which then
   // must show the size we had); while still dirty, `after` (when it has a
   // change attribute: pass none after a failed send) is its new base.
-  void Flushed(Key key, const std::vector<DirtyRange> &sent,
-               uint64_t set_epoch, const Attrs &after);
+  void Flushed(Key key, const std::vector<DirtyRange> &sent, uint64_t set_epoch,
+               const Attrs &after);
   // Conflict detection (a change at the remote since our changes began):
   // the remote state a dirty object's changes are based on, its change
   // attribute and size when it became dirty or after our last complete
@@ -382,10 +382,10 @@ class Cache {
   bool DirtyOf(Key key, uint64_t *bytes) const;
 
   // --- accounting -------------------------------------------------------
-  uint64_t bytes() const;        // sum of cached block lengths
-  uint64_t blocks() const;       // number of cached blocks
-  uint64_t evictions() const;    // blocks evicted since start
-  size_t objects() const;        // objects with cached state in memory
+  uint64_t bytes() const;      // sum of cached block lengths
+  uint64_t blocks() const;     // number of cached blocks
+  uint64_t evictions() const;  // blocks evicted since start
+  size_t objects() const;      // objects with cached state in memory
   uint64_t max_objects() const { return max_objects_; }
   uint64_t object_evictions() const;  // objects dropped from memory
 
@@ -405,7 +405,7 @@ class Cache {
     uint64_t gen = 0;
     bool dirty = false;
     uint32_t dirty_lo = 0, dirty_hi = 0;  // dirty bytes (when dirty)
-    uint64_t dirty_epoch = 0;  // a new stamp at every local write of it
+    uint64_t dirty_epoch = 0;          // a new stamp at every local write of it
     std::list<BlockId>::iterator lru;  // position in lru_ (clean or dirty)
   };
   // The block index: every cached block of every file, by file then block
@@ -542,11 +542,13 @@ class Cache {
   // new_size is the file's size after it (o->attrs still has the size
   // before).
   void ApplyWriteLocked(Key key, Object *o, uint64_t off, const char *buf,
-                        size_t len, uint64_t new_size, void *batch) REQUIRES(mu_);
+                        size_t len, uint64_t new_size, void *batch)
+      REQUIRES(mu_);
   // Attributes of o (already changed by the caller) set locally: its change
   // moves, the bits of mask are pending for the flusher, and the record is
   // written (synced when sync).
-  bool SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync) REQUIRES(mu_);
+  bool SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync)
+      REQUIRES(mu_);
   // Our change of o's names (a directory): removed leaves its listing,
   // added joins it as added_key (empty names: none); the epoch moves.
   void EditListingLocked(Object *o, const std::string &removed,
@@ -559,9 +561,8 @@ class Cache {
   // Applies one of our completed operations whose "before" is known.
   void ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
                       const char *buf, size_t len, void *batch) REQUIRES(mu_);
-  bool PutBlockLocked(Key key, Object *o, uint64_t idx,
-                      const std::string &data, uint64_t change, bool dirty,
-                      void *batch) REQUIRES(mu_);
+  bool PutBlockLocked(Key key, Object *o, uint64_t idx, const std::string &data,
+                      uint64_t change, bool dirty, void *batch) REQUIRES(mu_);
   // Reads block idx's stored bytes (false when absent or short).
   bool ReadBlockLocked(Key key, const BlockInfo &b, uint64_t idx,
                        std::string *data) REQUIRES(mu_);
@@ -572,9 +573,9 @@ class Cache {
   void CountPinLocked(const Pin &pin, int delta) REQUIRES(mu_);
   uint64_t NextStampLocked() REQUIRES(mu_) { return stamp_++; }
 
-  Store *store_;                      // not owned
-  CacheOptions opts_;                 // immutable
-  metrics::ExportMetrics *metrics_;   // may be null; not owned
+  Store *store_;                                    // not owned
+  CacheOptions opts_;                               // immutable
+  metrics::ExportMetrics *metrics_;                 // may be null; not owned
   std::function<Clock::time_point()> lease_clock_;  // set before use
   std::function<bool()> stale_ok_;                  // set before use
   mutable Mutex mu_;
@@ -583,7 +584,7 @@ class Cache {
   std::list<Key> object_lru_ GUARDED_BY(mu_);
   uint64_t max_objects_ = 0;  // bound on objects_ (immutable)
   uint64_t object_evictions_ GUARDED_BY(mu_) = 0;  // dropped from memory
-  BlockIndex blocks_ GUARDED_BY(mu_);               // every cached block
+  BlockIndex blocks_ GUARDED_BY(mu_);              // every cached block
   std::list<BlockId> lru_ GUARDED_BY(mu_);  // blocks_, least recent first
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
   uint64_t nblocks_ GUARDED_BY(mu_) = 0;

@@ -29,8 +29,7 @@ uint32_t ReadaheadPolicy::OnRead(uint64_t idx) {
 BlockReader::BlockReader(Cache *cache, FetchFn fetch,
                          uint32_t readahead_max_blocks, int threads)
     : cache_(cache), fetch_(std::move(fetch)), ra_max_(readahead_max_blocks) {
-  for (int i = 0; i < threads; i++)
-    threads_.emplace_back([this] { Worker(); });
+  for (int i = 0; i < threads; i++) threads_.emplace_back([this] { Worker(); });
 }
 
 BlockReader::~BlockReader() {

@@ -54,9 +54,9 @@ class BlockReader {
   // Fetches block idx of key from upstream into *data (short at the end of
   // the file), storing it in the cache when valid; returns an NFS status.
   // cr and sid are those of the read that asked for the block.
-  using FetchFn = std::function<uint32_t(
-      Key key, uint64_t idx, const upstream::Creds &cr,
-      const upstream::StateId &sid, std::string *data)>;
+  using FetchFn =
+      std::function<uint32_t(Key key, uint64_t idx, const upstream::Creds &cr,
+                             const upstream::StateId &sid, std::string *data)>;
 
   BlockReader(Cache *cache, FetchFn fetch, uint32_t readahead_max_blocks,
               int threads);

@@ -136,8 +136,8 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
     }
     if (i == 0) {
       status = upstream::kNfs4ErrOpNotInSession;  // CB_SEQUENCE must lead
-      PutCbOpStatus(&o, op == kOpCbRecall || op == kOpCbGetattr ? op
-                                                                : kOpCbIllegal,
+      PutCbOpStatus(&o,
+                    op == kOpCbRecall || op == kOpCbGetattr ? op : kOpCbIllegal,
                     status);
       break;
     }

@@ -86,8 +86,8 @@ std::unique_ptr<CallbackServer> CallbackServer::Start(
     s->allowed_.push_back(p.s_addr);
   }
   const std::string where = s->address_ + ":" + std::to_string(opts.port);
-  s->listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                         0);
+  s->listen_fd_ =
+      socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s->listen_fd_ < 0) {
     *err = std::string("socket: ") + std::strerror(errno);
     return nullptr;
@@ -181,8 +181,8 @@ void CallbackServer::AcceptAll() {
   for (;;) {
     sockaddr_in sa;
     socklen_t len = sizeof(sa);
-    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr *>(&sa),
-                           &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr *>(&sa), &len,
+                           SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -210,11 +210,10 @@ void CallbackServer::AcceptAll() {
     }
     Conn c{std::make_unique<rpc::Transport>(fd, kMaxRecord), peer};
     c.rpc->set_max_queued(kMaxQueued);
-    c.rpc->SetCallHandler(
-        [this, peer](const rpc::PeerCall &call, XdrIn *args,
-                     std::string *results) {
-          return Serve(peer, call, args, results);
-        });
+    c.rpc->SetCallHandler([this, peer](const rpc::PeerCall &call, XdrIn *args,
+                                       std::string *results) {
+      return Serve(peer, call, args, results);
+    });
     conns_.push_back(std::move(c));
     nache_log(kLogInfo, kComponent, "connection from %s", peer.c_str());
   }
@@ -225,9 +224,8 @@ ReplyStatus CallbackServer::Serve(const std::string &peer,
                                   std::string *results) {
   const ReplyStatus program = CheckCbProgram(call, opts_.program, results);
   if (program != ReplyStatus::kOk) {
-    nache_log(kLogInfo, kComponent,
-              "%s: a call to program 0x%x version %u: %s", peer.c_str(),
-              unsigned(call.prog), unsigned(call.vers),
+    nache_log(kLogInfo, kComponent, "%s: a call to program 0x%x version %u: %s",
+              peer.c_str(), unsigned(call.prog), unsigned(call.vers),
               rpc::ReplyStatusName(program));
     return program;
   }

@@ -84,18 +84,18 @@ class CallbackServer {
   rpc::ReplyStatus ServeCompound(const std::string &peer, rpc::XdrIn *args,
                                  std::string *results);
 
-  const CallbackOptions opts_;         // as given to Start()
-  CallbackHandler *const handler_;     // outlives us; called on the thread
-  std::string address_;                // opts_.address, normalized
-  std::vector<uint32_t> allowed_;      // allowed peers (network order)
-  uint16_t port_ = 0;                  // bound port; set before the thread
-  int listen_fd_ = -1;                 // closed by Stop() after the join
-  int wake_fd_ = -1;                   // eventfd: Stop() wakes the loop
-  Mutex stop_mu_;                      // serializes Stop()
+  const CallbackOptions opts_;      // as given to Start()
+  CallbackHandler *const handler_;  // outlives us; called on the thread
+  std::string address_;             // opts_.address, normalized
+  std::vector<uint32_t> allowed_;   // allowed peers (network order)
+  uint16_t port_ = 0;               // bound port; set before the thread
+  int listen_fd_ = -1;              // closed by Stop() after the join
+  int wake_fd_ = -1;                // eventfd: Stop() wakes the loop
+  Mutex stop_mu_;                   // serializes Stop()
   std::thread thread_ GUARDED_BY(stop_mu_);  // the service thread
-  std::atomic<uint64_t> calls_{0};     // written by the thread only
-  std::atomic<uint64_t> rejected_{0};  // written by the thread only
-  std::vector<Conn> conns_;            // service thread only
+  std::atomic<uint64_t> calls_{0};           // written by the thread only
+  std::atomic<uint64_t> rejected_{0};        // written by the thread only
+  std::vector<Conn> conns_;                  // service thread only
 };
 
 }  // namespace callback

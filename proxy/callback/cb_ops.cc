@@ -82,8 +82,7 @@ void PutCbOpStatus(XdrOut *out, uint32_t op, uint32_t status) {
 }
 
 void PutCbCompoundRes(std::string *out, uint32_t status, const char *tag,
-                      uint32_t tag_len, uint32_t nres,
-                      const std::string &ops) {
+                      uint32_t tag_len, uint32_t nres, const std::string &ops) {
   XdrOut x(out);
   x.U32(status);
   x.Opaque(tag, tag_len);

@@ -124,8 +124,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   c->cfg_ = cfg;
   c->max_read_ = cfg.max_io_size;
   c->max_write_ = cfg.max_io_size;
-  metrics::Metrics *m =
-      cfg.metrics ? cfg.metrics : &metrics::Metrics::Global();
+  metrics::Metrics *m = cfg.metrics ? cfg.metrics : &metrics::Metrics::Global();
   c->metrics_ = m->ForExport(cfg.export_id);
   StoreOptions so;
   so.upstream_server = cfg.upstream_server;
@@ -146,13 +145,14 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   snprintf(prefix, sizeof(prefix), "nache-%u-%08x", cfg.export_id, rd());
   c->owner_prefix_ = prefix;
   Core *core = c.get();
-  c->opens_.reset(new OpenTable(kOpenOwners, c->owner_prefix_,
-                                [core] { return core->up_ ? core->up_->epoch() : 0; }));
+  c->opens_.reset(new OpenTable(kOpenOwners, c->owner_prefix_, [core] {
+    return core->up_ ? core->up_->epoch() : 0;
+  }));
   // The root's key exists before the remote is reachable, so the export
   // can be served (with retryable errors) while the upstream is down.
-  c->root_key_ = c->handles_->NamedKey(
-      "root:" + cfg.upstream_server + ":" + std::to_string(cfg.upstream_port) +
-      ":" + cfg.upstream_path);
+  c->root_key_ = c->handles_->NamedKey("root:" + cfg.upstream_server + ":" +
+                                       std::to_string(cfg.upstream_port) + ":" +
+                                       cfg.upstream_path);
 
   upstream::UpstreamOptions uo;
   uo.server = cfg.upstream_server;
@@ -184,7 +184,9 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     // Each new session starts the back channel's slots afresh; calls
     // naming another session are refused (BADSESSION).
     uo.on_new_session = [bc](const std::array<uint8_t, 16> &session,
-                             uint32_t slots) { bc->SetSession(session, slots); };
+                             uint32_t slots) {
+      bc->SetSession(session, slots);
+    };
   }
   c->up_ = cfg.make_upstream ? cfg.make_upstream(uo)
                              : upstream::Upstream::Create(uo);
@@ -348,8 +350,7 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
   }
   if (rep->status != upstream::kNfs4Ok) {
     int i = rep->FailedIndex();
-    NACHE_LOG(kLogDebug, "NACHE_UPSTREAM", "%s: %s failed: %s",
-              c.tag().c_str(),
+    NACHE_LOG(kLogDebug, "NACHE_UPSTREAM", "%s: %s failed: %s", c.tag().c_str(),
               i >= 0 ? upstream::OpName(rep->results[i].op) : "?",
               nache_status_name(rep->status));
   }
@@ -371,10 +372,8 @@ bool Core::SeqidBearing(const Compound &c) const {
       case Op::kOpenDowngrade:
       case Op::kClose:
       case Op::kLock:
-      case Op::kLocku:
-        return true;
-      default:
-        break;
+      case Op::kLocku: return true;
+      default: break;
     }
   }
   return false;
@@ -403,7 +402,8 @@ upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
   const auto deadline = std::chrono::steady_clock::now() + budget;
   auto pause = std::chrono::milliseconds(50);
   for (int n = 1; s != upstream::CallStatus::kOk; n++) {
-    if (s == upstream::CallStatus::kShutdown || s == upstream::CallStatus::kEncodeError)
+    if (s == upstream::CallStatus::kShutdown ||
+        s == upstream::CallStatus::kEncodeError)
       return s;
     if (up_->epoch() != epoch) return s;  // the server forgot the owner
     // Given up already (another request of this client id): the new id
@@ -414,7 +414,8 @@ upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
     // Our lease lapsed (a WAN cut): the remote drops our state, or keeps
     // it only until someone conflicts; waiting longer settles nothing.
     if (now >= deadline || LeaseLapsed()) break;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
     if (!up_->WaitReady(int(left.count()))) continue;  // (the deadline ends it)
     if (up_->epoch() != epoch) return s;
     if (n > 1) {
@@ -429,16 +430,19 @@ upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
     rep->sends = n + 1;
     auto t0 = std::chrono::steady_clock::now();
     s = up_->Call(c, cr, rep);
-    metrics_->ObserveCompound(c, s, *rep, std::chrono::steady_clock::now() - t0);
-    metrics_->CountSeqidResend(s == upstream::CallStatus::kOk ? "answered" : "unanswered");
+    metrics_->ObserveCompound(c, s, *rep,
+                              std::chrono::steady_clock::now() - t0);
+    metrics_->CountSeqidResend(s == upstream::CallStatus::kOk ? "answered"
+                                                              : "unanswered");
   }
   if (s == upstream::CallStatus::kOk) return s;
   uint64_t not_yet = kNoEpoch;
   if (up_->epoch() == epoch &&
       gave_up_epoch_.compare_exchange_strong(not_yet, epoch)) {
     metrics_->CountSeqidResend("gave_up");
-    up_->RestartClient("an NFSv4.0 open or lock request stayed unanswered; "
-                       "its owner's seqid is unknown");
+    up_->RestartClient(
+        "an NFSv4.0 open or lock request stayed unanswered; "
+        "its owner's seqid is unknown");
   }
   return s;
 }
@@ -521,8 +525,9 @@ void Core::LearnIoLimits() {
   Fh fh;
   if (FhOf(root_key_, &fh) || io_limits_known_.load()) return;
   Compound c;
-  c.SetTag("io_limits").Putfh(fh).Getattr(upstream::kAttrMaxRead |
-                                          upstream::kAttrMaxWrite);
+  c.SetTag("io_limits")
+      .Putfh(fh)
+      .Getattr(upstream::kAttrMaxRead | upstream::kAttrMaxWrite);
   CompoundReply rep;
   if (Run(c, Creds(), &rep) == upstream::kNfs4Ok)
     ApplyIoLimits(rep.Find(Op::kGetattr)->attrs);
@@ -556,8 +561,8 @@ uint32_t Core::Root(const Creds &cr, Key *key, Attrs *attrs) {
     // so the export exists; every use of it waits for the remote (clients
     // get NFS4ERR_DELAY and retry).
     a = Attrs();
-    a.mask = upstream::kAttrType | upstream::kAttrMode |
-             upstream::kAttrNlink | upstream::kAttrFileid;
+    a.mask = upstream::kAttrType | upstream::kAttrMode | upstream::kAttrNlink |
+             upstream::kAttrFileid;
     a.type = upstream::FileType::kDir;
     a.mode = 0755;
     a.nlink = 2;
@@ -624,16 +629,15 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
   CompoundReply rep;
   st = UnlessOnlyAccessFailed(at, Run(c, cr, &rep), rep);
   if (st) return st;
-  *key = name == "." ? dir
-                     : handles_->Intern(rep.Find(Op::kGetfh)->fh, dir, name);
+  *key =
+      name == "." ? dir : handles_->Intern(rep.Find(Op::kGetfh)->fh, dir, name);
   cache_->Validated(*key, rep.Find(Op::kGetattr)->attrs);
   NoteAccessAnswer(*key, cr, rep);
   if (attrs) *attrs = rep.Find(Op::kGetattr)->attrs;
   return st;
 }
 
-uint32_t Core::LookupParent(const Creds &cr, Key dir, Key *key,
-                            Attrs *attrs) {
+uint32_t Core::LookupParent(const Creds &cr, Key dir, Key *key, Attrs *attrs) {
   LocalNames::Entry e;
   if (LocalNamespace() && local_names_->Get(dir, &e)) {
     *key = e.dir;
@@ -742,8 +746,8 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
   if (unstable_writes_ && (set.mask & upstream::kAttrSize))
     unstable_writes_->Drain(key);
   // Only a size change needs the open's stateid (for share reservations).
-  StateId sid = (set.mask & upstream::kAttrSize) ? IoStateid(open)
-                                                 : StateId::Anonymous();
+  StateId sid =
+      (set.mask & upstream::kAttrSize) ? IoStateid(open) : StateId::Anonymous();
   for (int attempt = 0; attempt < 2; attempt++) {
     // The change attribute just before and the attributes just after:
     // the cache learns whether the change was ours alone.
@@ -817,11 +821,10 @@ uint32_t Core::MayOpen(const Creds &cr, Key key, uint32_t share_access) {
   // As a server's OPEN judges: reading needs READ (or EXECUTE: a program
   // is read to be run), writing needs MODIFY.
   const bool read = share_access & upstream::kShareAccessRead;
-  const uint32_t want =
-      (read ? uint32_t(upstream::kAccessRead) : 0u) |
-      ((share_access & upstream::kShareAccessWrite)
-           ? uint32_t(upstream::kAccessModify)
-           : 0u);
+  const uint32_t want = (read ? uint32_t(upstream::kAccessRead) : 0u) |
+                        ((share_access & upstream::kShareAccessWrite)
+                             ? uint32_t(upstream::kAccessModify)
+                             : 0u);
   uint32_t allowed = 0;
   uint32_t st = Access(cr, key, want, &allowed);
   if (st) return st;
@@ -852,8 +855,7 @@ void Core::NoteAccessAnswer(Key key, const Creds &cr,
                             const CompoundReply &rep) {
   const OpResult *r = rep.Find(Op::kAccess);
   if (r && r->status == 0)
-    cache_->NoteAccess(key, Cache::CredId(cr), r->access_supported,
-                       r->access);
+    cache_->NoteAccess(key, Cache::CredId(cr), r->access_supported, r->access);
 }
 
 Core::Creds Core::SquashedRoot() {
@@ -904,9 +906,7 @@ void Core::PrefetchListing(const Creds &cr, Key dir) {
   }
 }
 
-upstream::Verifier Core::CookieVerf(Key dir) {
-  return cache_->CookieVerf(dir);
-}
+upstream::Verifier Core::CookieVerf(Key dir) { return cache_->CookieVerf(dir); }
 
 void Core::SetCookieVerf(Key dir, const upstream::Verifier &v) {
   cache_->SetCookieVerf(dir, v);
@@ -1057,8 +1057,7 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
          type == upstream::FileType::kLnk) &&
         !Draining())
       return CreateLocal(cr, dir, name, type, attrs, link_text, key, out);
-    if (local_names_->Find(dir, name, nullptr))
-      return upstream::kNfs4ErrExist;
+    if (local_names_->Find(dir, name, nullptr)) return upstream::kNfs4ErrExist;
     if (uint32_t st = SendRemoveOf(dir, name)) return st;
   }
   Fh dfh;
@@ -1080,8 +1079,8 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
     if (!rep.Find(Op::kCreate) && st == upstream::kNfs4ErrDelay) {
       unanswered_.Note(UnansweredNames::Op::kCreate, dir, name, who);
     } else if (OpStatus(rep, Op::kCreate) == upstream::kNfs4ErrExist &&
-               unanswered_.TakeRecent(UnansweredNames::Op::kCreate, dir,
-                                      name, who)) {
+               unanswered_.TakeRecent(UnansweredNames::Op::kCreate, dir, name,
+                                      who)) {
       // The client's retry of a create done once: what the name holds,
       // when it is of the type asked for.
       Attrs a;
@@ -1219,8 +1218,8 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   if (!rep.Find(Op::kRename) && st == upstream::kNfs4ErrDelay) {
     unanswered_.Note(UnansweredNames::Op::kRename, olddir, noted, who);
   } else if (rst == upstream::kNfs4ErrNoent &&
-             unanswered_.TakeRecent(UnansweredNames::Op::kRename, olddir,
-                                    noted, who) &&
+             unanswered_.TakeRecent(UnansweredNames::Op::kRename, olddir, noted,
+                                    who) &&
              RenamedOnce(cr, source, nfh, newname)) {
     // The client's retry of a rename done once: the new name holds what
     // the old one did.
@@ -1240,8 +1239,8 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   } else if (olddir == newdir) {
     // Both directories' attributes after the rename, and their listings
     // edited: one edit when they are the same directory.
-    NoteDirAfter(newdir, rep, 0, rep.Find(Op::kRename)->cinfo, oldname,
-                 newname, moved);
+    NoteDirAfter(newdir, rep, 0, rep.Find(Op::kRename)->cinfo, oldname, newname,
+                 moved);
   } else {
     NoteDirAfter(newdir, rep, 0, rep.Find(Op::kRename)->cinfo2, "", newname,
                  moved);
@@ -1256,8 +1255,8 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
 bool Core::RenamedOnce(const Creds &cr, Key source, const Fh &newdir_fh,
                        const std::string &newname) {
   HandleRecord rec;
-  const bool known = source != kNoKey && handles_->Get(source, &rec) &&
-                     !rec.fh.empty();
+  const bool known =
+      source != kNoKey && handles_->Get(source, &rec) && !rec.fh.empty();
   Compound c;
   c.SetTag("rename_done").Putfh(newdir_fh).Lookup(newname).Getfh();
   CompoundReply rep;
@@ -1299,7 +1298,8 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
     // says so once it has them; one whose removes we have not told it
     // yet is empty only once it has them. (Such a directory is known to
     // us by name: no LOOKUP needed to find it.)
-    Key k = gone != kNoKey ? gone : local_names_->DirNamed(dir, name, *handles_);
+    Key k =
+        gone != kNoKey ? gone : local_names_->DirNamed(dir, name, *handles_);
     if (k != kNoKey &&
         ((st = SendRemovesIn(k)) || (st = CreateEntriesRemotely(k))))
       return st;
@@ -1314,8 +1314,8 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   // or no link left), so that its records here can go too (ForgetGone).
   HandleRecord gone_rec;
   const bool name_it = gone == kNoKey;
-  const bool by_handle = !name_it && handles_->Get(gone, &gone_rec) &&
-                         !gone_rec.fh.empty();
+  const bool by_handle =
+      !name_it && handles_->Get(gone, &gone_rec) && !gone_rec.fh.empty();
   if (name_it) c.Lookup(name).Getfh().Savefh().Putfh(dfh);
   c.Remove(name).Getattr(upstream::kAttrsObject);
   if (name_it)
@@ -1338,17 +1338,16 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   bool gone_for_good = false;
   if ((name_it || by_handle) && rep.Find(Op::kRemove) &&
       !OpStatus(rep, Op::kRemove)) {
-    const OpResult *p = name_it ? rep.Find(Op::kRestorefh)
-                                : rep.Find(Op::kPutfh, 1);
+    const OpResult *p =
+        name_it ? rep.Find(Op::kRestorefh) : rep.Find(Op::kPutfh, 1);
     const OpResult *n = rep.Find(Op::kGetattr, 1);
-    gone_for_good = (p && p->status == upstream::kNfs4ErrStale) ||
-                    (n && n->status == upstream::kNfs4Ok &&
-                     (n->attrs.mask & upstream::kAttrNlink) &&
-                     n->attrs.nlink == 0);
+    gone_for_good =
+        (p && p->status == upstream::kNfs4ErrStale) ||
+        (n && n->status == upstream::kNfs4Ok &&
+         (n->attrs.mask & upstream::kAttrNlink) && n->attrs.nlink == 0);
   }
   if (rep.Find(Op::kRemove) && !OpStatus(rep, Op::kRemove)) {
-    NoteDirAfter(dir, rep, 0, rep.Find(Op::kRemove)->cinfo, name, "",
-                 kNoKey);
+    NoteDirAfter(dir, rep, 0, rep.Find(Op::kRemove)->cinfo, name, "", kNoKey);
     st = upstream::kNfs4Ok;  // removed; only the GETATTR after failed
   } else {
     cache_->ExpireAttrs(dir);
@@ -1529,8 +1528,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   if (const OpResult *r = rep.Find(Op::kRead)) {
     // Kept when it is the whole block (or the whole file).
     first.resize(r->status == upstream::kNfs4Ok ? r->count : 0);
-    uint64_t expect =
-        std::min<uint64_t>(cache_->block_size(), got_attrs.size);
+    uint64_t expect = std::min<uint64_t>(cache_->block_size(), got_attrs.size);
     if (!first.empty() && first.size() == expect)
       cache_->PutBlock(f->key, 0, cache_->Generation(f->key), first);
   }
@@ -1538,8 +1536,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   return upstream::kNfs4Ok;
 }
 
-uint32_t Core::UpstreamUnlockAll(const Creds &cr, FileOpen *f,
-                                 const Fh &fh) {
+uint32_t Core::UpstreamUnlockAll(const Creds &cr, FileOpen *f, const Fh &fh) {
   for (auto &lo : f->lock_owners) {
     if (!lo.second.established) continue;
     Compound c;
@@ -1563,9 +1560,7 @@ uint32_t Core::UpstreamCloseLocked(const Creds &cr, FileOpen *f) {
   if (st) return st;
   for (int attempt = 0; attempt < 2; attempt++) {
     StateId sid;
-    {
-      sid = f->stateid();
-    }
+    { sid = f->stateid(); }
     Compound c;
     c.SetTag("close").Putfh(fh).Close(f->owner->seqid, sid);
     CompoundReply rep;
@@ -1590,8 +1585,8 @@ uint32_t Core::UpstreamCloseLocked(const Creds &cr, FileOpen *f) {
   return st;
 }
 
-uint32_t Core::UpstreamDowngrade(const Creds &cr, FileOpen *f,
-                                 uint32_t access, uint32_t deny) {
+uint32_t Core::UpstreamDowngrade(const Creds &cr, FileOpen *f, uint32_t access,
+                                 uint32_t deny) {
   Fh fh;
   uint32_t st = FhOfAny(f->key, &fh);
   if (st) return st;
@@ -1748,8 +1743,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       } else if (exclusive && !created_once && o &&
                  o->status == upstream::kNfs4ErrExist &&
                  (rep.sends > 1 ||
-                  unanswered_.TakeRecent(UnansweredNames::Op::kCreate,
-                                         req.key, req.name, who))) {
+                  unanswered_.TakeRecent(UnansweredNames::Op::kCreate, req.key,
+                                         req.name, who))) {
         // The client's retry of an exclusive create whose reply was lost,
         // which the remote did (NFSv4.1, and a new NFSv4.0 owner's first
         // OPEN), or Run's own resend of it that the remote executed anew
@@ -1773,10 +1768,9 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
                              {dfh, req.name, req.access, req.deny}, &deleg)))
       return st;
     key = handles_->Intern(rep.Find(Op::kGetfh)->fh, req.key, req.name);
-    *created = created_once ||
-               (req.mode != NACHE_OPEN_NOCREATE &&
-                (req.mode != NACHE_OPEN_UNCHECKED ||
-                 o->cinfo.before != o->cinfo.after));
+    *created = created_once || (req.mode != NACHE_OPEN_NOCREATE &&
+                                (req.mode != NACHE_OPEN_UNCHECKED ||
+                                 o->cinfo.before != o->cinfo.after));
     // A truncating open makes unflushed data of ours garbage.
     if (req.truncate && cache_->IsDirty(key)) cache_->Forget(key);
     if (const OpResult *g = rep.Find(Op::kGetattr)) {
@@ -1806,8 +1800,9 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     // The file is pinned to another owner (it was already open by handle):
     // give this open back and join the file's own upstream open below.
     Compound cl;
-    cl.SetTag("close_dup").Putfh(rep.Find(Op::kGetfh)->fh).Close(owner->seqid,
-                                                                 sid);
+    cl.SetTag("close_dup")
+        .Putfh(rep.Find(Op::kGetfh)->fh)
+        .Close(owner->seqid, sid);
     CompoundReply clrep;
     Run(cl, cr, &clrep);
     if (const OpResult *r = clrep.Find(Op::kClose))
@@ -1999,8 +1994,7 @@ uint32_t Core::CloseFile(NacheOpen *open) {
         st = UpstreamCloseLocked(root, f.get());
       } else if (f->up_access != f->WantAccess() ||
                  f->up_deny != f->WantDeny()) {
-        st = UpstreamDowngrade(root, f.get(), f->WantAccess(),
-                               f->WantDeny());
+        st = UpstreamDowngrade(root, f.get(), f->WantAccess(), f->WantDeny());
       }
     }
   }
@@ -2039,8 +2033,7 @@ bool Core::CloseIfIdle(const std::shared_ptr<FileOpen> &f, bool only_if_due) {
     // Not when reopened meanwhile, nor (only_if_due) when closed again
     // later: a newer linger entry is due then.
     if (f->open() && f->n_local == 0 &&
-        (!only_if_due ||
-         f->linger_until <= std::chrono::steady_clock::now())) {
+        (!only_if_due || f->linger_until <= std::chrono::steady_clock::now())) {
       UpstreamCloseLocked(Creds(), f.get());
       closed = true;
     }
@@ -2072,14 +2065,12 @@ StateId Core::IoStateid(NacheOpen *open) {
   // Granted locally under our delegation: its stateid is the one to use
   // (a state error makes the caller fall back to the anonymous one).
   StateId sid;
-  if (DelegationCovers(f->key, upstream::kShareAccessRead, 0, &sid))
-    return sid;
+  if (DelegationCovers(f->key, upstream::kShareAccessRead, 0, &sid)) return sid;
   return StateId::Anonymous();
 }
 
-uint32_t Core::Read(const Creds &cr, Key key, NacheOpen *open,
-                    uint64_t offset, size_t len, char *buf, size_t *nread,
-                    bool *eof) {
+uint32_t Core::Read(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
+                    size_t len, char *buf, size_t *nread, bool *eof) {
   *nread = 0;
   *eof = false;
   // Writes still queued for this file land first (read-your-writes).
@@ -2217,10 +2208,9 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
 
 void Core::WriteVerifier(uint8_t out[8]) { memcpy(out, boot_verf_, 8); }
 
-uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open,
-                     uint64_t offset, size_t len, const char *buf,
-                     upstream::StableHow stable, size_t *nwritten,
-                     upstream::StableHow *committed) {
+uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
+                     size_t len, const char *buf, upstream::StableHow stable,
+                     size_t *nwritten, upstream::StableHow *committed) {
   using upstream::StableHow;
   // Kept local: our own read delegation is no conflict until the flush.
   if (WriteBackFor(key)) {
@@ -2266,8 +2256,7 @@ uint32_t Core::WriteUpstream(const Creds &cr, Key key,
   *committed = upstream::StableHow::kFileSync;
   StateId sid = sid_of();
   while (*nwritten < len) {
-    uint32_t chunk =
-        uint32_t(std::min<size_t>(len - *nwritten, max_write_));
+    uint32_t chunk = uint32_t(std::min<size_t>(len - *nwritten, max_write_));
     // The change attribute just before and the attributes just after the
     // WRITE: when nothing else changed the file in between, the written
     // bytes update the cached blocks and a read-back is a hit.
@@ -2276,8 +2265,7 @@ uint32_t Core::WriteUpstream(const Creds &cr, Key key,
     c.SetTag("write")
         .Putfh(fh)
         .Getattr(upstream::kAttrChange)
-        .Write(sid, offset + *nwritten, stable,
-               buf + *nwritten, chunk)
+        .Write(sid, offset + *nwritten, stable, buf + *nwritten, chunk)
         .Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
@@ -2297,8 +2285,8 @@ uint32_t Core::WriteUpstream(const Creds &cr, Key key,
       if (!w || w->status) return *nwritten ? upstream::kNfs4Ok : st;
     } else {
       cache_->AfterOwnChange(key, true, rep.Find(Op::kGetattr)->attrs.change,
-                             post->attrs, offset + *nwritten,
-                             buf + *nwritten, w->count);
+                             post->attrs, offset + *nwritten, buf + *nwritten,
+                             w->count);
     }
     *verf = w->verifier;
     *nwritten += w->count;
@@ -2308,8 +2296,7 @@ uint32_t Core::WriteUpstream(const Creds &cr, Key key,
   return upstream::kNfs4Ok;
 }
 
-uint32_t Core::Commit(const Creds &cr, Key key, uint64_t offset,
-                      uint64_t len) {
+uint32_t Core::Commit(const Creds &cr, Key key, uint64_t offset, uint64_t len) {
   (void)offset;  // the whole file is committed: cheaper than tracking ranges
   (void)len;
   if (WriteBackFor(key)) return upstream::kNfs4Ok;  // durable in the store
@@ -2333,8 +2320,7 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
     const OpResult *r = rep.Find(kind);
     if (r && conflict) {
       conflict->offset = r->denied.offset;
-      conflict->length =
-          r->denied.length == UINT64_MAX ? 0 : r->denied.length;
+      conflict->length = r->denied.length == UINT64_MAX ? 0 : r->denied.length;
       conflict->write = r->denied.type == upstream::LockType::kWrite ||
                         r->denied.type == upstream::LockType::kWriteWait;
     }
@@ -2495,9 +2481,7 @@ uint32_t Core::SendLock(const Creds &cr, FileOpen *f, const Fh &fh,
   if (!lo->established) {
     a.new_lock_owner = true;
     a.open_seqid = f->owner->seqid;
-    {
-      a.open_stateid = f->stateid();
-    }
+    { a.open_stateid = f->stateid(); }
     a.lock_seqid = 0;
     a.owner = lo->name;
   } else {

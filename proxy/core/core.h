@@ -40,18 +40,18 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <thread>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "admin/registry.h"
 #include "cache/cache.h"
+#include "cache/reader.h"
 #include "callback/back_channel.h"
 #include "callback/callback_server.h"
-#include "cache/reader.h"
 #include "core/delegations.h"
 #include "core/opens.h"
 #include "core/owner_rights.h"
@@ -109,8 +109,8 @@ struct CoreConfig {
   // cache whatever its age, and grant opens locally (README, "Disconnected
   // operation").
   bool serve_stale = false;
-  uint32_t flush_age_ms = 30000;   // flush a file's data after this
-  uint64_t dirty_max = 1ull << 30; // bound on unflushed data (bytes)
+  uint32_t flush_age_ms = 30000;    // flush a file's data after this
+  uint64_t dirty_max = 1ull << 30;  // bound on unflushed data (bytes)
   // Cache_Reset_If_Corrupt, Cache_Reset_On_Upstream_Change (store.h).
   bool cache_reset_if_corrupt = false;
   bool cache_reset_on_upstream_change = false;
@@ -209,8 +209,8 @@ class Core {
                   Attrs *attrs);
   uint32_t LookupParent(const Creds &cr, Key dir, Key *key, Attrs *attrs);
   uint32_t Getattr(const Creds &cr, Key key, Attrs *attrs);
-  uint32_t Setattr(const Creds &cr, Key key, NacheOpen *open,
-                   const Attrs &set, Attrs *out);
+  uint32_t Setattr(const Creds &cr, Key key, NacheOpen *open, const Attrs &set,
+                   Attrs *out);
   uint32_t Access(const Creds &cr, Key key, uint32_t want, uint32_t *allowed);
   // Whether cr owns key by the attributes known here (no upstream call;
   // false when none are known, and for an owner we could not map):
@@ -226,13 +226,12 @@ class Core {
   // source: the object oldname names, as the caller looked it up (kNoKey
   // when not known).
   uint32_t Rename(const Creds &cr, Key olddir, const std::string &oldname,
-                  Key newdir, const std::string &newname,
-                  Key source = kNoKey);
+                  Key newdir, const std::string &newname, Key source = kNoKey);
   uint32_t Remove(const Creds &cr, Key dir, const std::string &name);
   uint32_t Statfs(const Creds &cr, Key key, Attrs *out);
 
   struct OpenRequest {
-    Key key = kNoKey;      // the file (by handle) or the directory (by name)
+    Key key = kNoKey;  // the file (by handle) or the directory (by name)
     const char *name = nullptr;  // by name when not null
     uint32_t access = 0, deny = 0;
     nache_createmode mode = NACHE_OPEN_NOCREATE;
@@ -315,8 +314,8 @@ class Core {
   void ForgetGone(Key key);
   // PUTFH + GETATTR(mask) of key; for the object attributes
   // (kAttrsObject) also the caller's ACCESS, both recorded in the cache.
-  uint32_t FetchAttrs(const Creds &cr, Key key, uint64_t mask,
-                      const char *tag, Attrs *out);
+  uint32_t FetchAttrs(const Creds &cr, Key key, uint64_t mask, const char *tag,
+                      Attrs *out);
   // GETATTR upstream, recorded in the cache (a moved change attribute
   // invalidates the object's cached data).
   uint32_t Revalidate(const Creds &cr, Key key, Attrs *out);
@@ -328,9 +327,8 @@ class Core {
   // (entry removed, entry added as added_key) that keeps its cached
   // listing usable for lookups.
   void NoteDirAfter(Key dir, const upstream::CompoundReply &rep, int nth,
-                    const upstream::ChangeInfo &ci,
-                    const std::string &removed, const std::string &added,
-                    Key added_key);
+                    const upstream::ChangeInfo &ci, const std::string &removed,
+                    const std::string &added, Key added_key);
   // The key of dir's entry name in dir's cached listing, or kNoKey.
   Key ListedKey(Key dir, const std::string &name);
   // One upstream WRITE of [off, off+len) (several when len exceeds the
@@ -420,17 +418,15 @@ class Core {
   void SendLocalLocks(FileOpen *f, const upstream::Fh &fh)
       REQUIRES(f->owner->mu);
   // LOCK of range h for lo (a reclaim when reclaim).
-  uint32_t SendHeldLock(FileOpen *f, const upstream::Fh &fh,
-                        LockOwnerState *lo, const HeldLock &h, bool reclaim)
-      REQUIRES(f->owner->mu);
+  uint32_t SendHeldLock(FileOpen *f, const upstream::Fh &fh, LockOwnerState *lo,
+                        const HeldLock &h, bool reclaim) REQUIRES(f->owner->mu);
   // Whether name in the remote directory dir is a regular file carrying
   // an exclusive create's verifier (create_verifier.h).
   bool RemoteCarriesVerifier(const Creds &cr, const upstream::Fh &dir,
-                             const std::string &name,
-                             const uint8_t *verifier);
-  uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
-                                uint32_t access, uint32_t deny,
-                                Attrs *attrs) REQUIRES(f->owner->mu);
+                             const std::string &name, const uint8_t *verifier);
+  uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f, uint32_t access,
+                                uint32_t deny, Attrs *attrs)
+      REQUIRES(f->owner->mu);
   uint32_t UpstreamCloseLocked(const Creds &cr, FileOpen *f)
       REQUIRES(f->owner->mu);
   uint32_t UpstreamDowngrade(const Creds &cr, FileOpen *f, uint32_t access,
@@ -477,8 +473,7 @@ class Core {
   // A flush send refused by the remote for the permissions of the caller
   // it is sent as (ACCESS, PERM): counted and logged, naming op, the
   // object and the uid. Other statuses: nothing.
-  void NoteFlushRefused(const char *op, Key key, const Creds &cr,
-                        uint32_t st);
+  void NoteFlushRefused(const char *op, Key key, const Creds &cr, uint32_t st);
 
   // --- local namespace (core_local_names.cc) -----------------------------
   // With write-back on a single-writer export, creates of files,
@@ -539,13 +534,12 @@ class Core {
   // COMPOUND's reply (its status tells whether the ops after the OPEN
   // went through); *fh: the file's handle; *deleg: a delegation the OPEN
   // brought (for the caller's NoteGrant). Returns the OPEN's status.
-  uint32_t CreateClosedFile(const Creds &cr, const upstream::Fh &pfh,
-                            const std::string &name,
-                            upstream::OpenArgs::Create how, const Attrs &ca,
-                            Key key,
-                            const std::function<void(upstream::Compound *)> &more,
-                            upstream::CompoundReply *rep, upstream::Fh *fh,
-                            upstream::Delegation *deleg);
+  uint32_t CreateClosedFile(
+      const Creds &cr, const upstream::Fh &pfh, const std::string &name,
+      upstream::OpenArgs::Create how, const Attrs &ca, Key key,
+      const std::function<void(upstream::Compound *)> &more,
+      upstream::CompoundReply *rep, upstream::Fh *fh,
+      upstream::Delegation *deleg);
 
   // --- conflicts (core_conflicts.cc) --------------------------------------
   // Before the flush of a file with unflushed writes and no write
@@ -615,9 +609,8 @@ class Core {
   // has, kept local: logged (synced) with the remove of a remote file it
   // replaces, the new name shown here at once, the RENAME sent later
   // (core_local_renames.cc). *done false when it must go the remote way.
-  uint32_t RenameLogged(const Creds &cr, Key olddir,
-                        const std::string &oldname, Key newdir,
-                        const std::string &newname, bool *done);
+  uint32_t RenameLogged(const Creds &cr, Key olddir, const std::string &oldname,
+                        Key newdir, const std::string &newname, bool *done);
   // A moved object (src) renamed again: its kRename record now names the
   // new target (or is dropped when that is its remote name); *done false
   // when it must go the remote way.
@@ -635,8 +628,8 @@ class Core {
   void AddMoved(uint64_t seq, Key olddir, const std::string &oldname,
                 Key newdir, const std::string &newname, Key k,
                 upstream::FileType type);
-  void EditListingsForRename(Key olddir, const std::string &oldname,
-                             Key newdir, const std::string &newname, Key k);
+  void EditListingsForRename(Key olddir, const std::string &oldname, Key newdir,
+                             const std::string &newname, Key k);
   // What a rename kept local would replace at (newdir, newname) (nda: the
   // directory's attributes): nothing (*replaced kNoKey), or a file or
   // symlink of the remote's whose remove is logged with it; *remote when
@@ -758,7 +751,7 @@ class Core {
   std::unique_ptr<Cache> cache_;
   std::unique_ptr<BlockReader> reader_;  // uses cache_ (destroyed first)
   std::unique_ptr<UnstableWrites> unstable_writes_;  // null when disabled
-  std::unique_ptr<Flusher> flusher_;  // null unless write_back
+  std::unique_ptr<Flusher> flusher_;                 // null unless write_back
   // The log and its index of local names: null unless write_back and
   // single_writer (LocalNamespace()).
   std::unique_ptr<OpLog> oplog_;
@@ -770,7 +763,7 @@ class Core {
   // upstream call. Taken before Cache::mu_, HandleMap's and OpLog's locks
   // (it calls into them), never after.
   Mutex meta_mu_;
-  CondVar meta_cv_{&meta_mu_};  // sending_ or removing_ changed
+  CondVar meta_cv_{&meta_mu_};                  // sending_ or removing_ changed
   std::set<Key> sending_ GUARDED_BY(meta_mu_);  // creates being sent
   std::set<uint64_t> removing_ GUARDED_BY(meta_mu_);  // remove records sent
   // Local objects created by this run whose create was never tried: their
@@ -796,7 +789,7 @@ class Core {
   bool linger_stop_ GUARDED_BY(linger_mu_) = false;
   std::thread linger_thread_;
   std::unique_ptr<DelegationTable> delegs_;
-  std::unique_ptr<callback::CallbackHandler> cb_glue_;  // a CallbackGlue
+  std::unique_ptr<callback::CallbackHandler> cb_glue_;   // a CallbackGlue
   std::unique_ptr<callback::CallbackServer> cb_server_;  // null: none
   // NFSv4.1: the back channel on our upstream connections (null: none, or
   // NFSv4.0). Outlives up_'s connections: ~Core shuts up_ down first.
@@ -828,7 +821,7 @@ class Core {
   // reclaim of their file's open.
   std::unordered_map<Key, upstream::DelegationType> reclaim_delegs_
       GUARDED_BY(reclaim_mu_);
-  std::thread reclaim_thread_;  // ReclaimLoop
+  std::thread reclaim_thread_;                 // ReclaimLoop
   metrics::ExportMetrics *metrics_ = nullptr;  // owned by the registry
   // nachectl drain is in force (SetDraining).
   std::atomic<bool> draining_{false};
@@ -856,7 +849,7 @@ class Core {
   // The remote can call us back now (nache_callback_path_up).
   bool CallbackPathUp() const;
   uint64_t sampler_token_ = 0;  // our gauge sampler in metrics_ (immutable)
-  Key root_key_ = kNoKey;  // the export root's key (immutable after Open)
+  Key root_key_ = kNoKey;       // the export root's key (immutable after Open)
   // READ/WRITE sizes: Max_IO_Size clamped to the server's maxread/maxwrite
   // (learnt when the root is resolved).
   std::atomic<uint32_t> max_read_{1 << 20};
@@ -874,7 +867,7 @@ class Core {
   std::map<Key, std::chrono::steady_clock::time_point> listed_at_
       GUARDED_BY(listed_mu_);
   std::atomic<uint64_t> lock_serial_{0};  // numbers our lock-owner names
-  std::string owner_prefix_;  // unique per proxy start (immutable)
+  std::string owner_prefix_;              // unique per proxy start (immutable)
 };
 
 }  // namespace nache

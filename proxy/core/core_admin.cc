@@ -81,8 +81,7 @@ void Core::RegisterAdmin() {
 double Core::LeaseAge() const {
   const uint32_t lease = up_->lease_time();
   auto until = up_->lease_valid_until();
-  if (until == std::chrono::steady_clock::time_point() || lease == 0)
-    return -1;
+  if (until == std::chrono::steady_clock::time_point() || lease == 0) return -1;
   // lease_valid_until is the renewal's send time plus 9/10 of the lease
   // (upstream.h).
   auto renewed = until - std::chrono::milliseconds(lease * 900);
@@ -192,8 +191,9 @@ bool Core::AdminResolve(std::string *path, Key *key, Attrs *attrs,
   for (std::string part; std::getline(in, part, '/');) {
     if (part.empty() || part == ".") continue;
     if (part == "..") {
-      *error = *path + ": '..' is not allowed (a path inside the export, "
-                       "from its root)";
+      *error = *path +
+               ": '..' is not allowed (a path inside the export, "
+               "from its root)";
       return false;
     }
     parts.push_back(part);
@@ -220,8 +220,8 @@ bool Core::AdminResolve(std::string *path, Key *key, Attrs *attrs,
   const std::string where = at.empty() ? norm : at;
   switch (st) {
     case upstream::kNfs4ErrNoent:
-      *error = norm + ": no such file or directory in the export (" +
-               where + " is missing)";
+      *error = norm + ": no such file or directory in the export (" + where +
+               " is missing)";
       break;
     case upstream::kNfs4ErrNotdir:
       *error = norm + ": " + (at.empty() ? "/" : at) + " is not a directory";
@@ -233,8 +233,7 @@ bool Core::AdminResolve(std::string *path, Key *key, Attrs *attrs,
     case upstream::kNfs4ErrDelay:
       *error = norm + ": the remote cannot be reached";
       break;
-    default:
-      *error = norm + ": " + where + ": " + nache_status_name(st);
+    default: *error = norm + ": " + where + ": " + nache_status_name(st);
   }
   return false;
 }
@@ -293,10 +292,10 @@ bool Core::AdminPin(const std::string &path_in,
       this, TreeWalk::Options(), [this] { return AdminStopping(); },
       [&progress](const TreeWalk::Counts &c) {
         if (progress)
-          progress("listing: " + Plural(c.dirs, "directory", "directories") +
-                   ", " + Plural(c.files, "file", "files") +
-                   (c.skipped ? ", " + std::to_string(c.skipped) + " skipped"
-                              : ""));
+          progress(
+              "listing: " + Plural(c.dirs, "directory", "directories") + ", " +
+              Plural(c.files, "file", "files") +
+              (c.skipped ? ", " + std::to_string(c.skipped) + " skipped" : ""));
       });
   std::string why = walk.Run(path, key, attrs, [&pin](Key k, const Attrs &a) {
     pin.objects.push_back(Cache::PinnedObject{
@@ -317,13 +316,13 @@ bool Core::AdminPin(const std::string &path_in,
   if (held + adds > limit) {
     *error = "pin of " + path + " refused: its files take " + Human(total) +
              " (" + Human(adds) + " not pinned yet) and pins hold " +
-             Human(held) + " already; pins may take at most " +
-             Human(limit) + " (90% of Cache_Size " +
-             Human(cfg_.cache.size_bytes) + ")";
+             Human(held) + " already; pins may take at most " + Human(limit) +
+             " (90% of Cache_Size " + Human(cfg_.cache.size_bytes) + ")";
     return false;
   }
   if (!cache_->AddPin(pin)) {
-    *error = "pin of " + path + " not made: the cache store refused it "
+    *error = "pin of " + path +
+             " not made: the cache store refused it "
              "(see the log)";
     return false;
   }
@@ -334,7 +333,8 @@ bool Core::AdminPin(const std::string &path_in,
              Human(total) + " of files" +
              (c.skipped ? "; " + std::to_string(c.skipped) +
                               " skipped (the remote refused them: not "
-                              "pinned; last: " + c.last_skip + ")"
+                              "pinned; last: " +
+                              c.last_skip + ")"
                         : "") +
              "; pins hold " + Human(t.size) + " of at most " + Human(limit) +
              ", " + Human(t.cached) + " of it cached (nachectl warm --data " +
@@ -364,8 +364,7 @@ bool Core::AdminUnpin(const std::string &path_in, std::string *summary,
     for (const Cache::PinSummary &p : pins)
       if (p.path == norm) key = p.root;
   }
-  if (key == kNoKey &&
-      !AdminResolve(&path, &key, &attrs, &resolve_error)) {
+  if (key == kNoKey && !AdminResolve(&path, &key, &attrs, &resolve_error)) {
     *error = norm + " is not pinned (" + resolve_error + ")";
     return false;
   }
@@ -382,7 +381,8 @@ bool Core::AdminUnpin(const std::string &path_in, std::string *summary,
     return false;
   }
   if (!cache_->RemovePin(key)) {
-    *error = "unpin of " + norm + " failed: the cache store refused it "
+    *error = "unpin of " + norm +
+             " failed: the cache store refused it "
              "(see the log)";
     return false;
   }
@@ -438,26 +438,23 @@ bool Core::AdminEvict(const std::string &path_in, bool unpin,
   std::string kept;
   if (dirty)
     kept += "; " + Plural(dirty, "object", "objects") +
-            " kept: not yet at the remote (nachectl flush " + path +
-            " first)";
+            " kept: not yet at the remote (nachectl flush " + path + " first)";
   if (pinned)
     kept += "; " + Plural(pinned, "object", "objects") +
             " kept: pinned (nachectl unpin, or evict --unpin)";
   if (busy)
     kept += "; " + Plural(busy, "object", "objects") +
             " kept: in use (delegated, or an operation under way)";
-  *summary = "evicted " + path + ": " +
-             Plural(evicted, "object", "objects") + ", " + Human(freed) +
-             " of data" +
+  *summary = "evicted " + path + ": " + Plural(evicted, "object", "objects") +
+             ", " + Human(freed) + " of data" +
              (unpinned.empty() ? "" : " (unpinned first: " + unpinned + ")") +
              kept;
   NACHE_LOG(kLogEvent, "NACHE_ADMIN", "%s", summary->c_str());
   return true;
 }
 
-bool Core::AdminFlushPath(const std::string &path_in,
-                          std::vector<Key> *objects, std::string *summary,
-                          std::string *error) {
+bool Core::AdminFlushPath(const std::string &path_in, std::vector<Key> *objects,
+                          std::string *summary, std::string *error) {
   std::string path = path_in;
   if (!flusher_) {
     *error = "export " + std::to_string(cfg_.export_id) +

@@ -105,8 +105,8 @@ uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
             "size %llu) while we held unflushed writes; the remote's "
             "version stays, ours is saved beside it as %s",
             name.c_str(), (unsigned long long)key,
-            (unsigned long long)remote.change,
-            (unsigned long long)remote.size, cname.c_str());
+            (unsigned long long)remote.change, (unsigned long long)remote.size,
+            cname.c_str());
   return upstream::kNfs4Ok;
 }
 
@@ -191,8 +191,9 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
   for (int n = 0; n < 100 && st == upstream::kNfs4ErrExist; n++) {
     cname = CopyName(name, kind, stamp, n);
     rep = CompoundReply();
-    st = CreateClosedFile(cr, pfh, cname, upstream::OpenArgs::Create::kGuarded,
-                          ca, key, [](Compound *) {}, &rep, &fh, &deleg);
+    st = CreateClosedFile(
+        cr, pfh, cname, upstream::OpenArgs::Create::kGuarded, ca, key,
+        [](Compound *) {}, &rep, &fh, &deleg);
   }
   if (st) {
     NACHE_LOG(kLogWarn, kWritebackComponent,
@@ -226,8 +227,7 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
       NACHE_LOG(kLogWarn, kWritebackComponent,
                 "%s of %s (key %llu): copying our version to %s failed "
                 "(nfs status %u); it stays here, retried later",
-                kind, name.c_str(), (unsigned long long)key, cname.c_str(),
-                st);
+                kind, name.c_str(), (unsigned long long)key, cname.c_str(), st);
       return st;
     }
   }
@@ -267,8 +267,7 @@ uint32_t Core::CopyOurVersion(Key key, const Fh &fh, const Creds &cr,
       continue;
     }
     if (uint32_t st = WriteStable(cr, fh, StateId::Anonymous(), idx * bs,
-                                  b.data(), b.size(), "conflict_copy",
-                                  nullptr))
+                                  b.data(), b.size(), "conflict_copy", nullptr))
       return st;
   }
   // Our size (a hole may end it) and our mtime.

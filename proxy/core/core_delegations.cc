@@ -62,8 +62,7 @@ class Core::CallbackGlue : public callback::CallbackHandler {
                 "delegations are possible");
   }
 
-  uint32_t OnRecall(const StateId &sid, bool truncate,
-                    const Fh &fh) override {
+  uint32_t OnRecall(const StateId &sid, bool truncate, const Fh &fh) override {
     (void)truncate;  // a hint only: the data is revalidated after the return
     core_->metrics_->CountRecall();
     Key key = core_->handles_->Find(fh);
@@ -81,8 +80,7 @@ class Core::CallbackGlue : public callback::CallbackHandler {
     return upstream::kNfs4ErrBadStateid;
   }
 
-  uint32_t OnGetattr(const Fh &fh, uint64_t *change,
-                     uint64_t *size) override {
+  uint32_t OnGetattr(const Fh &fh, uint64_t *change, uint64_t *size) override {
     Key key = core_->handles_->Find(fh);
     upstream::Attrs a;
     if (key == kNoKey || !core_->cache_->KnownAttrs(key, &a))
@@ -225,7 +223,8 @@ void Core::RecallLocalDelegations(Key key) {
   // The remote revokes our delegation if we take longer than its lease;
   // a local client that does not answer is left to Ganesha, which revokes
   // its delegation after its own lease.
-  auto limit = std::chrono::seconds(std::max<uint32_t>(up_->lease_time(), 2) / 2);
+  auto limit =
+      std::chrono::seconds(std::max<uint32_t>(up_->lease_time(), 2) / 2);
   const auto deadline = std::chrono::steady_clock::now() + limit;
   bool all = true;
   while (all && LocalDelegsLocked(key) > 0)
@@ -262,12 +261,11 @@ void Core::ReturnDelegation(Key key, bool recalled) {
       MutexLock fg(&f->owner->mu);
       ResetIfStale(f.get());
       uint32_t want_access = f->WantAccess(), want_deny = f->WantDeny();
-      bool covered = f->open() &&
-                     (f->up_access & want_access) == want_access &&
+      bool covered = f->open() && (f->up_access & want_access) == want_access &&
                      (f->up_deny & want_deny) == want_deny;
       if (f->n_local > 0 && !covered) {
-        uint32_t st = UpstreamOpenByHandle(f->deleg_creds, f.get(),
-                                           want_access, want_deny, nullptr);
+        uint32_t st = UpstreamOpenByHandle(f->deleg_creds, f.get(), want_access,
+                                           want_deny, nullptr);
         if (st && st != upstream::kNfs4ErrNoent)
           NACHE_LOG(kLogWarn, kComponent,
                     "open of %llu before returning its delegation: %s; "
@@ -305,14 +303,14 @@ void Core::ReturnDelegation(Key key, bool recalled) {
   }
   if (stale) stale(key);
   delegs_->Forget(key, d.stateid);
-  double secs = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - d.since)
-                    .count();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - d.since)
+          .count();
   metrics_->ObserveDelegationReturn(recalled, secs);
   NACHE_LOG(st ? kLogInfo : kLogDebug, kComponent,
             "delegation on %llu returned (%s) in %.3f s: %s",
-            (unsigned long long)key, recalled ? "recall" : "own conflict",
-            secs, nache_status_name(st));
+            (unsigned long long)key, recalled ? "recall" : "own conflict", secs,
+            nache_status_name(st));
 }
 
 void Core::QueueRecall(Key key) {

@@ -60,8 +60,7 @@ uint32_t Core::CheckNewName(const Creds &cr, Key dir, const std::string &name,
 
 uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
                            FileType type, const Attrs &in,
-                           const std::string &link_text, Key *key,
-                           Attrs *out) {
+                           const std::string &link_text, Key *key, Attrs *out) {
   Attrs da;
   uint32_t st = CheckNewName(cr, dir, name, &da);
   if (st) return st;
@@ -88,11 +87,10 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
   a.fsid_major = da.fsid_major;
   a.fsid_minor = da.fsid_minor;
   a.fileid = k;
-  a.mode = (in.mask & upstream::kAttrMode)
-               ? (in.mode & 07777)
-               : (type == FileType::kDir   ? 0755
-                  : type == FileType::kLnk ? 0777
-                                           : 0644);
+  a.mode = (in.mask & upstream::kAttrMode) ? (in.mode & 07777)
+                                           : (type == FileType::kDir   ? 0755
+                                              : type == FileType::kLnk ? 0777
+                                                                       : 0644);
   a.nlink = type == FileType::kDir ? 2 : 1;
   a.uid = cr.uid;
   // A set-group-id directory passes its group on (and the bit, to
@@ -156,8 +154,7 @@ uint32_t Core::RemoveLocal(const Creds &cr, Key dir,
 }
 
 uint32_t Core::RenameLocal(const Creds &cr, const LocalNames::Entry &src,
-                           Key newdir, const std::string &newname,
-                           bool *done) {
+                           Key newdir, const std::string &newname, bool *done) {
   *done = false;
   Attrs nda;
   uint32_t st = CheckNewName(cr, newdir, newname, &nda);
@@ -452,9 +449,8 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
   // listing of the directory must show it, and one read before the
   // create landed must not be kept.
   HandleRecord sent;
-  cache_->NoteNameSent(r.key, "",
-                       handles_->Get(r.key2, &sent) ? sent.name : r.name,
-                       r.key2);
+  cache_->NoteNameSent(
+      r.key, "", handles_->Get(r.key2, &sent) ? sent.name : r.name, r.key2);
   // The object stays dirty (its data and mtime follow); the remote's
   // attributes only tell what it has.
   cache_->Validated(r.key2, after);
@@ -464,8 +460,8 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
 
 uint32_t Core::CreateClosedFile(const Creds &cr, const Fh &pfh,
                                 const std::string &name,
-                                upstream::OpenArgs::Create how,
-                                const Attrs &ca, Key key,
+                                upstream::OpenArgs::Create how, const Attrs &ca,
+                                Key key,
                                 const std::function<void(Compound *)> &more,
                                 CompoundReply *rep, Fh *fh,
                                 upstream::Delegation *deleg) {
@@ -477,8 +473,8 @@ uint32_t Core::CreateClosedFile(const Creds &cr, const Fh &pfh,
   if (owner->epoch != epoch) {
     owner->seqid = 0;
     owner->epoch = epoch;
-    owner->name = owner_prefix_ + "-flush" +
-                  std::to_string(owner - flush_owners_.data());
+    owner->name =
+        owner_prefix_ + "-flush" + std::to_string(owner - flush_owners_.data());
   }
   upstream::OpenArgs a;
   a.seqid = owner->seqid;

@@ -99,10 +99,8 @@ bool Core::RemoveRefused(uint32_t status) {
     case upstream::kNfs4ErrRofs:
     case upstream::kNfs4ErrNotdir:
     case upstream::kNfs4ErrInval:
-    case upstream::kNfs4ErrNametoolong:
-      return true;
-    default:
-      return false;
+    case upstream::kNfs4ErrNametoolong: return true;
+    default: return false;
   }
 }
 
@@ -176,9 +174,8 @@ uint32_t Core::SendRemoves(Key dir,
         continue;  // sent meanwhile
       std::vector<LogRecord> r = oplog_->Read(w.seq, 1);
       if (r.empty() || r[0].seq != w.seq) {
-        NACHE_LOG(kLogCrit, kWritebackComponent,
-                  "no remove record %llu for %s", (unsigned long long)w.seq,
-                  w.name.c_str());
+        NACHE_LOG(kLogCrit, kWritebackComponent, "no remove record %llu for %s",
+                  (unsigned long long)w.seq, w.name.c_str());
         continue;
       }
       removing_.insert(w.seq);

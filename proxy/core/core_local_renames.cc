@@ -49,8 +49,7 @@ uint32_t Core::RenameLogged(const Creds &cr, Key olddir,
   LocalNames::Entry t;
   if (local_names_->Find(newdir, newname, &t)) return upstream::kNfs4Ok;
   bool remote = false;
-  if (is_dir && (st = MayMoveDir(cr, k, olddir, newdir, &remote),
-                 remote))
+  if (is_dir && (st = MayMoveDir(cr, k, olddir, newdir, &remote), remote))
     return upstream::kNfs4Ok;
   *done = true;
   if (st) return st;
@@ -134,8 +133,7 @@ void Core::EditListingsForRename(Key olddir, const std::string &oldname,
 }
 
 uint32_t Core::RenameMoved(const Creds &cr, const LocalNames::Entry &src,
-                           Key newdir, const std::string &newname,
-                           bool *done) {
+                           Key newdir, const std::string &newname, bool *done) {
   *done = false;
   if (NotAtRemote(newdir)) return upstream::kNfs4Ok;  // the remote way
   if (local_names_->Find(newdir, newname, nullptr))
@@ -232,8 +230,7 @@ uint32_t Core::RemoveMoved(const Creds &cr, Key dir,
   if (rec.empty() || rec[0].seq != e.seq || rec[0].op != LogOp::kRename)
     return upstream::kNfs4ErrServerfault;
   // The remote only ever sees the remove, under the name it knows.
-  std::vector<LogRecord> recs{RemoveRecord(cr, rec[0].key, rec[0].name,
-                                           e.key)};
+  std::vector<LogRecord> recs{RemoveRecord(cr, rec[0].key, rec[0].name, e.key)};
   if (!oplog_->Replace(e.seq, &recs)) return StoreFailure();
   local_names_->Erase(e.key);
   local_names_->EraseRemoved(e.seq);
@@ -278,8 +275,8 @@ uint32_t Core::MayMoveDir(const Creds &cr, Key k, Key olddir, Key newdir,
     LocalNames::Entry e;
     HandleRecord h;
     Key up = local_names_->Get(x, &e) ? e.dir
-             : handles_->Get(x, &h)    ? h.parent
-                                       : kNoKey;
+             : handles_->Get(x, &h)   ? h.parent
+                                      : kNoKey;
     if (up == kNoKey || depth > 4096) {
       *remote = true;  // ancestry unknown here: the remote decides
       return upstream::kNfs4Ok;
@@ -310,9 +307,8 @@ uint32_t Core::MayRenameBetween(const Creds &cr, Key olddir, Key newdir) {
   if ((st = Access(cr, olddir, need, &a1)) ||
       (st = Access(cr, newdir, need, &a2)))
     return st;
-  return (a1 & need) != need || (a2 & need) != need
-             ? upstream::kNfs4ErrAccess
-             : upstream::kNfs4Ok;
+  return (a1 & need) != need || (a2 & need) != need ? upstream::kNfs4ErrAccess
+                                                    : upstream::kNfs4Ok;
 }
 
 bool Core::NamedAtRemote(const Creds &cr, const Fh &dir,

@@ -69,7 +69,8 @@ void Core::ReclaimLoop() {
       if (f->open() && f->epoch() != epoch) {
         ResetIfStale(f.get());
         n++;
-      } else if (!f->open() && f->n_local > 0 && HasDelegationToReclaim(f->key)) {
+      } else if (!f->open() && f->n_local > 0 &&
+                 HasDelegationToReclaim(f->key)) {
         ResetIfStale(f.get());  // (the owner's seqid follows the new id)
         ReclaimLocked(f.get(), epoch);
         n++;
@@ -204,9 +205,9 @@ void Core::RelockLocked(FileOpen *f, const Fh &fh, bool reclaim) {
     for (const HeldLock &h : want) {
       uint32_t st = SendHeldLock(f, fh, &lo, h, reclaim);
       if (st == upstream::kNfs4Ok) {
-        metrics_->CountReclaim(ReclaimState::kLock,
-                               reclaim ? ReclaimOutcome::kReclaimed
-                                       : ReclaimOutcome::kReacquired);
+        metrics_->CountReclaim(
+            ReclaimState::kLock,
+            reclaim ? ReclaimOutcome::kReclaimed : ReclaimOutcome::kReacquired);
         continue;
       }
       metrics_->CountReclaim(ReclaimState::kLock, ReclaimOutcome::kLost);

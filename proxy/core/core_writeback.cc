@@ -1,11 +1,11 @@
 // The core's side of write-back (proxy/writeback/DESIGN.md): which writes
 // stay local, the local write itself, and the flusher's sends. Namespace
 // operations kept local are in core_local_names.cc.
-#include <algorithm>
-#include <cstdint>
-
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <cstdint>
 
 #include "core/core.h"
 #include "util/bytes.h"
@@ -53,8 +53,8 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
   }
   // Beyond the dirty bound writes wait for the flusher; when it cannot
   // make room (the remote is away) the client retries later.
-  if (!flusher_->WaitForRoom(len, std::chrono::milliseconds(
-                                      cfg_.call_timeout_ms)))
+  if (!flusher_->WaitForRoom(len,
+                             std::chrono::milliseconds(cfg_.call_timeout_ms)))
     return upstream::kNfs4ErrDelay;
   struct Used {
     Flusher *f;

@@ -1,8 +1,8 @@
 // The verifier of an exclusive create (OPEN EXCLUSIVE4 / EXCLUSIVE4_1),
 // kept where servers keep it: in the new file's access and modify times
 // (seconds: 31 bits of the verifier's first four bytes, then of its last
-// four; no nanoseconds). A client's retry of the create whose reply was lost finds
-// the file with its own verifier and opens it (NFS4_OK); any other client
+// four; no nanoseconds). A client's retry of the create whose reply was lost
+// finds the file with its own verifier and opens it (NFS4_OK); any other client
 // finds another verifier and gets NFS4ERR_EXIST (RFC 7530 16.16.5). The
 // client's SETATTR of the times that follows every exclusive create
 // (knfsd and Ganesha say the times were set, so the client sets them)

@@ -54,8 +54,8 @@ bool DelegationTable::BeginReturn(Key key, const upstream::StateId *sid) {
   if (it == held_.end() || it->second.returning) return false;
   // Compare only the "other" part: the seqid of a delegation stateid is
   // not meaningful to the server's recall (RFC 7530 9.1.4).
-  if (sid && memcmp(sid->other, it->second.stateid.other,
-                    sizeof(sid->other)) != 0)
+  if (sid &&
+      memcmp(sid->other, it->second.stateid.other, sizeof(sid->other)) != 0)
     return false;
   it->second.returning = true;
   it->second.since = std::chrono::steady_clock::now();
@@ -72,8 +72,7 @@ void DelegationTable::Forget(Key key, const upstream::StateId &sid) {
 
 std::vector<std::pair<Key, HeldDelegation>> DelegationTable::Clear() {
   MutexLock g(&mu_);
-  std::vector<std::pair<Key, HeldDelegation>> gone(held_.begin(),
-                                                   held_.end());
+  std::vector<std::pair<Key, HeldDelegation>> gone(held_.begin(), held_.end());
   held_.clear();
   return gone;
 }

@@ -6,10 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <climits>
-#include <cstdlib>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -57,8 +57,7 @@ const char *ListenFaultParam(const char *address, uint32_t port) {
   int rc = bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a));
   int saved = errno;
   close(fd);
-  return rc != 0 && saved == EADDRNOTAVAIL ? "Metrics_Address"
-                                           : "Metrics_Port";
+  return rc != 0 && saved == EADDRNOTAVAIL ? "Metrics_Address" : "Metrics_Port";
 }
 
 // The admin socket's server (nache_admin_start); null when not serving.
@@ -73,7 +72,7 @@ struct CacheDirClaim {
   std::string dir;          // the directory, normalised (CanonicalDir)
   std::string export_name;  // for messages
 };
-std::mutex claims_mu;  // guards claims
+std::mutex claims_mu;                      // guards claims
 std::map<uint32_t, CacheDirClaim> claims;  // by export id
 
 // dir as one spelling: resolved (symlinks, "..") when it exists, else
@@ -151,8 +150,7 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
     return Fail(err, errlen, "Upstream_Server", "missing (required)");
   if (strlen(cfg->upstream_server) > 255 ||
       strpbrk(cfg->upstream_server, " \t/") != nullptr)
-    return Fail(err, errlen, "Upstream_Server",
-                "not a host name or address");
+    return Fail(err, errlen, "Upstream_Server", "not a host name or address");
   if (cfg->upstream_port < 1 || cfg->upstream_port > 65535)
     return Fail(err, errlen, "Upstream_Port", "must be 1..65535");
   if (cfg->upstream_path == nullptr || cfg->upstream_path[0] != '/')
@@ -282,10 +280,26 @@ bool nache_parse_size(const char *s, uint64_t *out) {
   int shift = 0;
   switch (*end) {
     case '\0': break;
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    case 'T': case 't': shift = 40; end++; break;
+    case 'K':
+    case 'k':
+      shift = 10;
+      end++;
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      end++;
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      end++;
+      break;
+    case 'T':
+    case 't':
+      shift = 40;
+      end++;
+      break;
     default: return false;
   }
   if (*end != '\0') return false;
@@ -317,8 +331,8 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   c.open_linger_ms = cfg->open_linger_s * 1000;
   c.minor_version = cfg->minor_version;
   nache_parse_size(cfg->write_behind_max, &c.write_behind_max);
-  c.write_back =
-      cfg->write_policy != nullptr && strcmp(cfg->write_policy, "write_back") == 0;
+  c.write_back = cfg->write_policy != nullptr &&
+                 strcmp(cfg->write_policy, "write_back") == 0;
   c.single_writer = cfg->single_writer;
   if (cfg->upstream_owner_format != nullptr)
     nache::upstream::ParseOwnerFormat(cfg->upstream_owner_format,
@@ -484,9 +498,8 @@ uint32_t nache_readdir(struct nache_core *core, const struct nache_creds *cr,
 
 uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
                       nache_key dir, const char *name, enum nache_type type,
-                      const struct nache_attrs *attrs_in,
-                      const char *link_text, nache_key *key,
-                      struct nache_attrs *attrs_out) {
+                      const struct nache_attrs *attrs_in, const char *link_text,
+                      nache_key *key, struct nache_attrs *attrs_out) {
   LocalCall call(core, LocalOp::kCreate);
   nache::upstream::Attrs out;
   nache::upstream::Attrs in;
@@ -565,8 +578,7 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
   nache::upstream::Attrs a;
   nache_key k = key;
   bool made = false;
-  uint32_t st =
-      core->core->OpenFile(CredsFromC(cr), r, open, &k, &a, &made);
+  uint32_t st = core->core->OpenFile(CredsFromC(cr), r, open, &k, &a, &made);
   if (st) return call.Done(st);
   if (new_key) *new_key = k;
   if (attrs_out) AttrsToC(a, k, attrs_out);
@@ -581,8 +593,7 @@ uint32_t nache_check_verifier(struct nache_core *core,
 }
 
 uint32_t nache_reopen(struct nache_core *core, const struct nache_creds *cr,
-                      struct nache_open *open, uint32_t access,
-                      uint32_t deny) {
+                      struct nache_open *open, uint32_t access, uint32_t deny) {
   LocalCall call(core, LocalOp::kReopen);
   return call.Done(core->core->Reopen(CredsFromC(cr), open, access, deny));
 }
@@ -602,9 +613,8 @@ uint32_t nache_read(struct nache_core *core, const struct nache_creds *cr,
 
 uint32_t nache_write(struct nache_core *core, const struct nache_creds *cr,
                      nache_key key, struct nache_open *open, uint64_t offset,
-                     size_t len, const void *buf,
-                     enum nache_stable_how stable, size_t *nwritten,
-                     enum nache_stable_how *committed) {
+                     size_t len, const void *buf, enum nache_stable_how stable,
+                     size_t *nwritten, enum nache_stable_how *committed) {
   LocalCall call(core, LocalOp::kWrite);
   nache::upstream::StableHow given = nache::upstream::StableHow::kFileSync;
   uint32_t st = core->core->Write(
@@ -630,10 +640,10 @@ uint32_t nache_lock(struct nache_core *core, const struct nache_creds *cr,
                     uint64_t offset, uint64_t length, bool reclaim,
                     struct nache_lock_conflict *conflict) {
   LocalCall call(core, LocalOp::kLock);
-  return call.Done(core->core->Lock(
-      CredsFromC(cr), key, open,
-      std::string(static_cast<const char *>(owner), owner_len), op, write,
-      offset, length, reclaim, conflict));
+  return call.Done(
+      core->core->Lock(CredsFromC(cr), key, open,
+                       std::string(static_cast<const char *>(owner), owner_len),
+                       op, write, offset, length, reclaim, conflict));
 }
 
 uint32_t nache_local_deleg_acquire(struct nache_core *core, nache_key key,

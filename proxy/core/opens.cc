@@ -137,10 +137,8 @@ void OpenTable::AdvanceSeqid(uint32_t *seqid, uint32_t status) {
     case upstream::kNfs4ErrBadxdr:
     case upstream::kNfs4ErrResource:
     case upstream::kNfs4ErrNofilehandle:
-    case upstream::kNfs4ErrMoved:
-      return;
-    default:
-      (*seqid)++;
+    case upstream::kNfs4ErrMoved: return;
+    default: (*seqid)++;
   }
 }
 

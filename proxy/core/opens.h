@@ -19,8 +19,8 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,8 +35,8 @@ namespace nache {
 
 struct OwnerSlot {
   Mutex mu;  // serialises seqid-bearing requests of this owner
-  std::string name GUARDED_BY(mu);   // open-owner name sent upstream
-  uint32_t seqid GUARDED_BY(mu) = 0;  // next seqid to send
+  std::string name GUARDED_BY(mu);        // open-owner name sent upstream
+  uint32_t seqid GUARDED_BY(mu) = 0;      // next seqid to send
   uint64_t epoch GUARDED_BY(mu) = ~0ull;  // upstream epoch it was used in
 };
 
@@ -70,7 +70,7 @@ struct LockOwnerState {
   // Granted here under our write delegation, not yet at the server (sent
   // before the delegation goes back). Sorted by offset.
   std::vector<HeldLock> local;
-  upstream::Creds creds;       // of the last LOCK (a reclaim uses them)
+  upstream::Creds creds;  // of the last LOCK (a reclaim uses them)
 };
 
 // The upstream open of one file. Its fields are guarded by owner->mu,
@@ -88,8 +88,8 @@ class FileOpen {
     return stateid_;
   }
   uint64_t epoch() const REQUIRES(owner->mu) { return epoch_; }
-  void SetOpen(const upstream::StateId &sid, uint64_t epoch)
-      REQUIRES(owner->mu) EXCLUDES(io_mu) {
+  void SetOpen(const upstream::StateId &sid, uint64_t epoch) REQUIRES(owner->mu)
+      EXCLUDES(io_mu) {
     MutexLock g(&io_mu);
     stateid_ = sid;
     epoch_ = epoch;
@@ -134,7 +134,8 @@ class FileOpen {
     up_seen_access |= 1u << (access & 3);
     up_seen_deny |= 1u << (deny & 3);
   }
-  bool MayDowngradeTo(uint32_t access, uint32_t deny) const REQUIRES(owner->mu) {
+  bool MayDowngradeTo(uint32_t access, uint32_t deny) const
+      REQUIRES(owner->mu) {
     return (up_seen_access & (1u << (access & 3))) &&
            (up_seen_deny & (1u << (deny & 3)));
   }
@@ -145,7 +146,7 @@ class FileOpen {
   uint32_t n_deny_read GUARDED_BY(owner->mu) = 0;
   uint32_t n_deny_write GUARDED_BY(owner->mu) = 0;
   uint32_t n_local GUARDED_BY(owner->mu) = 0;  // local opens in all
-  int pins = 0;                // users between Get and Unpin (OpenTable::mu_)
+  int pins = 0;  // users between Get and Unpin (OpenTable::mu_)
   // When the last local close left the upstream open lingering: the time
   // its CLOSE is due.
   std::chrono::steady_clock::time_point linger_until GUARDED_BY(owner->mu);
@@ -227,7 +228,7 @@ class OpenTable {
 
   std::unique_ptr<OwnerSlot[]> owners_;  // immutable array, slots own locks
   int n_owners_;
-  std::function<uint64_t()> epoch_;      // immutable
+  std::function<uint64_t()> epoch_;  // immutable
   mutable Mutex mu_;
   std::unordered_map<Key, std::shared_ptr<FileOpen>> files_ GUARDED_BY(mu_);
 };

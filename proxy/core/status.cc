@@ -5,6 +5,8 @@
 
 extern "C" const char *nache_status_name(uint32_t status) {
   switch (status) {
+// A table: clang-format would wrap the macro calls badly.
+// clang-format off
 #define N(v, s) \
   case v:       \
     return s;
@@ -45,3 +47,4 @@ extern "C" const char *nache_status_name(uint32_t status) {
     }
   }
 }
+// clang-format on

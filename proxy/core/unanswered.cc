@@ -17,8 +17,7 @@ bool UnansweredNames::TakeRecent(Op op, Key dir, const std::string &name,
   MutexLock g(&mu_);
   const Clock::time_point now = Clock::now();
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
-    if (it->op == op && it->dir == dir && it->who == who &&
-        it->name == name) {
+    if (it->op == op && it->dir == dir && it->who == who && it->name == name) {
       const bool recent = now - it->when <= kWindow;
       entries_.erase(std::next(it).base());
       return recent;

@@ -5,11 +5,11 @@
 namespace nache {
 
 UnstableWrites::UnstableWrites(SendFn send, CommitFn commit, uint64_t max_bytes,
-                         int threads)
-    : send_(std::move(send)), commit_(std::move(commit)),
+                               int threads)
+    : send_(std::move(send)),
+      commit_(std::move(commit)),
       max_bytes_(max_bytes) {
-  for (int i = 0; i < threads; i++)
-    threads_.emplace_back([this] { Worker(); });
+  for (int i = 0; i < threads; i++) threads_.emplace_back([this] { Worker(); });
 }
 
 UnstableWrites::~UnstableWrites() {
@@ -22,8 +22,8 @@ UnstableWrites::~UnstableWrites() {
 }
 
 bool UnstableWrites::Submit(Key key, const upstream::Creds &cr,
-                         const upstream::StateId &sid, uint64_t off,
-                         const char *buf, size_t len) {
+                            const upstream::StateId &sid, uint64_t off,
+                            const char *buf, size_t len) {
   MutexLock g(&mu_);
   if (stop_ || threads_.empty() || bytes_ + len > max_bytes_) return false;
   // Wait for unsent writes this one overlaps: they must land first.
@@ -42,7 +42,7 @@ bool UnstableWrites::Submit(Key key, const upstream::Creds &cr,
 }
 
 bool UnstableWrites::OverlapsUnsentLocked(Key key, uint64_t off,
-                                       size_t len) const {
+                                          size_t len) const {
   auto it = files_.find(key);
   if (it == files_.end()) return false;
   for (const WritePtr &w : it->second)
@@ -72,7 +72,7 @@ uint32_t UnstableWrites::Commit(Key key, const upstream::Creds &cr) {
     auto it = files_.find(key);
     if (it == files_.end() || it->second.empty())
       return upstream::kNfs4Ok;  // nothing of this file is uncommitted
-    mine = it->second;  // writes queued later stay for a later COMMIT
+    mine = it->second;           // writes queued later stay for a later COMMIT
   }
   upstream::Verifier cverf;
   uint32_t st = commit_(key, cr, &cverf);

@@ -1,9 +1,9 @@
 // UnstableWrites, the queue of UNSTABLE writes (Write_Behind_Max; not to
 // be confused with write-back, proxy/writeback/): the client's UNSTABLE
 // WRITE is answered once its data is queued here; worker threads send it
-// upstream (UNSTABLE) while the client goes on. COMMIT waits for the file's queued writes,
-// sends one upstream COMMIT and resends (FILE_SYNC) every write whose
-// verifier differs from the COMMIT's (the remote rebooted in between), so
+// upstream (UNSTABLE) while the client goes on. COMMIT waits for the file's
+// queued writes, sends one upstream COMMIT and resends (FILE_SYNC) every write
+// whose verifier differs from the COMMIT's (the remote rebooted in between), so
 // data is dropped only once the remote has it on stable storage.
 //
 // This is what NFS already allows: an UNSTABLE write is not durable until a
@@ -86,8 +86,8 @@ class UnstableWrites {
   bool OverlapsUnsentLocked(Key key, uint64_t off, size_t len) const
       REQUIRES(mu_);
 
-  SendFn send_;      // immutable
-  CommitFn commit_;  // immutable
+  SendFn send_;         // immutable
+  CommitFn commit_;     // immutable
   uint64_t max_bytes_;  // immutable
   mutable Mutex mu_;
   CondVar cv_{&mu_};       // a write finished

@@ -48,8 +48,8 @@ Key HandleMap::AllocateKey() {
       // header), 62 random bits at its start.
       if (next_volatile_ == 0) {
         std::random_device rd;
-        next_volatile_ = kVolatileKeyBit |
-                         ((Key(rd()) << 32 | rd()) & ~(3ull << 62));
+        next_volatile_ =
+            kVolatileKeyBit | ((Key(rd()) << 32 | rd()) & ~(3ull << 62));
         NACHE_LOG(kLogMajor, "NACHE_HANDLES",
                   "cannot reserve handle keys on the cache disk: new objects "
                   "get keys valid until nache restarts");
@@ -197,9 +197,9 @@ Key HandleMap::NewLocal(Key parent, const std::string &name) {
   HandleRecord r{upstream::Fh(), parent, name};
   // Not synced: the log record of the create, appended (and synced) next,
   // makes it durable.
-  rocksdb::Status st = store_->Put(rocksdb::WriteOptions(),
-                                         store_->family(Store::kHandles),
-                                         KeyBytes(k), EncodeRecord(r));
+  rocksdb::Status st =
+      store_->Put(rocksdb::WriteOptions(), store_->family(Store::kHandles),
+                  KeyBytes(k), EncodeRecord(r));
   if (!st.ok()) return kNoKey;
   return k;
 }

@@ -54,9 +54,9 @@ using Key = uint64_t;
 constexpr Key kNoKey = 0;
 
 struct HandleRecord {
-  upstream::Fh fh;   // the remote filehandle
+  upstream::Fh fh;      // the remote filehandle
   Key parent = kNoKey;  // a directory containing it (kNoKey for the root)
-  std::string name;  // its name in parent
+  std::string name;     // its name in parent
 };
 
 class HandleMap {
@@ -87,8 +87,7 @@ class HandleMap {
   Key NewLocal(Key parent, const std::string &name) EXCLUDES(alloc_mu_);
   // Records the remote filehandle of key (resolving a NamedKey or a
   // NewLocal key).
-  void SetFh(Key key, const upstream::Fh &fh)
-      EXCLUDES(save_mu_, unsaved_mu_);
+  void SetFh(Key key, const upstream::Fh &fh) EXCLUDES(save_mu_, unsaved_mu_);
   // Deletes key's record and its filehandle's index entry: the object is
   // gone (see the file comment for who may decide that). Clients holding
   // key get ESTALE from then on; a LOOKUP of a new object with the same
@@ -118,8 +117,8 @@ class HandleMap {
   Store *store_;  // not owned; outlives this map
   // Lock order: alloc_mu_, save_mu_, unsaved_mu_ (never the other way).
   Mutex alloc_mu_;  // also serialises Intern's check-then-add of an fh
-  Key next_key_ GUARDED_BY(alloc_mu_) = 1;  // next key to hand out
-  Key reserved_ GUARDED_BY(alloc_mu_) = 0;  // keys below: reserved on disk
+  Key next_key_ GUARDED_BY(alloc_mu_) = 1;       // next key to hand out
+  Key reserved_ GUARDED_BY(alloc_mu_) = 0;       // keys below: reserved on disk
   Key next_volatile_ GUARDED_BY(alloc_mu_) = 0;  // this process's own range
   // Orders the writes of records (Save, SaveUnsaved), so that an older
   // version never lands over a newer one.

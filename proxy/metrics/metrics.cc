@@ -34,8 +34,7 @@ constexpr size_t kFirstTransportSlot = 201;
 const char *LocalOpName(LocalOp op) {
   switch (op) {
 #define NACHE_LOCAL_OP_NAME(e, s) \
-  case LocalOp::e:                \
-    return s;
+  case LocalOp::e: return s;
     NACHE_LOCAL_OPS(NACHE_LOCAL_OP_NAME)
 #undef NACHE_LOCAL_OP_NAME
     case LocalOp::kCount: break;
@@ -110,8 +109,7 @@ void ExportMetrics::ObserveCompound(const upstream::Compound &c,
   rtt_->Observe(std::chrono::duration<double>(rtt).count());
   for (const upstream::OpResult &r : rep.results) {
     size_t op = size_t(r.op);
-    UpstreamOpSeries(op < kOpSlots ? op : 0, StatusSlot(r.status))
-        ->Increment();
+    UpstreamOpSeries(op < kOpSlots ? op : 0, StatusSlot(r.status))->Increment();
     if (r.status == upstream::kNfs4Ok) {
       if (r.op == upstream::Op::kRead) read_bytes_->Increment(r.count);
       if (r.op == upstream::Op::kWrite) write_bytes_->Increment(r.count);
@@ -200,42 +198,49 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   prometheus::Registry &r = *registry_;
   local_ops_ = &prometheus::BuildCounter()
                     .Name("nache_local_ops_total")
-                    .Help("Operations the FSAL asked of the core (C API "
-                          "calls), by operation")
+                    .Help(
+                        "Operations the FSAL asked of the core (C API "
+                        "calls), by operation")
                     .Register(r);
   without_upstream_ =
       &prometheus::BuildCounter()
            .Name("nache_local_ops_without_upstream_total")
-           .Help("Operations of nache_local_ops_total that succeeded with "
-                 "no upstream round trip of their own (answered from the "
-                 "cache, the local names or a delegation), by operation")
+           .Help(
+               "Operations of nache_local_ops_total that succeeded with "
+               "no upstream round trip of their own (answered from the "
+               "cache, the local names or a delegation), by operation")
            .Register(r);
   lease_age_ = &prometheus::BuildGauge()
                     .Name("nache_upstream_lease_age_seconds")
-                    .Help("Seconds since nache's lease at the remote was "
-                          "last renewed (-1 before the first)")
+                    .Help(
+                        "Seconds since nache's lease at the remote was "
+                        "last renewed (-1 before the first)")
                     .Register(r);
   lease_time_ = &prometheus::BuildGauge()
                      .Name("nache_upstream_lease_seconds")
-                     .Help("The remote's lease time (0 until known): state "
-                           "is lost once the lease age passes it")
+                     .Help(
+                         "The remote's lease time (0 until known): state "
+                         "is lost once the lease age passes it")
                      .Register(r);
   dirty_max_ = &prometheus::BuildGauge()
-                   .Name("nache_dirty_max_bytes")
-                   .Help("Dirty_Max: the bound on unflushed write-back data "
-                         "(0 without write-back); writers wait beyond it")
-                   .Register(r);
+                    .Name("nache_dirty_max_bytes")
+                    .Help(
+                        "Dirty_Max: the bound on unflushed write-back data "
+                        "(0 without write-back); writers wait beyond it")
+                    .Register(r);
   upstream_ops_ = &prometheus::BuildCounter()
                        .Name("nache_upstream_ops_total")
-                       .Help("NFSv4 operations the upstream server executed "
-                             "inside our COMPOUNDs, by operation and status "
-                             "(ok, NFS4ERR_*); transport_* counts the first "
-                             "operation of a COMPOUND that got no reply")
+                       .Help(
+                           "NFSv4 operations the upstream server executed "
+                           "inside our COMPOUNDs, by operation and status "
+                           "(ok, NFS4ERR_*); transport_* counts the first "
+                           "operation of a COMPOUND that got no reply")
                        .Register(r);
   compounds_ = &prometheus::BuildCounter()
                     .Name("nache_upstream_compounds_total")
-                    .Help("COMPOUNDs sent upstream by the core, by status "
-                          "(ok, the failing NFS4ERR_*, or transport_*)")
+                    .Help(
+                        "COMPOUNDs sent upstream by the core, by status "
+                        "(ok, the failing NFS4ERR_*, or transport_*)")
                     .Register(r);
   rtt_ = &prometheus::BuildHistogram()
               .Name("nache_upstream_rtt_seconds")
@@ -243,35 +248,41 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
               .Register(r);
   bytes_ = &prometheus::BuildCounter()
                 .Name("nache_upstream_bytes_total")
-                .Help("File data moved upstream: READ data received "
-                      "(direction=read), WRITE data the server accepted "
-                      "(direction=write)")
+                .Help(
+                    "File data moved upstream: READ data received "
+                    "(direction=read), WRITE data the server accepted "
+                    "(direction=write)")
                 .Register(r);
   connected_ = &prometheus::BuildGauge()
                     .Name("nache_upstream_connected")
-                    .Help("1 when the upstream client is connected with a "
-                          "confirmed client id, else 0")
+                    .Help(
+                        "1 when the upstream client is connected with a "
+                        "confirmed client id, else 0")
                     .Register(r);
   epoch_ = &prometheus::BuildGauge()
                 .Name("nache_upstream_clientid_epoch")
-                .Help("Times the NFSv4 client id was re-established after "
-                      "the first (each one loses upstream open/lock state)")
+                .Help(
+                    "Times the NFSv4 client id was re-established after "
+                    "the first (each one loses upstream open/lock state)")
                 .Register(r);
   open_files_ = &prometheus::BuildGauge()
                      .Name("nache_upstream_open_files")
-                     .Help("Files in the upstream open table (open locally "
-                           "or holding an upstream open)")
+                     .Help(
+                         "Files in the upstream open table (open locally "
+                         "or holding an upstream open)")
                      .Register(r);
   callback_up_ = &prometheus::BuildGauge()
                       .Name("nache_callback_path_up")
-                      .Help("1 when the remote has called our NFSv4 "
-                            "callback service and does not report the "
-                            "callback path down (delegations possible)")
+                      .Help(
+                          "1 when the remote has called our NFSv4 "
+                          "callback service and does not report the "
+                          "callback path down (delegations possible)")
                       .Register(r);
   cache_hits_ = &prometheus::BuildCounter()
                      .Name("nache_cache_hits_total")
-                     .Help("Lookups answered from the cache, by kind (data "
-                           "blocks, attributes, access, dirents)")
+                     .Help(
+                         "Lookups answered from the cache, by kind (data "
+                         "blocks, attributes, access, dirents)")
                      .Register(r);
   cache_misses_ = &prometheus::BuildCounter()
                        .Name("nache_cache_misses_total")
@@ -295,146 +306,167 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Register(r);
   deleg_held_ = &prometheus::BuildGauge()
                      .Name("nache_delegations_held")
-                     .Help("Upstream delegations held, by type (read, "
-                           "write)")
+                     .Help(
+                         "Upstream delegations held, by type (read, "
+                         "write)")
                      .Register(r);
   deleg_granted_ = &prometheus::BuildCounter()
                         .Name("nache_delegations_granted_total")
-                        .Help("Upstream delegations granted with an OPEN, "
-                              "by type")
+                        .Help(
+                            "Upstream delegations granted with an OPEN, "
+                            "by type")
                         .Register(r);
   local_delegs_ = &prometheus::BuildGauge()
                        .Name("nache_local_delegations_held")
-                       .Help("Delegations Ganesha has given the office's "
-                             "clients on files nache holds an upstream "
-                             "delegation for")
+                       .Help(
+                           "Delegations Ganesha has given the office's "
+                           "clients on files nache holds an upstream "
+                           "delegation for")
                        .Register(r);
   dirty_bytes_ = &prometheus::BuildGauge()
-                     .Name("nache_dirty_bytes")
-                     .Help("Write-back data acknowledged to clients and not "
-                           "yet at the remote (durable in the cache store)")
-                     .Register(r);
+                      .Name("nache_dirty_bytes")
+                      .Help(
+                          "Write-back data acknowledged to clients and not "
+                          "yet at the remote (durable in the cache store)")
+                      .Register(r);
   flush_lag_ = &prometheus::BuildGauge()
-                   .Name("nache_flush_lag_seconds")
-                   .Help("Age of the oldest write not yet flushed to the "
-                         "remote (0 when nothing is dirty)")
-                   .Register(r);
+                    .Name("nache_flush_lag_seconds")
+                    .Help(
+                        "Age of the oldest write not yet flushed to the "
+                        "remote (0 when nothing is dirty)")
+                    .Register(r);
   recalls_ = &prometheus::BuildCounter()
                   .Name("nache_delegation_recalls_total")
                   .Help("CB_RECALLs received from the upstream server")
                   .Register(r);
   local_locks_ = &prometheus::BuildCounter()
                       .Name("nache_delegation_local_locks_total")
-                      .Help("Byte-range locks granted locally under a write "
-                            "delegation (sent upstream only when it is "
-                            "returned)")
+                      .Help(
+                          "Byte-range locks granted locally under a write "
+                          "delegation (sent upstream only when it is "
+                          "returned)")
                       .Register(r);
   local_removes_ = &prometheus::BuildCounter()
-                       .Name("nache_writeback_removes_total")
-                       .Help("Removes of objects the remote has, on "
-                             "write-back single-writer exports, by outcome: "
-                             "logged (kept local), sent (removed at the "
-                             "remote), refused (the remote said no for good: "
-                             "the object stays)")
-                       .Register(r);
+                        .Name("nache_writeback_removes_total")
+                        .Help(
+                            "Removes of objects the remote has, on "
+                            "write-back single-writer exports, by outcome: "
+                            "logged (kept local), sent (removed at the "
+                            "remote), refused (the remote said no for good: "
+                            "the object stays)")
+                        .Register(r);
   reclaims_ = &prometheus::BuildCounter()
                    .Name("nache_upstream_reclaims_total")
-                   .Help("Upstream opens, lock ranges and delegations of an "
-                         "earlier client id (the remote restarted), by "
-                         "state and outcome: reclaimed in the remote's "
-                         "grace period, reacquired (no grace period), lost")
+                   .Help(
+                       "Upstream opens, lock ranges and delegations of an "
+                       "earlier client id (the remote restarted), by "
+                       "state and outcome: reclaimed in the remote's "
+                       "grace period, reacquired (no grace period), lost")
                    .Register(r);
   store_moved_ = &prometheus::BuildCounter()
-                     .Name("nache_cache_store_moved_aside_total")
-                     .Help("Cache stores moved aside at start, as the "
-                           "configuration allowed, by reason (corrupt, "
-                           "upstream_changed) and whether they held "
-                           "unflushed write-back data (yes, no, unknown): "
-                           "such data was not sent to the remote")
-                     .Register(r);
+                      .Name("nache_cache_store_moved_aside_total")
+                      .Help(
+                          "Cache stores moved aside at start, as the "
+                          "configuration allowed, by reason (corrupt, "
+                          "upstream_changed) and whether they held "
+                          "unflushed write-back data (yes, no, unknown): "
+                          "such data was not sent to the remote")
+                      .Register(r);
   store_write_failures_ = &prometheus::BuildCounter()
-                              .Name("nache_cache_store_write_failures_total")
-                              .Help("Writes to the cache store that failed, "
-                                    "by reason (no_space, other)")
-                              .Register(r);
+                               .Name("nache_cache_store_write_failures_total")
+                               .Help(
+                                   "Writes to the cache store that failed, "
+                                   "by reason (no_space, other)")
+                               .Register(r);
   store_no_space_ = &prometheus::BuildGauge()
                          .Name("nache_cache_store_no_space")
-                         .Help("1 while the cache store refuses writes "
-                               "because its filesystem is full")
+                         .Help(
+                             "1 while the cache store refuses writes "
+                             "because its filesystem is full")
                          .Register(r);
   refused_ = &prometheus::BuildCounter()
                   .Name("nache_writeback_refused_total")
-                  .Help("Changes acknowledged by nache in write-back mode "
-                        "that the remote refused at flush time "
-                        "(NFS4ERR_ACCESS or NFS4ERR_PERM) as the caller "
-                        "who made them, by op (create, remove, rename, "
-                        "write, setattr)")
+                  .Help(
+                      "Changes acknowledged by nache in write-back mode "
+                      "that the remote refused at flush time "
+                      "(NFS4ERR_ACCESS or NFS4ERR_PERM) as the caller "
+                      "who made them, by op (create, remove, rename, "
+                      "write, setattr)")
                   .Register(r);
   full_disk_writes_ = &prometheus::BuildCounter()
-                          .Name("nache_writeback_full_disk_writes_total")
-                          .Help("Writes on write-back exports that the full "
-                                "cache disk could not keep, sent to the "
-                                "remote at once (write-through) instead of "
-                                "NFS4ERR_NOSPC: the file was at the remote "
-                                "with nothing unflushed")
-                          .Register(r);
+                           .Name("nache_writeback_full_disk_writes_total")
+                           .Help(
+                               "Writes on write-back exports that the full "
+                               "cache disk could not keep, sent to the "
+                               "remote at once (write-through) instead of "
+                               "NFS4ERR_NOSPC: the file was at the remote "
+                               "with nothing unflushed")
+                           .Register(r);
   seqid_resends_ = &prometheus::BuildCounter()
-                       .Name("nache_upstream_seqid_resends_total")
-                       .Help("NFSv4.0 seqid-bearing requests (OPEN, CLOSE, "
-                             "LOCK...) resent unchanged after getting no "
-                             "reply, by outcome: answered, unanswered "
-                             "(again), gave_up (the client id and its state "
-                             "were given up to make the seqid known)")
-                       .Register(r);
+                        .Name("nache_upstream_seqid_resends_total")
+                        .Help(
+                            "NFSv4.0 seqid-bearing requests (OPEN, CLOSE, "
+                            "LOCK...) resent unchanged after getting no "
+                            "reply, by outcome: answered, unanswered "
+                            "(again), gave_up (the client id and its state "
+                            "were given up to make the seqid known)")
+                        .Register(r);
   unchanged_bytes_ = &prometheus::BuildCounter()
-                         .Name("nache_writeback_unchanged_bytes_total")
-                         .Help("Bytes written locally on write-back exports "
-                               "that were equal to what the cache held: not "
-                               "dirtied, never sent")
-                         .Register(r);
+                          .Name("nache_writeback_unchanged_bytes_total")
+                          .Help(
+                              "Bytes written locally on write-back exports "
+                              "that were equal to what the cache held: not "
+                              "dirtied, never sent")
+                          .Register(r);
   local_renames_ = &prometheus::BuildCounter()
-                       .Name("nache_writeback_renames_total")
-                       .Help("Renames of files and symlinks the remote has, "
-                             "on write-back single-writer exports, by "
-                             "outcome: logged (kept local), sent (renamed at "
-                             "the remote), refused (the remote said no for "
-                             "good: the object keeps its old name)")
-                       .Register(r);
+                        .Name("nache_writeback_renames_total")
+                        .Help(
+                            "Renames of files and symlinks the remote has, "
+                            "on write-back single-writer exports, by "
+                            "outcome: logged (kept local), sent (renamed at "
+                            "the remote), refused (the remote said no for "
+                            "good: the object keeps its old name)")
+                        .Register(r);
   conflicts_ = &prometheus::BuildCounter()
                     .Name("nache_writeback_conflicts_total")
-                    .Help("Files changed at the remote while nache held "
-                          "unflushed writes of them: the remote's version "
-                          "was kept, nache's saved beside it as "
-                          "NAME.nache-conflict-<time>")
+                    .Help(
+                        "Files changed at the remote while nache held "
+                        "unflushed writes of them: the remote's version "
+                        "was kept, nache's saved beside it as "
+                        "NAME.nache-conflict-<time>")
                     .Register(r);
   flush_waits_ = &prometheus::BuildCounter()
                       .Name("nache_writeback_flush_waits_total")
-                      .Help("Times a local operation on a write-back file "
-                            "(a truncate, a flush on demand) waited for a "
-                            "flush of the same file already under way")
+                      .Help(
+                          "Times a local operation on a write-back file "
+                          "(a truncate, a flush on demand) waited for a "
+                          "flush of the same file already under way")
                       .Register(r);
   lost_files_ = &prometheus::BuildCounter()
                      .Name("nache_writeback_lost_files_total")
-                     .Help("Files gone at the remote (NFS4ERR_STALE at "
-                           "flush) while nache held acknowledged data of "
-                           "them, by outcome: saved (written at the remote "
-                           "as NAME.nache-lost-<time>, beside the file or "
-                           "in nache-lost+found), unsaved (kept in the "
-                           "cache, retried)")
+                     .Help(
+                         "Files gone at the remote (NFS4ERR_STALE at "
+                         "flush) while nache held acknowledged data of "
+                         "them, by outcome: saved (written at the remote "
+                         "as NAME.nache-lost-<time>, beside the file or "
+                         "in nache-lost+found), unsaved (kept in the "
+                         "cache, retried)")
                      .Register(r);
   local_creates_ = &prometheus::BuildCounter()
-                       .Name("nache_writeback_creates_total")
-                       .Help("Creates on write-back single-writer exports, "
-                             "by outcome: logged (kept local), sent (created "
-                             "at the remote), cancelled (removed or "
-                             "replaced before being sent: never sent)")
-                       .Register(r);
+                        .Name("nache_writeback_creates_total")
+                        .Help(
+                            "Creates on write-back single-writer exports, "
+                            "by outcome: logged (kept local), sent (created "
+                            "at the remote), cancelled (removed or "
+                            "replaced before being sent: never sent)")
+                        .Register(r);
   deleg_return_ = &prometheus::BuildHistogram()
                        .Name("nache_delegation_return_seconds")
-                       .Help("Time from the start of a delegation return to "
-                             "its DELEGRETURN reply, by reason (recall, "
-                             "own_conflict: before an operation of ours "
-                             "that would have caused a recall)")
+                       .Help(
+                           "Time from the start of a delegation return to "
+                           "its DELEGRETURN reply, by reason (recall, "
+                           "own_conflict: before an operation of ours "
+                           "that would have caused a recall)")
                        .Register(r);
 }
 
@@ -471,13 +503,11 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
     e->without_upstream_[i] = &without_upstream_->Add(
         {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
   }
-  e->upstream_ops_.reset(
-      new std::atomic<Counter *>[kOpSlots * kStatusSlots]());
+  e->upstream_ops_.reset(new std::atomic<Counter *>[kOpSlots * kStatusSlots]());
   // The "ok" series of every operation we send exist from the start, so
   // rate() sees them before their first use.
   for (size_t op = 0; op < kOpSlots; op++) {
-    if (upstream::IsCompoundOp(uint32_t(op)))
-      e->UpstreamOpSeries(op, 0);
+    if (upstream::IsCompoundOp(uint32_t(op))) e->UpstreamOpSeries(op, 0);
   }
   e->CompoundSeries(0);
   e->rtt_ = &rtt_->Add(ex, RttBuckets());
@@ -542,16 +572,18 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->local_delegs_ = &local_delegs_->Add(ex);
   e->dirty_bytes_ = &dirty_bytes_->Add(ex);
   e->flush_lag_ = &flush_lag_->Add(ex);
-  e->return_recall_ = &deleg_return_->Add(with("reason", "recall"), RttBuckets());
+  e->return_recall_ =
+      &deleg_return_->Add(with("reason", "recall"), RttBuckets());
   e->return_own_ =
       &deleg_return_->Add(with("reason", "own_conflict"), RttBuckets());
   static const char *const kMovedReasons[] = {"corrupt", "upstream_changed"};
   static const char *const kUnflushed[] = {"yes", "no", "unknown"};
   for (size_t i = 0; i < 2; i++)
     for (size_t j = 0; j < size_t(Unflushed::kCount); j++)
-      e->store_moved_[i][j] = &store_moved_->Add({{"export", e->export_label_},
-                                                  {"reason", kMovedReasons[i]},
-                                                  {"unflushed", kUnflushed[j]}});
+      e->store_moved_[i][j] =
+          &store_moved_->Add({{"export", e->export_label_},
+                              {"reason", kMovedReasons[i]},
+                              {"unflushed", kUnflushed[j]}});
   e->store_write_failures_[0] =
       &store_write_failures_->Add(with("reason", "no_space"));
   e->store_write_failures_[1] =
@@ -590,8 +622,8 @@ bool Metrics::StartExposer(const std::string &address, uint32_t port,
     exposer_.reset(new prometheus::Exposer(where, 2));
   } catch (const std::exception &e) {
     // civetweb's message is generic ("...binding to port"); say where.
-    *err = "cannot listen on " + where + " (in use, or address not local): " +
-           e.what();
+    *err = "cannot listen on " + where +
+           " (in use, or address not local): " + e.what();
     return false;
   }
   scrape_ = std::make_shared<Scrape>(this);

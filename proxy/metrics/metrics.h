@@ -49,33 +49,33 @@ namespace metrics {
 // The C API operations the FSAL calls (nache.h), one row each: X(Enum,
 // "label"), the label of op="<label>" in nache_local_ops_total and
 // nache_local_ops_without_upstream_total.
-#define NACHE_LOCAL_OPS(X) \
-  X(kRoot, "root") \
-  X(kLookup, "lookup") \
+#define NACHE_LOCAL_OPS(X)          \
+  X(kRoot, "root")                  \
+  X(kLookup, "lookup")              \
   X(kLookupParent, "lookup_parent") \
-  X(kGetattr, "getattr") \
-  X(kSetattr, "setattr") \
-  X(kAccess, "access") \
-  X(kReaddir, "readdir") \
-  X(kCreate, "create") \
-  X(kReadlink, "readlink") \
-  X(kLink, "link") \
-  X(kRename, "rename") \
-  X(kRemove, "remove") \
-  X(kStatfs, "statfs") \
-  X(kOpen, "open") \
-  X(kReopen, "reopen") \
-  X(kClose, "close") \
-  X(kRead, "read") \
-  X(kWrite, "write") \
-  X(kCommit, "commit") \
+  X(kGetattr, "getattr")            \
+  X(kSetattr, "setattr")            \
+  X(kAccess, "access")              \
+  X(kReaddir, "readdir")            \
+  X(kCreate, "create")              \
+  X(kReadlink, "readlink")          \
+  X(kLink, "link")                  \
+  X(kRename, "rename")              \
+  X(kRemove, "remove")              \
+  X(kStatfs, "statfs")              \
+  X(kOpen, "open")                  \
+  X(kReopen, "reopen")              \
+  X(kClose, "close")                \
+  X(kRead, "read")                  \
+  X(kWrite, "write")                \
+  X(kCommit, "commit")              \
   X(kLock, "lock")
 
 enum class LocalOp : uint8_t {
 #define NACHE_LOCAL_OP_ENUM(e, s) e,
   NACHE_LOCAL_OPS(NACHE_LOCAL_OP_ENUM)
 #undef NACHE_LOCAL_OP_ENUM
-  kCount,  // number of local operations (not an operation)
+      kCount,  // number of local operations (not an operation)
 };
 
 const char *LocalOpName(LocalOp op);
@@ -95,12 +95,12 @@ enum class Unflushed : uint8_t { kYes, kNo, kUnknown, kCount };
 // State of one export read at scrape time (cheaper than tracking every
 // change, and always current).
 struct ExportGauges {
-  bool connected = false;        // upstream state is ready
-  uint64_t clientid_epoch = 0;   // times the client id was re-established
-  uint64_t open_files = 0;       // files in the upstream open table
-  bool callback_path_up = false; // the remote can reach our callback service
-  uint64_t cache_bytes = 0;      // cached data bytes
-  uint64_t cache_blocks = 0;     // cached data blocks
+  bool connected = false;          // upstream state is ready
+  uint64_t clientid_epoch = 0;     // times the client id was re-established
+  uint64_t open_files = 0;         // files in the upstream open table
+  bool callback_path_up = false;   // the remote can reach our callback service
+  uint64_t cache_bytes = 0;        // cached data bytes
+  uint64_t cache_blocks = 0;       // cached data blocks
   uint64_t delegations_read = 0;   // upstream read delegations held
   uint64_t delegations_write = 0;  // upstream write delegations held
   uint64_t local_delegations = 0;  // delegations Ganesha gave our clients
@@ -109,8 +109,8 @@ struct ExportGauges {
   // Since the lease was last renewed (the send time of the RENEW, SEQUENCE
   // or SETCLIENTID_CONFIRM that proved it); -1 before the first.
   double lease_age_s = -1;
-  uint32_t lease_time_s = 0;       // the server's lease (0: not known yet)
-  uint64_t dirty_max = 0;          // Dirty_Max (0: no write-back)
+  uint32_t lease_time_s = 0;  // the server's lease (0: not known yet)
+  uint64_t dirty_max = 0;     // Dirty_Max (0: no write-back)
 };
 
 // Totals of some of an export's counters, for nachectl status (read from
@@ -279,32 +279,31 @@ class ExportMetrics {
   std::unique_ptr<std::atomic<prometheus::Counter *>[]> upstream_ops_;
   // nache_upstream_compounds_total by status; null until first use.
   std::array<std::atomic<prometheus::Counter *>, kStatusSlots> compounds_{};
-  prometheus::Histogram *rtt_ = nullptr;         // nache_upstream_rtt_seconds
-  prometheus::Counter *read_bytes_ = nullptr;    // direction="read"
-  prometheus::Counter *write_bytes_ = nullptr;   // direction="write"
-  prometheus::Gauge *connected_ = nullptr;       // nache_upstream_connected
-  prometheus::Gauge *epoch_ = nullptr;           // ..._clientid_epoch
-  prometheus::Gauge *open_files_ = nullptr;      // ..._open_files
-  prometheus::Gauge *callback_up_ = nullptr;     // nache_callback_path_up
-  prometheus::Gauge *lease_age_ = nullptr;   // ..._lease_age_seconds
-  prometheus::Gauge *lease_time_ = nullptr;  // nache_upstream_lease_seconds
-  prometheus::Gauge *dirty_max_ = nullptr;   // nache_dirty_max_bytes
+  prometheus::Histogram *rtt_ = nullptr;        // nache_upstream_rtt_seconds
+  prometheus::Counter *read_bytes_ = nullptr;   // direction="read"
+  prometheus::Counter *write_bytes_ = nullptr;  // direction="write"
+  prometheus::Gauge *connected_ = nullptr;      // nache_upstream_connected
+  prometheus::Gauge *epoch_ = nullptr;          // ..._clientid_epoch
+  prometheus::Gauge *open_files_ = nullptr;     // ..._open_files
+  prometheus::Gauge *callback_up_ = nullptr;    // nache_callback_path_up
+  prometheus::Gauge *lease_age_ = nullptr;      // ..._lease_age_seconds
+  prometheus::Gauge *lease_time_ = nullptr;     // nache_upstream_lease_seconds
+  prometheus::Gauge *dirty_max_ = nullptr;      // nache_dirty_max_bytes
   // nache_cache_{hits,misses}_total by kind (immutable after creation).
   std::array<prometheus::Counter *, size_t(CacheKind::kCount)> cache_hits_{};
-  std::array<prometheus::Counter *, size_t(CacheKind::kCount)>
-      cache_misses_{};
+  std::array<prometheus::Counter *, size_t(CacheKind::kCount)> cache_misses_{};
   prometheus::Counter *cache_hit_bytes_ = nullptr;  // kind="data"
-  prometheus::Counter *evictions_ = nullptr;  // nache_cache_evictions_total
-  prometheus::Gauge *cache_bytes_ = nullptr;  // nache_cache_size_bytes
-  prometheus::Gauge *cache_blocks_ = nullptr; // nache_cache_entries
-  prometheus::Gauge *deleg_held_read_ = nullptr;   // ..._delegations_held
-  prometheus::Gauge *deleg_held_write_ = nullptr;  // type="read"/"write"
-  prometheus::Counter *deleg_granted_read_ = nullptr;   // ..._granted_total
+  prometheus::Counter *evictions_ = nullptr;      // nache_cache_evictions_total
+  prometheus::Gauge *cache_bytes_ = nullptr;      // nache_cache_size_bytes
+  prometheus::Gauge *cache_blocks_ = nullptr;     // nache_cache_entries
+  prometheus::Gauge *deleg_held_read_ = nullptr;  // ..._delegations_held
+  prometheus::Gauge *deleg_held_write_ = nullptr;      // type="read"/"write"
+  prometheus::Counter *deleg_granted_read_ = nullptr;  // ..._granted_total
   prometheus::Counter *deleg_granted_write_ = nullptr;
   prometheus::Gauge *local_delegs_ = nullptr;  // ..._local_delegations_held
   prometheus::Gauge *dirty_bytes_ = nullptr;   // nache_dirty_bytes
   prometheus::Gauge *flush_lag_ = nullptr;     // nache_flush_lag_seconds
-  prometheus::Counter *recalls_ = nullptr;  // nache_delegation_recalls_total
+  prometheus::Counter *recalls_ = nullptr;     // nache_delegation_recalls_total
   prometheus::Counter *local_locks_ = nullptr;  // ..._local_locks_total
   prometheus::Counter *conflicts_ = nullptr;  // nache_writeback_conflicts_total
   prometheus::Counter *flush_waits_ = nullptr;  // ..._flush_waits_total
@@ -319,7 +318,8 @@ class ExportMetrics {
   std::array<prometheus::Counter *, 5> refused_{};
   // nache_upstream_seqid_resends_total{outcome}
   std::array<prometheus::Counter *, 3> seqid_resends_{};
-  prometheus::Counter *full_disk_writes_ = nullptr;  // ..._full_disk_writes_total
+  prometheus::Counter *full_disk_writes_ =
+      nullptr;  // ..._full_disk_writes_total
   // nache_upstream_reclaims_total{state, outcome}
   std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,
              size_t(ReclaimState::kCount)>

@@ -34,18 +34,12 @@ constexpr size_t kReadChunk = 256 * 1024;
 
 uint32_t AcceptStatOf(ReplyStatus s) {
   switch (s) {
-    case ReplyStatus::kOk:
-      return kAcceptSuccess;
-    case ReplyStatus::kProgUnavail:
-      return kAcceptProgUnavail;
-    case ReplyStatus::kProgMismatch:
-      return kAcceptProgMismatch;
-    case ReplyStatus::kProcUnavail:
-      return kAcceptProcUnavail;
-    case ReplyStatus::kGarbageArgs:
-      return kAcceptGarbageArgs;
-    default:
-      return kAcceptSystemErr;
+    case ReplyStatus::kOk: return kAcceptSuccess;
+    case ReplyStatus::kProgUnavail: return kAcceptProgUnavail;
+    case ReplyStatus::kProgMismatch: return kAcceptProgMismatch;
+    case ReplyStatus::kProcUnavail: return kAcceptProcUnavail;
+    case ReplyStatus::kGarbageArgs: return kAcceptGarbageArgs;
+    default: return kAcceptSystemErr;
   }
 }
 
@@ -81,34 +75,26 @@ uint32_t InitialXid() {
   timespec rt, mono;
   clock_gettime(CLOCK_REALTIME, &rt);
   clock_gettime(CLOCK_MONOTONIC, &mono);
-  uint64_t h = Mix64(uint64_t(rt.tv_sec) * 1000000000ull + uint64_t(rt.tv_nsec));
-  h = Mix64(h ^ (uint64_t(mono.tv_sec) * 1000000000ull + uint64_t(mono.tv_nsec)));
+  uint64_t h =
+      Mix64(uint64_t(rt.tv_sec) * 1000000000ull + uint64_t(rt.tv_nsec));
+  h = Mix64(h ^
+            (uint64_t(mono.tv_sec) * 1000000000ull + uint64_t(mono.tv_nsec)));
   h = Mix64(h ^ (uint64_t(uint32_t(getpid())) << 32) ^ counter.fetch_add(1));
   return uint32_t(h ^ (h >> 32));
 }
 
 const char *ReplyStatusName(ReplyStatus s) {
   switch (s) {
-    case ReplyStatus::kOk:
-      return "ok";
-    case ReplyStatus::kProgUnavail:
-      return "program unavailable";
-    case ReplyStatus::kProgMismatch:
-      return "program version mismatch";
-    case ReplyStatus::kProcUnavail:
-      return "procedure unavailable";
-    case ReplyStatus::kGarbageArgs:
-      return "garbage arguments";
-    case ReplyStatus::kSystemErr:
-      return "system error";
-    case ReplyStatus::kRpcMismatch:
-      return "RPC version mismatch";
-    case ReplyStatus::kAuthError:
-      return "authentication error";
-    case ReplyStatus::kBadReply:
-      return "malformed reply";
-    case ReplyStatus::kDisconnected:
-      return "disconnected";
+    case ReplyStatus::kOk: return "ok";
+    case ReplyStatus::kProgUnavail: return "program unavailable";
+    case ReplyStatus::kProgMismatch: return "program version mismatch";
+    case ReplyStatus::kProcUnavail: return "procedure unavailable";
+    case ReplyStatus::kGarbageArgs: return "garbage arguments";
+    case ReplyStatus::kSystemErr: return "system error";
+    case ReplyStatus::kRpcMismatch: return "RPC version mismatch";
+    case ReplyStatus::kAuthError: return "authentication error";
+    case ReplyStatus::kBadReply: return "malformed reply";
+    case ReplyStatus::kDisconnected: return "disconnected";
   }
   return "?";
 }
@@ -336,20 +322,13 @@ void Transport::HandleReply(uint32_t xid, XdrIn *in) {
       !in->Opaque(&verf, &verf_len, kMaxAuthBytes) || !in->U32(&what))
     return done(ReplyStatus::kBadReply, nullptr);
   switch (what) {
-    case kAcceptSuccess:
-      return done(ReplyStatus::kOk, in);
-    case kAcceptProgUnavail:
-      return done(ReplyStatus::kProgUnavail, nullptr);
-    case kAcceptProgMismatch:
-      return done(ReplyStatus::kProgMismatch, nullptr);
-    case kAcceptProcUnavail:
-      return done(ReplyStatus::kProcUnavail, nullptr);
-    case kAcceptGarbageArgs:
-      return done(ReplyStatus::kGarbageArgs, nullptr);
-    case kAcceptSystemErr:
-      return done(ReplyStatus::kSystemErr, nullptr);
-    default:
-      return done(ReplyStatus::kBadReply, nullptr);
+    case kAcceptSuccess: return done(ReplyStatus::kOk, in);
+    case kAcceptProgUnavail: return done(ReplyStatus::kProgUnavail, nullptr);
+    case kAcceptProgMismatch: return done(ReplyStatus::kProgMismatch, nullptr);
+    case kAcceptProcUnavail: return done(ReplyStatus::kProcUnavail, nullptr);
+    case kAcceptGarbageArgs: return done(ReplyStatus::kGarbageArgs, nullptr);
+    case kAcceptSystemErr: return done(ReplyStatus::kSystemErr, nullptr);
+    default: return done(ReplyStatus::kBadReply, nullptr);
   }
 }
 

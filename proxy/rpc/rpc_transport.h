@@ -31,7 +31,7 @@ namespace rpc {
 // AUTH_SYS (RFC 5531 appendix A).
 struct AuthSys {
   uint32_t stamp = 0;
-  std::string machine;         // at most 255 bytes
+  std::string machine;  // at most 255 bytes
   uint32_t uid = 0, gid = 0;
   std::vector<uint32_t> gids;  // at most 16 are sent
 };

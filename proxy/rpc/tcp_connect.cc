@@ -56,14 +56,14 @@ int StartConnect(const std::string &host, int port, std::string *error) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_family = AF_UNSPEC;
   addrinfo *res = nullptr;
-  int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                       &res);
+  int rc =
+      getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
   if (rc != 0 || res == nullptr) {
     *error = "cannot resolve " + host + ": " + gai_strerror(rc);
     return -1;
   }
-  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                  0);
+  int fd =
+      socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     *error = std::string("socket: ") + strerror(errno);
     freeaddrinfo(res);

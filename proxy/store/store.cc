@@ -8,7 +8,6 @@
 #include <rocksdb/table.h>
 #include <rocksdb/transaction_log.h>
 #include <rocksdb/write_batch.h>
-
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -52,7 +51,8 @@ class StoreLogger : public rocksdb::Logger {
   void Logv(const rocksdb::InfoLogLevel level, const char *format,
             va_list ap) override {
     // Below WARN: flush and compaction chatter, option dumps (HEADER).
-    if (level < GetInfoLogLevel() || level == rocksdb::InfoLogLevel::HEADER_LEVEL)
+    if (level < GetInfoLogLevel() ||
+        level == rocksdb::InfoLogLevel::HEADER_LEVEL)
       return;
     Emit(level >= rocksdb::InfoLogLevel::ERROR_LEVEL ? kLogCrit : kLogWarn,
          format, ap);
@@ -223,9 +223,9 @@ std::string MoveAside(const std::string &dir, const char *tag,
   for (int i = 1; lstat(aside.c_str(), &sb) == 0; i++)
     aside = base + "-" + std::to_string(i);
   if (rename(dir.c_str(), aside.c_str()) != 0) {
-    *why = "cannot rename it to " + aside + ": " + strerror(errno) +
-           (errno == EBUSY ? " (a mount point? use a directory inside it)"
-                           : "");
+    *why =
+        "cannot rename it to " + aside + ": " + strerror(errno) +
+        (errno == EBUSY ? " (a mount point? use a directory inside it)" : "");
     return std::string();
   }
   return aside;
@@ -251,8 +251,7 @@ void Store::Close() {
 }
 
 std::unique_ptr<Store> Store::Open(const std::string &dir_in,
-                                   const StoreOptions &opts,
-                                   std::string *err) {
+                                   const StoreOptions &opts, std::string *err) {
   const std::string dir = WithoutTrailingSlashes(dir_in);
   if (!MakeDirs(dir)) {
     *err = "Cache_Dir: cannot create " + dir + ": " + strerror(errno);
@@ -291,8 +290,8 @@ std::unique_ptr<Store> Store::Open(const std::string &dir_in,
     case OpenFailure::kLocked:
       *err = "Cache_Dir: " + dir +
              " is in use: another nache daemon, or another export of this "
-             "one, has its store open (" + why +
-             "); each export needs its own Cache_Dir";
+             "one, has its store open (" +
+             why + "); each export needs its own Cache_Dir";
       return nullptr;
     case OpenFailure::kNoSpace:
       *err = "Cache_Dir: cannot open the store in " + dir +
@@ -341,7 +340,7 @@ std::unique_ptr<Store> Store::Open(const std::string &dir_in,
               dir.c_str(), aside.c_str(), why.c_str());
   if (opts.metrics)
     opts.metrics->CountStoreMovedAside(
-        corrupt, !counted ? metrics::Unflushed::kUnknown
+        corrupt, !counted          ? metrics::Unflushed::kUnknown
                  : unflushed.any() ? metrics::Unflushed::kYes
                                    : metrics::Unflushed::kNo);
   s.reset(new Store());
@@ -356,8 +355,8 @@ std::unique_ptr<Store> Store::Open(const std::string &dir_in,
   return s;
 }
 
-Store::OpenFailure Store::Init(const std::string &dir,
-                               const StoreOptions &opts, std::string *why) {
+Store::OpenFailure Store::Init(const std::string &dir, const StoreOptions &opts,
+                               std::string *why) {
   dir_ = dir;
   metrics_ = opts.metrics;
   rocksdb::Options o = BaseOptions();
@@ -415,8 +414,8 @@ Store::OpenFailure Store::CheckUpstream(const StoreOptions &opts, bool fresh,
                                         std::string *why) {
   if (opts.upstream_server.empty()) return OpenFailure::kNone;
   const std::string port = std::to_string(opts.upstream_port);
-  const std::string now = opts.upstream_server + ":" + port +
-                          opts.upstream_path;
+  const std::string now =
+      opts.upstream_server + ":" + port + opts.upstream_path;
   std::string server, old_port, path;
   bool recorded = GetMeta(kUpstreamServer, &server) &&
                   GetMeta(kUpstreamPort, &old_port) &&
@@ -432,9 +431,9 @@ Store::OpenFailure Store::CheckUpstream(const StoreOptions &opts, bool fresh,
     if (server != opts.upstream_server) add("Upstream_Server");
     if (old_port != port) add("Upstream_Port");
     if (path != opts.upstream_path) add("Upstream_Path");
-    *why = "the store in " + dir_ + " was made for upstream " + server +
-           ":" + old_port + path + ", but this export's upstream is " + now +
-           " (" + params + " changed)";
+    *why = "the store in " + dir_ + " was made for upstream " + server + ":" +
+           old_port + path + ", but this export's upstream is " + now + " (" +
+           params + " changed)";
     return OpenFailure::kUpstreamChanged;
   }
   // A new store, or one from before identities were recorded: it is taken
@@ -469,9 +468,7 @@ bool Store::PutMeta(const std::string &name, const std::string &value,
   return Put(w, families_[kMeta], name, value).ok();
 }
 
-UnflushedCount Store::CountUnflushed() const {
-  return CountIn(db_, families_);
-}
+UnflushedCount Store::CountUnflushed() const { return CountIn(db_, families_); }
 
 rocksdb::Status Store::Write(const rocksdb::WriteOptions &opts,
                              rocksdb::WriteBatch *batch) {
@@ -481,7 +478,8 @@ rocksdb::Status Store::Write(const rocksdb::WriteOptions &opts,
     if (no_space_.load()) {
       // Resumed by another writer meanwhile (or the failure was passing).
       MutexLock g(&space_mu_);
-      if (no_space_.exchange(false) && metrics_) metrics_->SetStoreNoSpace(false);
+      if (no_space_.exchange(false) && metrics_)
+        metrics_->SetStoreNoSpace(false);
     }
     return st;
   }

@@ -135,8 +135,14 @@ class Store {
   UnflushedCount CountUnflushed() const;
 
  private:
-  enum class OpenFailure { kNone, kCorrupt, kLocked, kNoSpace, kOther,
-                           kUpstreamChanged };
+  enum class OpenFailure {
+    kNone,
+    kCorrupt,
+    kLocked,
+    kNoSpace,
+    kOther,
+    kUpstreamChanged
+  };
 
   Store() = default;
   // Opens dir; on failure says why and what kind of failure it is.
@@ -155,10 +161,10 @@ class Store {
   std::string dir_;                                           // immutable
   rocksdb::DB *db_ = nullptr;                                 // owned
   rocksdb::ColumnFamilyHandle *families_[kNumFamilies] = {};  // owned
-  uint64_t incarnation_ = 0;  // immutable after Open
+  uint64_t incarnation_ = 0;                   // immutable after Open
   metrics::ExportMetrics *metrics_ = nullptr;  // not owned; may be null
-  std::atomic<bool> no_space_{false};  // writes fail for lack of space
-  Mutex space_mu_;  // also held across Resume
+  std::atomic<bool> no_space_{false};          // writes fail for lack of space
+  Mutex space_mu_;                             // also held across Resume
   // Free bytes when a write last failed.
   uint64_t free_at_failure_ GUARDED_BY(space_mu_) = 0;
 };

@@ -211,66 +211,43 @@ bool DecodeOne(uint32_t bit, XdrReader *r, Attrs *a, Fh *fh,
       a->type = (u32 >= 1 && u32 <= 7) ? FileType(u32) : FileType::kNone;
       a->mask |= kAttrType;
       return true;
-    case kF4Change:
-      a->mask |= kAttrChange;
-      return r->U64(&a->change);
-    case kF4Size:
-      a->mask |= kAttrSize;
-      return r->U64(&a->size);
+    case kF4Change: a->mask |= kAttrChange; return r->U64(&a->change);
+    case kF4Size: a->mask |= kAttrSize; return r->U64(&a->size);
     case kF4Fsid:
       a->mask |= kAttrFsid;
       return r->U64(&a->fsid_major) && r->U64(&a->fsid_minor);
-    case kF4LeaseTime:
-      a->mask |= kAttrLeaseTime;
-      return r->U32(&a->lease_time);
+    case kF4LeaseTime: a->mask |= kAttrLeaseTime; return r->U32(&a->lease_time);
     case kF4RdattrError:
       a->mask |= kAttrRdattrError;
       return r->U32(&a->rdattr_error);
-    case kF4Acl:
-      return SkipAcl(r);
+    case kF4Acl: return SkipAcl(r);
     case kF4Filehandle:
       if (!r->Opaque(&s, kMaxFhSize)) return false;
       if (fh != nullptr) *fh = s;
       return true;
-    case kF4Fileid:
-      a->mask |= kAttrFileid;
-      return r->U64(&a->fileid);
+    case kF4Fileid: a->mask |= kAttrFileid; return r->U64(&a->fileid);
     case kF4FilesAvail:
       a->mask |= kAttrFilesAvail;
       return r->U64(&a->files_avail);
-    case kF4FilesFree:
-      a->mask |= kAttrFilesFree;
-      return r->U64(&a->files_free);
+    case kF4FilesFree: a->mask |= kAttrFilesFree; return r->U64(&a->files_free);
     case kF4FilesTotal:
       a->mask |= kAttrFilesTotal;
       return r->U64(&a->files_total);
-    case kF4FsLocations:
-      return SkipFsLocations(r);
+    case kF4FsLocations: return SkipFsLocations(r);
     case kF4Maxfilesize:
       a->mask |= kAttrMaxFileSize;
       return r->U64(&a->maxfilesize);
-    case kF4Maxlink:
-      a->mask |= kAttrMaxLink;
-      return r->U32(&a->maxlink);
-    case kF4Maxname:
-      a->mask |= kAttrMaxName;
-      return r->U32(&a->maxname);
-    case kF4Maxread:
-      a->mask |= kAttrMaxRead;
-      return r->U64(&a->maxread);
-    case kF4Maxwrite:
-      a->mask |= kAttrMaxWrite;
-      return r->U64(&a->maxwrite);
-    case kF4Mimetype:
-      return SkipOpaque(r, kMaxOpaqueLen);
+    case kF4Maxlink: a->mask |= kAttrMaxLink; return r->U32(&a->maxlink);
+    case kF4Maxname: a->mask |= kAttrMaxName; return r->U32(&a->maxname);
+    case kF4Maxread: a->mask |= kAttrMaxRead; return r->U64(&a->maxread);
+    case kF4Maxwrite: a->mask |= kAttrMaxWrite; return r->U64(&a->maxwrite);
+    case kF4Mimetype: return SkipOpaque(r, kMaxOpaqueLen);
     case kF4Mode:
       if (!r->U32(&u32)) return false;
       a->mode = u32 & 07777;
       a->mask |= kAttrMode;
       return true;
-    case kF4Numlinks:
-      a->mask |= kAttrNlink;
-      return r->U32(&a->nlink);
+    case kF4Numlinks: a->mask |= kAttrNlink; return r->U32(&a->nlink);
     case kF4Owner:
       if (!r->Opaque(&s, kMaxOwnerLen)) return false;
       DecodeOwner(IdKind::kUser, s, owners, &a->uid, kAttrOwnerUnmapped, a);
@@ -287,24 +264,14 @@ bool DecodeOne(uint32_t bit, XdrReader *r, Attrs *a, Fh *fh,
     case kF4SpaceAvail:
       a->mask |= kAttrSpaceAvail;
       return r->U64(&a->space_avail);
-    case kF4SpaceFree:
-      a->mask |= kAttrSpaceFree;
-      return r->U64(&a->space_free);
+    case kF4SpaceFree: a->mask |= kAttrSpaceFree; return r->U64(&a->space_free);
     case kF4SpaceTotal:
       a->mask |= kAttrSpaceTotal;
       return r->U64(&a->space_total);
-    case kF4SpaceUsed:
-      a->mask |= kAttrSpaceUsed;
-      return r->U64(&a->space_used);
-    case kF4TimeAccess:
-      a->mask |= kAttrAtime;
-      return GetTime(r, &a->atime);
-    case kF4TimeMetadata:
-      a->mask |= kAttrCtime;
-      return GetTime(r, &a->ctime);
-    case kF4TimeModify:
-      a->mask |= kAttrMtime;
-      return GetTime(r, &a->mtime);
+    case kF4SpaceUsed: a->mask |= kAttrSpaceUsed; return r->U64(&a->space_used);
+    case kF4TimeAccess: a->mask |= kAttrAtime; return GetTime(r, &a->atime);
+    case kF4TimeMetadata: a->mask |= kAttrCtime; return GetTime(r, &a->ctime);
+    case kF4TimeModify: a->mask |= kAttrMtime; return GetTime(r, &a->mtime);
     case kF4MountedOnFileid:
       a->mask |= kAttrMountedOnFileid;
       return r->U64(&a->mounted_on_fileid);
@@ -323,22 +290,18 @@ bool DecodeOne(uint32_t bit, XdrReader *r, Attrs *a, Fh *fh,
     case kF4Hidden:
     case kF4Homogeneous:
     case kF4NoTrunc:
-    case kF4System:
-      return r->Skip(4);
+    case kF4System: return r->Skip(4);
     case kF4QuotaAvailHard:
     case kF4QuotaAvailSoft:
-    case kF4QuotaUsed:
-      return r->Skip(8);
+    case kF4QuotaUsed: return r->Skip(8);
     case kF4TimeBackup:
     case kF4TimeCreate:
-    case kF4TimeDelta:
-      return r->Skip(12);
+    case kF4TimeDelta: return r->Skip(12);
     case kF4TimeAccessSet:  // write-only, but parse it if a server echoes it
     case kF4TimeModifySet:
       if (!r->U32(&u32)) return false;
       return u32 == 1 ? r->Skip(12) : true;
-    default:
-      return false;  // an attribute whose encoding we do not know
+    default: return false;  // an attribute whose encoding we do not know
   }
 }
 

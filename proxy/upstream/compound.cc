@@ -2,11 +2,12 @@
 // COMPOUND4args (see compound_impl.h for who owns which bytes). Decoding of
 // the reply lives in compound_decode.cc. Nothing outside these two files and
 // attrs.cc touches NFSv4 XDR structures.
+#include "upstream/compound.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "upstream/attrs.h"
-#include "upstream/compound.h"
 #include "upstream/compound_impl.h"
 
 namespace nache {
@@ -115,15 +116,12 @@ constexpr size_t kSettableFattrBound = 4 + 8 + 4 + 8 + 4 + 2 * 16 + 2 * 16;
 // The settable attributes of a SETATTR, CREATE or OPEN(create) argument.
 fattr4 *SettableFattr(nfs_argop4 *a) {
   switch (a->argop) {
-    case OP_SETATTR:
-      return &a->nfs_argop4_u.opsetattr.obj_attributes;
-    case OP_CREATE:
-      return &a->nfs_argop4_u.opcreate.createattrs;
+    case OP_SETATTR: return &a->nfs_argop4_u.opsetattr.obj_attributes;
+    case OP_CREATE: return &a->nfs_argop4_u.opcreate.createattrs;
     case OP_OPEN:
       return &a->nfs_argop4_u.opopen.openhow.openflag4_u.how.createhow4_u
                   .createattrs;
-    default:
-      return nullptr;
+    default: return nullptr;
   }
 }
 
@@ -132,8 +130,7 @@ fattr4 *SettableFattr(nfs_argop4 *a) {
 const char *OpName(Op op) {
   switch (op) {
 #define NACHE_OP_NAME(e, n, s) \
-  case Op::e:                  \
-    return s;
+  case Op::e: return s;
     NACHE_COMPOUND_OPS(NACHE_OP_NAME) NACHE_SESSION_OPS(NACHE_OP_NAME)
 #undef NACHE_OP_NAME
   }
@@ -163,7 +160,8 @@ Compound::Compound(Compound &&) noexcept = default;
 Compound &Compound::operator=(Compound &&) noexcept = default;
 
 Compound &Compound::SetTag(const std::string &tag) {
-  impl_->size_hint += XdrOpaqueSize(tag.size()) - XdrOpaqueSize(impl_->tag.size());
+  impl_->size_hint +=
+      XdrOpaqueSize(tag.size()) - XdrOpaqueSize(impl_->tag.size());
   impl_->tag = tag;
   return *this;
 }
@@ -373,9 +371,8 @@ Compound &Compound::Remove(const std::string &name) {
 Compound &Compound::Rename(const std::string &old_name,
                            const std::string &new_name) {
   Builder<Impl> b{impl_.get()};
-  nfs_argop4 &a =
-      b.Add(Op::kRename,
-            XdrOpaqueSize(old_name.size()) + XdrOpaqueSize(new_name.size()));
+  nfs_argop4 &a = b.Add(Op::kRename, XdrOpaqueSize(old_name.size()) +
+                                         XdrOpaqueSize(new_name.size()));
   b.Utf8(old_name, &a.nfs_argop4_u.oprename.oldname);
   b.Utf8(new_name, &a.nfs_argop4_u.oprename.newname);
   return *this;
@@ -476,9 +473,9 @@ Compound &Compound::Locku(LockType type, uint32_t seqid,
 Compound &Compound::ReleaseLockowner(uint64_t clientid,
                                      const std::string &owner) {
   Builder<Impl> b{impl_.get()};
-  RELEASE_LOCKOWNER4args &r = b.Add(Op::kReleaseLockowner,
-                                    XdrOpaqueSize(owner.size()))
-                                  .nfs_argop4_u.oprelease_lockowner;
+  RELEASE_LOCKOWNER4args &r =
+      b.Add(Op::kReleaseLockowner, XdrOpaqueSize(owner.size()))
+          .nfs_argop4_u.oprelease_lockowner;
   r.lock_owner.clientid = clientid;
   b.meta().auto_clientid = clientid == 0;
   r.lock_owner.owner.owner_len = u_int(owner.size());
@@ -494,7 +491,8 @@ Compound &Compound::Renew(uint64_t clientid) {
 }
 
 Compound &Compound::Setclientid(const Verifier &verifier, const std::string &id,
-                                uint32_t cb_program, const std::string &cb_netid,
+                                uint32_t cb_program,
+                                const std::string &cb_netid,
                                 const std::string &cb_uaddr,
                                 uint32_t cb_ident) {
   Builder<Impl> b{impl_.get()};
@@ -523,8 +521,9 @@ Compound &Compound::SetclientidConfirm(uint64_t clientid,
 
 Compound &Compound::DelegReturn(const StateId &stateid) {
   Builder<Impl> b{impl_.get()};
-  CopyStateid(stateid,
-              &b.Add(Op::kDelegReturn, 0).nfs_argop4_u.opdelegreturn.deleg_stateid);
+  CopyStateid(
+      stateid,
+      &b.Add(Op::kDelegReturn, 0).nfs_argop4_u.opdelegreturn.deleg_stateid);
   return *this;
 }
 
@@ -561,24 +560,17 @@ void Compound::FillClientid(uint64_t clientid) {
     // after the client id was re-established carries the new one.
     nfs_argop4 &a = impl_->args[i];
     switch (impl_->meta[i].op) {
-      case Op::kOpen:
-        a.nfs_argop4_u.opopen.owner.clientid = clientid;
-        break;
+      case Op::kOpen: a.nfs_argop4_u.opopen.owner.clientid = clientid; break;
       case Op::kLock:
         a.nfs_argop4_u.oplock.locker.locker4_u.open_owner.lock_owner.clientid =
             clientid;
         break;
-      case Op::kLockt:
-        a.nfs_argop4_u.oplockt.owner.clientid = clientid;
-        break;
-      case Op::kRenew:
-        a.nfs_argop4_u.oprenew.clientid = clientid;
-        break;
+      case Op::kLockt: a.nfs_argop4_u.oplockt.owner.clientid = clientid; break;
+      case Op::kRenew: a.nfs_argop4_u.oprenew.clientid = clientid; break;
       case Op::kReleaseLockowner:
         a.nfs_argop4_u.oprelease_lockowner.lock_owner.clientid = clientid;
         break;
-      default:
-        break;
+      default: break;
     }
   }
 }

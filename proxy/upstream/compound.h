@@ -31,24 +31,31 @@ struct SequenceRes;
 }  // namespace nfs41
 class OwnerCodec;
 
-
 // Arguments of one OPEN.
 struct OpenArgs {
-  uint32_t seqid = 0;            // open-owner sequence id
+  uint32_t seqid = 0;  // open-owner sequence id
   uint32_t share_access = kShareAccessRead;
   uint32_t share_deny = kShareDenyNone;
-  uint64_t clientid = 0;         // filled by Upstream::Call if 0
-  std::string owner;             // open-owner name
-  enum class Create { kNoCreate, kUnchecked, kGuarded, kExclusive } create =
-      Create::kNoCreate;
-  Attrs create_attrs;            // kUnchecked/kGuarded
-  Verifier create_verf;          // kExclusive (8 bytes)
-  enum class Claim { kNull, kPrevious, kDelegateCur, kDelegatePrev } claim =
-      Claim::kNull;
-  std::string name;              // kNull (file name in the current dir),
-                                 // kDelegatePrev
+  uint64_t clientid = 0;  // filled by Upstream::Call if 0
+  std::string owner;      // open-owner name
+  enum class Create {
+    kNoCreate,
+    kUnchecked,
+    kGuarded,
+    kExclusive
+  } create = Create::kNoCreate;
+  Attrs create_attrs;    // kUnchecked/kGuarded
+  Verifier create_verf;  // kExclusive (8 bytes)
+  enum class Claim {
+    kNull,
+    kPrevious,
+    kDelegateCur,
+    kDelegatePrev
+  } claim = Claim::kNull;
+  std::string name;  // kNull (file name in the current dir),
+                     // kDelegatePrev
   DelegationType delegate_type = DelegationType::kNone;  // kPrevious
-  StateId delegate_stateid;      // kDelegateCur
+  StateId delegate_stateid;                              // kDelegateCur
 };
 
 // Arguments of one LOCK.
@@ -60,12 +67,12 @@ struct LockArgs {
   // A new lock-owner is introduced with its open's stateid and seqid; an
   // existing one with its lock stateid and lock seqid.
   bool new_lock_owner = false;
-  uint32_t open_seqid = 0;       // new_lock_owner
-  StateId open_stateid;          // new_lock_owner
-  uint32_t lock_seqid = 0;       // both cases
-  uint64_t clientid = 0;         // new_lock_owner; filled by Call if 0
-  std::string owner;             // new_lock_owner: lock-owner name
-  StateId lock_stateid;          // !new_lock_owner
+  uint32_t open_seqid = 0;  // new_lock_owner
+  StateId open_stateid;     // new_lock_owner
+  uint32_t lock_seqid = 0;  // both cases
+  uint64_t clientid = 0;    // new_lock_owner; filled by Call if 0
+  std::string owner;        // new_lock_owner: lock-owner name
+  StateId lock_stateid;     // !new_lock_owner
 };
 
 // One operation's decoded result. Only the fields of that operation's kind are
@@ -74,24 +81,24 @@ struct OpResult {
   Op op = Op::kPutfh;
   uint32_t status = kNfs4Ok;  // nfsstat4
 
-  Fh fh;                      // GETFH
-  Attrs attrs;                // GETATTR; OPEN/CREATE: attrset not decoded
-  StateId stateid;            // OPEN, OPEN_CONFIRM, OPEN_DOWNGRADE, CLOSE,
-                              // LOCK, LOCKU
-  uint32_t open_rflags = 0;   // OPEN (OPEN4_RESULT_CONFIRM = 2)
-  Delegation delegation;      // OPEN
-  ChangeInfo cinfo;           // OPEN, CREATE, REMOVE, LINK, RENAME (source)
-  ChangeInfo cinfo2;          // RENAME (target)
-  uint32_t count = 0;         // READ (bytes copied), WRITE (bytes written)
-  bool eof = false;           // READ, READDIR
+  Fh fh;                     // GETFH
+  Attrs attrs;               // GETATTR; OPEN/CREATE: attrset not decoded
+  StateId stateid;           // OPEN, OPEN_CONFIRM, OPEN_DOWNGRADE, CLOSE,
+                             // LOCK, LOCKU
+  uint32_t open_rflags = 0;  // OPEN (OPEN4_RESULT_CONFIRM = 2)
+  Delegation delegation;     // OPEN
+  ChangeInfo cinfo;          // OPEN, CREATE, REMOVE, LINK, RENAME (source)
+  ChangeInfo cinfo2;         // RENAME (target)
+  uint32_t count = 0;        // READ (bytes copied), WRITE (bytes written)
+  bool eof = false;          // READ, READDIR
   StableHow committed = StableHow::kUnstable;  // WRITE
-  Verifier verifier;          // WRITE, COMMIT (write verifier); READDIR
-                              // (cookie verifier); SETCLIENTID (confirm)
-  std::string data;           // READLINK (link text)
+  Verifier verifier;              // WRITE, COMMIT (write verifier); READDIR
+                                  // (cookie verifier); SETCLIENTID (confirm)
+  std::string data;               // READLINK (link text)
   std::vector<DirEntry> entries;  // READDIR
   uint32_t access_supported = 0, access = 0;  // ACCESS
-  LockDenied denied;          // LOCK, LOCKT with NFS4ERR_DENIED
-  uint64_t clientid = 0;      // SETCLIENTID
+  LockDenied denied;                          // LOCK, LOCKT with NFS4ERR_DENIED
+  uint64_t clientid = 0;                      // SETCLIENTID
 };
 
 // The decoded reply of one COMPOUND. results holds one entry per operation
@@ -197,7 +204,7 @@ class Compound {
   Compound &VerifyChange(uint64_t change);
   Compound &NverifyChange(uint64_t change);
 
-  size_t size() const;          // number of operations
+  size_t size() const;  // number of operations
   Op op(size_t i) const;
   // The seqid of operation i when it is an OPEN (else 0).
   uint32_t open_seqid(size_t i) const;

@@ -73,9 +73,7 @@ bool GetFattr(XdrIn *in, OwnerCodec *owners, Attrs *out, Fh *fh) {
 }
 
 // nfsace4, skipped (a delegation's permissions: we do not use them).
-bool SkipAce(XdrIn *in) {
-  return in->Skip(12) && SkipString(in, kMaxString);
-}
+bool SkipAce(XdrIn *in) { return in->Skip(12) && SkipString(in, kMaxString); }
 
 bool GetDenied(XdrIn *in, LockDenied *d) {
   uint32_t type;
@@ -96,8 +94,7 @@ bool GetDelegation(XdrIn *in, Delegation *d) {
       return true;
     case 1:  // OPEN_DELEGATE_READ: stateid, recall, permissions
       d->type = DelegationType::kRead;
-      return GetStateid(in, &d->stateid) && in->Bool(&d->recall) &&
-             SkipAce(in);
+      return GetStateid(in, &d->stateid) && in->Bool(&d->recall) && SkipAce(in);
     case 2: {  // OPEN_DELEGATE_WRITE: ..., space_limit, permissions
       uint32_t limitby;
       d->type = DelegationType::kWrite;
@@ -121,8 +118,7 @@ bool GetDelegation(XdrIn *in, Delegation *d) {
       // WND4_CONTENTION and WND4_RESOURCE carry a bool.
       return (why == 1 || why == 2) ? in->Bool(&b) : true;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -157,27 +153,21 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
   const bool ok = out->status == kNfs4Ok;
   switch (meta.op) {
     case Op::kAccess:
-      return !ok ||
-             (in->U32(&out->access_supported) && in->U32(&out->access));
+      return !ok || (in->U32(&out->access_supported) && in->U32(&out->access));
     case Op::kClose:
     case Op::kOpenConfirm:
     case Op::kOpenDowngrade:
-    case Op::kLocku:
-      return !ok || GetStateid(in, &out->stateid);
-    case Op::kCommit:
-      return !ok || GetVerifier(in, &out->verifier);
+    case Op::kLocku: return !ok || GetStateid(in, &out->stateid);
+    case Op::kCommit: return !ok || GetVerifier(in, &out->verifier);
     case Op::kCreate:
       return !ok || (GetChangeInfo(in, &out->cinfo) && SkipBitmap(in));
-    case Op::kGetattr:
-      return !ok || GetFattr(in, owners, &out->attrs, nullptr);
-    case Op::kGetfh:
-      return !ok || in->Opaque(&out->fh, kMaxFhSize);
+    case Op::kGetattr: return !ok || GetFattr(in, owners, &out->attrs, nullptr);
+    case Op::kGetfh: return !ok || in->Opaque(&out->fh, kMaxFhSize);
     case Op::kLink:
-    case Op::kRemove:
-      return !ok || GetChangeInfo(in, &out->cinfo);
+    case Op::kRemove: return !ok || GetChangeInfo(in, &out->cinfo);
     case Op::kRename:
-      return !ok ||
-             (GetChangeInfo(in, &out->cinfo) && GetChangeInfo(in, &out->cinfo2));
+      return !ok || (GetChangeInfo(in, &out->cinfo) &&
+                     GetChangeInfo(in, &out->cinfo2));
     case Op::kLock:
       if (ok) return GetStateid(in, &out->stateid);
       return out->status != kNfs4ErrDenied || GetDenied(in, &out->denied);
@@ -199,10 +189,8 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
       out->count = len;
       return true;
     }
-    case Op::kReaddir:
-      return !ok || GetReaddir(in, meta, owners, out);
-    case Op::kReadlink:
-      return !ok || in->Opaque(&out->data, kMaxLinkText);
+    case Op::kReaddir: return !ok || GetReaddir(in, meta, owners, out);
+    case Op::kReadlink: return !ok || in->Opaque(&out->data, kMaxLinkText);
     case Op::kSetattr:
       return SkipBitmap(in);  // attrsset: there whatever the status
     case Op::kSetclientid:
@@ -238,8 +226,7 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
     case Op::kSavefh:
     case Op::kSetclientidConfirm:
     case Op::kVerify:
-    case Op::kReleaseLockowner:
-      return true;
+    case Op::kReleaseLockowner: return true;
   }
   return false;  // an operation this decoder does not know
 }

@@ -8,9 +8,13 @@
 // to the caller's buffer, as compound.h documents.
 #pragma once
 
+// libnfs.h first: the other libnfs headers use what it defines.
+// clang-format off
 #include <nfsc/libnfs.h>
-#include <nfsc/libnfs-raw.h>
+// clang-format on
+
 #include <nfsc/libnfs-raw-nfs4.h>
+#include <nfsc/libnfs-raw.h>
 
 #include <deque>
 #include <string>
@@ -23,12 +27,12 @@ namespace upstream {
 
 // What the decoder needs to know about one operation beyond its arguments.
 struct OpMeta {
-  Op op = Op::kPutfh;          // the operation
-  char *read_dest = nullptr;   // READ: where the data goes (caller's buffer)
-  uint32_t read_count = 0;     // READ: bytes requested (bound on the reply)
-  bool want_fh = false;        // READDIR: filehandle requested per entry
+  Op op = Op::kPutfh;             // the operation
+  char *read_dest = nullptr;      // READ: where the data goes (caller's buffer)
+  uint32_t read_count = 0;        // READ: bytes requested (bound on the reply)
+  bool want_fh = false;           // READDIR: filehandle requested per entry
   uint32_t readdir_maxcount = 0;  // READDIR: maxcount (bound on the reply)
-  bool auto_clientid = false;  // the clientid is filled in by FillClientid
+  bool auto_clientid = false;     // the clientid is filled in by FillClientid
 };
 
 // Settable attributes that carry an owner or owner_group: encoded again
@@ -41,15 +45,15 @@ struct OwnerFattr {
 };
 
 struct Compound::Impl {
-  std::string tag;                             // COMPOUND tag (for logs)
-  std::vector<nfs_argop4> args;                // one per operation
-  std::vector<OpMeta> meta;                    // parallel to args
-  std::deque<std::string> bytes;               // owned variable-length data
-  std::deque<std::vector<uint32_t>> bitmaps;   // owned attr bitmaps
-  COMPOUND4args compound;                      // the view Args() returns
-  size_t size_hint = 0;                        // running EncodedSizeHint
-  bool reclaim_complete = false;               // ReclaimComplete() (4.1)
-  std::vector<OwnerFattr> owner_fattrs;        // re-encoded by EncodeWire
+  std::string tag;                            // COMPOUND tag (for logs)
+  std::vector<nfs_argop4> args;               // one per operation
+  std::vector<OpMeta> meta;                   // parallel to args
+  std::deque<std::string> bytes;              // owned variable-length data
+  std::deque<std::vector<uint32_t>> bitmaps;  // owned attr bitmaps
+  COMPOUND4args compound;                     // the view Args() returns
+  size_t size_hint = 0;                       // running EncodedSizeHint
+  bool reclaim_complete = false;              // ReclaimComplete() (4.1)
+  std::vector<OwnerFattr> owner_fattrs;       // re-encoded by EncodeWire
 };
 
 }  // namespace upstream

@@ -4,6 +4,11 @@
 // operation is libnfs' 4.0 encoder. Replies, in both minor versions, are
 // decoded by our own bounded reader (compound_decode.cc), never by libnfs:
 // they come from a server we do not trust with lengths.
+// libnfs.h first: the other libnfs headers use what it defines.
+// clang-format off
+#include <nfsc/libnfs.h>
+// clang-format on
+
 #include <nfsc/libnfs-zdr.h>
 
 #include <cstring>
@@ -58,9 +63,8 @@ bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq,
   }
   if (seq == nullptr) {
     COMPOUND4args *args = Args();
-    return AppendWithLibnfs(out, room, [args](ZDR *z) {
-      return bool(zdr_COMPOUND4args(z, args));
-    });
+    return AppendWithLibnfs(
+        out, room, [args](ZDR *z) { return bool(zdr_COMPOUND4args(z, args)); });
   }
   const size_t at = out->size();
   rpc::XdrOut x(out);

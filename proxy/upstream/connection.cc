@@ -26,8 +26,7 @@ constexpr uint32_t kNfsProgram = 100003, kNfsV4 = 4, kNfsProcCompound = 1;
 // computed exactly.
 constexpr int kMaxPollMs = 1000;
 int64_t MsUntil(Clock::time_point now, Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t - now)
-      .count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count();
 }
 
 }  // namespace
@@ -126,8 +125,8 @@ void Connection::Loop() {
     }
     int rc = poll(fds, nfds, PollTimeoutMs(Clock::now()));
     if (rc < 0 && errno != EINTR) {
-      nache_log(kLogCrit, kComponent, "connection %d: poll failed: %s",
-                index_, std::strerror(errno));
+      nache_log(kLogCrit, kComponent, "connection %d: poll failed: %s", index_,
+                std::strerror(errno));
     }
     if (rc > 0 && (fds[0].revents & POLLIN)) {
       uint64_t count;
@@ -155,8 +154,9 @@ void Connection::StartConnect() {
   // in practice, this does not block.
   connect_fd_ = rpc::StartConnect(opts_.server, opts_.port, &error);
   if (connect_fd_ < 0) {
-    nache_log(kLogInfo, kComponent, "connection %d: connect to %s:%d failed: %s",
-              index_, opts_.server.c_str(), opts_.port, error.c_str());
+    nache_log(kLogInfo, kComponent,
+              "connection %d: connect to %s:%d failed: %s", index_,
+              opts_.server.c_str(), opts_.port, error.c_str());
     Disconnect("connect failed", CallStatus::kDisconnected);
   }
 }
@@ -165,8 +165,9 @@ void Connection::OnConnectable() {
   int err = rpc::ConnectResult(connect_fd_);
   if (err == EINPROGRESS) return;
   if (err != 0) {
-    nache_log(kLogInfo, kComponent, "connection %d: connect to %s:%d failed: %s",
-              index_, opts_.server.c_str(), opts_.port, std::strerror(err));
+    nache_log(kLogInfo, kComponent,
+              "connection %d: connect to %s:%d failed: %s", index_,
+              opts_.server.c_str(), opts_.port, std::strerror(err));
     Disconnect("connect failed", CallStatus::kDisconnected);
     return;
   }
@@ -198,9 +199,9 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
       Clock::now() >= call->deadline) {
     ReleaseSlot(call.get(), SlotTable::Outcome::kNotDone);
     Complete(call.get(),
-             call->has_preset         ? call->preset
-             : phase_ != Phase::kUp   ? CallStatus::kDisconnected
-                                      : CallStatus::kTimeout,
+             call->has_preset       ? call->preset
+             : phase_ != Phase::kUp ? CallStatus::kDisconnected
+                                    : CallStatus::kTimeout,
              {});
     return;
   }
@@ -363,8 +364,8 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
                                        opts_.owners.get());
   if (call->session) {
     SlotTable::Outcome outcome =
-        seq.status == UINT32_MAX     ? SlotTable::Outcome::kLost
-        : seq.status == kNfs4Ok      ? SlotTable::Outcome::kDone
+        seq.status == UINT32_MAX              ? SlotTable::Outcome::kLost
+        : seq.status == kNfs4Ok               ? SlotTable::Outcome::kDone
         : seq.status == kNfs4ErrSeqMisordered ? SlotTable::Outcome::kMisordered
                                               : SlotTable::Outcome::kNotDone;
     std::shared_ptr<Session41> session = call->session;
@@ -453,9 +454,9 @@ int Connection::PollTimeoutMs(Clock::time_point now) const {
 void Connection::Disconnect(const std::string &why, CallStatus status) {
   bool was_up = phase_ == Phase::kUp;
   if (was_up || !in_flight_.empty()) {
-    nache_log(status == CallStatus::kShutdown ? kLogInfo : kLogWarn,
-              kComponent, "connection %d: %s; failing %zu call(s) in flight",
-              index_, why.c_str(), in_flight_.size());
+    nache_log(status == CallStatus::kShutdown ? kLogInfo : kLogWarn, kComponent,
+              "connection %d: %s; failing %zu call(s) in flight", index_,
+              why.c_str(), in_flight_.size());
   }
   for (PendingCall *call : in_flight_) Complete(call, status, {});
   for (auto &call : slot_wait_) Complete(call.get(), status, {});

@@ -44,7 +44,6 @@ namespace upstream {
 constexpr int kMinBackoffMs = 100;
 constexpr int kMaxBackoffMs = 5000;
 
-
 using Clock = std::chrono::steady_clock;
 
 class Connection;
@@ -67,11 +66,11 @@ struct PendingCall {
   // raw_reply reads the reply's XDR before done runs with kOk.
   std::function<bool(std::string *)> raw_encode;
   std::function<void(rpc::XdrIn *)> raw_reply;
-  const char *raw_tag = "raw";          // its name in logs (static storage)
+  const char *raw_tag = "raw";  // its name in logs (static storage)
   // Loop thread only:
-  bool completed = false;               // done has run
-  Clock::time_point sent_at;            // when it was handed to the transport
-  uint32_t xid = 0;                     // its RPC XID once sent
+  bool completed = false;     // done has run
+  Clock::time_point sent_at;  // when it was handed to the transport
+  uint32_t xid = 0;           // its RPC XID once sent
   // NFSv4.1: the session and slot it goes out on, once it has one.
   std::shared_ptr<Session41> session;
   SlotTable::Slot slot;
@@ -142,8 +141,7 @@ class Connection {
   void DrainSubmissions();
   void Send(std::unique_ptr<PendingCall> call);
   void ServiceSocket(int revents);
-  void OnReply(PendingCall *call, rpc::ReplyStatus status,
-               rpc::XdrIn *results);
+  void OnReply(PendingCall *call, rpc::ReplyStatus status, rpc::XdrIn *results);
   void ExpireCalls(Clock::time_point now);
   // NFSv4.1: gives call's slot back after outcome; true when the call
   // must be sent again at once (on the slot's corrected sequence id).
@@ -161,34 +159,34 @@ class Connection {
   void Disconnect(const std::string &why, CallStatus status);
   void Complete(PendingCall *call, CallStatus status, CompoundReply &&reply);
 
-  const int index_;                  // position in the pool, for logs
-  const UpstreamOptions opts_;       // server, timeouts, auth machine name
+  const int index_;                     // position in the pool, for logs
+  const UpstreamOptions opts_;          // server, timeouts, auth machine name
   ConnectionListener *const listener_;  // the Upstream (outlives us)
-  int wake_fd_ = -1;                 // eventfd: Submit() and Stop() wake-ups
-  std::thread thread_;               // the loop
+  int wake_fd_ = -1;                    // eventfd: Submit() and Stop() wake-ups
+  std::thread thread_;                  // the loop
 
   Mutex mu_;
   // Not yet seen by the loop.
   std::deque<std::unique_ptr<PendingCall>> submitted_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;  // Stop() was called
 
-  std::atomic<bool> connected_{false};  // phase_ == kUp, for dispatchers
-  std::atomic<int> load_{0};            // submitted and not completed
+  std::atomic<bool> connected_{false};         // phase_ == kUp, for dispatchers
+  std::atomic<int> load_{0};                   // submitted and not completed
   std::atomic<bool> waiting_for_slot_{false};  // !slot_wait_.empty()
 
   // Loop thread only.
-  int connect_fd_ = -1;                // the socket while kConnecting
+  int connect_fd_ = -1;                        // the socket while kConnecting
   std::unique_ptr<rpc::Transport> transport_;  // while kUp
-  Phase phase_ = Phase::kIdle;         // connection state machine
-  Clock::time_point phase_deadline_;   // connect timeout / end of backoff
-  int backoff_ms_ = 100;               // next reconnect delay
+  Phase phase_ = Phase::kIdle;                 // connection state machine
+  Clock::time_point phase_deadline_;  // connect timeout / end of backoff
+  int backoff_ms_ = 100;              // next reconnect delay
   // Sent and not yet answered: owned here (raw, for the reply callback
   // that names them), deleted at their reply, their timeout (the
   // transport forgets them then) or the transport's end.
   std::unordered_set<PendingCall *> in_flight_;
   // NFSv4.1: calls waiting for a free slot, in order.
   std::deque<std::unique_ptr<PendingCall>> slot_wait_;
-  Clock::time_point last_reply_;       // last reply of any kind
+  Clock::time_point last_reply_;  // last reply of any kind
 };
 
 }  // namespace upstream

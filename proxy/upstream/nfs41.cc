@@ -107,8 +107,7 @@ bool DecodeExchangeId(XdrIn *in, ExchangeIdRes *r) {
     uint64_t secs;
     uint32_t nsecs;
     if (!in->Opaque(&domain, kOpaqueLimit) ||
-        !in->Opaque(&name, kOpaqueLimit) || !in->U64(&secs) ||
-        !in->U32(&nsecs))
+        !in->Opaque(&name, kOpaqueLimit) || !in->U64(&secs) || !in->U32(&nsecs))
       return false;
   }
   return true;
@@ -168,8 +167,7 @@ bool DecodeBindConnToSession(XdrIn *in, BindConnRes *r) {
   if (!ResultHead(in, kOpBindConnToSession, &r->status)) return false;
   if (r->status != 0) return true;
   bool rdma;
-  return GetSessionId(in, &r->sessionid) && in->U32(&r->dir) &&
-         in->Bool(&rdma);
+  return GetSessionId(in, &r->sessionid) && in->U32(&r->dir) && in->Bool(&rdma);
 }
 
 void EncodeReclaimComplete(XdrOut *x, bool one_fs) {

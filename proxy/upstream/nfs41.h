@@ -67,7 +67,7 @@ using SessionId = std::array<uint8_t, 16>;
 
 struct ExchangeIdArgs {
   std::array<uint8_t, 8> verifier{};  // new per incarnation of the client
-  std::string owner;                   // the same across restarts
+  std::string owner;                  // the same across restarts
   uint32_t flags = kExchgIdSuppMovedRefer | kExchgIdUseNonPnfs;
   std::string impl_domain, impl_name;  // nfs_impl_id4 (sent when non-empty)
 };
@@ -136,8 +136,7 @@ void EncodeCreateSession(rpc::XdrOut *x, const CreateSessionArgs &a);
 bool DecodeCreateSession(rpc::XdrIn *in, CreateSessionRes *r);
 void EncodeSequence(rpc::XdrOut *x, const SequenceArgs &a);
 bool DecodeSequence(rpc::XdrIn *in, SequenceRes *r);
-void EncodeBindConnToSession(rpc::XdrOut *x, const SessionId &s,
-                             uint32_t dir);
+void EncodeBindConnToSession(rpc::XdrOut *x, const SessionId &s, uint32_t dir);
 bool DecodeBindConnToSession(rpc::XdrIn *in, BindConnRes *r);
 void EncodeReclaimComplete(rpc::XdrOut *x, bool one_fs);
 void EncodeDestroySession(rpc::XdrOut *x, const SessionId &s);

@@ -14,50 +14,50 @@
 #include <cstdint>
 
 // Operations the core puts in a Compound (RFC 7530 section 16).
-#define NACHE_COMPOUND_OPS(X)                     \
-  X(kAccess, 3, "ACCESS")                         \
-  X(kClose, 4, "CLOSE")                           \
-  X(kCommit, 5, "COMMIT")                         \
-  X(kCreate, 6, "CREATE")                         \
-  X(kDelegReturn, 8, "DELEGRETURN")               \
-  X(kGetattr, 9, "GETATTR")                       \
-  X(kGetfh, 10, "GETFH")                          \
-  X(kLink, 11, "LINK")                            \
-  X(kLock, 12, "LOCK")                            \
-  X(kLockt, 13, "LOCKT")                          \
-  X(kLocku, 14, "LOCKU")                          \
-  X(kLookup, 15, "LOOKUP")                        \
-  X(kLookupp, 16, "LOOKUPP")                      \
-  X(kNverify, 17, "NVERIFY")                      \
-  X(kOpen, 18, "OPEN")                            \
-  X(kOpenConfirm, 20, "OPEN_CONFIRM")             \
-  X(kOpenDowngrade, 21, "OPEN_DOWNGRADE")         \
-  X(kPutfh, 22, "PUTFH")                          \
-  X(kPutrootfh, 24, "PUTROOTFH")                  \
-  X(kRead, 25, "READ")                            \
-  X(kReaddir, 26, "READDIR")                      \
-  X(kReadlink, 27, "READLINK")                    \
-  X(kRemove, 28, "REMOVE")                        \
-  X(kRename, 29, "RENAME")                        \
-  X(kRenew, 30, "RENEW")                          \
-  X(kRestorefh, 31, "RESTOREFH")                  \
-  X(kSavefh, 32, "SAVEFH")                        \
-  X(kSetattr, 34, "SETATTR")                      \
-  X(kSetclientid, 35, "SETCLIENTID")              \
+#define NACHE_COMPOUND_OPS(X)                       \
+  X(kAccess, 3, "ACCESS")                           \
+  X(kClose, 4, "CLOSE")                             \
+  X(kCommit, 5, "COMMIT")                           \
+  X(kCreate, 6, "CREATE")                           \
+  X(kDelegReturn, 8, "DELEGRETURN")                 \
+  X(kGetattr, 9, "GETATTR")                         \
+  X(kGetfh, 10, "GETFH")                            \
+  X(kLink, 11, "LINK")                              \
+  X(kLock, 12, "LOCK")                              \
+  X(kLockt, 13, "LOCKT")                            \
+  X(kLocku, 14, "LOCKU")                            \
+  X(kLookup, 15, "LOOKUP")                          \
+  X(kLookupp, 16, "LOOKUPP")                        \
+  X(kNverify, 17, "NVERIFY")                        \
+  X(kOpen, 18, "OPEN")                              \
+  X(kOpenConfirm, 20, "OPEN_CONFIRM")               \
+  X(kOpenDowngrade, 21, "OPEN_DOWNGRADE")           \
+  X(kPutfh, 22, "PUTFH")                            \
+  X(kPutrootfh, 24, "PUTROOTFH")                    \
+  X(kRead, 25, "READ")                              \
+  X(kReaddir, 26, "READDIR")                        \
+  X(kReadlink, 27, "READLINK")                      \
+  X(kRemove, 28, "REMOVE")                          \
+  X(kRename, 29, "RENAME")                          \
+  X(kRenew, 30, "RENEW")                            \
+  X(kRestorefh, 31, "RESTOREFH")                    \
+  X(kSavefh, 32, "SAVEFH")                          \
+  X(kSetattr, 34, "SETATTR")                        \
+  X(kSetclientid, 35, "SETCLIENTID")                \
   X(kSetclientidConfirm, 36, "SETCLIENTID_CONFIRM") \
-  X(kVerify, 37, "VERIFY")                        \
-  X(kWrite, 38, "WRITE")                          \
+  X(kVerify, 37, "VERIFY")                          \
+  X(kWrite, 38, "WRITE")                            \
   X(kReleaseLockowner, 39, "RELEASE_LOCKOWNER")
 
 // NFSv4.1 operations of the session layer (RFC 8881 section 18), which
 // nfs41.cc encodes around the core's Compounds; the core never sends them.
-#define NACHE_SESSION_OPS(X)                          \
-  X(kBindConnToSession, 41, "BIND_CONN_TO_SESSION")   \
-  X(kExchangeId, 42, "EXCHANGE_ID")                   \
-  X(kCreateSession, 43, "CREATE_SESSION")             \
-  X(kDestroySession, 44, "DESTROY_SESSION")           \
-  X(kSequence, 53, "SEQUENCE")                        \
-  X(kDestroyClientid, 57, "DESTROY_CLIENTID")         \
+#define NACHE_SESSION_OPS(X)                        \
+  X(kBindConnToSession, 41, "BIND_CONN_TO_SESSION") \
+  X(kExchangeId, 42, "EXCHANGE_ID")                 \
+  X(kCreateSession, 43, "CREATE_SESSION")           \
+  X(kDestroySession, 44, "DESTROY_SESSION")         \
+  X(kSequence, 53, "SEQUENCE")                      \
+  X(kDestroyClientid, 57, "DESTROY_CLIENTID")       \
   X(kReclaimComplete, 58, "RECLAIM_COMPLETE")
 
 namespace nache {

@@ -73,12 +73,9 @@ void OwnerCodec::NoteOwnerRefused() {
 
 bool OwnerCodec::SendsNames() const {
   switch (format_) {
-    case OwnerFormat::kNumeric:
-      return false;
-    case OwnerFormat::kNames:
-      return true;
-    case OwnerFormat::kAuto:
-      break;
+    case OwnerFormat::kNumeric: return false;
+    case OwnerFormat::kNames: return true;
+    case OwnerFormat::kAuto: break;
   }
   return remote_wants_names_.load(std::memory_order_relaxed);
 }

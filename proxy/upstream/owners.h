@@ -56,7 +56,7 @@ class OwnerCodec {
 
  private:
   const OwnerFormat format_;
-  IdMapper *const mapper_;                     // not owned; may be null
+  IdMapper *const mapper_;  // not owned; may be null
   // auto: the remote sent a name, or refused an owner.
   std::atomic<bool> remote_wants_names_{false};
 };

@@ -7,7 +7,8 @@ namespace nache {
 namespace upstream {
 
 SlotTable::SlotTable(uint32_t slots)
-    : slots_(std::max<uint32_t>(slots, 1)), target_(uint32_t(slots_.size()) - 1) {}
+    : slots_(std::max<uint32_t>(slots, 1)),
+      target_(uint32_t(slots_.size()) - 1) {}
 
 uint32_t SlotTable::size() const {
   MutexLock g(&mu_);
@@ -116,8 +117,8 @@ bool SlotTable::Release(const Slot &slot, Outcome outcome, Slot *retry) {
 
 void SlotTable::SetTarget(uint32_t target_highest_slotid) {
   MutexLock g(&mu_);
-  target_ = std::min<uint32_t>(target_highest_slotid,
-                               uint32_t(slots_.size()) - 1);
+  target_ =
+      std::min<uint32_t>(target_highest_slotid, uint32_t(slots_.size()) - 1);
 }
 
 }  // namespace upstream

@@ -43,12 +43,12 @@ class SlotTable {
   };
   // How a request on a slot ended.
   enum class Outcome {
-    kDone,         // its SEQUENCE succeeded: executed once (or, for a
-                   // probe, answered from the reply cache: the same)
-    kNotDone,      // its SEQUENCE failed (DELAY, BADSLOT, ...) or it was
-                   // never sent: not executed
-    kMisordered,   // SEQ_MISORDERED: not executed
-    kLost,         // no reply: executed or not, unknown
+    kDone,        // its SEQUENCE succeeded: executed once (or, for a
+                  // probe, answered from the reply cache: the same)
+    kNotDone,     // its SEQUENCE failed (DELAY, BADSLOT, ...) or it was
+                  // never sent: not executed
+    kMisordered,  // SEQ_MISORDERED: not executed
+    kLost,        // no reply: executed or not, unknown
   };
 
   explicit SlotTable(uint32_t slots);
@@ -60,8 +60,7 @@ class SlotTable {
   // probe again at once under *retry (SEQ_MISORDERED on a probe: the slot
   // stays taken, one sequence id lower). Never true for a request that is
   // not a probe.
-  bool Release(const Slot &slot, Outcome outcome, Slot *retry)
-      EXCLUDES(mu_);
+  bool Release(const Slot &slot, Outcome outcome, Slot *retry) EXCLUDES(mu_);
   // The server's sr_target_highest_slotid (bounded by the table's size).
   void SetTarget(uint32_t target_highest_slotid) EXCLUDES(mu_);
   uint32_t size() const EXCLUDES(mu_);
@@ -76,10 +75,10 @@ class SlotTable {
     // The last sequence id the server is known to have executed (0: none).
     uint32_t acked = 0;
     bool busy = false;
-    bool uncertain = false;   // a reply was lost: probe before reuse
+    bool uncertain = false;    // a reply was lost: probe before reuse
     uint32_t probe_seqid = 0;  // while uncertain: the next probe's id
-    bool tried_one = false;   // while uncertain: a probe went out as 1
-    bool retired = false;     // given up on
+    bool tried_one = false;    // while uncertain: a probe went out as 1
+    bool retired = false;      // given up on
   };
   uint32_t HighestBusyLocked() const REQUIRES(mu_);
 

@@ -161,13 +161,13 @@ enum AttrBit : uint64_t {
   kAttrFileid = 1ull << 4,
   kAttrMode = 1ull << 5,
   kAttrNlink = 1ull << 6,
-  kAttrOwner = 1ull << 7,        // numeric uid
-  kAttrOwnerGroup = 1ull << 8,   // numeric gid
+  kAttrOwner = 1ull << 7,       // numeric uid
+  kAttrOwnerGroup = 1ull << 8,  // numeric gid
   kAttrRawdev = 1ull << 9,
   kAttrSpaceUsed = 1ull << 10,
-  kAttrAtime = 1ull << 11,       // time_access (get) / time_access_set (set)
-  kAttrMtime = 1ull << 12,       // time_modify (get) / time_modify_set (set)
-  kAttrCtime = 1ull << 13,       // time_metadata
+  kAttrAtime = 1ull << 11,  // time_access (get) / time_access_set (set)
+  kAttrMtime = 1ull << 12,  // time_modify (get) / time_modify_set (set)
+  kAttrCtime = 1ull << 13,  // time_metadata
   kAttrLeaseTime = 1ull << 14,
   kAttrMaxRead = 1ull << 15,
   kAttrMaxWrite = 1ull << 16,
@@ -193,9 +193,9 @@ enum AttrBit : uint64_t {
 
 // The attributes an object's GETATTR normally fetches.
 constexpr uint64_t kAttrsObject =
-    kAttrType | kAttrChange | kAttrSize | kAttrFsid | kAttrFileid |
-    kAttrMode | kAttrNlink | kAttrOwner | kAttrOwnerGroup | kAttrRawdev |
-    kAttrSpaceUsed | kAttrAtime | kAttrMtime | kAttrCtime;
+    kAttrType | kAttrChange | kAttrSize | kAttrFsid | kAttrFileid | kAttrMode |
+    kAttrNlink | kAttrOwner | kAttrOwnerGroup | kAttrRawdev | kAttrSpaceUsed |
+    kAttrAtime | kAttrMtime | kAttrCtime;
 
 constexpr uint64_t kAttrsStatfs = kAttrFilesAvail | kAttrFilesFree |
                                   kAttrFilesTotal | kAttrSpaceAvail |

@@ -159,11 +159,11 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   // Records a successful lease-renewing request sent at sent.
   void NoteLeaseRenewed(Clock::time_point sent);
 
-  const UpstreamOptions opts_;       // as given to Create
-  Verifier verifier_;                // SETCLIENTID verifier (state thread)
-  std::string id_string_;            // the id sent (state thread only)
+  const UpstreamOptions opts_;  // as given to Create
+  Verifier verifier_;           // SETCLIENTID verifier (state thread)
+  std::string id_string_;       // the id sent (state thread only)
   std::vector<std::unique_ptr<Connection>> conns_;  // fixed after Start
-  std::thread state_thread_;         // StateLoop
+  std::thread state_thread_;                        // StateLoop
 
   mutable std::mutex mu_;            // guards the fields below it
   std::condition_variable cv_;       // any change of them
@@ -180,14 +180,14 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   std::shared_ptr<Session41> session_;  // NFSv4.1: the current session
   std::vector<int> bind_pending_;       // NFSv4.1: connections to bind
 
-  std::atomic<uint64_t> clientid_{0};    // current confirmed client id
-  std::atomic<uint64_t> generation_{0};  // client ids established so far
-  std::atomic<uint32_t> lease_time_{0};  // seconds, from the server
+  std::atomic<uint64_t> clientid_{0};       // current confirmed client id
+  std::atomic<uint64_t> generation_{0};     // client ids established so far
+  std::atomic<uint32_t> lease_time_{0};     // seconds, from the server
   std::atomic<Clock::rep> lease_until_{0};  // lease_valid_until()
   std::atomic<bool> cb_path_down_{false};   // callback_path_down()
-  std::atomic<int> connected_count_{0};  // connections up now
-  std::atomic<bool> ever_ready_{false};  // a client id was established once
-  std::once_flag shutdown_once_;         // Shutdown runs once
+  std::atomic<int> connected_count_{0};     // connections up now
+  std::atomic<bool> ever_ready_{false};     // a client id was established once
+  std::once_flag shutdown_once_;            // Shutdown runs once
 };
 
 UpstreamImpl::UpstreamImpl(const UpstreamOptions &opts)
@@ -629,7 +629,8 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
   nfs41::CreateSessionArgs ca;
   ca.clientid = er.clientid;
   ca.sequenceid = er.sequenceid;
-  ca.flags = opts_.back_channel ? uint32_t(nfs41::kCreateSessionConnBackChan) : 0u;
+  ca.flags =
+      opts_.back_channel ? uint32_t(nfs41::kCreateSessionConnBackChan) : 0u;
   // Fore channel: a 1 MiB WRITE or READ and its headers; 64 requests in
   // flight at most (the server may give fewer).
   ca.fore.max_request = ca.fore.max_response = (1u << 20) + 64 * 1024;
@@ -665,16 +666,16 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
   *new_id = !(generation_.load() > 0 && er.clientid == clientid_.load() &&
               (er.flags & nfs41::kExchgIdConfirmed));
   auto session = std::make_shared<Session41>(
-      cr.sessionid, std::max<uint32_t>(1, std::min<uint32_t>(
-                                              cr.fore.max_requests, 64)));
+      cr.sessionid,
+      std::max<uint32_t>(1, std::min<uint32_t>(cr.fore.max_requests, 64)));
   {
     std::lock_guard<std::mutex> lk(mu_);
     session_ = session;
     bind_pending_.clear();
   }
   clientid_.store(er.clientid);
-  uint64_t generation = *new_id ? generation_.fetch_add(1) + 1
-                                : generation_.load();
+  uint64_t generation =
+      *new_id ? generation_.fetch_add(1) + 1 : generation_.load();
   nache_log(kLogEvent, kComponent,
             "client id %016llx %s with %s:%d (NFSv4.1, epoch %llu, session "
             "of %u slot(s)%s)",
@@ -698,10 +699,11 @@ bool UpstreamImpl::BindConnection(int index) {
   CallStatus st = SessionOp(
       index, "bind_conn",
       [&session](rpc::XdrOut *x) {
-        nfs41::EncodeBindConnToSession(x, session->id,
-                                       nfs41::kCdfc4BackOrBoth);
+        nfs41::EncodeBindConnToSession(x, session->id, nfs41::kCdfc4BackOrBoth);
       },
-      [&br](rpc::XdrIn *in) { return nfs41::DecodeBindConnToSession(in, &br); });
+      [&br](rpc::XdrIn *in) {
+        return nfs41::DecodeBindConnToSession(in, &br);
+      });
   if (st != CallStatus::kOk || br.status != kNfs4Ok) {
     nache_log(kLogInfo, kComponent,
               "connection %d: BIND_CONN_TO_SESSION: %s, nfs status %u", index,
@@ -733,7 +735,8 @@ void UpstreamImpl::OnSequence(Session41 &s, const nfs41::SequenceRes &r,
               f);
   else if (!down && cb_path_down_.exchange(false))
     nache_log(kLogEvent, kComponent, "SEQUENCE: back channel up again");
-  if (f & (nfs41::kSeqExpiredAllStateRevoked | nfs41::kSeqRestartReclaimNeeded)) {
+  if (f &
+      (nfs41::kSeqExpiredAllStateRevoked | nfs41::kSeqRestartReclaimNeeded)) {
     nache_log(kLogEvent, kComponent,
               "SEQUENCE: our state is gone at the server (flags 0x%x)", f);
     TriggerRecovery(generation_.load());
@@ -741,8 +744,7 @@ void UpstreamImpl::OnSequence(Session41 &s, const nfs41::SequenceRes &r,
                   nfs41::kSeqAdminStateRevoked |
                   nfs41::kSeqRecallableStateRevoked)) {
     nache_log(kLogWarn, kComponent,
-              "SEQUENCE: the server revoked some of our state (flags 0x%x)",
-              f);
+              "SEQUENCE: the server revoked some of our state (flags 0x%x)", f);
   }
 }
 
@@ -753,7 +755,8 @@ void UpstreamImpl::ReclaimDone() {
   CompoundReply reply;
   CallStatus st = CallInternal(c, &reply);
   // NFS4ERR_COMPLETE_ALREADY (10054): said before, fine.
-  if (st != CallStatus::kOk || (reply.status != kNfs4Ok && reply.status != 10054))
+  if (st != CallStatus::kOk ||
+      (reply.status != kNfs4Ok && reply.status != 10054))
     nache_log(kLogWarn, kComponent, "RECLAIM_COMPLETE: %s, nfs status %u",
               CallStatusName(st), reply.status);
 }

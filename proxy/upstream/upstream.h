@@ -34,7 +34,7 @@ namespace nache {
 namespace upstream {
 
 struct UpstreamOptions {
-  std::string server;           // host name or address of the remote
+  std::string server;  // host name or address of the remote
   int port = 2049;
   int connections = 2;          // size of the connection pool (>= 1)
   int call_timeout_ms = 30000;  // a call without a reply fails kTimeout

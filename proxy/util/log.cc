@@ -1,12 +1,12 @@
 // The default (stderr) log sink and the level filter behind nache_log().
 #include "util/log.h"
 
-#include "util/recent_errors.h"
-
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
+
+#include "util/recent_errors.h"
 
 namespace {
 

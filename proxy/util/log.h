@@ -15,24 +15,24 @@ extern "C" {
 /* Severities, most severe first; they mirror Ganesha's NIV_* levels so the
  * FSAL's sink maps them one to one. */
 enum nache_log_level {
-	NACHE_LOG_FATAL = 0,
-	NACHE_LOG_MAJOR = 1,
-	NACHE_LOG_CRIT = 2,
-	NACHE_LOG_WARN = 3,
-	NACHE_LOG_EVENT = 4,
-	NACHE_LOG_INFO = 5,
-	NACHE_LOG_DEBUG = 6,
-	NACHE_LOG_FULL_DEBUG = 7,
-	NACHE_LOG_ERROR = NACHE_LOG_MAJOR, /* an operation failed */
+  NACHE_LOG_FATAL = 0,
+  NACHE_LOG_MAJOR = 1,
+  NACHE_LOG_CRIT = 2,
+  NACHE_LOG_WARN = 3,
+  NACHE_LOG_EVENT = 4,
+  NACHE_LOG_INFO = 5,
+  NACHE_LOG_DEBUG = 6,
+  NACHE_LOG_FULL_DEBUG = 7,
+  NACHE_LOG_ERROR = NACHE_LOG_MAJOR, /* an operation failed */
 };
 
 /* Receives one formatted message (no trailing newline). */
 typedef void (*nache_log_sink_fn)(int level, const char *component,
-				  const char *message);
+                                  const char *message);
 
 /* Logs when level <= the current level (default NACHE_LOG_EVENT). */
 void nache_log(int level, const char *component, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Installs a sink; NULL restores the stderr sink. */
 void nache_log_set_sink(nache_log_sink_fn sink);
@@ -59,6 +59,6 @@ constexpr int kLogFullDebug = NACHE_LOG_FULL_DEBUG;
 #endif
 
 #define NACHE_LOG(level, component, ...) \
-	nache_log((level), (component), __VA_ARGS__)
+  nache_log((level), (component), __VA_ARGS__)
 
 #endif /* NACHE_UTIL_LOG_H */

@@ -136,7 +136,8 @@ uint32_t Flusher::FlushMany(const std::vector<Key> &keys,
 
 bool Flusher::FlushAll(Clock::time_point deadline) {
   while (Clock::now() < deadline) {
-    std::vector<Key> due = cache_->DirtyFiles(std::chrono::milliseconds(0), 256);
+    std::vector<Key> due =
+        cache_->DirtyFiles(std::chrono::milliseconds(0), 256);
     if (due.empty()) return true;
     // the upstream is failing
     if (FlushMany(due, deadline, false)) return false;
@@ -231,16 +232,16 @@ uint32_t Flusher::Gone(Key key) {
 void Flusher::Loop() {
   // Woken by kicks, and at least every quarter of the flush age (at most
   // a second) to look for files that came of age.
-  const auto tick = std::max(std::chrono::milliseconds(50),
-                             std::min(std::chrono::milliseconds(1000),
-                                      opts_.age / 4));
+  const auto tick =
+      std::max(std::chrono::milliseconds(50),
+               std::min(std::chrono::milliseconds(1000), opts_.age / 4));
   auto backoff = tick;
   MutexLock g(&mu_);
   while (!stop_) {
     const Clock::time_point until = Clock::now() + backoff;
     // (Files requested after a failure wait for the backoff too.)
-    while (!stop_ && !kicked_ &&
-           (requested_.empty() || backoff > tick) && cv_.WaitUntil(until)) {
+    while (!stop_ && !kicked_ && (requested_.empty() || backoff > tick) &&
+           cv_.WaitUntil(until)) {
     }
     if (stop_) break;
     // A kick means a writer waits for room: flush regardless of age.
@@ -266,8 +267,8 @@ void Flusher::Loop() {
         over ? std::chrono::milliseconds(0) : opts_.age, 256);
     failed = FlushMany(due, Clock::time_point::max(), !over) != 0 || failed;
     // The upstream refuses or is away: retry less often (up to 30 s).
-    backoff = failed ? std::min(backoff * 2, std::chrono::milliseconds(30000))
-                     : tick;
+    backoff =
+        failed ? std::min(backoff * 2, std::chrono::milliseconds(30000)) : tick;
     g.Lock();
   }
 }

@@ -29,10 +29,10 @@
 namespace nache {
 
 struct FlusherOptions {
-  std::chrono::milliseconds age{30000};  // Flush_Age
-  uint64_t dirty_max = 1ull << 30;       // Dirty_Max (bytes)
-  int parallel = 4;                      // ranges of one file in flight
-  int files = 8;                         // files flushed at once
+  std::chrono::milliseconds age{30000};       // Flush_Age
+  uint64_t dirty_max = 1ull << 30;            // Dirty_Max (bytes)
+  int parallel = 4;                           // ranges of one file in flight
+  int files = 8;                              // files flushed at once
   metrics::ExportMetrics *metrics = nullptr;  // may be null; not owned
 };
 
@@ -42,9 +42,9 @@ class Flusher {
   // Writes one dirty range upstream, durably; returns the NFS status and
   // the file's attributes after the write. NFS4ERR_STALE means the file is
   // gone at the remote: GoneFn decides what becomes of its data.
-  using SendFn = std::function<uint32_t(Key key, uint64_t offset,
-                                        const std::string &data,
-                                        upstream::Attrs *after)>;
+  using SendFn =
+      std::function<uint32_t(Key key, uint64_t offset, const std::string &data,
+                             upstream::Attrs *after)>;
   // Sets the attributes set->mask names upstream (after the file's data);
   // returns the NFS status and the attributes after.
   using SetattrFn = std::function<uint32_t(Key key, const upstream::Attrs &set,
@@ -134,14 +134,14 @@ class Flusher {
   uint32_t FlushMany(const std::vector<Key> &keys, Clock::time_point deadline,
                      bool patient);
 
-  Cache *cache_;          // not owned
-  SendFn send_;           // immutable
-  SetattrFn setattr_;     // immutable
-  PrepareFn prepare_;     // immutable; may be empty
-  GoneFn gone_;           // immutable; may be empty
-  FlusherOptions opts_;   // immutable
+  Cache *cache_;         // not owned
+  SendFn send_;          // immutable
+  SetattrFn setattr_;    // immutable
+  PrepareFn prepare_;    // immutable; may be empty
+  GoneFn gone_;          // immutable; may be empty
+  FlusherOptions opts_;  // immutable
   mutable Mutex mu_;
-  CondVar cv_{&mu_};  // kicks, stop, a file flush ended
+  CondVar cv_{&mu_};                    // kicks, stop, a file flush ended
   std::set<Key> busy_ GUARDED_BY(mu_);  // files being flushed (or owned)
   bool stop_ GUARDED_BY(mu_) = false;
   bool kicked_ GUARDED_BY(mu_) = false;
@@ -149,7 +149,7 @@ class Flusher {
   // Room granted, not yet in the cache.
   uint64_t reserved_ GUARDED_BY(mu_) = 0;
   uint64_t flushed_bytes_ GUARDED_BY(mu_) = 0;
-  std::thread thread_;          // Loop
+  std::thread thread_;  // Loop
 };
 
 }  // namespace nache

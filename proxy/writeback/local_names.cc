@@ -45,8 +45,7 @@ void LocalNames::Erase(Key key) {
   by_key_.erase(it);
 }
 
-void LocalNames::Move(Key key, uint64_t seq, Key dir,
-                      const std::string &name) {
+void LocalNames::Move(Key key, uint64_t seq, Key dir, const std::string &name) {
   Entry e;
   if (!Get(key, &e)) return;
   Erase(key);
@@ -90,11 +89,10 @@ uint64_t LocalNames::LastChildSeq(Key dir) const {
   MutexLock g(&mu_);
   auto c = children_.find(dir);
   return c == children_.end() || c->second.empty() ? 0
-                                                    : c->second.rbegin()->first;
+                                                   : c->second.rbegin()->first;
 }
 
-std::vector<LocalNames::Entry> LocalNames::MovedDirsBefore(
-    uint64_t seq) const {
+std::vector<LocalNames::Entry> LocalNames::MovedDirsBefore(uint64_t seq) const {
   std::vector<Entry> out;
   {
     MutexLock g(&mu_);

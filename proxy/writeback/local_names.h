@@ -21,8 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "writeback/oplog.h"
 #include "util/mutex.h"
+#include "writeback/oplog.h"
 
 namespace nache {
 
@@ -34,7 +34,7 @@ class LocalNames {
     std::string name;
     Key key = kNoKey;
     upstream::FileType type = upstream::FileType::kNone;
-    std::string text;  // a symlink's target
+    std::string text;        // a symlink's target
     int64_t created_at = 0;  // wall-clock seconds when logged
     // An object the remote has, renamed here to (dir, name) and not there
     // yet (a kRename record; its old name is a moved Removed).

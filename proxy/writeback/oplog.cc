@@ -125,8 +125,7 @@ std::string OpLog::Encode(const LogRecord &r) {
 }
 
 bool OpLog::Decode(const std::string &v, LogRecord *r) {
-  if (v.size() < 4 ||
-      GetBE32(v.data()) != Crc32c(v.data() + 4, v.size() - 4))
+  if (v.size() < 4 || GetBE32(v.data()) != Crc32c(v.data() + 4, v.size() - 4))
     return false;
   Reader in(v.data() + 4, v.size() - 4);
   uint8_t version, op;
@@ -135,12 +134,12 @@ bool OpLog::Decode(const std::string &v, LogRecord *r) {
   std::string attrs;
   if (!in.U8(&version) ||
       (version != kRecordVersion && version != kRecordVersion1) ||
-      !in.U8(&op) ||
-      op < uint8_t(LogOp::kWrite) || op > uint8_t(LogOp::kLink) ||
-      !in.U64(&at) || !in.U64(&r->key) || !in.U64(&r->key2) ||
-      !in.U64(&r->offset) || !in.U32(&type) || !in.Bytes(&r->data) ||
-      !in.Bytes(&r->name) || !in.Bytes(&r->name2) || !in.Bytes(&r->text) ||
-      !in.Bytes(&attrs) || attrs.size() != sizeof(r->attrs))
+      !in.U8(&op) || op < uint8_t(LogOp::kWrite) ||
+      op > uint8_t(LogOp::kLink) || !in.U64(&at) || !in.U64(&r->key) ||
+      !in.U64(&r->key2) || !in.U64(&r->offset) || !in.U32(&type) ||
+      !in.Bytes(&r->data) || !in.Bytes(&r->name) || !in.Bytes(&r->name2) ||
+      !in.Bytes(&r->text) || !in.Bytes(&attrs) ||
+      attrs.size() != sizeof(r->attrs))
     return false;
   r->has_creds = false;
   r->creds = upstream::Creds();

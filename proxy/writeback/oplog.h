@@ -43,15 +43,15 @@ enum class LogOp : uint8_t {
 };
 
 struct LogRecord {
-  uint64_t seq = 0;      // assigned by Append
+  uint64_t seq = 0;  // assigned by Append
   LogOp op = LogOp::kWrite;
-  int64_t logged_at = 0; // wall-clock seconds when appended (flush age,
-                         // conflict file names)
+  int64_t logged_at = 0;  // wall-clock seconds when appended (flush age,
+                          // conflict file names)
   Key key = kNoKey;
   Key key2 = kNoKey;
   uint64_t offset = 0;
-  std::string data;      // kWrite
-  upstream::Attrs attrs; // kSetattr, kCreate
+  std::string data;                                     // kWrite
+  upstream::Attrs attrs;                                // kSetattr, kCreate
   upstream::FileType type = upstream::FileType::kNone;  // kCreate
   std::string name, name2, text;
   // The caller whose change this is, as whom it is sent upstream (issue 16:
@@ -127,13 +127,13 @@ class OpLog {
   static bool Decode(const std::string &value, LogRecord *r);
 
  private:
-  Store *store_;                       // not owned
+  Store *store_;  // not owned
   mutable Mutex mu_;
   uint64_t next_seq_ GUARDED_BY(mu_) = 1;  // next sequence number to assign
   // seq -> encoded size, for accounting
   std::map<uint64_t, uint32_t> size_ GUARDED_BY(mu_);
   uint64_t bytes_ GUARDED_BY(mu_) = 0;  // sum of size_
-  size_t discarded_ = 0;               // set at load (immutable after)
+  size_t discarded_ = 0;                // set at load (immutable after)
 };
 
 }  // namespace nache

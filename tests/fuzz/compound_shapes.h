@@ -52,38 +52,52 @@ inline void MakeShape(int i, Shape *s) {
                                     kAttrLeaseTime | kAttrSupported |
                                     kAttrMaxRead | kAttrMaxWrite);
       break;
-    case 1:
-      c.Putfh("dir").Lookup("name").Getfh().Getattr(kAttrsObject);
-      break;
+    case 1: c.Putfh("dir").Lookup("name").Getfh().Getattr(kAttrsObject); break;
     case 2: {
       OpenArgs o;
       o.seqid = 1;
       o.owner = "owner";
       o.name = "file";
       o.create = OpenArgs::Create::kUnchecked;
-      c.Putfh("dir").Open(o).Getfh().Getattr(kAttrsObject)
+      c.Putfh("dir")
+          .Open(o)
+          .Getfh()
+          .Getattr(kAttrsObject)
           .Read(StateId::Anonymous(), 0, 64, s->Buf(64));
       break;
     }
     case 3:
-      c.Putfh("f").OpenConfirm(Sid(1), 2).OpenDowngrade(Sid(2), 3, 1, 0)
+      c.Putfh("f")
+          .OpenConfirm(Sid(1), 2)
+          .OpenDowngrade(Sid(2), 3, 1, 0)
           .Close(4, Sid(3));
       break;
     case 4:
-      c.Putfh("f").Read(Sid(1), 0, 16, s->Buf(16)).Getattr(kAttrSize)
+      c.Putfh("f")
+          .Read(Sid(1), 0, 16, s->Buf(16))
+          .Getattr(kAttrSize)
           .Read(Sid(1), 16, 32, s->Buf(32));
       break;
     case 5:
-      c.Putfh("f").Write(Sid(1), 0, StableHow::kUnstable, "data", 4)
-          .Commit(0, 4).Getattr(kAttrsObject);
+      c.Putfh("f")
+          .Write(Sid(1), 0, StableHow::kUnstable, "data", 4)
+          .Commit(0, 4)
+          .Getattr(kAttrsObject);
       break;
     case 6: {
       Attrs a;
       a.mask = kAttrMode;
       a.mode = 0755;
-      c.Putfh("d").Savefh().Putfh("d2").Rename("a", "b").Link("c")
-          .Restorefh().Remove("x").Create(FileType::kDir, "sub", a)
-          .Create(FileType::kLnk, "ln", a, "target").Readlink();
+      c.Putfh("d")
+          .Savefh()
+          .Putfh("d2")
+          .Rename("a", "b")
+          .Link("c")
+          .Restorefh()
+          .Remove("x")
+          .Create(FileType::kDir, "sub", a)
+          .Create(FileType::kLnk, "ln", a, "target")
+          .Readlink();
       break;
     }
     case 7: {
@@ -91,21 +105,29 @@ inline void MakeShape(int i, Shape *s) {
       l.type = LockType::kWrite;
       l.new_lock_owner = true;
       l.owner = "lo";
-      c.Putfh("f").Lock(l).Lockt(LockType::kRead, 0, 1, 0, "x")
+      c.Putfh("f")
+          .Lock(l)
+          .Lockt(LockType::kRead, 0, 1, 0, "x")
           .Locku(LockType::kWrite, 2, Sid(5), 0, 1)
           .ReleaseLockowner(0, "lo");
       break;
     }
     case 8:
       c.Setclientid("verifier", "id", 0x40000000, "tcp", "127.0.0.1.8.1", 1)
-          .SetclientidConfirm(7, "confirm!").Renew(7);
+          .SetclientidConfirm(7, "confirm!")
+          .Renew(7);
       break;
     case 9: {
       Attrs a;
       a.mask = kAttrSize | kAttrAtime;
       a.atime_server = true;
-      c.Putfh("f").Access(0x3f).Setattr(Sid(1), a).VerifyChange(5)
-          .NverifyChange(6).DelegReturn(Sid(9)).Lookupp();
+      c.Putfh("f")
+          .Access(0x3f)
+          .Setattr(Sid(1), a)
+          .VerifyChange(5)
+          .NverifyChange(6)
+          .DelegReturn(Sid(9))
+          .Lookupp();
       break;
     }
     default:

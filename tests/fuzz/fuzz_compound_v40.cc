@@ -13,8 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz::Shape s;
   fuzz::MakeShape(data[0], &s);
   upstream::CompoundReply reply;
-  if (s.c.DecodeWire(reinterpret_cast<const char *>(data + 1), size - 1,
-                     &reply, nullptr)) {
+  if (s.c.DecodeWire(reinterpret_cast<const char *>(data + 1), size - 1, &reply,
+                     nullptr)) {
     fuzz::CheckReply(s.c, reply, false, false);
   } else if (!reply.results.empty()) {
     fuzz::Broken("a refused reply left results");

@@ -13,8 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   s.c.Putfh("dir").Readdir(0, upstream::Verifier(8, '\0'), 8192, 32768,
                            upstream::kAttrsObject, (data[0] & 1) != 0);
   upstream::CompoundReply reply;
-  if (s.c.DecodeWire(reinterpret_cast<const char *>(data + 1), size - 1,
-                     &reply, nullptr)) {
+  if (s.c.DecodeWire(reinterpret_cast<const char *>(data + 1), size - 1, &reply,
+                     nullptr)) {
     fuzz::CheckReply(s.c, reply, false, false);
     const upstream::OpResult *r = reply.Find(upstream::Op::kReaddir);
     // 28 bytes at least per entry: no more entries than the reply can hold.

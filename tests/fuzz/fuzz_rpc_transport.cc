@@ -59,10 +59,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     NullHandler handler;
     callback::BackChannel back(&handler, 0x40000000);
     rpc::Transport t(sv[0], 1 << 20);
-    t.SetCallHandler([&back](const rpc::PeerCall &c, rpc::XdrIn *args,
-                             std::string *results) {
-      return back.Serve(c, args, results);
-    });
+    t.SetCallHandler(
+        [&back](const rpc::PeerCall &c, rpc::XdrIn *args,
+                std::string *results) { return back.Serve(c, args, results); });
     uint32_t xids[3];
     for (int i = 0; i < 3; i++) {
       xids[i] = t.Call(100003, 4, 1, nullptr, std::string(8, 'a'),

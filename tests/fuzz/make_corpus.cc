@@ -78,17 +78,29 @@ void Readdir(XdrOut *x, int entries, bool fh) {
 // The result body of op when OK.
 void OkBody(Op op, XdrOut *x, bool readdir_fh) {
   switch (op) {
-    case Op::kAccess: x->U32(0x3f); x->U32(0x1f); break;
-    case Op::kClose: case Op::kOpenConfirm: case Op::kOpenDowngrade:
-    case Op::kLocku: case Op::kLock:
-      Stateid(x, 2);
+    case Op::kAccess:
+      x->U32(0x3f);
+      x->U32(0x1f);
       break;
+    case Op::kClose:
+    case Op::kOpenConfirm:
+    case Op::kOpenDowngrade:
+    case Op::kLocku:
+    case Op::kLock: Stateid(x, 2); break;
     case Op::kCommit: Verf(x, "wverf001"); break;
-    case Op::kCreate: Cinfo(x); x->U32(1); x->U32(1u << 1); break;
+    case Op::kCreate:
+      Cinfo(x);
+      x->U32(1);
+      x->U32(1u << 1);
+      break;
     case Op::kGetattr: Fattr(x, false); break;
     case Op::kGetfh: x->Opaque(std::string("a-filehandle")); break;
-    case Op::kLink: case Op::kRemove: Cinfo(x); break;
-    case Op::kRename: Cinfo(x); Cinfo(x); break;
+    case Op::kLink:
+    case Op::kRemove: Cinfo(x); break;
+    case Op::kRename:
+      Cinfo(x);
+      Cinfo(x);
+      break;
     case Op::kOpen:
       Stateid(x, 1);
       Cinfo(x);
@@ -97,7 +109,10 @@ void OkBody(Op op, XdrOut *x, bool readdir_fh) {
       x->U32(1);  // a read delegation
       Stateid(x, 7);
       x->U32(0);
-      x->U32(0); x->U32(0); x->U32(0); x->Opaque(std::string("EVERYONE@"));
+      x->U32(0);
+      x->U32(0);
+      x->U32(0);
+      x->Opaque(std::string("EVERYONE@"));
       break;
     case Op::kRead:
       x->U32(1);
@@ -105,9 +120,19 @@ void OkBody(Op op, XdrOut *x, bool readdir_fh) {
       break;
     case Op::kReaddir: Readdir(x, 3, readdir_fh); break;
     case Op::kReadlink: x->Opaque(std::string("../target")); break;
-    case Op::kSetattr: x->U32(1); x->U32(1u << 4); break;
-    case Op::kSetclientid: x->U64(0x1234); Verf(x, "confirm!"); break;
-    case Op::kWrite: x->U32(4); x->U32(2); Verf(x, "wverf001"); break;
+    case Op::kSetattr:
+      x->U32(1);
+      x->U32(1u << 4);
+      break;
+    case Op::kSetclientid:
+      x->U64(0x1234);
+      Verf(x, "confirm!");
+      break;
+    case Op::kWrite:
+      x->U32(4);
+      x->U32(2);
+      Verf(x, "wverf001");
+      break;
     default: break;  // status only
   }
 }
@@ -141,8 +166,10 @@ std::string ShapeReply(int i, bool seq, int fail_at, uint32_t status) {
     const bool failed = int(k) == fail_at;
     x.U32(uint32_t(op));
     x.U32(failed ? status : 0);
-    if (!failed) OkBody(op, &x, i % 2 == 0);
-    else if (op == Op::kSetattr) x.U32(0);
+    if (!failed)
+      OkBody(op, &x, i % 2 == 0);
+    else if (op == Op::kSetattr)
+      x.U32(0);
   }
   return b;
 }
@@ -160,9 +187,14 @@ void CompoundSeeds(const std::string &target, bool seq) {
     std::string b = Header(0, seq ? 4 : 3);
     XdrOut x(&b);
     if (seq) SequenceOk(&x);
-    x.U32(uint32_t(Op::kPutrootfh)); x.U32(0);
-    x.U32(uint32_t(Op::kGetfh)); x.U32(0); x.Opaque(std::string("fh"));
-    x.U32(uint32_t(Op::kGetattr)); x.U32(0); x.U32(0x40000001);
+    x.U32(uint32_t(Op::kPutrootfh));
+    x.U32(0);
+    x.U32(uint32_t(Op::kGetfh));
+    x.U32(0);
+    x.Opaque(std::string("fh"));
+    x.U32(uint32_t(Op::kGetattr));
+    x.U32(0);
+    x.U32(0x40000001);
     for (int k = 0; k < 256; k++) x.U32(0xffffffffu);
     Put(target, "repro-bitmap-0x40000001", Byte(0) + b);
   }
@@ -171,7 +203,8 @@ void CompoundSeeds(const std::string &target, bool seq) {
     std::string b = Header(0, 0xffffffffu);
     XdrOut x(&b);
     if (seq) SequenceOk(&x);
-    x.U32(uint32_t(Op::kPutrootfh)); x.U32(0);
+    x.U32(uint32_t(Op::kPutrootfh));
+    x.U32(0);
     Put(target, "repro-nres-0xffffffff", Byte(0) + b);
   }
   // OK with fewer results than operations (LOOKUP's compound, PUTFH only).
@@ -179,7 +212,8 @@ void CompoundSeeds(const std::string &target, bool seq) {
     std::string b = Header(0, seq ? 2 : 1);
     XdrOut x(&b);
     if (seq) SequenceOk(&x);
-    x.U32(uint32_t(Op::kPutfh)); x.U32(0);
+    x.U32(uint32_t(Op::kPutfh));
+    x.U32(0);
     Put(target, "repro-short-ok", Byte(1) + b);
   }
   if (seq) {
@@ -195,7 +229,8 @@ void CompoundSeeds(const std::string &target, bool seq) {
     y.U32(0);
     Put(target, "reclaim-complete", Byte(0xff) + r);
   } else {
-    Put(target, "refused-whole", Byte(0) + Header(upstream::kNfs4ErrResource, 0));
+    Put(target, "refused-whole",
+        Byte(0) + Header(upstream::kNfs4ErrResource, 0));
   }
 }
 
@@ -204,8 +239,10 @@ void ReaddirSeeds() {
     for (int n : {0, 1, 5}) {
       std::string b = Header(0, 2);
       XdrOut x(&b);
-      x.U32(uint32_t(Op::kPutfh)); x.U32(0);
-      x.U32(uint32_t(Op::kReaddir)); x.U32(0);
+      x.U32(uint32_t(Op::kPutfh));
+      x.U32(0);
+      x.U32(uint32_t(Op::kReaddir));
+      x.U32(0);
       Readdir(&x, n, fh != 0);
       Put("readdir", "entries" + std::to_string(n) + (fh ? "-fh" : ""),
           Byte(fh) + b);
@@ -213,8 +250,10 @@ void ReaddirSeeds() {
   }
   std::string b = Header(upstream::kNfs4ErrBadCookie, 2);
   XdrOut x(&b);
-  x.U32(uint32_t(Op::kPutfh)); x.U32(0);
-  x.U32(uint32_t(Op::kReaddir)); x.U32(upstream::kNfs4ErrBadCookie);
+  x.U32(uint32_t(Op::kPutfh));
+  x.U32(0);
+  x.U32(uint32_t(Op::kReaddir));
+  x.U32(upstream::kNfs4ErrBadCookie);
   Put("readdir", "bad-cookie", Byte(0) + b);
 }
 
@@ -236,24 +275,29 @@ void AttrsSeeds() {
     rpc::XdrIn in(fattr.data(), fattr.size());
     uint32_t n, w0, w1;
     std::string list;
-    in.U32(&n); in.U32(&w0); in.U32(&w1);
+    in.U32(&n);
+    in.U32(&w0);
+    in.U32(&w1);
     in.Opaque(&list, 1 << 20);
     Put("attrs", "object-with-fh", attrs({w0, w1}, list, true));
   }
   {
     std::string list;
     XdrOut x(&list);
-    x.U32(2); x.U32(0xffffffffu); x.U32(0xffffffffu);  // supported_attrs
-    x.U32(90);                                          // lease_time
-    Put("attrs", "supported-lease", attrs({(1u << 0) | (1u << 10)}, list, false));
+    x.U32(2);
+    x.U32(0xffffffffu);
+    x.U32(0xffffffffu);  // supported_attrs
+    x.U32(90);           // lease_time
+    Put("attrs", "supported-lease",
+        attrs({(1u << 0) | (1u << 10)}, list, false));
   }
   {
     std::string list;
     XdrOut x(&list);
     for (int i = 0; i < 6; i++) x.U64(uint64_t(1000 * (i + 1)));  // statfs
     Put("attrs", "statfs",
-        attrs({(1u << 21) | (1u << 22) | (1u << 23), (1u << 10) | (1u << 11) |
-                                                         (1u << 12)},
+        attrs({(1u << 21) | (1u << 22) | (1u << 23),
+               (1u << 10) | (1u << 11) | (1u << 12)},
               list, false));
   }
   {
@@ -261,12 +305,14 @@ void AttrsSeeds() {
     XdrOut x(&list);
     x.U32(0);  // fs_locations: empty root
     x.U32(1);  // one location
-    x.U32(1); x.Opaque(std::string("server"));
-    x.U32(1); x.Opaque(std::string("export"));
+    x.U32(1);
+    x.Opaque(std::string("server"));
+    x.U32(1);
+    x.Opaque(std::string("export"));
     Put("attrs", "fs-locations", attrs({1u << 24}, list, false));
   }
-  Put("attrs", "huge-acl-count", attrs({1u << 12}, std::string("\x40\0\0\1", 4),
-                                      false));
+  Put("attrs", "huge-acl-count",
+      attrs({1u << 12}, std::string("\x40\0\0\1", 4), false));
 }
 
 void Nfs41Seeds() {
@@ -276,19 +322,30 @@ void Nfs41Seeds() {
   {
     std::string b;
     XdrOut x(&b);
-    x.U32(upstream::nfs41::kOpExchangeId); x.U32(0);
-    x.U64(0xc11e); x.U32(1); x.U32(0x10001); x.U32(0);
-    x.U64(1); x.Opaque(std::string("major")); x.Opaque(std::string("scope"));
-    x.U32(1); x.Opaque(std::string("kernel.org")); x.Opaque(std::string("Linux"));
-    x.U64(0); x.U32(0);
+    x.U32(upstream::nfs41::kOpExchangeId);
+    x.U32(0);
+    x.U64(0xc11e);
+    x.U32(1);
+    x.U32(0x10001);
+    x.U32(0);
+    x.U64(1);
+    x.Opaque(std::string("major"));
+    x.Opaque(std::string("scope"));
+    x.U32(1);
+    x.Opaque(std::string("kernel.org"));
+    x.Opaque(std::string("Linux"));
+    x.U64(0);
+    x.U32(0);
     put(0, "exchange-id", b);
   }
   {
     std::string b;
     XdrOut x(&b);
-    x.U32(upstream::nfs41::kOpCreateSession); x.U32(0);
+    x.U32(upstream::nfs41::kOpCreateSession);
+    x.U32(0);
     x.Fixed(std::string(16, 's').data(), 16);
-    x.U32(1); x.U32(2);
+    x.U32(1);
+    x.U32(2);
     for (int c = 0; c < 2; c++) {
       for (uint32_t v : {0u, 1048576u, 1048576u, 8192u, 16u, 64u}) x.U32(v);
       x.U32(0);
@@ -304,15 +361,18 @@ void Nfs41Seeds() {
   {
     std::string b;
     XdrOut x(&b);
-    x.U32(upstream::nfs41::kOpBindConnToSession); x.U32(0);
+    x.U32(upstream::nfs41::kOpBindConnToSession);
+    x.U32(0);
     x.Fixed(std::string(16, 's').data(), 16);
-    x.U32(3); x.U32(0);
+    x.U32(3);
+    x.U32(0);
     put(3, "bind-conn", b);
   }
   {
     std::string b;
     XdrOut x(&b);
-    x.U32(upstream::nfs41::kOpDestroySession); x.U32(0);
+    x.U32(upstream::nfs41::kOpDestroySession);
+    x.U32(0);
     put(4, "destroy-session", b);
   }
   put(5, "reply-header", Header(0, 3));
@@ -320,10 +380,15 @@ void Nfs41Seeds() {
     std::string b;
     XdrOut x(&b);
     x.Fixed(std::string(16, 's').data(), 16);
-    x.U32(1); x.U32(0); x.U32(0); x.U32(0);
+    x.U32(1);
+    x.U32(0);
+    x.U32(0);
+    x.U32(0);
     x.U32(1);  // one referring call list
     x.Fixed(std::string(16, 's').data(), 16);
-    x.U32(1); x.U32(5); x.U32(0);
+    x.U32(1);
+    x.U32(5);
+    x.U32(0);
     put(6, "cb-sequence-args", b);
   }
 }
@@ -345,7 +410,10 @@ std::string CbSequenceOp(uint32_t seqid) {
   XdrOut x(&b);
   x.U32(upstream::nfs41::kCbOpSequence);
   x.Fixed(std::string(16, 's').data(), 16);
-  x.U32(seqid); x.U32(0); x.U32(0); x.U32(0);
+  x.U32(seqid);
+  x.U32(0);
+  x.U32(0);
+  x.U32(0);
   x.U32(0);
   return b;
 }
@@ -353,7 +421,8 @@ std::string CbRecallOp() {
   std::string b;
   XdrOut x(&b);
   x.U32(4);
-  x.U32(1); x.Fixed(std::string(12, 'd').data(), 12);
+  x.U32(1);
+  x.Fixed(std::string(12, 'd').data(), 12);
   x.U32(0);
   x.Opaque(std::string("recalled-fh"));
   return b;
@@ -377,10 +446,14 @@ void BackChannelSeeds() {
   put(3, "getattr-twice", CbCompound41({CbSequenceOp(1), CbGetattrOp(1)}));
   std::string any;
   XdrOut x(&any);
-  x.U32(upstream::nfs41::kCbOpRecallAny); x.U32(0); x.U32(1); x.U32(1);
+  x.U32(upstream::nfs41::kCbOpRecallAny);
+  x.U32(0);
+  x.U32(1);
+  x.U32(1);
   put(1, "recall-any", CbCompound41({CbSequenceOp(1), any}));
   put(1, "no-sequence", CbCompound41({CbRecallOp()}));
-  put(1, "huge-bitmap", CbCompound41({CbSequenceOp(1), CbGetattrOp(0x40000001)}));
+  put(1, "huge-bitmap",
+      CbCompound41({CbSequenceOp(1), CbGetattrOp(0x40000001)}));
   std::string illegal;
   XdrOut y(&illegal);
   y.U32(99);
@@ -394,7 +467,11 @@ std::string CallHeader(uint32_t xid, uint32_t proc) {
   for (uint32_t v : {xid, 0u, 2u, 0x40000000u, 1u, proc}) x.U32(v);
   std::string cred;
   XdrOut c(&cred);
-  c.U32(1); c.Opaque(std::string("server")); c.U32(0); c.U32(0); c.U32(0);
+  c.U32(1);
+  c.Opaque(std::string("server"));
+  c.U32(0);
+  c.U32(0);
+  c.U32(0);
   x.U32(1);
   x.Opaque(cred);
   x.U32(0);

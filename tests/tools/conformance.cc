@@ -47,11 +47,11 @@ namespace {
 struct Options {
   std::string server = "127.0.0.1";  // the server under test
   int port = 2049;
-  std::string path = "/export";      // directory the cases work in
-  uint32_t minor = 0;                // NFSv4 minor version to speak
-  std::string only;                  // regex of case names to run
-  int timeout_ms = 20000;            // call timeout and readiness wait
-  bool delegations = false;          // the server grants delegations
+  std::string path = "/export";  // directory the cases work in
+  uint32_t minor = 0;            // NFSv4 minor version to speak
+  std::string only;              // regex of case names to run
+  int timeout_ms = 20000;        // call timeout and readiness wait
+  bool delegations = false;      // the server grants delegations
 };
 
 // Names of the statuses the cases expect or meet (others print as numbers).
@@ -175,10 +175,8 @@ class Client {
       case up::kNfs4ErrBadxdr:
       case up::kNfs4ErrResource:
       case up::kNfs4ErrNofilehandle:
-      case up::kNfs4ErrMoved:
-        return;
-      default:
-        seqids_[owner]++;
+      case up::kNfs4ErrMoved: return;
+      default: seqids_[owner]++;
     }
   }
 
@@ -193,11 +191,11 @@ class Client {
 
 // An open file as OPEN answered it.
 struct Opened {
-  uint32_t status = up::kNfs4Ok;     // OPEN's (or OPEN_CONFIRM's) status
-  up::Fh fh;                         // the file's handle
-  up::StateId stateid;               // open stateid (confirmed)
-  up::Delegation delegation;         // what OPEN granted
-  std::string owner;                 // open-owner
+  uint32_t status = up::kNfs4Ok;  // OPEN's (or OPEN_CONFIRM's) status
+  up::Fh fh;                      // the file's handle
+  up::StateId stateid;            // open stateid (confirmed)
+  up::Delegation delegation;      // what OPEN granted
+  std::string owner;              // open-owner
 };
 
 // What a case works with: its clients, its directory, its file names.
@@ -246,8 +244,9 @@ Opened Open(Client *c, const up::Fh &dir, up::OpenArgs args,
   out.delegation = o->delegation;
   if (c->minor() == 0 && (o->open_rflags & 2)) {  // OPEN4_RESULT_CONFIRM
     up::Compound cc;
-    cc.SetTag("open_confirm").Putfh(out.fh).OpenConfirm(out.stateid,
-                                                        c->Seqid(owner));
+    cc.SetTag("open_confirm")
+        .Putfh(out.fh)
+        .OpenConfirm(out.stateid, c->Seqid(owner));
     up::CompoundReply cr;
     c->Call(cc, &cr);
     if (const up::OpResult *x = cr.Find(up::Op::kOpenConfirm)) {
@@ -269,8 +268,8 @@ up::OpenArgs OpenArgsFor(const std::string &name, uint32_t access,
 }
 
 // Creates name (UNCHECKED, mode 0644) and opens it access/deny.
-Opened Create(Client *c, const Ctx &x, const std::string &name,
-              uint32_t access, uint32_t deny, const std::string &owner) {
+Opened Create(Client *c, const Ctx &x, const std::string &name, uint32_t access,
+              uint32_t deny, const std::string &owner) {
   up::OpenArgs a = OpenArgsFor(name, access, deny);
   a.create = up::OpenArgs::Create::kUnchecked;
   a.create_attrs.mask = up::kAttrMode;
@@ -368,15 +367,13 @@ class Cleanup {
 // A creates a file with an open (a_what: its modes) denying what B's
 // OPEN (b_what), which denies nothing, then asks for: SHARE_DENIED.
 void ExpectShareDenied(Ctx &x, const char *a_what, uint32_t a_access,
-                       uint32_t a_deny, const char *b_what,
-                       uint32_t b_access) {
+                       uint32_t a_deny, const char *b_what, uint32_t b_access) {
   Cleanup cl;
   std::string name = x.File();
-  Opened a = MustOpen(a_what,
-                      Create(x.a, x, name, a_access, a_deny, x.Owner("a")));
+  Opened a =
+      MustOpen(a_what, Create(x.a, x, name, a_access, a_deny, x.Owner("a")));
   cl.Close(x.a, a);
-  Opened b = Open(x.b, x.dir,
-                  OpenArgsFor(name, b_access, up::kShareDenyNone),
+  Opened b = Open(x.b, x.dir, OpenArgsFor(name, b_access, up::kShareDenyNone),
                   x.Owner("b"));
   cl.Close(x.b, b);
   ExpectStatus(b_what, b.status, up::kNfs4ErrShareDenied);
@@ -392,8 +389,7 @@ void ShareDenyWriteRefusesWriter(Ctx &x) {
 // OPEN for reading by B while A's open denies reading: SHARE_DENIED.
 void ShareDenyReadRefusesReader(Ctx &x) {
   ExpectShareDenied(x, "A's OPEN(READ, DENY_READ)", up::kShareAccessRead,
-                    up::kShareDenyRead, "B's OPEN(READ)",
-                    up::kShareAccessRead);
+                    up::kShareDenyRead, "B's OPEN(READ)", up::kShareAccessRead);
 }
 
 // A denies reading; B's write-only open (which denies nothing) is allowed,
@@ -448,8 +444,8 @@ void OpenReplayGetsCachedReply(Ctx &x) {
                           Create(x.a, x, x.File("-1"), up::kShareAccessBoth,
                                  up::kShareDenyNone, owner));
   cl.Close(x.a, first);
-  up::OpenArgs args = OpenArgsFor(x.File(), up::kShareAccessBoth,
-                                  up::kShareDenyWrite);
+  up::OpenArgs args =
+      OpenArgsFor(x.File(), up::kShareAccessBoth, up::kShareDenyWrite);
   args.create = up::OpenArgs::Create::kUnchecked;
   args.create_attrs.mask = up::kAttrMode;
   args.create_attrs.mode = 0644;
@@ -497,19 +493,19 @@ void UncheckedCreateOfExistingTruncates(Ctx &x) {
                       Open(x.b, x.dir, a, x.Owner("b")));
   cl.Close(x.b, z);
   up::Attrs at = Getattr(x.b, z.fh, up::kAttrSize | up::kAttrMode);
-  ExpectTrue(at.size == 0 && at.mode == 0644,
-             "size " + std::to_string(at.size) + " mode " +
-                 std::to_string(at.mode),
-             "size 0 mode " + std::to_string(0644));
+  ExpectTrue(
+      at.size == 0 && at.mode == 0644,
+      "size " + std::to_string(at.size) + " mode " + std::to_string(at.mode),
+      "size 0 mode " + std::to_string(0644));
   ExpectStatus("WRITE", WriteAt(x.b, z, 0, "abcdefgh"), up::kNfs4Ok);
   // By the owner that holds it open.
   Opened u = MustOpen("UNCHECKED OPEN(size 0) by the owner holding it open",
                       Open(x.a, x.dir, a, x.Owner("a")));
   at = Getattr(x.a, u.fh, up::kAttrSize | up::kAttrMode);
-  ExpectTrue(at.size == 0 && at.mode == 0644,
-             "size " + std::to_string(at.size) + " mode " +
-                 std::to_string(at.mode),
-             "size 0 mode " + std::to_string(0644));
+  ExpectTrue(
+      at.size == 0 && at.mode == 0644,
+      "size " + std::to_string(at.size) + " mode " + std::to_string(at.mode),
+      "size 0 mode " + std::to_string(0644));
 }
 
 // An EXCLUSIVE4 create sent again with the same verifier (a retry whose
@@ -520,8 +516,8 @@ void ExclusiveCreateResentSameVerifier(Ctx &x) {
   up::OpenArgs a = OpenArgsFor(name, up::kShareAccessBoth, up::kShareDenyNone);
   a.create = up::OpenArgs::Create::kExclusive;
   a.create_verf = up::Verifier("\x11\x22\x33\x44\x55\x66\x77\x08", 8);
-  Opened first = MustOpen("EXCLUSIVE4 create", Open(x.a, x.dir, a,
-                                                    x.Owner("a")));
+  Opened first =
+      MustOpen("EXCLUSIVE4 create", Open(x.a, x.dir, a, x.Owner("a")));
   cl.Close(x.a, first);
   // The retry: a new owner, so no replay cache answers it.
   Opened again = Open(x.a, x.dir, a, x.Owner("a-retry"));
@@ -560,8 +556,7 @@ void WriteLockNewOwner(Client *c, Cleanup *cl, const Opened &f,
   up::StateId lsid = r.Find(up::Op::kLock)->stateid;
   cl->Add([c, fh = f.fh, lsid, length] {
     up::Compound u;
-    u.SetTag("locku").Putfh(fh).Locku(up::LockType::kWrite, 1, lsid, 0,
-                                      length);
+    u.SetTag("locku").Putfh(fh).Locku(up::LockType::kWrite, 1, lsid, 0, length);
     up::CompoundReply ur;
     c->Call(u, &ur);
   });
@@ -570,9 +565,9 @@ void WriteLockNewOwner(Client *c, Cleanup *cl, const Opened &f,
 // LOCKT by the owner of the only lock in the range: no conflict.
 void LocktOwnLockIsNoConflict(Ctx &x) {
   Cleanup cl;
-  Opened f = MustOpen("OPEN(BOTH)", Create(x.a, x, x.File(),
-                                           up::kShareAccessBoth,
-                                           up::kShareDenyNone, x.Owner("a")));
+  Opened f =
+      MustOpen("OPEN(BOTH)", Create(x.a, x, x.File(), up::kShareAccessBoth,
+                                    up::kShareDenyNone, x.Owner("a")));
   cl.Close(x.a, f);
   std::string lock_owner = x.Owner("lock");
   WriteLockNewOwner(x.a, &cl, f, lock_owner, 100);
@@ -589,9 +584,8 @@ void LocktOwnLockIsNoConflict(Ctx &x) {
 void OpenDowngradeWithLocksHeld(Ctx &x) {
   Cleanup cl;
   std::string name = x.File();
-  Opened rd = MustOpen("OPEN(READ)",
-                       Create(x.a, x, name, up::kShareAccessRead,
-                              up::kShareDenyNone, x.Owner("a")));
+  Opened rd = MustOpen("OPEN(READ)", Create(x.a, x, name, up::kShareAccessRead,
+                                            up::kShareDenyNone, x.Owner("a")));
   Opened f = MustOpen(
       "OPEN(WRITE) by the same owner",
       Open(x.a, x.dir,
@@ -622,9 +616,9 @@ void OpenDowngradeWithLocksHeld(Ctx &x) {
 // two WRITEs in one COMPOUND.
 void ChangeMovesOnEveryWrite(Ctx &x) {
   Cleanup cl;
-  Opened f = MustOpen("OPEN(BOTH)", Create(x.a, x, x.File(),
-                                           up::kShareAccessBoth,
-                                           up::kShareDenyNone, x.Owner("a")));
+  Opened f =
+      MustOpen("OPEN(BOTH)", Create(x.a, x, x.File(), up::kShareAccessBoth,
+                                    up::kShareDenyNone, x.Owner("a")));
   cl.Close(x.a, f);
   std::vector<uint64_t> seen{Getattr(x.a, f.fh, up::kAttrChange).change};
   up::Attrs a;
@@ -803,9 +797,10 @@ int main(int argc, char **argv) {
       continue;
     }
     if (c.delegations && !o.delegations) {
-      std::printf("---- %s: needs a server that grants delegations "
-                  "(--delegations), not run\n",
-                  c.name);
+      std::printf(
+          "---- %s: needs a server that grants delegations "
+          "(--delegations), not run\n",
+          c.name);
       continue;
     }
     x.case_name = c.name;

@@ -60,8 +60,7 @@ bool CallOk(up::Upstream *u, up::Compound &c, up::CompoundReply *reply) {
   }
   if (reply->status != up::kNfs4Ok) {
     int i = reply->FailedIndex();
-    std::fprintf(stderr, "%s: %s failed with nfs status %u\n",
-                 c.tag().c_str(),
+    std::fprintf(stderr, "%s: %s failed with nfs status %u\n", c.tag().c_str(),
                  i >= 0 ? up::OpName(reply->results[i].op) : "?",
                  reply->status);
     return false;
@@ -82,9 +81,9 @@ bool LookupPath(up::Upstream *u, const std::string &path, up::Fh *fh) {
 
 // An open file: what CLOSE needs.
 struct OpenFile {
-  up::Fh fh;              // the file's handle
-  up::StateId stateid;    // open stateid
-  uint32_t seqid = 0;     // next open-owner seqid
+  up::Fh fh;            // the file's handle
+  up::StateId stateid;  // open stateid
+  uint32_t seqid = 0;   // next open-owner seqid
 };
 
 // OPENs name in dir (creating it, truncated, when create), confirming the
@@ -133,7 +132,8 @@ bool Close(up::Upstream *u, const OpenFile &f) {
   return CallOk(u, c, &reply);
 }
 
-int CmdWrite1m(up::Upstream *u, const ProbeOptions &o, const std::string &name) {
+int CmdWrite1m(up::Upstream *u, const ProbeOptions &o,
+               const std::string &name) {
   up::Fh dir;
   if (!LookupPath(u, o.path, &dir)) return 1;
   OpenFile f;
@@ -206,8 +206,8 @@ int CmdLs(up::Upstream *u, const ProbeOptions &o) {
     const up::OpResult *r = reply.Find(up::Op::kReaddir);
     for (const up::DirEntry &e : r->entries) {
       std::printf("%c %04o %10llu fileid=%llu fh=%zuB %s\n",
-                  e.attrs.type == up::FileType::kDir ? 'd' : '-',
-                  e.attrs.mode, (unsigned long long)e.attrs.size,
+                  e.attrs.type == up::FileType::kDir ? 'd' : '-', e.attrs.mode,
+                  (unsigned long long)e.attrs.size,
                   (unsigned long long)e.attrs.fileid, e.fh.size(),
                   e.name.c_str());
       cookie = e.cookie;
@@ -263,7 +263,9 @@ int CmdReconnect(up::Upstream *u, const ProbeOptions &o, int seconds) {
   uint64_t epoch_before = u->epoch();
   while (MsLeft(deadline) > 0) {
     up::Compound c;
-    c.SetTag("getattr_root").Putrootfh().Getattr(up::kAttrType | up::kAttrChange);
+    c.SetTag("getattr_root")
+        .Putrootfh()
+        .Getattr(up::kAttrType | up::kAttrChange);
     up::CompoundReply reply;
     up::CallStatus st = u->Call(c, up::Creds(), &reply);
     if (st == up::CallStatus::kOk && reply.status == up::kNfs4Ok) {
@@ -276,9 +278,10 @@ int CmdReconnect(up::Upstream *u, const ProbeOptions &o, int seconds) {
       continue;
     }
     if (failed == 0) {
-      std::printf("reconnect: call failed (%s, nfs %u); waiting for the "
-                  "upstream to come back\n",
-                  up::CallStatusName(st), reply.status);
+      std::printf(
+          "reconnect: call failed (%s, nfs %u); waiting for the "
+          "upstream to come back\n",
+          up::CallStatusName(st), reply.status);
       std::fflush(stdout);
     }
     failed++;
@@ -301,9 +304,10 @@ int CmdReconnect(up::Upstream *u, const ProbeOptions &o, int seconds) {
     uint32_t status = 0;
     if (Open(u, dir, "reconnect-probe", true, up::kShareAccessBoth, &f,
              &status)) {
-      std::printf("reconnect: OPEN ok after %d attempt(s); epoch %llu -> %llu\n",
-                  attempt + 1, (unsigned long long)epoch_before,
-                  (unsigned long long)u->epoch());
+      std::printf(
+          "reconnect: OPEN ok after %d attempt(s); epoch %llu -> %llu\n",
+          attempt + 1, (unsigned long long)epoch_before,
+          (unsigned long long)u->epoch());
       return Close(u, f) ? 0 : 1;
     }
     if (status != up::kNfs4ErrStaleClientid && status != up::kNfs4ErrExpired) {

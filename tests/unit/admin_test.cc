@@ -63,9 +63,10 @@ TEST(AdminProtocolTest, Version2RequestsRoundTrip) {
   std::string err;
   for (const char *line :
        {"flush /a", "flush wait /a", "flush wait 30 export=2 /a/b",
-        "flush export=3", "warm /", "warm depth=2 data rate=1048576 "
-        "parallel=8 wait /projects/a", "warm export=1 cancel",
-        "pin /p", "unpin export=0 /p", "evict unpin /e",
+        "flush export=3", "warm /",
+        "warm depth=2 data rate=1048576 "
+        "parallel=8 wait /projects/a",
+        "warm export=1 cancel", "pin /p", "unpin export=0 /p", "evict unpin /e",
         "pin /with%20space/%25/%C3%A9"}) {
     ASSERT_TRUE(ParseRequest(line, &r, &err)) << line << ": " << err;
     EXPECT_EQ(FormatRequest(r), line);
@@ -188,9 +189,8 @@ TEST(AdminProtocolTest, StatusJsonNamesEverything) {
        {"\"version\": 1", "\"draining\": true", "\"export_id\": 7",
         "\"server\": \"192.0.2.1\"", "\"path\": \"/srv/\\\"x\\\"\"",
         "\"connected\": true", "\"client_id\": \"0000000000000abc\"",
-        "\"lease_age_s\": 1.5", "\"hit_ratio\": 0.75",
-        "\"dirty_bytes\": 4096", "\"oldest_dirty_s\": 12",
-        "\"message\": \"write: upstream timeout\"",
+        "\"lease_age_s\": 1.5", "\"hit_ratio\": 0.75", "\"dirty_bytes\": 4096",
+        "\"oldest_dirty_s\": 12", "\"message\": \"write: upstream timeout\"",
         "\"recent_errors\": [\n    \"oops \\\"quoted\\\"\""})
     EXPECT_NE(j.find(want), std::string::npos) << want << " in\n" << j;
   // Balanced, and no trailing comma before a closing bracket.
@@ -343,14 +343,15 @@ class AdminServerTest : public ::testing::Test {
     ASSERT_TRUE(server_) << err;
   }
   // Runs request; the answer's lines "tag text", the outcome in *out.
-  std::vector<std::string> Ask(const std::string &request,
-                               ClientOutcome *out, std::string *error) {
+  std::vector<std::string> Ask(const std::string &request, ClientOutcome *out,
+                               std::string *error) {
     std::vector<std::string> lines;
-    *out = RunRequest(path_, request,
-                      [&](const std::string &tag, const std::string &text) {
-                        lines.push_back(tag + " " + text);
-                      },
-                      error);
+    *out = RunRequest(
+        path_, request,
+        [&](const std::string &tag, const std::string &text) {
+          lines.push_back(tag + " " + text);
+        },
+        error);
     return lines;
   }
 
@@ -491,8 +492,7 @@ TEST_F(AdminServerTest, ALiveSocketOrAFileInTheWayIsRefused) {
   o.registry = &registry_;
   std::string err;
   EXPECT_FALSE(AdminServer::Start(o, &err));
-  EXPECT_NE(err.find("another daemon is serving it"), std::string::npos)
-      << err;
+  EXPECT_NE(err.find("another daemon is serving it"), std::string::npos) << err;
   o.socket_path = dir_.path() + "/file";
   std::ofstream(o.socket_path) << "x";
   EXPECT_FALSE(AdminServer::Start(o, &err));
@@ -563,8 +563,8 @@ TEST_F(CoreDelegationsTest, AdminFlushSendsEverythingDirty) {
   StartWriteBack(DelegationType::kNone, 3600 * 1000);  // never by age
   size_t n = 0;
   upstream::StableHow committed{};
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   admin::ExportStatus s = core_->AdminStatus();
   EXPECT_EQ(s.dirty_bytes, 5u);
@@ -585,8 +585,8 @@ TEST_F(CoreDelegationsTest, WhileDrainingWritesAndCreatesGoUpstreamAtOnce) {
   core_->SetDraining(true);
   size_t n = 0;
   upstream::StableHow committed{};
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   EXPECT_EQ(up_->Data("f"), "HELLO") << "written through";
   EXPECT_EQ(core_->AdminStatus().dirty_bytes, 0u);
@@ -597,8 +597,8 @@ TEST_F(CoreDelegationsTest, WhileDrainingWritesAndCreatesGoUpstreamAtOnce) {
   EXPECT_EQ(core_->AdminStatus().dirty_files, 0u);
   // Undrained: write-back again.
   core_->SetDraining(false);
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "AGAIN", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "AGAIN",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   EXPECT_EQ(up_->Data("f"), "HELLO") << "kept here";
   EXPECT_EQ(core_->AdminStatus().dirty_bytes, 5u);
@@ -608,14 +608,14 @@ TEST_F(CoreDelegationsTest, ADirtyFileStaysWriteBackWhileDraining) {
   StartWriteBack(DelegationType::kNone, 3600 * 1000);
   size_t n = 0;
   upstream::StableHow committed{};
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "OLDER", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "OLDER",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   core_->SetDraining(true);
   // A write sent at once would land before OLDER's flush, which would
   // then overwrite it: kept here until the flush instead.
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "NEWER", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "NEWER",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   EXPECT_EQ(up_->Data("f"), "hello");
   std::string err;

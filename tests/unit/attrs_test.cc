@@ -50,30 +50,33 @@ class AttrlistBuilder {
 TEST(AttrsTest, DecodesEveryAttributeWeKeep) {
   AttrlistBuilder b;
   // Values in ascending fattr4 bit order, as the protocol requires.
-  b.Bit(0).U32(2).U32((1u << 1) | (1u << 4)).U32(1u << (33 - 32));  // supported: type, size, mode
-  b.Bit(1).U32(2);                                        // type: dir
-  b.Bit(3).U64(0x1122334455667788ull);                    // change
-  b.Bit(4).U64(4096);                                     // size
-  b.Bit(8).U64(7).U64(9);                                 // fsid
-  b.Bit(10).U32(45);                                      // lease_time
-  b.Bit(11).U32(0);                                       // rdattr_error
-  b.Bit(19).Opaque(std::string("\x01\x02\x03", 3));       // filehandle
-  b.Bit(20).U64(123456);                                  // fileid
-  b.Bit(21).U64(11).Bit(22).U64(12).Bit(23).U64(13);      // files_*
-  b.Bit(27).U64(1ull << 40);                              // maxfilesize
-  b.Bit(28).U32(255).Bit(29).U32(254);                    // maxlink, maxname
-  b.Bit(30).U64(1 << 20).Bit(31).U64(1 << 19);            // maxread, maxwrite
-  b.Bit(33).U32(0100755);                                 // mode (type bits dropped)
-  b.Bit(35).U32(3);                                       // numlinks
-  b.Bit(36).Opaque("1000");                               // owner
-  b.Bit(37).Opaque("100@example.org");                    // owner_group
-  b.Bit(41).U32(8).U32(1);                                // rawdev
-  b.Bit(42).U64(21).Bit(43).U64(22).Bit(44).U64(23);      // space_*
-  b.Bit(45).U64(8192);                                    // space_used
-  b.Bit(47).U64(100).U32(1);                              // time_access
-  b.Bit(52).U64(300).U32(3);                              // time_metadata
-  b.Bit(53).U64(200).U32(2);                              // time_modify
-  b.Bit(55).U64(77);                                      // mounted_on_fileid
+  b.Bit(0)
+      .U32(2)
+      .U32((1u << 1) | (1u << 4))
+      .U32(1u << (33 - 32));            // supported: type, size, mode
+  b.Bit(1).U32(2);                      // type: dir
+  b.Bit(3).U64(0x1122334455667788ull);  // change
+  b.Bit(4).U64(4096);                   // size
+  b.Bit(8).U64(7).U64(9);               // fsid
+  b.Bit(10).U32(45);                    // lease_time
+  b.Bit(11).U32(0);                     // rdattr_error
+  b.Bit(19).Opaque(std::string("\x01\x02\x03", 3));   // filehandle
+  b.Bit(20).U64(123456);                              // fileid
+  b.Bit(21).U64(11).Bit(22).U64(12).Bit(23).U64(13);  // files_*
+  b.Bit(27).U64(1ull << 40);                          // maxfilesize
+  b.Bit(28).U32(255).Bit(29).U32(254);                // maxlink, maxname
+  b.Bit(30).U64(1 << 20).Bit(31).U64(1 << 19);        // maxread, maxwrite
+  b.Bit(33).U32(0100755);               // mode (type bits dropped)
+  b.Bit(35).U32(3);                     // numlinks
+  b.Bit(36).Opaque("1000");             // owner
+  b.Bit(37).Opaque("100@example.org");  // owner_group
+  b.Bit(41).U32(8).U32(1);              // rawdev
+  b.Bit(42).U64(21).Bit(43).U64(22).Bit(44).U64(23);  // space_*
+  b.Bit(45).U64(8192);                                // space_used
+  b.Bit(47).U64(100).U32(1);                          // time_access
+  b.Bit(52).U64(300).U32(3);                          // time_metadata
+  b.Bit(53).U64(200).U32(2);                          // time_modify
+  b.Bit(55).U64(77);                                  // mounted_on_fileid
 
   Attrs a;
   Fh fh;
@@ -121,11 +124,11 @@ TEST(AttrsTest, DecodesEveryAttributeWeKeep) {
 
 TEST(AttrsTest, SkipsAttributesWeDoNotKeep) {
   AttrlistBuilder b;
-  b.Bit(2).U32(0);                 // fh_expire_type
-  b.Bit(4).U64(5);                 // size
+  b.Bit(2).U32(0);                                            // fh_expire_type
+  b.Bit(4).U64(5);                                            // size
   b.Bit(12).U32(1).U32(0).U32(0).U32(0).Opaque("EVERYONE@");  // acl
-  b.Bit(32).Opaque("text/plain");  // mimetype
-  b.Bit(51).U64(0).U32(1000);      // time_delta
+  b.Bit(32).Opaque("text/plain");                             // mimetype
+  b.Bit(51).U64(0).U32(1000);                                 // time_delta
   Attrs a;
   ASSERT_TRUE(b.Decode(&a));
   EXPECT_EQ(a.mask, uint64_t(kAttrSize));

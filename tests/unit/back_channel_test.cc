@@ -5,7 +5,6 @@
 #include "callback/back_channel.h"
 
 #include <gtest/gtest.h>
-
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -121,7 +120,7 @@ class BackChannelTest : public ::testing::Test {
       r.ops.push_back({op, st});
       if (st != 0) continue;
       if (op == 11) out.Skip(16 + 16);  // CB_SEQUENCE's body
-      if (op == 3) {  // CB_GETATTR: bitmap, attr values
+      if (op == 3) {                    // CB_GETATTR: bitmap, attr values
         uint32_t nw = 0, w, len = 0;
         out.U32(&nw);
         for (uint32_t k = 0; k < nw; k++) out.U32(&w);
@@ -259,10 +258,10 @@ TEST_F(BackChannelTest, ARetransmissionIsAnsweredUnderItsOwnXid) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   auto t = std::make_unique<rpc::Transport>(sv[0]);
   const int peer = sv[1];
-  t->SetCallHandler([this](const rpc::PeerCall &c, XdrIn *args,
-                           std::string *res) {
-    return bc_.Serve(c, args, res);
-  });
+  t->SetCallHandler(
+      [this](const rpc::PeerCall &c, XdrIn *args, std::string *res) {
+        return bc_.Serve(c, args, res);
+      });
   bc_.SetSession(Sid('A'), 1);
   const std::string args = Compound({CbSequence(1, 0, 'A'), CbRecall("FH1")});
   auto call = [&args](uint32_t xid) {

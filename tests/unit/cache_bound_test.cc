@@ -5,8 +5,8 @@
 // a drop stores nothing stale; dirty, delegated and busy objects are never
 // dropped; the listing hints go with the object; the records of an object
 // gone are deleted.
-#include <rocksdb/db.h>
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 
 #include <chrono>
 #include <memory>
@@ -20,8 +20,8 @@
 namespace nache {
 namespace {
 
-using upstream::Attrs;
 using testing_util::TempDir;
+using upstream::Attrs;
 
 constexpr uint32_t kBs = 4096;
 constexpr uint64_t kBound = 50;
@@ -190,8 +190,7 @@ TEST_F(CacheBoundTest, ADirectorysChangeFromOurOwnEditSurvivesTheDrop) {
   Attrs d = FileAttrs(10, 4096);
   d.type = upstream::FileType::kDir;
   cache_->Validated(3, d);
-  cache_->PutListing(3, 10, {CachedDirent{"a", 4, 1}},
-                     cache_->ListingEpoch(3));
+  cache_->PutListing(3, 10, {CachedDirent{"a", 4, 1}}, cache_->ListingEpoch(3));
   upstream::ChangeInfo ci;
   ci.atomic = true;
   ci.before = 10;
@@ -211,15 +210,15 @@ TEST_F(CacheBoundTest, DirtyDelegatedAndBusyObjectsAreNeverDropped) {
   cache_->Validated(1, FileAttrs(10, 0));
   ASSERT_TRUE(cache_->LocalWrite(1, 0, "dirty", 5, &need));  // dirty
   cache_->Validated(2, FileAttrs(20, 0));
-  cache_->SetDelegated(2, true);                             // delegated
+  cache_->SetDelegated(2, true);  // delegated
   cache_->Validated(3, FileAttrs(30, 0));
-  cache_->BeginOwnChange(3);                                 // in flight
+  cache_->BeginOwnChange(3);  // in flight
   cache_->Validated(4, FileAttrs(40, 0));
   cache_->BeginOwnChange(4);
   cache_->BeginOwnChange(4);
   // One completes with a "before" none of ours explains yet: parked.
   cache_->AfterOwnChange(4, true, 45, FileAttrs(46, 0));
-  cache_->Validated(5, FileAttrs(50, 0));                    // control
+  cache_->Validated(5, FileAttrs(50, 0));  // control
   TouchOthers(10 * kBound);
   EXPECT_LE(cache_->objects(), kBound);
   Attrs a;

@@ -259,8 +259,8 @@ TEST_F(CacheTest, BytesWrittenBackUnchangedAreNotDirtied) {
   std::string data(3 * kBs, 'c');
   data[kBs + 7] = 'X';  // only block 1 changes
   uint64_t need = 0, unchanged = 0;
-  ASSERT_TRUE(cache_->LocalWrite(1, 0, data.data(), data.size(), &need,
-                                 &unchanged));
+  ASSERT_TRUE(
+      cache_->LocalWrite(1, 0, data.data(), data.size(), &need, &unchanged));
   EXPECT_EQ(unchanged, 2u * kBs);
   std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
   ASSERT_EQ(r.size(), 1u);
@@ -276,16 +276,16 @@ TEST_F(CacheTest, BytesWrittenBackUnchangedAreNotDirtied) {
 
   Fill(2, 5, 2, 'e');
   std::string same(2 * kBs, 'e');
-  ASSERT_TRUE(cache_->LocalWrite(2, 0, same.data(), same.size(), &need,
-                                 &unchanged));
+  ASSERT_TRUE(
+      cache_->LocalWrite(2, 0, same.data(), same.size(), &need, &unchanged));
   EXPECT_EQ(unchanged, 2u * kBs);
   EXPECT_TRUE(cache_->DirtyRanges(2).empty());
   ASSERT_TRUE(cache_->PendingSetattr(2, &set, &epoch));
   EXPECT_EQ(set.mask, uint64_t(upstream::kAttrMtime));
   EXPECT_TRUE(cache_->IsDirty(2));
   // Extending the file is a change, even with the bytes of its last block.
-  ASSERT_TRUE(cache_->LocalWrite(2, kBs, same.data(), same.size(), &need,
-                                 &unchanged));
+  ASSERT_TRUE(
+      cache_->LocalWrite(2, kBs, same.data(), same.size(), &need, &unchanged));
   EXPECT_EQ(unchanged, uint64_t(kBs));
   EXPECT_EQ(cache_->DirtyRanges(2).size(), 1u);
 }
@@ -321,8 +321,8 @@ TEST_F(CacheTest, PartialWriteOverUncachedRemoteDataNeedsTheBlock) {
   std::string whole(kBs, 'w');
   EXPECT_TRUE(cache_->LocalWrite(1, 0, whole.data(), whole.size(), &need));
   // With the block cached, the partial write goes in.
-  ASSERT_TRUE(cache_->PutBlock(1, 1, cache_->Generation(1),
-                               std::string(kBs, 'r')));
+  ASSERT_TRUE(
+      cache_->PutBlock(1, 1, cache_->Generation(1), std::string(kBs, 'r')));
   ASSERT_TRUE(cache_->LocalWrite(1, kBs + 10, "x", 1, &need));
   std::string d;
   ASSERT_TRUE(cache_->GetBlock(1, 1, &d));
@@ -367,8 +367,8 @@ TEST_F(CacheTest, ExtendingLeavesZerosAndHoles) {
 TEST_F(CacheTest, DirtyBaseSurvivesACrashAndFollowsFlushes) {
   cache_->Validated(1, FileAttrs(7, 3 * kBs));
   uint64_t need = 0;
-  ASSERT_TRUE(cache_->LocalWrite(1, 0, std::string(kBs, 'a').data(), kBs,
-                                 &need));
+  ASSERT_TRUE(
+      cache_->LocalWrite(1, 0, std::string(kBs, 'a').data(), kBs, &need));
   Cache::DirtyBase b;
   ASSERT_TRUE(cache_->GetDirtyBase(1, &b));
   EXPECT_EQ(b.change, 7u);
@@ -385,8 +385,8 @@ TEST_F(CacheTest, DirtyBaseSurvivesACrashAndFollowsFlushes) {
   // what the remote holds after it.
   std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
   ASSERT_EQ(r.size(), 1u);
-  ASSERT_TRUE(cache_->LocalWrite(1, 0, std::string(kBs, 'b').data(), kBs,
-                                 &need));
+  ASSERT_TRUE(
+      cache_->LocalWrite(1, 0, std::string(kBs, 'b').data(), kBs, &need));
   cache_->Flushed(1, r, 0, FileAttrs(9, 3 * kBs));
   ASSERT_TRUE(cache_->GetDirtyBase(1, &b));
   EXPECT_EQ(b.change, 9u);
@@ -695,7 +695,7 @@ TEST_F(CacheTest, AListingThatCrossedOurOwnNameChangeIsNotKept) {
   dir.type = upstream::FileType::kDir;
   cache_->Validated(2, dir);
   uint64_t epoch = cache_->ListingEpoch(2);  // the READDIR goes out
-  cache_->NoteNameSent(2, "", "new", 7);    // our create lands meanwhile
+  cache_->NoteNameSent(2, "", "new", 7);     // our create lands meanwhile
   cache_->PutListing(2, 10, {CachedDirent{"old", 3, 1}}, epoch);
   EXPECT_EQ(cache_->Listing(2), nullptr);
   // Read again after it: kept, and a later sent name joins it.
@@ -721,7 +721,7 @@ TEST_F(CacheTest, AnUnseenChangeDuringAFlushKeepsTheBaseUncertain) {
   std::vector<Cache::DirtyRange> r = cache_->DirtyRanges(1);
   cache_->FlushBegins(1);
   ASSERT_TRUE(cache_->LocalWrite(1, 3, "def", 3, &need));  // still dirty
-  cache_->OwnChangeUnseen(1);                               // the RENAME
+  cache_->OwnChangeUnseen(1);                              // the RENAME
   cache_->Flushed(1, r, 0, FileAttrs(9, 3));
   Cache::DirtyBase base;
   ASSERT_TRUE(cache_->GetDirtyBase(1, &base));
@@ -792,8 +792,7 @@ TEST_F(CacheTest, ListingValidOnlyUnderItsChangeAndUntilExpired) {
   cache_->ExpireAttrs(2);  // we changed the directory
   EXPECT_FALSE(cache_->Listing(2));
   cache_->Validated(2, FileAttrs(5, 0));
-  cache_->PutListing(2, 5, {{"a", 10, 1}},
-                     cache_->ListingEpoch(2));
+  cache_->PutListing(2, 5, {{"a", 10, 1}}, cache_->ListingEpoch(2));
   cache_->Validated(2, FileAttrs(6, 0));  // someone else changed it
   EXPECT_FALSE(cache_->Listing(2));
 }
@@ -805,9 +804,8 @@ TEST_F(CacheTest, DelegatedAttributesStayFreshOnlyWhileTheLeaseHolds) {
   cache_.reset(new Cache(store_.get(), o, nullptr));
   std::atomic<int64_t> lease_left_ms{60000};
   auto start = Cache::Clock::now();
-  cache_->SetLeaseClock([&] {
-    return start + std::chrono::milliseconds(lease_left_ms.load());
-  });
+  cache_->SetLeaseClock(
+      [&] { return start + std::chrono::milliseconds(lease_left_ms.load()); });
   // Lets the 1 ms window after a validation at `since` pass (a condition
   // on the clock, not a sleep).
   auto pass_window = [](Cache::Clock::time_point since) {
@@ -921,9 +919,9 @@ TEST(ReadaheadPolicyTest, SequentialDoublesRandomResets) {
   EXPECT_EQ(p.OnRead(2), 2u);
   EXPECT_EQ(p.OnRead(3), 4u);
   EXPECT_EQ(p.OnRead(4), 8u);
-  EXPECT_EQ(p.OnRead(5), 8u);  // capped
-  EXPECT_EQ(p.OnRead(5), 8u);  // re-reading the same block keeps it
-  EXPECT_EQ(p.OnRead(40), 0u); // a jump resets
+  EXPECT_EQ(p.OnRead(5), 8u);   // capped
+  EXPECT_EQ(p.OnRead(5), 8u);   // re-reading the same block keeps it
+  EXPECT_EQ(p.OnRead(40), 0u);  // a jump resets
   EXPECT_EQ(p.OnRead(41), 1u);
 }
 

@@ -9,11 +9,15 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <nfsc/libnfs.h>
-#include <nfsc/libnfs-raw.h>
-#include <nfsc/libnfs-raw-nfs4.h>
-#include <nfsc/libnfs-zdr.h>
 #include <netinet/in.h>
+// libnfs.h first: the other libnfs headers use what it defines.
+// clang-format off
+#include <nfsc/libnfs.h>
+// clang-format on
+
+#include <nfsc/libnfs-raw-nfs4.h>
+#include <nfsc/libnfs-raw.h>
+#include <nfsc/libnfs-zdr.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -35,8 +39,8 @@ namespace callback {
 namespace {
 
 using cb_client::Args;
-using cb_client::Clock;
 using cb_client::Client;
+using cb_client::Clock;
 using cb_client::Reply;
 using cb_client::WaitFor;
 using upstream::Fh;
@@ -51,14 +55,12 @@ struct Recall {
 class FakeHandler : public CallbackHandler {
  public:
   void OnContact() override { contacts++; }
-  uint32_t OnRecall(const StateId &sid, bool truncate,
-                    const Fh &fh) override {
+  uint32_t OnRecall(const StateId &sid, bool truncate, const Fh &fh) override {
     std::lock_guard<std::mutex> lk(mu);
     recalls.push_back({sid, truncate, fh});
     return recall_status;
   }
-  uint32_t OnGetattr(const Fh &fh, uint64_t *change,
-                     uint64_t *size) override {
+  uint32_t OnGetattr(const Fh &fh, uint64_t *change, uint64_t *size) override {
     std::lock_guard<std::mutex> lk(mu);
     getattrs.push_back(fh);
     *change = 0x0102030405060708ull;
@@ -88,7 +90,6 @@ StateId TestStateId() {
   memcpy(sid.other, other, sizeof(other));
   return sid;
 }
-
 
 // A raw TCP connection to the service, for bytes no client would send: whole
 // records out, whole records in.
@@ -329,8 +330,9 @@ TEST_F(CallbackServerTest, IllegalOpMinorVersionAndForeignIdent) {
   ASSERT_TRUE(c.Connect(server_->port()));
 
   Args illegal;
-  illegal.Recall(TestStateId(), false, "fh").Illegal().Recall(StateId(),
-                                                               false, "x");
+  illegal.Recall(TestStateId(), false, "fh")
+      .Illegal()
+      .Recall(StateId(), false, "x");
   Reply *r = c.Call(CB_COMPOUND, illegal.Get());
   ASSERT_NE(r, nullptr);
   ASSERT_EQ(r->status, RPC_STATUS_SUCCESS) << r->error;

@@ -5,9 +5,13 @@
 // core_delegations_test.cc.
 #pragma once
 
+// libnfs.h first: the other libnfs headers use what it defines.
+// clang-format off
 #include <nfsc/libnfs.h>
-#include <nfsc/libnfs-raw.h>
+// clang-format on
+
 #include <nfsc/libnfs-raw-nfs4.h>
+#include <nfsc/libnfs-raw.h>
 #include <nfsc/libnfs-zdr.h>
 #include <poll.h>
 #include <unistd.h>
@@ -161,11 +165,12 @@ class Client {
       return ok;
     };
     uint32_t xid;
-    if (!t_->Call(kProgram, 1, proc, nullptr, encode,
-                  [r](rpc::ReplyStatus st, rpc::XdrIn *results) {
-                    Done(r, st, results);
-                  },
-                  &xid))
+    if (!t_->Call(
+            kProgram, 1, proc, nullptr, encode,
+            [r](rpc::ReplyStatus st, rpc::XdrIn *results) {
+              Done(r, st, results);
+            },
+            &xid))
       return nullptr;
     t_->Service(0);  // out at once
     return r;
@@ -208,8 +213,8 @@ class Client {
   }
   static void Done(Reply *r, rpc::ReplyStatus st, rpc::XdrIn *results) {
     r->done = true;
-    r->status = st == rpc::ReplyStatus::kOk ? RPC_STATUS_SUCCESS
-                                            : RPC_STATUS_ERROR;
+    r->status =
+        st == rpc::ReplyStatus::kOk ? RPC_STATUS_SUCCESS : RPC_STATUS_ERROR;
     if (st != rpc::ReplyStatus::kOk) r->error = rpc::ReplyStatusName(st);
     if (st != rpc::ReplyStatus::kOk || r->proc != CB_COMPOUND) return;
     ZDR z;
@@ -237,8 +242,7 @@ class Client {
           const fattr4 &f = g.CB_GETATTR4res_u.resok4.obj_attributes;
           op.mask.assign(f.attrmask.bitmap4_val,
                          f.attrmask.bitmap4_val + f.attrmask.bitmap4_len);
-          op.vals.assign(f.attr_vals.attrlist4_val,
-                         f.attr_vals.attrlist4_len);
+          op.vals.assign(f.attr_vals.attrlist4_val, f.attr_vals.attrlist4_len);
         }
       } else if (o.resop == OP_CB_RECALL) {
         op.status = o.nfs_cb_resop4_u.opcbrecall.status;

@@ -5,9 +5,13 @@
 #include "upstream/compound.h"
 
 #include <gtest/gtest.h>
+// libnfs.h first: the other libnfs headers use what it defines.
+// clang-format off
 #include <nfsc/libnfs.h>
-#include <nfsc/libnfs-raw.h>
+// clang-format on
+
 #include <nfsc/libnfs-raw-nfs4.h>
+#include <nfsc/libnfs-raw.h>
 #include <nfsc/libnfs-zdr.h>
 
 #include <cstring>
@@ -91,8 +95,8 @@ TEST(CompoundTest, ArgumentsRoundTrip) {
       .Lock(lock)
       .Lockt(LockType::kRead, 0, 10, 0, "tester")
       .Renew(0)
-      .Setclientid("verif123", "nache-test", 0x40000000, "tcp",
-                   "127.0.0.1.8.1", 9);
+      .Setclientid("verif123", "nache-test", 0x40000000, "tcp", "127.0.0.1.8.1",
+                   9);
   c.FillClientid(0xabcdef);
   ASSERT_EQ(c.size(), 11u);
   EXPECT_EQ(c.op(3), Op::kOpen);
@@ -180,19 +184,29 @@ TEST(CompoundTest, SizeHintBoundsEncodedSize) {
   std::string big(1 << 20, 'x');
   std::vector<Compound> cs(5);
   cs[0].Putrootfh().Getfh();
-  cs[1].SetTag(std::string(300, 't')).Putfh(std::string(128, 'f'))
-      .Lookup(std::string(255, 'n')).Getfh().Getattr(kAttrsObject);
-  cs[2].Putfh("fh").Write(StateId(), 0, StableHow::kUnstable, big.data(),
-                          uint32_t(big.size()))
+  cs[1]
+      .SetTag(std::string(300, 't'))
+      .Putfh(std::string(128, 'f'))
+      .Lookup(std::string(255, 'n'))
+      .Getfh()
+      .Getattr(kAttrsObject);
+  cs[2]
+      .Putfh("fh")
+      .Write(StateId(), 0, StableHow::kUnstable, big.data(),
+             uint32_t(big.size()))
       .Getattr(kAttrSize);
   Attrs all;
-  all.mask = kAttrSize | kAttrMode | kAttrOwner | kAttrOwnerGroup |
-             kAttrAtime | kAttrMtime;
+  all.mask = kAttrSize | kAttrMode | kAttrOwner | kAttrOwnerGroup | kAttrAtime |
+             kAttrMtime;
   all.uid = all.gid = 4294967295u;
-  cs[3].Putfh("fh").Setattr(StateId(), all)
-      .Create(FileType::kLnk, std::string(255, 'l'), all, std::string(1000, 'p'))
+  cs[3]
+      .Putfh("fh")
+      .Setattr(StateId(), all)
+      .Create(FileType::kLnk, std::string(255, 'l'), all,
+              std::string(1000, 'p'))
       .Rename(std::string(255, 'a'), std::string(255, 'b'))
-      .VerifyChange(1).NverifyChange(2);
+      .VerifyChange(1)
+      .NverifyChange(2);
   OpenArgs open;
   open.owner = std::string(1024, 'o');
   open.name = std::string(255, 'n');
@@ -201,7 +215,10 @@ TEST(CompoundTest, SizeHintBoundsEncodedSize) {
   LockArgs lock;
   lock.new_lock_owner = true;
   lock.owner = std::string(1024, 'l');
-  cs[4].Open(open).Lock(lock).Locku(LockType::kRead, 1, StateId(), 0, 1)
+  cs[4]
+      .Open(open)
+      .Lock(lock)
+      .Locku(LockType::kRead, 1, StateId(), 0, 1)
       .ReleaseLockowner(0, std::string(1024, 'r'))
       .Setclientid("12345678", std::string(1024, 'i'), 1, "tcp",
                    "255.255.255.255.255.255", 1);
@@ -324,9 +341,12 @@ bool Decode(const Compound &c, const COMPOUND4res *res, CompoundReply *out) {
 std::string Be32(uint32_t v) {
   return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
 }
-std::string Be64(uint64_t v) { return Be32(uint32_t(v >> 32)) + Be32(uint32_t(v)); }
+std::string Be64(uint64_t v) {
+  return Be32(uint32_t(v >> 32)) + Be32(uint32_t(v));
+}
 std::string XdrOpaque(const std::string &s) {
-  return Be32(uint32_t(s.size())) + s + std::string((4 - s.size() % 4) % 4, '\0');
+  return Be32(uint32_t(s.size())) + s +
+         std::string((4 - s.size() % 4) % 4, '\0');
 }
 
 TEST(CompoundDecodeTest, Getattr) {
@@ -565,7 +585,8 @@ TEST(CompoundDecodeTest, WriteCommitAccessRenameReadlink) {
       .Readlink();
   ReplyBuilder rb;
   rb.Add(OP_PUTFH, NFS4_OK);
-  WRITE4resok &w = rb.Add(OP_WRITE, NFS4_OK).nfs_resop4_u.opwrite.WRITE4res_u.resok4;
+  WRITE4resok &w =
+      rb.Add(OP_WRITE, NFS4_OK).nfs_resop4_u.opwrite.WRITE4res_u.resok4;
   w.count = 1;
   w.committed = DATA_SYNC4;
   std::memcpy(w.writeverf, "wverf001", 8);

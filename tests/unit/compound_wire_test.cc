@@ -21,9 +21,9 @@ namespace {
 
 using rpc::XdrOut;
 
-constexpr uint32_t kOpPutfh = 22, kOpLookup = 15, kOpGetfh = 10,
-                   kOpGetattr = 9, kOpReaddir = 26, kOpOpen = 18,
-                   kOpIllegal = 10044, kOpSequence = 53;
+constexpr uint32_t kOpPutfh = 22, kOpLookup = 15, kOpGetfh = 10, kOpGetattr = 9,
+                   kOpReaddir = 26, kOpOpen = 18, kOpIllegal = 10044,
+                   kOpSequence = 53;
 
 // A reply: header, optionally a SEQUENCE result, then what the test adds.
 class Reply {

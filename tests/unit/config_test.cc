@@ -211,9 +211,8 @@ TEST(ConfigTest, StatusNamesAreReadable) {
 // naming both exports and the parameter; however the path is spelled.
 TEST(ConfigTest, TwoExportsOnOneCacheDirAreRefusedNamingBoth) {
   char err[512] = "";
-  ASSERT_TRUE(nache_cache_dir_claim(101, "Path /, Pseudo /a",
-                                    "/nonexistent-nache/cache", err,
-                                    sizeof(err)));
+  ASSERT_TRUE(nache_cache_dir_claim(
+      101, "Path /, Pseudo /a", "/nonexistent-nache/cache", err, sizeof(err)));
   EXPECT_FALSE(nache_cache_dir_claim(102, "Path /, Pseudo /b",
                                      "/nonexistent-nache//cache/", err,
                                      sizeof(err)));
@@ -222,16 +221,13 @@ TEST(ConfigTest, TwoExportsOnOneCacheDirAreRefusedNamingBoth) {
   EXPECT_NE(e.find("export 101 (Path /, Pseudo /a)"), std::string::npos) << e;
   EXPECT_NE(e.find("export 102 (Path /, Pseudo /b)"), std::string::npos) << e;
   // The same export again (a re-created export) keeps its claim.
-  EXPECT_TRUE(nache_cache_dir_claim(101, "Path /, Pseudo /a",
-                                    "/nonexistent-nache/cache", err,
-                                    sizeof(err)));
-  EXPECT_TRUE(nache_cache_dir_claim(102, "Path /, Pseudo /b",
-                                    "/nonexistent-nache/other", err,
-                                    sizeof(err)));
+  EXPECT_TRUE(nache_cache_dir_claim(
+      101, "Path /, Pseudo /a", "/nonexistent-nache/cache", err, sizeof(err)));
+  EXPECT_TRUE(nache_cache_dir_claim(
+      102, "Path /, Pseudo /b", "/nonexistent-nache/other", err, sizeof(err)));
   nache_cache_dir_release(101);
-  EXPECT_TRUE(nache_cache_dir_claim(103, "Path /, Pseudo /c",
-                                    "/nonexistent-nache/cache", err,
-                                    sizeof(err)));
+  EXPECT_TRUE(nache_cache_dir_claim(
+      103, "Path /, Pseudo /c", "/nonexistent-nache/cache", err, sizeof(err)));
   nache_cache_dir_release(102);
   nache_cache_dir_release(103);
 }

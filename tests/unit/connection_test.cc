@@ -113,10 +113,9 @@ bool ParseCall(const std::string &rec, SeenCall *c) {
   uint32_t type, rpcvers, prog, vers, proc, flavor, minor, nops, op;
   std::string body;
   if (!in.U32(&c->xid) || !in.U32(&type) || type != 0 || !in.U32(&rpcvers) ||
-      !in.U32(&prog) || !in.U32(&vers) || !in.U32(&proc) ||
-      !in.U32(&flavor) || !in.Opaque(&body, 400) || !in.U32(&flavor) ||
-      !in.Opaque(&body, 400) || !in.Opaque(&c->tag, 1024) ||
-      !in.U32(&minor) || !in.U32(&nops))
+      !in.U32(&prog) || !in.U32(&vers) || !in.U32(&proc) || !in.U32(&flavor) ||
+      !in.Opaque(&body, 400) || !in.U32(&flavor) || !in.Opaque(&body, 400) ||
+      !in.Opaque(&c->tag, 1024) || !in.U32(&minor) || !in.U32(&nops))
     return false;
   if (nops == 0 || !in.U32(&op) || op != nfs41::kOpSequence) return true;
   c->sequenced = true;
@@ -280,7 +279,8 @@ TEST_F(ConnectionTest, ARawSessionOperationThatTimesOutFailsRetryably) {
 // (the server may have executed it, or not yet): the next request on it
 // is preceded by a SEQUENCE alone, never sent on an id the server could
 // take for a retransmission of the lost one.
-TEST_F(ConnectionTest, LateDuplicateAndUnknownRepliesAreDroppedAndTheSlotIsProbed) {
+TEST_F(ConnectionTest,
+       LateDuplicateAndUnknownRepliesAreDroppedAndTheSlotIsProbed) {
   listener_.session = std::make_shared<Session41>(sid_, 2);
   Start(5000);
   auto a = std::make_shared<Outcome>(), c = std::make_shared<Outcome>();

@@ -16,7 +16,8 @@ TEST_F(CoreDelegationsTest, WriteDelegationServesOpensAndAttributesLocally) {
   EXPECT_EQ(up_->Count("OPEN"), 1);
   EXPECT_EQ(up_->Count("CLOSE"), 1);
   int getattrs = up_->Count("GETATTR");
-  for (uint32_t access : {kBoth, kRead, uint32_t(upstream::kShareAccessWrite)}) {
+  for (uint32_t access :
+       {kBoth, kRead, uint32_t(upstream::kShareAccessWrite)}) {
     NacheOpen *again = OpenF(access);
     ASSERT_NE(again, nullptr);
     Attrs a;
@@ -40,10 +41,11 @@ TEST_F(CoreDelegationsTest, RecallFlushesWritesAndOpensUpstreamBeforeReturn) {
   std::string data(4096, 'x');
   size_t n = 0;
   upstream::StableHow committed = upstream::StableHow(99);  // unset
-  ASSERT_EQ(core_->Write(cr_, file_, o, 0, data.size(), data.data(), upstream::StableHow::kUnstable, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, o, 0, data.size(), data.data(),
+                         upstream::StableHow::kUnstable, &n, &committed),
             0u);
-  EXPECT_EQ(committed, upstream::StableHow::kUnstable) << "queued (write-behind)";
+  EXPECT_EQ(committed, upstream::StableHow::kUnstable)
+      << "queued (write-behind)";
   cb_client::Reply *r = Recall(1);
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->nfs_status, upstream::kNfs4Ok);
@@ -74,11 +76,10 @@ TEST_F(CoreDelegationsTest, LocksUnderAWriteDelegationAreSentAtTheRecall) {
   ASSERT_EQ(LockF(o, "owner-2", NACHE_LOCK, false, 100, 10), 0u);
   ASSERT_EQ(LockF(o, "owner-2", NACHE_UNLOCK, false, 100, 10), 0u);
   nache_lock_conflict conflict{};
-  EXPECT_EQ(core_->Lock(cr_, file_, o, "owner-3", NACHE_LOCK_TEST, true, 0,
-                        10, false, &conflict),
+  EXPECT_EQ(core_->Lock(cr_, file_, o, "owner-3", NACHE_LOCK_TEST, true, 0, 10,
+                        false, &conflict),
             0u);
-  EXPECT_EQ(up_->Count("LOCK") + up_->Count("LOCKU") + up_->Count("LOCKT"),
-            0)
+  EXPECT_EQ(up_->Count("LOCK") + up_->Count("LOCKU") + up_->Count("LOCKT"), 0)
       << "all decided here";
   EXPECT_FALSE(up_->Locked(0, 10));
   cb_client::Reply *r = Recall(1);
@@ -103,8 +104,8 @@ TEST_F(CoreDelegationsTest, CbGetattrAnswersFromTheCoresView) {
   std::string data(100, 'y');
   size_t n = 0;
   upstream::StableHow committed = upstream::StableHow(99);  // unset
-  ASSERT_EQ(core_->Write(cr_, file_, o, 0, data.size(), data.data(), upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, o, 0, data.size(), data.data(),
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   cb_client::Args args;
   args.Getattr("f:f", (1u << 3) | (1u << 4));  // change, size
@@ -155,10 +156,11 @@ TEST_F(CoreDelegationsTest, WriteBackFlushReturnsOurReadDelegationFirst) {
   std::string data(10, 'w');
   size_t n = 0;
   upstream::StableHow committed = upstream::StableHow(99);  // unset
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, data.size(), data.data(), upstream::StableHow::kUnstable,
-                         &n, &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, data.size(), data.data(),
+                         upstream::StableHow::kUnstable, &n, &committed),
             0u);
-  EXPECT_EQ(committed, upstream::StableHow::kFileSync) << "durable here: FILE_SYNC";
+  EXPECT_EQ(committed, upstream::StableHow::kFileSync)
+      << "durable here: FILE_SYNC";
   EXPECT_EQ(up_->Count("WRITE"), 0) << "kept local";
   // The flusher returns the read delegation (our WRITE would conflict
   // with it) and then writes: it must not wait for its own flush.
@@ -190,9 +192,8 @@ TEST_F(CoreDelegationsTest, UpstreamOpenLingersAfterTheLastCloseThenCloses) {
 TEST_F(CoreDelegationsTest, LapsedLeaseEndsTheTrust) {
   Start(DelegationType::kRead);
   ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
-  up_->lease_end = (Clock::now() - std::chrono::seconds(1))
-                       .time_since_epoch()
-                       .count();
+  up_->lease_end =
+      (Clock::now() - std::chrono::seconds(1)).time_since_epoch().count();
   up_->grant = DelegationType::kNone;
   NacheOpen *o = OpenF(kRead);
   ASSERT_NE(o, nullptr);

@@ -14,13 +14,14 @@ constexpr char kOurs[] = "ours, and longer than theirs";
 class FlushStepTest : public CoreDelegationsTest {
  protected:
   void StartFlushingAtOnce(bool probe_callbacks) {
-    Start(DelegationType::kNone,
-          [](CoreConfig *cfg) {
-            cfg->write_back = true;
-            cfg->single_writer = true;
-            cfg->flush_age_ms = 0;
-          },
-          probe_callbacks);
+    Start(
+        DelegationType::kNone,
+        [](CoreConfig *cfg) {
+          cfg->write_back = true;
+          cfg->single_writer = true;
+          cfg->flush_age_ms = 0;
+        },
+        probe_callbacks);
   }
   // Writes kOurs to f, then sets its mtime; both acknowledged.
   void WriteOursThenMtime() {
@@ -88,7 +89,8 @@ TEST_P(FlushFaultTest, AFaultAtThisStepLosesNothingAndMakesNoConflict) {
   WriteOursThenMtime();
   ASSERT_TRUE(cb_client::WaitFor([&] {
     return up_->Data("f") == kOurs && up_->Count("SETATTR") >= 1;
-  })) << "the remote holds \"" << up_->Data("f") << "\"";
+  })) << "the remote holds \""
+      << up_->Data("f") << "\"";
   EXPECT_FALSE(up_->FaultPending()) << "the flush never reached " << op;
   EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
   EXPECT_EQ(CounterValue(metrics_, "nache_writeback_conflicts_total"), 0);

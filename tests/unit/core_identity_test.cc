@@ -11,8 +11,7 @@ namespace {
 // after a restart; and the remote's refusal is counted.
 class WriteBackIdentityTest : public CoreDelegationsTest {
  protected:
-  static Creds User(uint32_t uid, uint32_t gid,
-                    std::vector<uint32_t> groups) {
+  static Creds User(uint32_t uid, uint32_t gid, std::vector<uint32_t> groups) {
     Creds cr;
     cr.uid = uid;
     cr.gid = gid;
@@ -20,13 +19,14 @@ class WriteBackIdentityTest : public CoreDelegationsTest {
     return cr;
   }
   void StartSentWhenNeeded(bool probe = true) {
-    Start(DelegationType::kNone,
-          [](CoreConfig *cfg) {
-            cfg->write_back = true;
-            cfg->single_writer = true;
-            cfg->flush_age_ms = 3600 * 1000;  // sent when needed
-          },
-          probe);
+    Start(
+        DelegationType::kNone,
+        [](CoreConfig *cfg) {
+          cfg->write_back = true;
+          cfg->single_writer = true;
+          cfg->flush_age_ms = 3600 * 1000;  // sent when needed
+        },
+        probe);
   }
   // Kills nache (nothing more reaches the server) and restarts it on the
   // same cache.
@@ -82,10 +82,11 @@ TEST_F(CoreDelegationsTest, RefusedDirectoryTimesAreGivenUp) {
   mode.mask = upstream::kAttrMode;
   mode.mode = 0755;
   Key sub = kNoKey;
-  ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode,
-                          "", &sub, &got),
+  ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
+                          &sub, &got),
             0u);
-  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Tree().find("sub/") != std::string::npos; }));
+  ASSERT_TRUE(cb_client::WaitFor(
+      [&] { return up_->Tree().find("sub/") != std::string::npos; }));
   EXPECT_TRUE(cb_client::WaitFor([&] {
     return !core_->cache()->IsDirty(root_) && !core_->cache()->IsDirty(sub);
   })) << "a directory stays dirty (its times retried)";
@@ -97,9 +98,10 @@ TEST_F(WriteBackIdentityTest, DataWrittenBeforeARestartIsSentAsItsWriter) {
   up_->Guard({"WRITE"}, 3000);
   size_t n = 0;
   upstream::StableHow committed{};
-  ASSERT_EQ(core_->Write(User(2000, 2000, {3000}), file_, nullptr, 0, 5,
-                         "OURS!", upstream::StableHow::kFileSync, &n, &committed),
-            0u);
+  ASSERT_EQ(
+      core_->Write(User(2000, 2000, {3000}), file_, nullptr, 0, 5, "OURS!",
+                   upstream::StableHow::kFileSync, &n, &committed),
+      0u);
   KillAndRestart();
   ASSERT_EQ(SetSize(file_, 4), 0u);  // flushes the data first
   std::vector<ScriptedUpstream::Sent> writes = up_->Sends("WRITE");

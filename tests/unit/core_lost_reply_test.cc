@@ -137,7 +137,8 @@ TEST_F(LostReplyTest, ARetryOfAnExclusiveCreateWhoseReplyWasLostSucceeds) {
   Creds someone;
   someone.uid = someone.gid = 4000;
   EXPECT_EQ(OpenNamed(someone, "y", excl, &open, &key, &created),
-            uint32_t(upstream::kNfs4ErrExist)) << "not someone else's";
+            uint32_t(upstream::kNfs4ErrExist))
+      << "not someone else's";
 }
 
 // The same for a hard link (write-through): the retry of a LINK done once
@@ -145,10 +146,12 @@ TEST_F(LostReplyTest, ARetryOfAnExclusiveCreateWhoseReplyWasLostSucceeds) {
 TEST_F(LostReplyTest, ARetryOfALinkWhoseReplyWasLostSucceeds) {
   Start(DelegationType::kNone);
   up_->DieAfter("LINK");
-  EXPECT_EQ(core_->Link(cr_, file_, root_, "f2"), uint32_t(upstream::kNfs4ErrDelay));
+  EXPECT_EQ(core_->Link(cr_, file_, root_, "f2"),
+            uint32_t(upstream::kNfs4ErrDelay));
   up_->dead = false;
   EXPECT_EQ(core_->Link(cr_, file_, root_, "f2"), 0u) << "the retry";
-  EXPECT_EQ(core_->Link(cr_, file_, root_, "f2"), uint32_t(upstream::kNfs4ErrExist))
+  EXPECT_EQ(core_->Link(cr_, file_, root_, "f2"),
+            uint32_t(upstream::kNfs4ErrExist))
       << "once only";
   Key a = kNoKey;
   Attrs at;
@@ -156,7 +159,8 @@ TEST_F(LostReplyTest, ARetryOfALinkWhoseReplyWasLostSucceeds) {
   up_->DieAfter("LINK");
   EXPECT_NE(core_->Link(cr_, a, root_, "a2"), 0u);
   up_->dead = false;
-  EXPECT_EQ(core_->Link(cr_, file_, root_, "a2"), uint32_t(upstream::kNfs4ErrExist))
+  EXPECT_EQ(core_->Link(cr_, file_, root_, "a2"),
+            uint32_t(upstream::kNfs4ErrExist))
       << "another object's name";
 }
 
@@ -297,12 +301,14 @@ TEST_F(CoreDelegationsTest, ARetryOfARemoveOrCreateWhoseReplyWasLostSucceeds) {
   up_->AddFile("gone", "G");
   up_->AddFile("other", "O");
   up_->DieAfter("REMOVE");
-  EXPECT_EQ(core_->Remove(cr_, root_, "gone"), uint32_t(upstream::kNfs4ErrDelay));
+  EXPECT_EQ(core_->Remove(cr_, root_, "gone"),
+            uint32_t(upstream::kNfs4ErrDelay));
   ASSERT_TRUE(up_->dead.load());
   up_->dead = false;
   EXPECT_EQ(up_->Data("gone"), "<none>") << "done at the remote";
   EXPECT_EQ(core_->Remove(cr_, root_, "gone"), 0u) << "the retry";
-  EXPECT_EQ(core_->Remove(cr_, root_, "gone"), uint32_t(upstream::kNfs4ErrNoent))
+  EXPECT_EQ(core_->Remove(cr_, root_, "gone"),
+            uint32_t(upstream::kNfs4ErrNoent))
       << "once only";
   Creds someone;
   someone.uid = someone.gid = 4000;
@@ -310,7 +316,8 @@ TEST_F(CoreDelegationsTest, ARetryOfARemoveOrCreateWhoseReplyWasLostSucceeds) {
   EXPECT_NE(core_->Remove(cr_, root_, "other"), 0u);
   up_->dead = false;
   EXPECT_EQ(core_->Remove(someone, root_, "other"),
-            uint32_t(upstream::kNfs4ErrNoent)) << "not someone else's";
+            uint32_t(upstream::kNfs4ErrNoent))
+      << "not someone else's";
 
   Attrs mode, got;
   mode.mask = upstream::kAttrMode;
@@ -323,12 +330,14 @@ TEST_F(CoreDelegationsTest, ARetryOfARemoveOrCreateWhoseReplyWasLostSucceeds) {
   up_->dead = false;
   ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
                           &k, &got),
-            0u) << "the retry";
+            0u)
+      << "the retry";
   EXPECT_NE(k, kNoKey);
   EXPECT_EQ(got.type, upstream::FileType::kDir);
   EXPECT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
                           &k, &got),
-            uint32_t(upstream::kNfs4ErrExist)) << "once only";
+            uint32_t(upstream::kNfs4ErrExist))
+      << "once only";
 }
 
 // The same for a RENAME: done at the remote, its reply lost, the client's
@@ -346,7 +355,8 @@ TEST_F(CoreDelegationsTest, ARetryOfARenameWhoseReplyWasLostSucceeds) {
   ASSERT_TRUE(up_->dead.load());
   up_->dead = false;
   EXPECT_EQ(up_->Data("to"), "F") << "done at the remote";
-  EXPECT_EQ(core_->Rename(cr_, root_, "from", root_, "to", got), 0u) << "the retry";
+  EXPECT_EQ(core_->Rename(cr_, root_, "from", root_, "to", got), 0u)
+      << "the retry";
   EXPECT_EQ(core_->Rename(cr_, root_, "from", root_, "to", got),
             uint32_t(upstream::kNfs4ErrNoent))
       << "once only";

@@ -49,14 +49,15 @@ TEST_F(CoreDelegationsTest, ConflictKeepsBothVersions) {
   size_t n = 0;
   upstream::StableHow committed{};
   // (Whole-file writes: the scripted server has no READ.)
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   std::vector<std::string> copies;
   ASSERT_TRUE(cb_client::WaitFor([&] {
     copies = up_->Names("f.nache-conflict-");
     return copies.size() == 1 && up_->Data(copies[0]) == "ours!";
-  })) << "conflict copies: " << copies.size();
+  })) << "conflict copies: "
+      << copies.size();
   EXPECT_EQ(up_->Data("f"), "theirs, longer") << "the remote's version stays";
   Key k;
   Attrs attrs;
@@ -65,11 +66,11 @@ TEST_F(CoreDelegationsTest, ConflictKeepsBothVersions) {
   EXPECT_EQ(attrs.size, 14u) << "f follows the remote again";
   // A later write of ours to f is based on the remote's version: no new
   // conflict, it is written to f itself.
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 14, "OURS, ALSO 14!", upstream::StableHow::kFileSync,
-                         &n, &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 14, "OURS, ALSO 14!",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
-  ASSERT_TRUE(cb_client::WaitFor(
-      [&] { return up_->Data("f") == "OURS, ALSO 14!"; }));
+  ASSERT_TRUE(
+      cb_client::WaitFor([&] { return up_->Data("f") == "OURS, ALSO 14!"; }));
   EXPECT_EQ(up_->Names("f.nache-conflict-").size(), 1u);
 }
 
@@ -84,8 +85,8 @@ TEST_F(CoreDelegationsTest, ATruncateRacingAFlushLosesNothing) {
   size_t n = 0;
   upstream::StableHow committed{};
   // (Whole-file writes: the scripted server has no READ.)
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 9, "old data!", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 9, "old data!",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   // The flusher sends it; the WRITE is on the wire.
   ASSERT_TRUE(cb_client::WaitFor([&] { return up_->writes_waiting == 1; }));
@@ -94,16 +95,16 @@ TEST_F(CoreDelegationsTest, ATruncateRacingAFlushLosesNothing) {
     TruncateTo(file_, 0);
     size_t n2 = 0;
     upstream::StableHow committed2{};
-    EXPECT_EQ(core_->Write(cr_, file_, nullptr, 0, 3, "new", upstream::StableHow::kFileSync, &n2,
-                           &committed2),
+    EXPECT_EQ(core_->Write(cr_, file_, nullptr, 0, 3, "new",
+                           upstream::StableHow::kFileSync, &n2, &committed2),
               0u);
     done = true;
   });
   // The truncate waits for the flush in flight (or, before the fix, went
   // ahead of it): either way the held WRITE may land now.
   ASSERT_TRUE(cb_client::WaitFor([&] {
-    return done || CounterValue(metrics_,
-                                "nache_writeback_flush_waits_total") >= 1;
+    return done ||
+           CounterValue(metrics_, "nache_writeback_flush_waits_total") >= 1;
   }));
   up_->ReleaseWrites();
   truncate_then_write.join();
@@ -125,8 +126,8 @@ TEST_F(CoreDelegationsTest, OurOwnRenameOfADirtyFileIsNoConflict) {
   StartWriteBack(DelegationType::kNone, 3600 * 1000);  // sent when needed
   size_t n = 0;
   upstream::StableHow committed{};
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   ASSERT_EQ(core_->Rename(cr_, root_, "f", root_, "g"), 0u);  // logged
   EXPECT_EQ(up_->Count("RENAME"), 0);
@@ -155,10 +156,11 @@ TEST_F(CoreDelegationsTest, DataOfAFileGoneAtTheRemoteIsSavedVisibly) {
   ASSERT_EQ(core_->Lookup(cr_, d, "x", &x, nullptr), 0u);
   size_t n = 0;
   upstream::StableHow committed{};
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
-  ASSERT_EQ(core_->Write(cr_, x, nullptr, 0, 3, "new", upstream::StableHow::kFileSync, &n, &committed),
+  ASSERT_EQ(core_->Write(cr_, x, nullptr, 0, 3, "new",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   up_->ForeignRemove("f");
   up_->ForeignRemove("d");
@@ -180,19 +182,20 @@ TEST_F(CoreDelegationsTest, DataOfAFileGoneAtTheRemoteIsSavedVisibly) {
 // after the restart its flush is still no conflict.
 TEST_F(CoreDelegationsTest, AKillAfterOurRenameOfADirtyFileMakesNoConflict) {
   auto start = [this](bool probe) {
-    Start(DelegationType::kNone,
-          [](CoreConfig *cfg) {
-            cfg->write_back = true;
-            cfg->single_writer = true;
-            cfg->flush_age_ms = 3600 * 1000;  // sent when needed
-          },
-          probe);
+    Start(
+        DelegationType::kNone,
+        [](CoreConfig *cfg) {
+          cfg->write_back = true;
+          cfg->single_writer = true;
+          cfg->flush_age_ms = 3600 * 1000;  // sent when needed
+        },
+        probe);
   };
   start(true);
   size_t n = 0;
   upstream::StableHow committed{};
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   ASSERT_EQ(core_->Rename(cr_, root_, "f", root_, "g"), 0u);  // logged
   up_->DieAfter("RENAME");
@@ -221,7 +224,8 @@ TEST_F(CoreDelegationsTest, AFileMadeHereTruncatedThenRenamedReachesTheRemote) {
   ASSERT_EQ(core_->Rename(cr_, root_, "w55", root_, "r55"), 0u);
   ASSERT_TRUE(cb_client::WaitFor([&] {
     return up_->Data("r55") == "" && up_->Data("w55") == "<none>";
-  })) << "r55: " << up_->Data("r55") << ", w55: " << up_->Data("w55");
+  })) << "r55: "
+      << up_->Data("r55") << ", w55: " << up_->Data("w55");
 }
 
 // A file renamed here (the RENAME logged, not sent yet), then opened by
@@ -244,7 +248,8 @@ TEST_F(CoreDelegationsTest, AnOpenByTheNewNameOfALoggedRenameWritesThatFile) {
   EXPECT_EQ(key, file_) << "the renamed file, not a new one";
   size_t n = 0;
   upstream::StableHow committed{};
-  ASSERT_EQ(core_->Write(cr_, key, open, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n, &committed),
+  ASSERT_EQ(core_->Write(cr_, key, open, 0, 5, "HELLO",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   ASSERT_EQ(core_->CloseFile(open), 0u);
   core_.reset();  // a clean stop sends everything
@@ -261,12 +266,12 @@ TEST_F(CoreDelegationsTest, OwnFlushesAreNoConflict) {
   size_t n = 0;
   upstream::StableHow committed{};
   // (Whole-file writes: the scripted server has no READ.)
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == "HELLO"; }));
-  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 6, "HELLO!", upstream::StableHow::kFileSync, &n,
-                         &committed),
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 6, "HELLO!",
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Data("f") == "HELLO!"; }));
   EXPECT_TRUE(up_->Names("f.nache-conflict-").empty());
@@ -486,7 +491,8 @@ class FullCacheDiskTest : public CoreDelegationsTest {
     if (!mnt_.empty()) umount2(mnt_.c_str(), MNT_DETACH);
   }
   void StartOnTmpfs() {
-    ASSERT_EQ(geteuid(), 0u) << "needs root to mount a tmpfs (make test runs as root)";
+    ASSERT_EQ(geteuid(), 0u)
+        << "needs root to mount a tmpfs (make test runs as root)";
     const std::string mnt = dir_.path() + "/mnt";
     ASSERT_EQ(mkdir(mnt.c_str(), 0700), 0);
     ASSERT_EQ(mount(("nache-unit-tmpfs-" + std::to_string(getpid())).c_str(),
@@ -516,8 +522,8 @@ class FullCacheDiskTest : public CoreDelegationsTest {
     upstream::StableHow committed = upstream::StableHow(99);  // unset
     uint64_t acked = 0;
     while (acked < (64u << 20)) {
-      *st = core_->Write(cr_, file_, open, acked, data.size(), data.data(), upstream::StableHow::kFileSync,
-                         &n, &committed);
+      *st = core_->Write(cr_, file_, open, acked, data.size(), data.data(),
+                         upstream::StableHow::kFileSync, &n, &committed);
       if (*st) break;
       acked += data.size();
     }
@@ -548,8 +554,8 @@ TEST_F(FullCacheDiskTest, AWriteToADirtyFileIsNoSpaceUntilFreed) {
   EXPECT_EQ(back, std::string(4096, 'w'));
   ASSERT_EQ(unlink(Reserve().c_str()), 0);
   std::string data(64 << 10, 'w');
-  EXPECT_EQ(core_->Write(cr_, file_, o, acked, data.size(), data.data(), upstream::StableHow::kFileSync,
-                         &n, &committed),
+  EXPECT_EQ(core_->Write(cr_, file_, o, acked, data.size(), data.data(),
+                         upstream::StableHow::kFileSync, &n, &committed),
             0u);
   EXPECT_EQ(up_->Count("WRITE"), 0) << "all of it stayed local";
   EXPECT_EQ(core_->CloseFile(o), 0u);
@@ -571,11 +577,14 @@ TEST_F(FullCacheDiskTest, AWriteToACleanFileGoesThroughToTheRemote) {
   ASSERT_EQ(st, uint32_t(upstream::kNfs4ErrNospc));
   size_t n = 0;
   upstream::StableHow committed = upstream::StableHow(99);  // unset
-  EXPECT_EQ(core_->Write(cr_, g, nullptr, 2, 3, "abc", upstream::StableHow::kFileSync, &n, &committed), 0u);
+  EXPECT_EQ(core_->Write(cr_, g, nullptr, 2, 3, "abc",
+                         upstream::StableHow::kFileSync, &n, &committed),
+            0u);
   EXPECT_EQ(n, 3u);
   EXPECT_EQ(committed, upstream::StableHow::kFileSync);
   EXPECT_EQ(up_->Data("g"), "01abc56789");
-  EXPECT_EQ(CounterValue(metrics_, "nache_writeback_full_disk_writes_total"), 1);
+  EXPECT_EQ(CounterValue(metrics_, "nache_writeback_full_disk_writes_total"),
+            1);
   std::string back(10, '\0');
   bool eof = false;
   ASSERT_EQ(core_->Read(cr_, g, nullptr, 0, 10, &back[0], &n, &eof), 0u);

@@ -76,7 +76,9 @@ TEST(HandleMapTest, RecordEncodingRoundTripsAndRejectsGarbage) {
   EXPECT_EQ(out.name, in.name);
   EXPECT_FALSE(HandleMap::DecodeRecord("", &out));
   EXPECT_FALSE(HandleMap::DecodeRecord(std::string("\x09\x05"), &out));
-  EXPECT_FALSE(HandleMap::DecodeRecord(std::string("\x01\xff" "ab"), &out));
+  EXPECT_FALSE(HandleMap::DecodeRecord(std::string("\x01\xff"
+                                                   "ab"),
+                                       &out));
 }
 
 // Corrupt, foreign and in-use stores: store_test.cc.

@@ -76,14 +76,18 @@ TEST(MetricsTest, ReclaimAndWriteBackOutcomesHaveTheirSeries) {
   e->CountUnchangedWrite(4096);
   e->CountRefusedRemove();
   const std::string r = "nache_upstream_reclaims_total";
-  EXPECT_EQ(CounterValue(m, r, {{"export", "3"}, {"state", "lock"},
-                                {"outcome", "lost"}}),
-            1);
-  EXPECT_EQ(CounterValue(m, r, {{"export", "3"}, {"state", "open"},
-                                {"outcome", "reclaimed"}}),
-            2);
-  EXPECT_EQ(CounterValue(m, r, {{"export", "3"}, {"state", "delegation"},
-                                {"outcome", "reacquired"}}),
+  EXPECT_EQ(
+      CounterValue(m, r,
+                   {{"export", "3"}, {"state", "lock"}, {"outcome", "lost"}}),
+      1);
+  EXPECT_EQ(
+      CounterValue(
+          m, r, {{"export", "3"}, {"state", "open"}, {"outcome", "reclaimed"}}),
+      2);
+  EXPECT_EQ(CounterValue(m, r,
+                         {{"export", "3"},
+                          {"state", "delegation"},
+                          {"outcome", "reacquired"}}),
             0);
   EXPECT_EQ(CounterValue(m, "nache_writeback_unchanged_bytes_total",
                          {{"export", "3"}}),
@@ -125,9 +129,8 @@ TEST(MetricsTest, UpstreamOpsCountedByStatusWithBytesAndRtt) {
   char buf[4096] = {};
 
   Compound w;
-  w.SetTag("write").Putfh("fh").Write(upstream::StateId(), 0,
-                                      upstream::StableHow::kUnstable, buf,
-                                      sizeof(buf));
+  w.SetTag("write").Putfh("fh").Write(
+      upstream::StateId(), 0, upstream::StableHow::kUnstable, buf, sizeof(buf));
   CompoundReply wr;
   wr.results = {Result(Op::kPutfh, 0), Result(Op::kWrite, 0, 4096)};
   e->ObserveCompound(w, CallStatus::kOk, wr, milliseconds(1));
@@ -148,20 +151,22 @@ TEST(MetricsTest, UpstreamOpsCountedByStatusWithBytesAndRtt) {
   e->ObserveCompound(l, CallStatus::kOk, lr, milliseconds(80));
 
   const std::string ops = "nache_upstream_ops_total";
-  EXPECT_EQ(CounterValue(m, ops, {{"export", "1"}, {"op", "PUTFH"},
-                                  {"status", "ok"}}),
+  EXPECT_EQ(CounterValue(m, ops,
+                         {{"export", "1"}, {"op", "PUTFH"}, {"status", "ok"}}),
             3);
-  EXPECT_EQ(CounterValue(m, ops, {{"export", "1"}, {"op", "WRITE"},
-                                  {"status", "ok"}}),
+  EXPECT_EQ(CounterValue(m, ops,
+                         {{"export", "1"}, {"op", "WRITE"}, {"status", "ok"}}),
             1);
-  EXPECT_EQ(CounterValue(m, ops, {{"export", "1"}, {"op", "READ"},
-                                  {"status", "ok"}}),
-            1);
-  EXPECT_EQ(CounterValue(m, ops, {{"export", "1"}, {"op", "LOOKUP"},
-                                  {"status", "NFS4ERR_NOENT"}}),
-            1);
-  EXPECT_EQ(CounterValue(m, ops, {{"export", "1"}, {"op", "GETFH"},
-                                  {"status", "ok"}}),
+  EXPECT_EQ(
+      CounterValue(m, ops, {{"export", "1"}, {"op", "READ"}, {"status", "ok"}}),
+      1);
+  EXPECT_EQ(
+      CounterValue(
+          m, ops,
+          {{"export", "1"}, {"op", "LOOKUP"}, {"status", "NFS4ERR_NOENT"}}),
+      1);
+  EXPECT_EQ(CounterValue(m, ops,
+                         {{"export", "1"}, {"op", "GETFH"}, {"status", "ok"}}),
             0);
   EXPECT_EQ(CounterValue(m, "nache_upstream_compounds_total",
                          {{"export", "1"}, {"status", "ok"}}),
@@ -200,18 +205,20 @@ TEST(MetricsTest, TransportFailureCountsFirstOpAndNoRtt) {
   CompoundReply rep;
   e->ObserveCompound(c, CallStatus::kTimeout, rep, milliseconds(30000));
   e->ObserveCompound(c, CallStatus::kEncodeError, rep, milliseconds(0));
+  EXPECT_EQ(
+      CounterValue(
+          m, "nache_upstream_ops_total",
+          {{"export", "2"}, {"op", "PUTFH"}, {"status", "transport_timeout"}}),
+      1);
   EXPECT_EQ(CounterValue(m, "nache_upstream_ops_total",
-                         {{"export", "2"}, {"op", "PUTFH"},
-                          {"status", "transport_timeout"}}),
-            1);
-  EXPECT_EQ(CounterValue(m, "nache_upstream_ops_total",
-                         {{"export", "2"}, {"op", "PUTFH"},
+                         {{"export", "2"},
+                          {"op", "PUTFH"},
                           {"status", "transport_encode_error"}}),
             1);
-  EXPECT_EQ(CounterValue(m, "nache_upstream_ops_total",
-                         {{"export", "2"}, {"op", "GETATTR"},
-                          {"status", "ok"}}),
-            0);
+  EXPECT_EQ(
+      CounterValue(m, "nache_upstream_ops_total",
+                   {{"export", "2"}, {"op", "GETATTR"}, {"status", "ok"}}),
+      0);
   EXPECT_EQ(CounterValue(m, "nache_upstream_compounds_total",
                          {{"export", "2"}, {"status", "transport_timeout"}}),
             1);

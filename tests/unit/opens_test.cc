@@ -99,18 +99,18 @@ TEST(OpenTableTest, DowngradeOnlyToModesTheOpenHad) {
   OpenTable t(8, "p", [] { return uint64_t(1); });
   auto f = t.Get(5);
   MutexLock g(&f->owner->mu);
-  EXPECT_FALSE(f->MayDowngradeTo(upstream::kShareAccessRead,
-                                 upstream::kShareDenyNone));
+  EXPECT_FALSE(
+      f->MayDowngradeTo(upstream::kShareAccessRead, upstream::kShareDenyNone));
   f->NoteUpstreamModes(upstream::kShareAccessRead, upstream::kShareDenyNone);
   f->NoteUpstreamModes(upstream::kShareAccessBoth, upstream::kShareDenyRead);
-  EXPECT_TRUE(f->MayDowngradeTo(upstream::kShareAccessRead,
-                                upstream::kShareDenyNone));
-  EXPECT_TRUE(f->MayDowngradeTo(upstream::kShareAccessRead,
-                                upstream::kShareDenyRead));
-  EXPECT_FALSE(f->MayDowngradeTo(upstream::kShareAccessWrite,
-                                 upstream::kShareDenyNone));
-  EXPECT_FALSE(f->MayDowngradeTo(upstream::kShareAccessRead,
-                                 upstream::kShareDenyWrite));
+  EXPECT_TRUE(
+      f->MayDowngradeTo(upstream::kShareAccessRead, upstream::kShareDenyNone));
+  EXPECT_TRUE(
+      f->MayDowngradeTo(upstream::kShareAccessRead, upstream::kShareDenyRead));
+  EXPECT_FALSE(
+      f->MayDowngradeTo(upstream::kShareAccessWrite, upstream::kShareDenyNone));
+  EXPECT_FALSE(
+      f->MayDowngradeTo(upstream::kShareAccessRead, upstream::kShareDenyWrite));
   t.Unpin(f);
 }
 

@@ -182,7 +182,6 @@ TEST_F(OpLogTest, ReplaceWithSeveralRecordsKeepsTheirOrder) {
   EXPECT_EQ(log_->records(), 2u);
 }
 
-
 // The caller's credentials are kept with a record (at most 16 groups).
 TEST(OpLogCodecTest, CredentialsRoundTrip) {
   LogRecord r = NameRecord(LogOp::kCreate, 1, 2, "n");
@@ -228,10 +227,10 @@ TEST_F(OpLogTest, ARecordOfTheFirstFormatStillLoads) {
   v += body;
   std::string k;
   PutBE64(&k, 5);
-  ASSERT_TRUE(store_->db()
-                  ->Put(rocksdb::WriteOptions(),
-                        store_->family(Store::kWbLog), k, v)
-                  .ok());
+  ASSERT_TRUE(
+      store_->db()
+          ->Put(rocksdb::WriteOptions(), store_->family(Store::kWbLog), k, v)
+          .ok());
   Reopen();
   EXPECT_EQ(log_->discarded(), 0u);
   std::vector<LogRecord> got = log_->Read(0, 10);

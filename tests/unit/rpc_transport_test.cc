@@ -4,9 +4,8 @@
 // connection, and the ways a connection ends.
 #include "rpc/rpc_transport.h"
 
-#include <netinet/in.h>
-
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -277,9 +276,8 @@ TEST_F(RpcTransportTest, CallsFromThePeerAreServedOnTheSameConnection) {
   XdrIn in(r1.data(), r1.size());
   uint32_t xid, type, stat, vf, vl, accept;
   std::string text;
-  ASSERT_TRUE(in.U32(&xid) && in.U32(&type) && in.U32(&stat) &&
-              in.U32(&vf) && in.U32(&vl) && in.U32(&accept) &&
-              in.Opaque(&text, 100));
+  ASSERT_TRUE(in.U32(&xid) && in.U32(&type) && in.U32(&stat) && in.U32(&vf) &&
+              in.U32(&vl) && in.U32(&accept) && in.Opaque(&text, 100));
   EXPECT_EQ(xid, 77u);
   EXPECT_EQ(type, 1u) << "REPLY";
   EXPECT_EQ(stat, 0u) << "accepted";
@@ -333,8 +331,7 @@ TEST_F(RpcTransportTest, ProgMismatchCarriesTheVersionsServed) {
   auto reply_words = [this](uint32_t xid) {
     std::string b;
     XdrOut x(&b);
-    for (uint32_t w : {xid, 0u, 2u, kCbProg, 9u, 0u, 0u, 0u, 0u, 0u})
-      x.U32(w);
+    for (uint32_t w : {xid, 0u, 2u, kCbProg, 9u, 0u, 0u, 0u, 0u, 0u}) x.U32(w);
     PeerWrite(Record(b));
     std::string r = PeerReadRecord();
     XdrIn in(r.data(), r.size());
@@ -343,8 +340,7 @@ TEST_F(RpcTransportTest, ProgMismatchCarriesTheVersionsServed) {
     while (in.U32(&w)) words.push_back(w);
     return words;
   };
-  EXPECT_EQ(reply_words(5),
-            (std::vector<uint32_t>{5, 1, 0, 0, 0, 2, 3, 4}))
+  EXPECT_EQ(reply_words(5), (std::vector<uint32_t>{5, 1, 0, 0, 0, 2, 3, 4}))
       << "PROG_MISMATCH, versions 3 to 4";
   give_info = false;
   EXPECT_EQ(reply_words(6), (std::vector<uint32_t>{6, 1, 0, 0, 0, 5}))
@@ -371,8 +367,7 @@ TEST_F(RpcTransportTest, QueuedRepliesBoundHowMuchOfThePeersCallsIsRead) {
   for (uint32_t xid = 1; xid <= kCalls; xid++) {
     std::string b;
     XdrOut x(&b);
-    for (uint32_t w : {xid, 0u, 2u, kCbProg, 1u, 0u, 0u, 0u, 0u, 0u})
-      x.U32(w);
+    for (uint32_t w : {xid, 0u, 2u, kCbProg, 1u, 0u, 0u, 0u, 0u, 0u}) x.U32(w);
     calls += Record(b);
   }
   PeerWrite(calls);  // 400 calls of 44 bytes: the socket takes them all
@@ -509,8 +504,7 @@ TEST_F(RpcTransportTest, RecordLengthsFromThePeerAreBounded) {
 TEST_F(RpcTransportTest, RecordsOfOursLongerThanTheBoundAreNotSent) {
   Open(1024);
   Outcome o;
-  EXPECT_EQ(t_->Call(kNfsProg, 4, 1, nullptr, std::string(2000, 'x'),
-                     Into(&o)),
+  EXPECT_EQ(t_->Call(kNfsProg, 4, 1, nullptr, std::string(2000, 'x'), Into(&o)),
             0u);
   EXPECT_EQ(t_->pending(), 0u);
   EXPECT_EQ(t_->queued_bytes(), 0u);

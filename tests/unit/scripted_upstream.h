@@ -53,21 +53,21 @@ using upstream::StateId;
 using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kRead = upstream::kShareAccessRead;
-constexpr uint32_t kBoth = upstream::kShareAccessRead |
-                           upstream::kShareAccessWrite;
+constexpr uint32_t kBoth =
+    upstream::kShareAccessRead | upstream::kShareAccessWrite;
 
 inline StateId Sid(const char *tag, uint32_t n) {
   StateId s;
   s.seqid = 1;
-  snprintf(reinterpret_cast<char *>(s.other), sizeof(s.other), "%s%u", tag,
-           n);
+  snprintf(reinterpret_cast<char *>(s.other), sizeof(s.other), "%s%u", tag, n);
   return s;
 }
 
 // The scripted server: a tree of directories and regular files ("a/b/f";
 // an object's handle is "f:<path it was made under>" unless a rename or a
-// create after one gave it another), opens that never need OPEN_CONFIRM, and the delegation type the test sets granted on
-// every OPEN. Logs each operation it completed, in order ("OP!": failed).
+// create after one gave it another), opens that never need OPEN_CONFIRM, and
+// the delegation type the test sets granted on every OPEN. Logs each operation
+// it completed, in order ("OP!": failed).
 class ScriptedUpstream : public upstream::Upstream {
  public:
   DelegationType grant = DelegationType::kNone;  // given with each OPEN
@@ -79,11 +79,11 @@ class ScriptedUpstream : public upstream::Upstream {
   // Set by the core: called by Restart like the real client's state
   // thread after it confirmed a new client id.
   std::function<void(uint64_t)> on_new_clientid;
-  std::atomic<bool> hold_writes{false};          // WRITEs wait while true
+  std::atomic<bool> hold_writes{false};  // WRITEs wait while true
   // A kill of nache simulated at the server: once an op of this name is
   // executed, its reply is lost (the call times out) and every later call
   // finds no server (nache is dead) until `dead` is cleared.
-  std::string die_after;                         // guarded by mu_
+  std::string die_after;  // guarded by mu_
   std::atomic<bool> dead{false};
   void DieAfter(const std::string &op) {
     std::lock_guard<std::mutex> g(mu_);
@@ -91,17 +91,17 @@ class ScriptedUpstream : public upstream::Upstream {
   }
   // A request lost on its way: the next compound with an op of this name
   // is not executed at all, and the call times out.
-  std::string lose_request_with;                 // guarded by mu_
+  std::string lose_request_with;  // guarded by mu_
   void LoseRequestWith(const std::string &op) {
     std::lock_guard<std::mutex> g(mu_);
     lose_request_with = op;
   }
   // A reply lost on its way back: the next compound with an op of this
   // name is executed, and the call times out; the server carries on.
-  std::string lose_reply_of;                     // guarded by mu_
+  std::string lose_reply_of;  // guarded by mu_
   // And meanwhile a new client id is confirmed (the old one's state is
   // gone at the server).
-  bool new_id_after_lost = false;                // guarded by mu_
+  bool new_id_after_lost = false;  // guarded by mu_
   void LoseReplyOf(const std::string &op, bool new_id = false) {
     std::lock_guard<std::mutex> g(mu_);
     lose_reply_of = op;
@@ -130,7 +130,7 @@ class ScriptedUpstream : public upstream::Upstream {
   std::atomic<int> restarts_asked{0};
   // Callers the remote denies reading (an ACL entry "user:UID:---"):
   // ACCESS leaves READ and EXECUTE out for them and their read OPENs fail.
-  std::set<uint32_t> unreadable_by;              // guarded by mu_
+  std::set<uint32_t> unreadable_by;  // guarded by mu_
   void DenyReading(uint32_t uid) {
     std::lock_guard<std::mutex> g(mu_);
     unreadable_by.insert(uid);
@@ -152,7 +152,7 @@ class ScriptedUpstream : public upstream::Upstream {
     std::lock_guard<std::mutex> g(mu_);
     read_refused_.insert(AtPath(path));
   }
-  std::atomic<int> writes_waiting{0};            // WRITEs held right now
+  std::atomic<int> writes_waiting{0};  // WRITEs held right now
   // Ops named here fail with NFS4ERR_ACCESS for callers without group
   // need_group (as gid or supplementary group). Guarded by mu_.
   std::set<std::string> guarded_ops;
@@ -284,10 +284,9 @@ class ScriptedUpstream : public upstream::Upstream {
       epoch_++;
       in_grace_ = grace;
       replay_.clear();
-      locks_.erase(std::remove_if(locks_.begin(), locks_.end(),
-                                  [](const HeldRange &l) {
-                                    return l.owner != "foreign";
-                                  }),
+      locks_.erase(std::remove_if(
+                       locks_.begin(), locks_.end(),
+                       [](const HeldRange &l) { return l.owner != "foreign"; }),
                    locks_.end());
       lock_owners_.clear();
     }
@@ -303,8 +302,7 @@ class ScriptedUpstream : public upstream::Upstream {
   bool Locked(uint64_t offset, uint64_t end) {
     std::lock_guard<std::mutex> g(mu_);
     for (const HeldRange &l : locks_)
-      if (l.owner != "foreign" && l.offset < end && offset < l.end)
-        return true;
+      if (l.owner != "foreign" && l.offset < end && offset < l.end) return true;
     return false;
   }
   // The delegation type asked back by the last CLAIM_PREVIOUS open.
@@ -344,7 +342,8 @@ class ScriptedUpstream : public upstream::Upstream {
     const OPEN4args *open = OpenIn(args);
     std::string open_owner;
     if (open)
-      open_owner = Str(open->owner.owner.owner_val, open->owner.owner.owner_len);
+      open_owner =
+          Str(open->owner.owner.owner_val, open->owner.owner.owner_len);
     if (open && open->seqid != 0 && !no_replay && replay_.count(open_owner) &&
         replay_[open_owner].seqid == open->seqid) {
       *rep = replay_[open_owner].rep;
@@ -360,8 +359,8 @@ class ScriptedUpstream : public upstream::Upstream {
       r.op = c.op(i);
       sent_.push_back(Sent{upstream::OpName(r.op), cr});
       bool member = cr.gid == need_group ||
-                    std::find(cr.groups.begin(), cr.groups.end(),
-                              need_group) != cr.groups.end();
+                    std::find(cr.groups.begin(), cr.groups.end(), need_group) !=
+                        cr.groups.end();
       r.status = guarded_ops.count(upstream::OpName(r.op)) && !member
                      ? uint32_t(upstream::kNfs4ErrAccess)
                      : Execute(a, &cur, &r, g, c.read_dest(i));
@@ -472,9 +471,7 @@ class ScriptedUpstream : public upstream::Upstream {
   uint32_t Execute(const nfs_argop4 &a, Fh *cur, OpResult *r,
                    std::unique_lock<std::mutex> &g, char *read_dest) {
     switch (a.argop) {
-      case OP_PUTROOTFH:
-        *cur = "root";
-        return 0;
+      case OP_PUTROOTFH: *cur = "root"; return 0;
       case OP_PUTFH:
         *cur = Str(a.nfs_argop4_u.opputfh.object.nfs_fh4_val,
                    a.nfs_argop4_u.opputfh.object.nfs_fh4_len);
@@ -489,9 +486,7 @@ class ScriptedUpstream : public upstream::Upstream {
         *cur = fh;
         return 0;
       }
-      case OP_SAVEFH:
-        saved_ = *cur;
-        return 0;
+      case OP_SAVEFH: saved_ = *cur; return 0;
       case OP_RESTOREFH:
         *cur = saved_;
         // The object saved was removed and freed meanwhile: stale.
@@ -500,10 +495,10 @@ class ScriptedUpstream : public upstream::Upstream {
         return 0;
       case OP_RENAME: {
         const RENAME4args &rn = a.nfs_argop4_u.oprename;
-        std::string from = Str(rn.oldname.utf8string_val,
-                               rn.oldname.utf8string_len);
-        std::string to = Str(rn.newname.utf8string_val,
-                             rn.newname.utf8string_len);
+        std::string from =
+            Str(rn.oldname.utf8string_val, rn.oldname.utf8string_len);
+        std::string to =
+            Str(rn.newname.utf8string_val, rn.newname.utf8string_len);
         Fh fh = Named(saved_, from);
         if (fh.empty()) return upstream::kNfs4ErrNoent;
         // Never into itself or below (a cycle).
@@ -522,17 +517,13 @@ class ScriptedUpstream : public upstream::Upstream {
         aliases_[*cur + "/" + to] = fh;
         return 0;
       }
-      case OP_GETFH:
-        r->fh = *cur;
-        return 0;
-      case OP_GETATTR:
-        r->attrs = AttrsOf(*cur);
-        return 0;
+      case OP_GETFH: r->fh = *cur; return 0;
+      case OP_GETATTR: r->attrs = AttrsOf(*cur); return 0;
       case OP_ACCESS:
         r->access_supported = r->access = a.nfs_argop4_u.opaccess.access;
         if (unreadable_by.count(caller_.uid))
-          r->access &= ~uint32_t(upstream::kAccessRead |
-                                 upstream::kAccessExecute);
+          r->access &=
+              ~uint32_t(upstream::kAccessRead | upstream::kAccessExecute);
         return 0;
       case OP_OPEN: {
         const OPEN4args &o = a.nfs_argop4_u.opopen;
@@ -542,8 +533,7 @@ class ScriptedUpstream : public upstream::Upstream {
         if (o.claim.claim == CLAIM_PREVIOUS) {
           if (!in_grace_) return upstream::kNfs4ErrNoGrace;
           mark_ = "OPEN(previous)";
-          reclaimed_ =
-              DelegationType(o.claim.open_claim4_u.delegate_type);
+          reclaimed_ = DelegationType(o.claim.open_claim4_u.delegate_type);
           r->stateid = Sid("open", ++opens_);
           if (reclaimed_ != DelegationType::kNone) {
             r->delegation.type = reclaimed_;
@@ -586,8 +576,7 @@ class ScriptedUpstream : public upstream::Upstream {
         if (upstream::DecodeAttrs(fa.attrmask.bitmap4_val,
                                   fa.attrmask.bitmap4_len,
                                   fa.attr_vals.attrlist4_val,
-                                  fa.attr_vals.attrlist4_len, &want,
-                                  nullptr) &&
+                                  fa.attr_vals.attrlist4_len, &want, nullptr) &&
             (want.mask & upstream::kAttrSize))
           f.data.resize(size_t(want.size));
         f.change++;
@@ -632,13 +621,13 @@ class ScriptedUpstream : public upstream::Upstream {
           const lock_owner4 &lo = l.locker.locker4_u.open_owner.lock_owner;
           owner = Str(lo.owner.owner_val, lo.owner.owner_len);
         } else {
-          auto it = lock_owners_.find(Str(
-              l.locker.locker4_u.lock_owner.lock_stateid.other, 12));
+          auto it = lock_owners_.find(
+              Str(l.locker.locker4_u.lock_owner.lock_stateid.other, 12));
           if (it == lock_owners_.end()) return upstream::kNfs4ErrBadStateid;
           owner = it->second;
         }
-        uint64_t end = l.length == UINT64_MAX ? UINT64_MAX
-                                              : l.offset + l.length;
+        uint64_t end =
+            l.length == UINT64_MAX ? UINT64_MAX : l.offset + l.length;
         for (const HeldRange &h : locks_)
           if (h.owner != owner && h.offset < end && l.offset < h.end)
             return upstream::kNfs4ErrDenied;
@@ -653,12 +642,11 @@ class ScriptedUpstream : public upstream::Upstream {
         const LOCKU4args &l = a.nfs_argop4_u.oplocku;
         auto it = lock_owners_.find(Str(l.lock_stateid.other, 12));
         if (it == lock_owners_.end()) return upstream::kNfs4ErrBadStateid;
-        uint64_t end = l.length == UINT64_MAX ? UINT64_MAX
-                                              : l.offset + l.length;
+        uint64_t end =
+            l.length == UINT64_MAX ? UINT64_MAX : l.offset + l.length;
         // Whole ranges only: enough for these tests.
         for (auto h = locks_.begin(); h != locks_.end();)
-          if (h->owner == it->second && h->offset >= l.offset &&
-              h->end <= end)
+          if (h->owner == it->second && h->offset >= l.offset && h->end <= end)
             h = locks_.erase(h);
           else
             ++h;
@@ -669,8 +657,7 @@ class ScriptedUpstream : public upstream::Upstream {
       case OP_CLOSE:
       case OP_OPEN_DOWNGRADE:
       case OP_DELEGRETURN:
-      case OP_COMMIT:
-        return 0;
+      case OP_COMMIT: return 0;
       case OP_WRITE: {
         writes_waiting++;
         cv_.wait(g, [this] { return !hold_writes.load(); });
@@ -729,8 +716,7 @@ class ScriptedUpstream : public upstream::Upstream {
         r->eof = from + n == data.size();
         return 0;
       }
-      default:
-        return upstream::kNfs4ErrNotsupp;
+      default: return upstream::kNfs4ErrNotsupp;
     }
   }
 
@@ -786,7 +772,7 @@ class ScriptedUpstream : public upstream::Upstream {
   std::condition_variable cv_;  // hold_writes changed
   std::map<Fh, File> files_;
   std::condition_variable done_cv_;  // an op was completed
-  std::vector<std::string> log_;  // ops completed, in order
+  std::vector<std::string> log_;     // ops completed, in order
   std::string mark_;  // the current op's name in the log, when special
   uint32_t opens_ = 0, delegs_ = 0, lock_sids_ = 0;
   // The OPEN of a compound, if it has one.
@@ -809,8 +795,8 @@ class ScriptedUpstream : public upstream::Upstream {
   DelegationType reclaimed_ = DelegationType::kNone;
   // "<dir handle>/<name>" of objects whose handle is not FhFor's.
   std::map<std::string, Fh> aliases_;
-  Fh saved_;                            // SAVEFH
-  std::set<Fh> read_refused_;           // RefuseReading
+  Fh saved_;                   // SAVEFH
+  std::set<Fh> read_refused_;  // RefuseReading
   uint32_t renamed_ = 0;
 };
 
@@ -846,9 +832,7 @@ class ForwardingUpstream : public upstream::Upstream {
   Clock::time_point lease_valid_until() const override {
     return up_->lease_valid_until();
   }
-  bool callback_path_down() const override {
-    return up_->callback_path_down();
-  }
+  bool callback_path_down() const override { return up_->callback_path_down(); }
   void RestartClient(const char *why) override { up_->RestartClient(why); }
   void Shutdown() override { up_->Shutdown(); }
   void ReclaimDone() override { up_->ReclaimDone(); }
@@ -859,9 +843,7 @@ class ForwardingUpstream : public upstream::Upstream {
 
 class CoreDelegationsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    up_->AddFile("f", "hello");
-  }
+  void SetUp() override { up_->AddFile("f", "hello"); }
   void TearDown() override {
     core_.reset();
     delete up_;
@@ -977,8 +959,8 @@ class CoreDelegationsTest : public ::testing::Test {
     if (!open) return kNoKey;
     size_t n = 0;
     upstream::StableHow committed{};
-    EXPECT_EQ(core_->Write(cr, key, open, 0, data.size(), data.data(), upstream::StableHow::kFileSync, &n,
-                           &committed),
+    EXPECT_EQ(core_->Write(cr, key, open, 0, data.size(), data.data(),
+                           upstream::StableHow::kFileSync, &n, &committed),
               0u);
     EXPECT_EQ(core_->CloseFile(open), 0u);
     return key;
@@ -1011,8 +993,9 @@ class CoreDelegationsTest : public ::testing::Test {
 
 // The value of a counter of metrics, summed over its series that have
 // every label given.
-inline double CounterValue(metrics::Metrics &m, const std::string &name,
-                    const std::map<std::string, std::string> &labels = {}) {
+inline double CounterValue(
+    metrics::Metrics &m, const std::string &name,
+    const std::map<std::string, std::string> &labels = {}) {
   double v = 0;
   for (const prometheus::MetricFamily &f : m.Collect()) {
     if (f.name != name) continue;

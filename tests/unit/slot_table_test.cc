@@ -81,7 +81,7 @@ TEST(SlotTableTest, ALostReplysSlotIsProbedBeforeItCarriesARequest) {
 // a request is executing on it now.
 struct ServerSlot {
   uint32_t seqid = 0;
-  std::string cached;   // the request whose reply is cached
+  std::string cached;  // the request whose reply is cached
   bool inuse = false;
   std::string executing;
   int false_retries = 0;  // a new request answered with another's reply

@@ -135,10 +135,10 @@ TEST(StoreOpenTest, CorruptStoreWithUnflushedDataMovedAsideOnlyWhenAllowed) {
   EXPECT_NE(s->incarnation(), first);  // a new, empty store
   EXPECT_FALSE(s->CountUnflushed().any());
   EXPECT_EQ(CountNamed(d.path(), "db.corrupt-"), 1);
-  EXPECT_EQ(Value(m, "nache_cache_store_moved_aside_total",
-                  {{"export", "4"}, {"reason", "corrupt"},
-                   {"unflushed", "yes"}}),
-            1);
+  EXPECT_EQ(
+      Value(m, "nache_cache_store_moved_aside_total",
+            {{"export", "4"}, {"reason", "corrupt"}, {"unflushed", "yes"}}),
+      1);
 }
 
 TEST(StoreOpenTest, UnreadableCorruptStoreMovedAsideCountsUnknown) {
@@ -156,10 +156,10 @@ TEST(StoreOpenTest, UnreadableCorruptStoreMovedAsideCountsUnknown) {
   o.metrics = m.ForExport(5);
   ASSERT_TRUE(Store::Open(db, o, &err)) << err;
   EXPECT_EQ(CountNamed(d.path(), "db.corrupt-"), 1);
-  EXPECT_EQ(Value(m, "nache_cache_store_moved_aside_total",
-                  {{"export", "5"}, {"reason", "corrupt"},
-                   {"unflushed", "unknown"}}),
-            1);
+  EXPECT_EQ(
+      Value(m, "nache_cache_store_moved_aside_total",
+            {{"export", "5"}, {"reason", "corrupt"}, {"unflushed", "unknown"}}),
+      1);
 }
 
 // Two exports (or two daemons) on one Cache_Dir: the lock refuses the
@@ -293,23 +293,22 @@ TEST(StoreUpstreamTest, ResetOnChangeMovesTheOldStoreAsideIntact) {
   EXPECT_FALSE(s->CountUnflushed().any());
   ASSERT_EQ(CountNamed(d.path(), "db.upstream-changed-"), 1);
   EXPECT_EQ(Value(m, "nache_cache_store_moved_aside_total",
-                  {{"export", "6"}, {"reason", "upstream_changed"},
+                  {{"export", "6"},
+                   {"reason", "upstream_changed"},
                    {"unflushed", "yes"}}),
             1);
   s.reset();
   // The moved store still opens for its own upstream, data intact.
-  std::string aside = d.path() + "/" +
-                      [&] {
-                        std::string cmd = "ls " + d.path() +
-                                          " | grep upstream-changed";
-                        FILE *p = popen(cmd.c_str(), "r");
-                        char buf[256] = {};
-                        if (fgets(buf, sizeof(buf), p) == nullptr) buf[0] = 0;
-                        pclose(p);
-                        std::string n(buf);
-                        while (!n.empty() && n.back() == '\n') n.pop_back();
-                        return n;
-                      }();
+  std::string aside = d.path() + "/" + [&] {
+    std::string cmd = "ls " + d.path() + " | grep upstream-changed";
+    FILE *p = popen(cmd.c_str(), "r");
+    char buf[256] = {};
+    if (fgets(buf, sizeof(buf), p) == nullptr) buf[0] = 0;
+    pclose(p);
+    std::string n(buf);
+    while (!n.empty() && n.back() == '\n') n.pop_back();
+    return n;
+  }();
   auto old = Store::Open(aside, Upstream("a", 2049, "/x"), &err);
   ASSERT_TRUE(old) << err;
   EXPECT_EQ(old->CountUnflushed().log_records, 1u);
@@ -362,8 +361,8 @@ void SweepDeadMounts() {
     pid_t pid = pid_t(atol(source.c_str() + strlen(kMountSource)));
     if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;
     if (umount2(target.c_str(), MNT_DETACH) == 0)
-      std::system(("rm -rf '" + target.substr(0, target.rfind('/')) + "'")
-                      .c_str());
+      std::system(
+          ("rm -rf '" + target.substr(0, target.rfind('/')) + "'").c_str());
   }
 }
 
@@ -373,14 +372,15 @@ void SweepDeadMounts() {
 class FullDiskTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_EQ(geteuid(), 0u) << "needs root to mount a tmpfs (make test runs as root)";
+    ASSERT_EQ(geteuid(), 0u)
+        << "needs root to mount a tmpfs (make test runs as root)";
     SweepDeadMounts();
     mnt_ = dir_.path() + "/mnt";
     ASSERT_EQ(mkdir(mnt_.c_str(), 0700), 0);
     std::string source = kMountSource + std::to_string(getpid());
-    ASSERT_EQ(mount(source.c_str(), mnt_.c_str(), "tmpfs", 0,
-                    "size=16m,mode=0700"),
-              0)
+    ASSERT_EQ(
+        mount(source.c_str(), mnt_.c_str(), "tmpfs", 0, "size=16m,mode=0700"),
+        0)
         << strerror(errno);
     mounted_ = true;
     db_ = mnt_ + "/db";
@@ -505,9 +505,9 @@ TEST_F(FullDiskTest, HandlesSeenOnAFullDiskWorkAndKeysAreNeverReused) {
   HandleRecord r;
   EXPECT_TRUE(handles.Get(handles.Find("remote-fh-0"), &r));
   for (int i = 0; i < 5000; i++)
-    ASSERT_TRUE(issued.insert(handles.Intern("next-fh-" + std::to_string(i),
-                                             1, "g"))
-                    .second)
+    ASSERT_TRUE(
+        issued.insert(handles.Intern("next-fh-" + std::to_string(i), 1, "g"))
+            .second)
         << "a key handed out before the restart came again";
 }
 

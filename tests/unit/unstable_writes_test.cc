@@ -34,8 +34,8 @@ struct FakeRemote {
 
   UnstableWrites::SendFn Send() {
     return [this](Key, const upstream::Creds &, const upstream::StateId &,
-                  uint64_t off, const std::string &data, upstream::StableHow stable,
-                  upstream::Verifier *v) {
+                  uint64_t off, const std::string &data,
+                  upstream::StableHow stable, upstream::Verifier *v) {
       std::unique_lock<std::mutex> g(mu);
       cv.wait(g, [this] { return !hold; });
       if (fail_status) return fail_status;

@@ -141,19 +141,17 @@ int main(int argc, char **argv) {
   } else {
     return Usage("unknown command " + cmd);
   }
-  const bool on_path = req.command == Command::kFlush ||
-                       req.command == Command::kWarm ||
-                       req.command == Command::kPin ||
-                       req.command == Command::kUnpin ||
-                       req.command == Command::kEvict;
+  const bool on_path =
+      req.command == Command::kFlush || req.command == Command::kWarm ||
+      req.command == Command::kPin || req.command == Command::kUnpin ||
+      req.command == Command::kEvict;
   const bool warm = req.command == Command::kWarm;
   for (; i < args.size(); i++) {
     const std::string &a = args[i];
     const bool has_value = i + 1 < args.size();
     if (a == "--json" && req.command == Command::kStatus) {
       req.json = true;
-    } else if (a == "--wait" &&
-               (req.command == Command::kFlush || warm)) {
+    } else if (a == "--wait" && (req.command == Command::kFlush || warm)) {
       req.wait = true;
     } else if (on_path && !a.empty() && a.compare(0, 2, "--") != 0 &&
                req.path.empty()) {
@@ -175,13 +173,13 @@ int main(int argc, char **argv) {
       req.cancel = true;
     } else if (warm && a == "--parallel" && has_value) {
       long v;
-      if (!Number(args[++i], 1, 64, &v))
-        return Usage("--parallel takes 1..64");
+      if (!Number(args[++i], 1, 64, &v)) return Usage("--parallel takes 1..64");
       req.parallel = int(v);
     } else if (warm && a == "--rate" && has_value) {
       if (!Bytes(args[++i], &req.rate))
-        return Usage("--rate takes bytes per second (K, M, G: KiB, MiB, "
-                     "GiB)");
+        return Usage(
+            "--rate takes bytes per second (K, M, G: KiB, MiB, "
+            "GiB)");
     } else if (req.command == Command::kEvict && a == "--unpin") {
       req.unpin = true;
     } else if (a == "--no-wait" && req.command == Command::kDrain) {
@@ -218,13 +216,11 @@ int main(int argc, char **argv) {
       },
       &error);
   switch (out) {
-    case ClientOutcome::kOk:
-      return 0;
+    case ClientOutcome::kOk: return 0;
     case ClientOutcome::kNoDaemon:
       fprintf(stderr, "nachectl: %s\n", error.c_str());
       return 3;
-    case ClientOutcome::kFailed:
-      break;
+    case ClientOutcome::kFailed: break;
   }
   fprintf(stderr, "nachectl: %s\n", error.c_str());
   return 1;

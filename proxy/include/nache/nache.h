@@ -38,8 +38,8 @@ enum nache_stable_how {
 	NACHE_DATA_SYNC = 1, /* data durable, metadata maybe not */
 	NACHE_FILE_SYNC = 2, /* data and metadata durable */
 };
-struct nache_core;   /* one per export: upstream client + handle map */
-struct nache_open;   /* one local open (a Ganesha state or the global fd) */
+struct nache_core; /* one per export: upstream client + handle map */
+struct nache_open; /* one local open (a Ganesha state or the global fd) */
 
 /* The defaults of the export's parameters (config/README.md): the FSAL's
  * config table and nache_config_defaults both take them from here. */
@@ -66,33 +66,33 @@ struct nache_open;   /* one local open (a Ganesha state or the global fd) */
  * the FSAL's config table fills it directly (strings are the parser's
  * allocations, freed by the FSAL). */
 struct nache_config {
-	const char *upstream_server;   /* host name or address (required) */
-	uint32_t upstream_port;        /* default 2049 */
-	const char *upstream_path;     /* path on the remote, e.g. "/export" */
-	uint32_t connections;          /* upstream TCP connections, 1..64 */
-	const char *callback_address;  /* advertised callback addr, or NULL */
-	uint32_t callback_port;        /* callback port (0: none yet) */
-	const char *cache_dir;         /* directory of the persistent store */
-	uint32_t call_timeout_ms;      /* upstream call timeout */
-	uint32_t max_io_size;          /* READ/WRITE size upstream (bytes) */
-	uint32_t export_id;            /* Ganesha export id (for the client id) */
-	const char *cache_size;        /* bound on cached data, e.g. "4G" */
-	uint32_t block_size;           /* cache block size (bytes) */
-	uint32_t cache_objects;        /* objects in memory (0: from cache_size) */
-	uint32_t attr_timeout_s;       /* attribute window (seconds) */
-	uint32_t readahead_max;        /* readahead window bound (bytes) */
-	uint32_t open_linger_s;        /* upstream CLOSE delay (seconds) */
-	uint32_t minor_version;        /* upstream NFSv4 minor version, 0 or 1 */
-	const char *write_behind_max;  /* queued UNSTABLE data, "0" = off */
-	const char *write_policy;      /* "write_through" or "write_back" */
-	bool single_writer;            /* nothing else changes the export */
-	bool serve_stale;              /* cached state while disconnected */
-	uint32_t flush_age_s;          /* write-back: flush after (seconds) */
-	const char *dirty_max;         /* write-back bound; "" = Cache_Size/4 */
-	bool cache_reset_if_corrupt;   /* move a corrupt store aside */
+	const char *upstream_server;  /* host name or address (required) */
+	uint32_t upstream_port;	      /* default 2049 */
+	const char *upstream_path;    /* path on the remote, e.g. "/export" */
+	uint32_t connections;	      /* upstream TCP connections, 1..64 */
+	const char *callback_address; /* advertised callback addr, or NULL */
+	uint32_t callback_port;	      /* callback port (0: none yet) */
+	const char *cache_dir;	      /* directory of the persistent store */
+	uint32_t call_timeout_ms;     /* upstream call timeout */
+	uint32_t max_io_size;	      /* READ/WRITE size upstream (bytes) */
+	uint32_t export_id;	 /* Ganesha export id (for the client id) */
+	const char *cache_size;	 /* bound on cached data, e.g. "4G" */
+	uint32_t block_size;	 /* cache block size (bytes) */
+	uint32_t cache_objects;	 /* objects in memory (0: from cache_size) */
+	uint32_t attr_timeout_s; /* attribute window (seconds) */
+	uint32_t readahead_max;	 /* readahead window bound (bytes) */
+	uint32_t open_linger_s;	 /* upstream CLOSE delay (seconds) */
+	uint32_t minor_version;	 /* upstream NFSv4 minor version, 0 or 1 */
+	const char *write_behind_max; /* queued UNSTABLE data, "0" = off */
+	const char *write_policy;     /* "write_through" or "write_back" */
+	bool single_writer;	      /* nothing else changes the export */
+	bool serve_stale;	      /* cached state while disconnected */
+	uint32_t flush_age_s;	      /* write-back: flush after (seconds) */
+	const char *dirty_max;	      /* write-back bound; "" = Cache_Size/4 */
+	bool cache_reset_if_corrupt;  /* move a corrupt store aside */
 	bool cache_reset_on_upstream_change; /* move another upstream's aside */
-	const char *upstream_owner_format; /* "auto", "numeric" or "names" */
-	uint32_t startup_wait_ms;      /* FSAL: wait this long for the remote */
+	const char *upstream_owner_format;   /* "auto", "numeric" or "names" */
+	uint32_t startup_wait_ms; /* FSAL: wait this long for the remote */
 };
 
 /* Fills cfg with the defaults above (upstream_server and cache_dir, which
@@ -169,20 +169,20 @@ struct nache_time {
 };
 
 struct nache_attrs {
-	uint64_t mask;            /* NACHE_ATTR_* bits valid / to set */
+	uint64_t mask; /* NACHE_ATTR_* bits valid / to set */
 	enum nache_type type;
 	uint64_t change;
 	uint64_t size;
 	uint64_t fsid_major, fsid_minor;
 	uint64_t fileid;
-	uint32_t mode;            /* permission bits (07777) */
+	uint32_t mode; /* permission bits (07777) */
 	uint32_t nlink;
 	uint32_t uid, gid;
 	uint32_t rdev_major, rdev_minor;
 	uint64_t space_used;
 	struct nache_time atime, mtime, ctime;
-	bool atime_server;        /* setattr: set atime to the server's now */
-	bool mtime_server;        /* setattr: set mtime to the server's now */
+	bool atime_server; /* setattr: set atime to the server's now */
+	bool mtime_server; /* setattr: set mtime to the server's now */
 	/* The remote named the owner (group) and nache could not map the
 	 * name: uid (gid) is nobody's, 65534, for display only; no caller is
 	 * its owner (a member of its group). Never set by the FSAL. */
@@ -291,9 +291,8 @@ uint32_t nache_readdir(struct nache_core *core, const struct nache_creds *cr,
  * attrs_in: mode/owner/group to set (mask), rawdev for devices. */
 uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
 		      nache_key dir, const char *name, enum nache_type type,
-		      const struct nache_attrs *attrs_in,
-		      const char *link_text, nache_key *key,
-		      struct nache_attrs *attrs_out);
+		      const struct nache_attrs *attrs_in, const char *link_text,
+		      nache_key *key, struct nache_attrs *attrs_out);
 
 /* READLINK: copies up to len-1 bytes and a NUL into buf. */
 uint32_t nache_readlink(struct nache_core *core, const struct nache_creds *cr,
@@ -319,7 +318,7 @@ uint32_t nache_statfs(struct nache_core *core, const struct nache_creds *cr,
 enum nache_createmode {
 	NACHE_OPEN_NOCREATE = 0,
 	NACHE_OPEN_UNCHECKED = 1, /* create or open existing */
-	NACHE_OPEN_GUARDED = 2,   /* create; NFS4ERR_EXIST if it exists */
+	NACHE_OPEN_GUARDED = 2,	  /* create; NFS4ERR_EXIST if it exists */
 	NACHE_OPEN_EXCLUSIVE = 3, /* create with verifier (8 bytes) */
 };
 
@@ -391,9 +390,9 @@ struct nache_lock_conflict {
  * filled when another owner (local or remote) holds a conflicting lock.
  * length 0 means to the end of the file. */
 uint32_t nache_lock(struct nache_core *core, const struct nache_creds *cr,
-		    nache_key key, struct nache_open *open,
-		    const void *owner, size_t owner_len, enum nache_lock_op op,
-		    bool write, uint64_t offset, uint64_t length, bool reclaim,
+		    nache_key key, struct nache_open *open, const void *owner,
+		    size_t owner_len, enum nache_lock_op op, bool write,
+		    uint64_t offset, uint64_t length, bool reclaim,
 		    struct nache_lock_conflict *conflict);
 
 /* Delegations to local clients. Ganesha may delegate a file to one of the

@@ -19,8 +19,8 @@ namespace {
 // Ganesha's masks are an enum in C++: built from plain bits here.
 fsal_accessflags_t M(uint32_t v) { return fsal_accessflags_t(v); }
 
-constexpr uint32_t kRead = 0x01, kLookup = 0x02, kModify = 0x04,
-                   kExtend = 0x08, kDelete = 0x10, kExecute = 0x20;
+constexpr uint32_t kRead = 0x01, kLookup = 0x02, kModify = 0x04, kExtend = 0x08,
+                   kDelete = 0x10, kExecute = 0x20;
 
 TEST(FsalAccessTest, GaneshasMasksAskTheMatchingAccessBits) {
   fsal_accessflags_t rest = M(1);
@@ -40,9 +40,9 @@ TEST(FsalAccessTest, GaneshasMasksAskTheMatchingAccessBits) {
 
 TEST(FsalAccessTest, AceBitsAccessCannotExpressAreLeftToGanesha) {
   fsal_accessflags_t rest = M(0);
-  const fsal_accessflags_t mask = M(FSAL_ACE4_MASK_SET(
-      FSAL_ACE_PERM_READ_DATA | FSAL_ACE_PERM_WRITE_ATTR |
-      FSAL_ACE_PERM_WRITE_ACL | FSAL_ACE4_PERM_CONTINUE));
+  const fsal_accessflags_t mask =
+      M(FSAL_ACE4_MASK_SET(FSAL_ACE_PERM_READ_DATA | FSAL_ACE_PERM_WRITE_ATTR |
+                           FSAL_ACE_PERM_WRITE_ACL | FSAL_ACE4_PERM_CONTINUE));
   EXPECT_EQ(nache_access4_wanted(mask, false, &rest), kRead);
   EXPECT_EQ(uint32_t(rest),
             uint32_t(FSAL_ACE_PERM_WRITE_ATTR | FSAL_ACE_PERM_WRITE_ACL))
@@ -62,7 +62,8 @@ TEST(FsalAccessTest, TheRemotesAnswerDecides) {
   // A directory: LOOKUP is its execute.
   ok = nache_access_allowed(kRead | kLookup, true);
   EXPECT_EQ(uint32_t(nache_access_missing(M(FSAL_EXECUTE_ACCESS), ok)), 0u);
-  EXPECT_NE(uint32_t(nache_access_missing(M(FSAL_MODE_MASK_SET(FSAL_W_OK)), ok)), 0u);
+  EXPECT_NE(
+      uint32_t(nache_access_missing(M(FSAL_MODE_MASK_SET(FSAL_W_OK)), ok)), 0u);
   EXPECT_EQ(uint32_t(nache_access_allowed(0, false)), 0u);
 }
 

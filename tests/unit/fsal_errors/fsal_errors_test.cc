@@ -15,8 +15,8 @@ uint32_t nache_nfs4_status(fsal_errors_t err);
 // Stand-ins for the daemon's logging, which the mapping uses for odd codes.
 log_levels_t stub_levels[COMPONENT_COUNT];
 log_levels_t *component_log_level = stub_levels;
-void DisplayLogComponentLevel(log_components_t, const char *, int,
-                              const char *, log_levels_t, const char *, ...) {}
+void DisplayLogComponentLevel(log_components_t, const char *, int, const char *,
+                              log_levels_t, const char *, ...) {}
 }
 
 namespace {
@@ -26,13 +26,13 @@ TEST(FsalErrorsTest, CommonStatusesMapBothWays) {
     uint32_t nfs4;
     fsal_errors_t fsal;
   } cases[] = {
-      {0, ERR_FSAL_NO_ERROR},         {2, ERR_FSAL_NOENT},
-      {13, ERR_FSAL_ACCESS},          {17, ERR_FSAL_EXIST},
-      {20, ERR_FSAL_NOTDIR},          {21, ERR_FSAL_ISDIR},
-      {28, ERR_FSAL_NOSPC},           {66, ERR_FSAL_NOTEMPTY},
-      {70, ERR_FSAL_STALE},           {10008, ERR_FSAL_DELAY},
-      {10013, ERR_FSAL_IN_GRACE},     {10015, ERR_FSAL_SHARE_DENIED},
-      {10029, ERR_FSAL_SYMLINK},      {10045, ERR_FSAL_DEADLOCK},
+      {0, ERR_FSAL_NO_ERROR},     {2, ERR_FSAL_NOENT},
+      {13, ERR_FSAL_ACCESS},      {17, ERR_FSAL_EXIST},
+      {20, ERR_FSAL_NOTDIR},      {21, ERR_FSAL_ISDIR},
+      {28, ERR_FSAL_NOSPC},       {66, ERR_FSAL_NOTEMPTY},
+      {70, ERR_FSAL_STALE},       {10008, ERR_FSAL_DELAY},
+      {10013, ERR_FSAL_IN_GRACE}, {10015, ERR_FSAL_SHARE_DENIED},
+      {10029, ERR_FSAL_SYMLINK},  {10045, ERR_FSAL_DEADLOCK},
   };
   for (const auto &c : cases) {
     EXPECT_EQ(nache_status(c.nfs4).major, c.fsal) << c.nfs4;
