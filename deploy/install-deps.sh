@@ -46,6 +46,8 @@ lab_pkgs=(
   # nfs4_setfacl in the clients (the host's binaries): NFSv4 ACLs with
   # DENY entries set through a direct mount (access_identity_test.sh).
   nfs4-acl-tools
+  # setfattr/getfattr in the clients: user xattrs over NFSv4.2 (nfs42_test.sh).
+  attr
   # Workloads inside the clients (data_integrity_test.sh: verified I/O).
   fio
   # The lab's knfsd 6.12 under qemu (LAB_KNFSD_KERNEL=6.12, lab/README.md).

@@ -45,6 +45,8 @@ static const struct {
 	{ 10042, ERR_FSAL_BAD_RANGE },
 	{ 10045, ERR_FSAL_DEADLOCK },
 	{ 10046, ERR_FSAL_FILE_OPEN },
+	{ 10095, ERR_FSAL_NOXATTR },
+	{ 10096, ERR_FSAL_XATTR2BIG },
 };
 
 fsal_status_t nache_status(uint32_t st)

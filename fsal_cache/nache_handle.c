@@ -920,6 +920,157 @@ static fsal_status_t op_commit2(struct fsal_obj_handle *obj, off_t offset,
 					 key_of(obj), offset, len));
 }
 
+/* --- NFSv4.2 --------------------------------------------------------------
+ * Forwarded when the remote speaks NFSv4.2 (the core answers NOTSUPP
+ * otherwise). ALLOCATE, DEALLOCATE and SEEK act on the remote's copy, under
+ * the open's stateid like WRITE (with its share checks). */
+
+static fsal_status_t op_fallocate(struct fsal_obj_handle *obj,
+				  struct state_t *state, uint64_t offset,
+				  uint64_t length, bool allocate)
+{
+	struct nache_creds cr;
+	struct nache_open *open;
+	fsal_status_t s;
+
+	nache_caller_creds(&cr);
+	s = io_open(obj, state, false, FSAL_O_WRITE, &open);
+	if (FSAL_IS_ERROR(s))
+		return s;
+	return nache_status(nache_fallocate(nache_ctx_export()->core, &cr,
+					    key_of(obj), open, offset, length,
+					    allocate));
+}
+
+static fsal_status_t op_seek2(struct fsal_obj_handle *obj,
+			      struct state_t *state, struct io_info *info)
+{
+	struct nache_creds cr;
+	struct nache_open *open;
+	bool eof = false;
+	uint64_t found = 0;
+	fsal_status_t s;
+	uint32_t st;
+
+	if (info->io_content.what != NFS4_CONTENT_DATA &&
+	    info->io_content.what != NFS4_CONTENT_HOLE)
+		return fsalstat(ERR_FSAL_UNION_NOTSUPP, 0);
+	nache_caller_creds(&cr);
+	s = io_open(obj, state, false, FSAL_O_READ, &open);
+	if (FSAL_IS_ERROR(s))
+		return s;
+	st = nache_seek(nache_ctx_export()->core, &cr, key_of(obj), open,
+			info->io_content.hole.di_offset,
+			info->io_content.what == NFS4_CONTENT_HOLE, &eof,
+			&found);
+	if (st != 0)
+		return nache_status(st);
+	info->io_eof = eof;
+	info->io_content.hole.di_offset = found;
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+/* Ganesha asks with its own buffer (utf8string_len bytes of room) and, when
+ * that is too small (XATTR2BIG), again with none to learn the size, then
+ * with room for it. */
+static fsal_status_t op_getxattrs(struct fsal_obj_handle *obj, xattrkey4 *name,
+				  xattrvalue4 *value)
+{
+	struct nache_creds cr;
+	size_t len = value->utf8string_len;
+	uint32_t st;
+
+	nache_caller_creds(&cr);
+	st = nache_getxattr(nache_ctx_export()->core, &cr, key_of(obj),
+			    name->utf8string_val, name->utf8string_len,
+			    value->utf8string_val, &len);
+	if (st == 10096 /* XATTR2BIG */ && value->utf8string_len == 0) {
+		value->utf8string_len = len; /* the size it takes */
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
+	}
+	if (st == 0)
+		value->utf8string_len = len;
+	return nache_status(st);
+}
+
+static fsal_status_t op_setxattrs(struct fsal_obj_handle *obj,
+				  setxattr_option4 option, xattrkey4 *name,
+				  xattrvalue4 *value)
+{
+	struct nache_creds cr;
+
+	nache_caller_creds(&cr);
+	return nache_status(
+		nache_setxattr(nache_ctx_export()->core, &cr, key_of(obj),
+			       (enum nache_xattr_option)option,
+			       name->utf8string_val, name->utf8string_len,
+			       value->utf8string_val, value->utf8string_len));
+}
+
+static fsal_status_t op_removexattrs(struct fsal_obj_handle *obj,
+				     xattrkey4 *name)
+{
+	struct nache_creds cr;
+
+	nache_caller_creds(&cr);
+	return nache_status(nache_removexattr(nache_ctx_export()->core, &cr,
+					      key_of(obj), name->utf8string_val,
+					      name->utf8string_len));
+}
+
+/* The names LISTXATTRS gathers, in the array Ganesha frees (gsh_free of
+ * each name and of the array). */
+struct xattr_names {
+	xattrlist4 *list;
+	uint32_t room;
+};
+
+static void add_xattr_name(void *arg, const char *name, size_t len)
+{
+	struct xattr_names *n = arg;
+	component4 *e;
+
+	if (n->list->xl4_count == n->room) {
+		n->room = n->room ? 2 * n->room : 16;
+		n->list->xl4_entries = gsh_realloc(
+			n->list->xl4_entries, n->room * sizeof(component4));
+	}
+	e = &n->list->xl4_entries[n->list->xl4_count++];
+	e->utf8string_len = len;
+	e->utf8string_val = gsh_malloc(len + 1);
+	memcpy(e->utf8string_val, name, len);
+	e->utf8string_val[len] = '\0';
+}
+
+static fsal_status_t op_listxattrs(struct fsal_obj_handle *obj, count4 maxcount,
+				   nfs_cookie4 *cookie, bool_t *eof,
+				   xattrlist4 *names)
+{
+	struct nache_creds cr;
+	struct xattr_names n = { names, 0 };
+	uint64_t next = 0;
+	bool end = false;
+	uint32_t st, i;
+
+	nache_caller_creds(&cr);
+	names->xl4_count = 0;
+	names->xl4_entries = NULL;
+	st = nache_listxattrs(nache_ctx_export()->core, &cr, key_of(obj),
+			      *cookie, maxcount, add_xattr_name, &n, &next,
+			      &end);
+	if (st != 0) {
+		for (i = 0; i < names->xl4_count; i++)
+			gsh_free(names->xl4_entries[i].utf8string_val);
+		gsh_free(names->xl4_entries);
+		names->xl4_count = 0;
+		names->xl4_entries = NULL;
+		return nache_status(st);
+	}
+	*cookie = next;
+	*eof = end;
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
 static fsal_status_t op_setattr2(struct fsal_obj_handle *obj, bool bypass,
 				 struct state_t *state,
 				 struct fsal_attrlist *attrib_set)
@@ -1111,5 +1262,11 @@ void nache_handle_ops_init(struct fsal_obj_ops *ops)
 	ops->write2 = op_write2;
 	ops->commit2 = op_commit2;
 	ops->lock_op2 = op_lock_op2;
+	ops->fallocate = op_fallocate;
+	ops->seek2 = op_seek2;
+	ops->getxattrs = op_getxattrs;
+	ops->setxattrs = op_setxattrs;
+	ops->removexattrs = op_removexattrs;
+	ops->listxattrs = op_listxattrs;
 	ops->lease_op2 = nache_lease_op2;
 }

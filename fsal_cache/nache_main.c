@@ -46,7 +46,11 @@ struct nache_fsal_module
 					.acl_support = 0,
 					.cansettime = true,
 					.homogenous = true,
-					.supported_attrs = ATTRS_POSIX,
+					/* User extended attributes (NFSv4.2),
+			 * forwarded: NOTSUPP unless the remote has them. */
+					.xattr_support = true,
+					.supported_attrs =
+						ATTRS_POSIX | ATTR4_XATTR,
 					.maxread = 1024 * 1024,
 					.maxwrite = 1024 * 1024,
 					.umask = 0,

@@ -69,7 +69,8 @@ void BackChannel::Compound(XdrIn *in, std::string *results) {
     tag_len = 0;
     nops = 0;
     status = upstream::kNfs4ErrBadxdr;
-  } else if (minor != 1) {
+  } else if (minor != 1 && minor != 2) {
+    // (An NFSv4.2 session's server calls back in 4.2: the same operations.)
     nops = 0;
     status = upstream::kNfs4ErrMinorVersMismatch;
   } else if (nops > kMaxCbOps) {

@@ -40,14 +40,6 @@ constexpr size_t kListingMaxEntries = 100000;
 // a thousand entries on ext4) are listed whole on a lookup miss.
 constexpr uint64_t kListingPrefetchMaxBytes = 64 << 10;
 
-bool IsStateError(uint32_t st) {
-  return st == upstream::kNfs4ErrBadStateid ||
-         st == upstream::kNfs4ErrOldStateid ||
-         st == upstream::kNfs4ErrStaleStateid ||
-         st == upstream::kNfs4ErrExpired ||
-         st == upstream::kNfs4ErrAdminRevoked;
-}
-
 // Attributes that truncate a file (SETATTR size 0).
 upstream::Attrs TruncateAttrs() {
   upstream::Attrs t;
@@ -65,6 +57,14 @@ uint32_t OpStatus(const CompoundReply &rep, Op op) {
   // lost or garbled reply leaves the status OK and no results) and the
   // operation may or may not have been done.
   return rep.status ? rep.status : upstream::kNfs4ErrServerfault;
+}
+
+bool IsStateError(uint32_t st) {
+  return st == upstream::kNfs4ErrBadStateid ||
+         st == upstream::kNfs4ErrOldStateid ||
+         st == upstream::kNfs4ErrStaleStateid ||
+         st == upstream::kNfs4ErrExpired ||
+         st == upstream::kNfs4ErrAdminRevoked;
 }
 
 Core::~Core() {

@@ -42,6 +42,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -97,7 +98,9 @@ struct CoreConfig {
   uint32_t readahead_max = 4 << 20;  // readahead window bound (bytes)
   uint32_t open_linger_ms = 5000;    // upstream CLOSE delay after last close
   // Upstream NFSv4 minor version: 0, or 1 (sessions; the back channel on
-  // our own connections instead of a callback service).
+  // our own connections instead of a callback service), or 2 (as 1, with
+  // NFSv4.2's ALLOCATE, DEALLOCATE, SEEK and extended attributes; 1 when
+  // the remote refuses 4.2).
   uint32_t minor_version = 0;
   uint64_t write_behind_max = 64 << 20;  // queued UNSTABLE bytes (0: off)
   // Write-back (proxy/writeback/DESIGN.md): file data stays local (durable
@@ -129,6 +132,8 @@ struct CoreConfig {
 // The status of the first op of kind op in rep, or the compound status when
 // the server did not reach it.
 uint32_t OpStatus(const upstream::CompoundReply &rep, upstream::Op op);
+// Whether st says the stateid sent is no good (retry without it).
+bool IsStateError(uint32_t st);
 
 class Core {
  public:
@@ -269,6 +274,26 @@ class Core {
                 const std::string &owner, nache_lock_op op, bool write,
                 uint64_t offset, uint64_t length, bool reclaim,
                 nache_lock_conflict *conflict);
+
+  // NFSv4.2 (core_nfs42.cc): forwarded as the caller when the remote
+  // speaks 4.2 (Upstream_Minor_Version = 2), else NFS4ERR_NOTSUPP; none
+  // is answered from the cache. A file's unflushed data reaches the remote
+  // before an ALLOCATE, DEALLOCATE or SEEK of it.
+  // ALLOCATE (allocate) or DEALLOCATE (a hole) of [offset, offset+length).
+  uint32_t Fallocate(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
+                     uint64_t length, bool allocate);
+  // Where the first data (or hole) at or after offset starts.
+  uint32_t Seek(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
+                upstream::SeekWhat what, bool *eof, uint64_t *found);
+  // Extended attributes (user namespace, names without "user.").
+  uint32_t GetXattr(const Creds &cr, Key key, const std::string &name,
+                    std::string *value);
+  uint32_t SetXattr(const Creds &cr, Key key, upstream::XattrOption option,
+                    const std::string &name, const std::string &value);
+  uint32_t ListXattrs(const Creds &cr, Key key, uint64_t cookie,
+                      uint32_t maxcount, std::vector<std::string> *names,
+                      uint64_t *next_cookie, bool *eof);
+  uint32_t RemoveXattr(const Creds &cr, Key key, const std::string &name);
 
  private:
   Core() = default;
@@ -730,6 +755,15 @@ class Core {
   // with our own read delegation (an open for write, a SETATTR, a WRITE, a
   // REMOVE or RENAME of the file): return it first rather than be recalled.
   void ReturnIfReadDelegated(Key key);
+
+  // core_nfs42.cc: whether the session speaks NFSv4.2; the file's
+  // unflushed data sent first, and its flushing owned by *owned while the
+  // caller's operation runs; SETXATTR or REMOVEXATTR (add_op) with the
+  // change attributes around it.
+  bool Speaks42() const;
+  uint32_t DataToRemoteFirst(Key key, std::optional<Flusher::Ownership> *owned);
+  uint32_t ChangeXattr(const Creds &cr, Key key, const char *tag,
+                       const std::function<void(upstream::Compound *)> &add_op);
   // Has the local clients' delegations on key recalled and waits (bounded)
   // until they are returned.
   void RecallLocalDelegations(Key key);

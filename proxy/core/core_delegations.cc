@@ -102,7 +102,7 @@ bool Core::StartCallbackService(std::string *uaddr, std::string *err) {
     return up_ ? up_->lease_valid_until() : std::chrono::steady_clock::now();
   });
   if (cfg_.serve_stale) cache_->SetStaleOk([this] { return ServingStale(); });
-  if (cfg_.minor_version == 1) {
+  if (cfg_.minor_version >= 1) {
     // NFSv4.1: the server calls us on the connections we open; no port of
     // ours to reach (Callback_Address and Callback_Port are not used).
     cb_glue_.reset(new CallbackGlue(this));

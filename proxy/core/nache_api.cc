@@ -30,6 +30,7 @@ using nache::AttrsToC;
 using nache::Core;
 using nache::CredsFromC;
 using nache::metrics::LocalOp;
+namespace upstream = nache::upstream;
 
 struct nache_core {
   std::unique_ptr<Core> core;
@@ -195,8 +196,8 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
                 "must be 0..268435456 bytes (0 disables readahead)");
   if (cfg->open_linger_s > 3600)
     return Fail(err, errlen, "Open_Linger", "must be 0..3600 seconds");
-  if (cfg->minor_version > 1)
-    return Fail(err, errlen, "Upstream_Minor_Version", "must be 0 or 1");
+  if (cfg->minor_version > 2)
+    return Fail(err, errlen, "Upstream_Minor_Version", "must be 0, 1 or 2");
   if (cfg->write_behind_max == nullptr ||
       !nache_parse_size(cfg->write_behind_max, &size) || size > (16ull << 30))
     return Fail(err, errlen, "Write_Behind_Max",
@@ -628,6 +629,73 @@ uint32_t nache_commit(struct nache_core *core, const struct nache_creds *cr,
                       nache_key key, uint64_t offset, uint64_t len) {
   LocalCall call(core, LocalOp::kCommit);
   return call.Done(core->core->Commit(CredsFromC(cr), key, offset, len));
+}
+
+uint32_t nache_fallocate(struct nache_core *core, const struct nache_creds *cr,
+                         nache_key key, struct nache_open *open,
+                         uint64_t offset, uint64_t length, bool allocate) {
+  LocalCall call(core, LocalOp::kFallocate);
+  return call.Done(core->core->Fallocate(CredsFromC(cr), key, open, offset,
+                                         length, allocate));
+}
+
+uint32_t nache_seek(struct nache_core *core, const struct nache_creds *cr,
+                    nache_key key, struct nache_open *open, uint64_t offset,
+                    bool hole, bool *eof, uint64_t *found) {
+  LocalCall call(core, LocalOp::kSeek);
+  return call.Done(core->core->Seek(
+      CredsFromC(cr), key, open, offset,
+      hole ? upstream::SeekWhat::kHole : upstream::SeekWhat::kData, eof,
+      found));
+}
+
+uint32_t nache_getxattr(struct nache_core *core, const struct nache_creds *cr,
+                        nache_key key, const char *name, size_t name_len,
+                        void *buf, size_t *len) {
+  LocalCall call(core, LocalOp::kXattr);
+  std::string value;
+  uint32_t st = core->core->GetXattr(CredsFromC(cr), key,
+                                     std::string(name, name_len), &value);
+  if (st == upstream::kNfs4Ok) {
+    // Too small a buffer learns the size it takes (and the call is not a
+    // failure of the remote's).
+    if (value.size() > *len) st = upstream::kNfs4ErrXattr2big;
+    if (st == upstream::kNfs4Ok) std::memcpy(buf, value.data(), value.size());
+    *len = value.size();
+  }
+  return call.Done(st);
+}
+
+uint32_t nache_setxattr(struct nache_core *core, const struct nache_creds *cr,
+                        nache_key key, enum nache_xattr_option option,
+                        const char *name, size_t name_len, const void *value,
+                        size_t value_len) {
+  LocalCall call(core, LocalOp::kXattr);
+  return call.Done(core->core->SetXattr(
+      CredsFromC(cr), key, upstream::XattrOption(uint32_t(option)),
+      std::string(name, name_len),
+      std::string(static_cast<const char *>(value), value_len)));
+}
+
+uint32_t nache_removexattr(struct nache_core *core,
+                           const struct nache_creds *cr, nache_key key,
+                           const char *name, size_t name_len) {
+  LocalCall call(core, LocalOp::kXattr);
+  return call.Done(core->core->RemoveXattr(CredsFromC(cr), key,
+                                           std::string(name, name_len)));
+}
+
+uint32_t nache_listxattrs(struct nache_core *core, const struct nache_creds *cr,
+                          nache_key key, uint64_t cookie, uint32_t maxcount,
+                          nache_xattr_name_cb cb, void *arg,
+                          uint64_t *next_cookie, bool *eof) {
+  LocalCall call(core, LocalOp::kXattr);
+  std::vector<std::string> names;
+  uint32_t st = core->core->ListXattrs(CredsFromC(cr), key, cookie, maxcount,
+                                       &names, next_cookie, eof);
+  if (st == upstream::kNfs4Ok)
+    for (const std::string &n : names) cb(arg, n.data(), n.size());
+  return call.Done(st);
 }
 
 void nache_write_verifier(struct nache_core *core, uint8_t verf[8]) {

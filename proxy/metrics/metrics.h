@@ -69,7 +69,10 @@ namespace metrics {
   X(kRead, "read")                  \
   X(kWrite, "write")                \
   X(kCommit, "commit")              \
-  X(kLock, "lock")
+  X(kLock, "lock")                  \
+  X(kFallocate, "fallocate")        \
+  X(kSeek, "seek")                  \
+  X(kXattr, "xattr")
 
 enum class LocalOp : uint8_t {
 #define NACHE_LOCAL_OP_ENUM(e, s) e,

@@ -527,6 +527,85 @@ Compound &Compound::DelegReturn(const StateId &stateid) {
   return *this;
 }
 
+// NFSv4.2 operations: their arguments are kept in the operation's meta
+// and encoded by EncodeWire (libnfs' nfs_argop4 only carries the number).
+Compound &Compound::Allocate(const StateId &stateid, uint64_t offset,
+                             uint64_t length) {
+  Builder<Impl> b{impl_.get()};
+  b.Add(Op::kAllocate, 0);
+  Nfs42Args &a = b.meta().v42;
+  a.stateid = stateid;
+  a.offset = offset;
+  a.length = length;
+  return *this;
+}
+
+Compound &Compound::Deallocate(const StateId &stateid, uint64_t offset,
+                               uint64_t length) {
+  Builder<Impl> b{impl_.get()};
+  b.Add(Op::kDeallocate, 0);
+  Nfs42Args &a = b.meta().v42;
+  a.stateid = stateid;
+  a.offset = offset;
+  a.length = length;
+  return *this;
+}
+
+Compound &Compound::Seek(const StateId &stateid, uint64_t offset,
+                         SeekWhat what) {
+  Builder<Impl> b{impl_.get()};
+  b.Add(Op::kSeek, 0);
+  Nfs42Args &a = b.meta().v42;
+  a.stateid = stateid;
+  a.offset = offset;
+  a.what = what;
+  return *this;
+}
+
+Compound &Compound::Getxattr(const std::string &name) {
+  Builder<Impl> b{impl_.get()};
+  b.Add(Op::kGetxattr, XdrOpaqueSize(name.size()));
+  b.meta().v42.name = name;
+  return *this;
+}
+
+Compound &Compound::Setxattr(XattrOption option, const std::string &name,
+                             const std::string &value) {
+  Builder<Impl> b{impl_.get()};
+  b.Add(Op::kSetxattr,
+        XdrOpaqueSize(name.size()) + XdrOpaqueSize(value.size()));
+  Nfs42Args &a = b.meta().v42;
+  a.option = option;
+  a.name = name;
+  a.value = value;
+  return *this;
+}
+
+Compound &Compound::Listxattrs(uint64_t cookie, uint32_t maxcount) {
+  Builder<Impl> b{impl_.get()};
+  b.Add(Op::kListxattrs, 0);
+  b.meta().v42.cookie = cookie;
+  b.meta().v42.maxcount = maxcount;
+  return *this;
+}
+
+Compound &Compound::Removexattr(const std::string &name) {
+  Builder<Impl> b{impl_.get()};
+  b.Add(Op::kRemovexattr, XdrOpaqueSize(name.size()));
+  b.meta().v42.name = name;
+  return *this;
+}
+
+const Nfs42Args *Compound::nfs42_args(size_t i) const {
+  return IsNfs42Op(uint32_t(impl_->meta[i].op)) ? &impl_->meta[i].v42 : nullptr;
+}
+
+bool Compound::NeedsNfs42() const {
+  for (const OpMeta &m : impl_->meta)
+    if (IsNfs42Op(uint32_t(m.op))) return true;
+  return false;
+}
+
 Compound &Compound::VerifyChange(uint64_t change) {
   Builder<Impl> b{impl_.get()};
   b.ChangeFattr(change,

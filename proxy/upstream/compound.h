@@ -31,6 +31,10 @@ struct SequenceRes;
 }  // namespace nfs41
 class OwnerCodec;
 
+// Largest extended attribute value nache sends or accepts (Linux's
+// XATTR_SIZE_MAX).
+constexpr uint32_t kMaxXattrValue = 65536;
+
 // Arguments of one OPEN.
 struct OpenArgs {
   uint32_t seqid = 0;  // open-owner sequence id
@@ -75,6 +79,20 @@ struct LockArgs {
   StateId lock_stateid;     // !new_lock_owner
 };
 
+// Arguments of one NFSv4.2 operation (compound_wire.cc encodes them; the
+// scripted server of the unit tests reads them through nfs42_args).
+struct Nfs42Args {
+  StateId stateid;                            // ALLOCATE, DEALLOCATE, SEEK
+  uint64_t offset = 0;                        // ALLOCATE, DEALLOCATE, SEEK
+  uint64_t length = 0;                        // ALLOCATE, DEALLOCATE
+  SeekWhat what = SeekWhat::kData;            // SEEK
+  std::string name;                           // GETXATTR, SETXATTR, REMOVEXATTR
+  std::string value;                          // SETXATTR
+  XattrOption option = XattrOption::kEither;  // SETXATTR
+  uint64_t cookie = 0;                        // LISTXATTRS
+  uint32_t maxcount = 0;                      // LISTXATTRS (bounds the reply)
+};
+
 // One operation's decoded result. Only the fields of that operation's kind are
 // meaningful; the others keep their defaults.
 struct OpResult {
@@ -87,14 +105,18 @@ struct OpResult {
                              // LOCK, LOCKU
   uint32_t open_rflags = 0;  // OPEN (OPEN4_RESULT_CONFIRM = 2)
   Delegation delegation;     // OPEN
-  ChangeInfo cinfo;          // OPEN, CREATE, REMOVE, LINK, RENAME (source)
+  ChangeInfo cinfo;          // OPEN, CREATE, REMOVE, LINK, RENAME (source),
+                             // SETXATTR, REMOVEXATTR
   ChangeInfo cinfo2;         // RENAME (target)
   uint32_t count = 0;        // READ (bytes copied), WRITE (bytes written)
-  bool eof = false;          // READ, READDIR
+  bool eof = false;          // READ, READDIR, SEEK, LISTXATTRS
+  uint64_t offset = 0;       // SEEK (where the data or hole starts)
+  uint64_t cookie = 0;       // LISTXATTRS (where the next call goes on)
+  std::vector<std::string> names;              // LISTXATTRS
   StableHow committed = StableHow::kUnstable;  // WRITE
   Verifier verifier;              // WRITE, COMMIT (write verifier); READDIR
                                   // (cookie verifier); SETCLIENTID (confirm)
-  std::string data;               // READLINK (link text)
+  std::string data;               // READLINK (link text), GETXATTR (value)
   std::vector<DirEntry> entries;  // READDIR
   uint32_t access_supported = 0, access = 0;  // ACCESS
   LockDenied denied;                          // LOCK, LOCKT with NFS4ERR_DENIED
@@ -200,12 +222,29 @@ class Compound {
   // of its own, sent with EncodeWire's SEQUENCE; its status is the
   // reply's, with no results.
   Compound &ReclaimComplete();
+  // NFSv4.2 (sent only on an NFSv4.2 session; EncodeWire refuses them in
+  // any other). ALLOCATE and DEALLOCATE of [offset, offset + length).
+  Compound &Allocate(const StateId &stateid, uint64_t offset, uint64_t length);
+  Compound &Deallocate(const StateId &stateid, uint64_t offset,
+                       uint64_t length);
+  // SEEK to the first byte of data (or of a hole) at or after offset.
+  Compound &Seek(const StateId &stateid, uint64_t offset, SeekWhat what);
+  // Extended attributes of the user namespace, by their name without the
+  // "user." prefix (RFC 8276). A value up to kMaxXattrValue bytes.
+  Compound &Getxattr(const std::string &name);
+  Compound &Setxattr(XattrOption option, const std::string &name,
+                     const std::string &value);
+  // Names from cookie on; maxcount bounds the reply's size.
+  Compound &Listxattrs(uint64_t cookie, uint32_t maxcount);
+  Compound &Removexattr(const std::string &name);
   // VERIFY / NVERIFY of the change attribute (the only use we have).
   Compound &VerifyChange(uint64_t change);
   Compound &NverifyChange(uint64_t change);
 
   size_t size() const;  // number of operations
   Op op(size_t i) const;
+  // Operation i's arguments when it is an NFSv4.2 operation (else null).
+  const Nfs42Args *nfs42_args(size_t i) const;
   // The seqid of operation i when it is an OPEN (else 0).
   uint32_t open_seqid(size_t i) const;
   // Where operation i, a READ, puts its data (else null). For upstream/
@@ -222,11 +261,15 @@ class Compound {
   COMPOUND4args *Args();
 
   // The COMPOUND on the wire (compound_wire.cc). Appends the arguments'
-  // XDR to out: NFSv4.0 when seq is null, else NFSv4.1 with seq's
-  // SEQUENCE first. Owners in settable attributes are encoded by owners
-  // (numeric when null). False when they do not encode (out unchanged).
+  // XDR to out: NFSv4.0 when seq is null, else minor version minor (1 or
+  // 2) with seq's SEQUENCE first. Owners in settable attributes are
+  // encoded by owners (numeric when null). False when they do not encode
+  // (out unchanged), and for an NFSv4.2 operation in a compound of an
+  // earlier minor version.
   bool EncodeWire(std::string *out, const nfs41::SequenceArgs *seq,
-                  OwnerCodec *owners = nullptr);
+                  OwnerCodec *owners = nullptr, uint32_t minor = 1);
+  // Whether any operation is an NFSv4.2 one.
+  bool NeedsNfs42() const;
   // Decodes a reply's XDR (as EncodeWire sent it, with or without
   // SEQUENCE); for NFSv4.1 the SEQUENCE result goes to *seq_res, and
   // out->results hold this compound's operations only. A failed SEQUENCE

@@ -145,6 +145,24 @@ bool GetReaddir(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
   return in->Bool(&out->eof);
 }
 
+// LISTXATTRS4resok: the cookie, the names, eof. Each name takes at least
+// 4 bytes, and the whole is bounded by the maxcount asked for (with the
+// same slack as READDIR's), which bounds what we allocate.
+bool GetXattrNames(XdrIn *in, const OpMeta &meta, OpResult *out) {
+  const size_t start = in->left();
+  const size_t limit = size_t(meta.v42.maxcount) + kReaddirSlack;
+  uint32_t n;
+  if (!in->U64(&out->cookie) || !in->U32(&n) || n > in->left() / 4)
+    return false;
+  for (uint32_t i = 0; i < n; i++) {
+    std::string name;
+    if (!in->Opaque(&name, kMaxName) || start - in->left() > limit)
+      return false;
+    out->names.push_back(std::move(name));
+  }
+  return in->Bool(&out->eof);
+}
+
 // The body of one result (after its number and status) for the operation
 // meta describes. False when it is malformed, too large, or not what was
 // asked for.
@@ -214,7 +232,16 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
       out->committed = StableHow(committed);
       return true;
     }
+    // NFSv4.2 (RFC 7862, RFC 8276).
+    case Op::kSeek:
+      return !ok || (in->Bool(&out->eof) && in->U64(&out->offset));
+    case Op::kGetxattr: return !ok || in->Opaque(&out->data, kMaxXattrValue);
+    case Op::kSetxattr:
+    case Op::kRemovexattr: return !ok || GetChangeInfo(in, &out->cinfo);
+    case Op::kListxattrs: return !ok || GetXattrNames(in, meta, out);
     // Results that are their status alone.
+    case Op::kAllocate:
+    case Op::kDeallocate:
     case Op::kDelegReturn:
     case Op::kLookup:
     case Op::kLookupp:

@@ -1,7 +1,8 @@
 // A Compound on the wire: the XDR of the whole COMPOUND request and reply.
 // Requests: NFSv4.0 goes through libnfs' generated COMPOUND4args encoder;
-// NFSv4.1 puts our own SEQUENCE (nfs41.cc) in front, each further
-// operation is libnfs' 4.0 encoder. Replies, in both minor versions, are
+// NFSv4.1 and 4.2 put our own SEQUENCE (nfs41.cc) in front, each further
+// operation is libnfs' 4.0 encoder, but NFSv4.2's operations (which libnfs
+// 4.0.0 does not know), encoded here. Replies, in both minor versions, are
 // decoded by our own bounded reader (compound_decode.cc), never by libnfs:
 // they come from a server we do not trust with lengths.
 // libnfs.h first: the other libnfs headers use what it defines.
@@ -42,6 +43,42 @@ bool AppendWithLibnfs(std::string *out, size_t room, Fn encode) {
   return ok;
 }
 
+void PutStateid(rpc::XdrOut *x, const StateId &s) {
+  x->U32(s.seqid);
+  x->Fixed(s.other, sizeof(s.other));
+}
+
+// One NFSv4.2 operation: its number, then its arguments (RFC 7862 15,
+// RFC 8276 8.4).
+void EncodeNfs42(rpc::XdrOut *x, Op op, const Nfs42Args &a) {
+  x->U32(uint32_t(op));
+  switch (op) {
+    case Op::kAllocate:
+    case Op::kDeallocate:
+      PutStateid(x, a.stateid);
+      x->U64(a.offset);
+      x->U64(a.length);
+      return;
+    case Op::kSeek:
+      PutStateid(x, a.stateid);
+      x->U64(a.offset);
+      x->U32(uint32_t(a.what));
+      return;
+    case Op::kGetxattr:
+    case Op::kRemovexattr: x->Opaque(a.name); return;
+    case Op::kSetxattr:
+      x->U32(uint32_t(a.option));
+      x->Opaque(a.name);
+      x->Opaque(a.value);
+      return;
+    case Op::kListxattrs:
+      x->U64(a.cookie);
+      x->U32(a.maxcount);
+      return;
+    default: return;  // not an NFSv4.2 operation: never called for one
+  }
+}
+
 }  // namespace
 
 Compound &Compound::ReclaimComplete() {
@@ -50,13 +87,15 @@ Compound &Compound::ReclaimComplete() {
 }
 
 bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq,
-                          OwnerCodec *owners) {
+                          OwnerCodec *owners, uint32_t minor) {
+  // NFSv4.2's operations exist in minor version 2 only.
+  if ((seq == nullptr || minor < 2) && NeedsNfs42()) return false;
   EncodeOwners(owners);
   const size_t room = EncodedSizeHint() + kEncodeSlack;
   if (impl_->reclaim_complete) {
     if (seq == nullptr || !impl_->args.empty()) return false;  // 4.1, alone
     rpc::XdrOut x(out);
-    nfs41::EncodeCompoundHeader(&x, impl_->tag, 2);
+    nfs41::EncodeCompoundHeader(&x, impl_->tag, 2, minor);
     nfs41::EncodeSequence(&x, *seq);
     nfs41::EncodeReclaimComplete(&x, false);
     return true;
@@ -68,16 +107,34 @@ bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq,
   }
   const size_t at = out->size();
   rpc::XdrOut x(out);
-  nfs41::EncodeCompoundHeader(&x, impl_->tag, uint32_t(1 + impl_->args.size()));
+  nfs41::EncodeCompoundHeader(&x, impl_->tag, uint32_t(1 + impl_->args.size()),
+                              minor);
   nfs41::EncodeSequence(&x, *seq);
+  // Runs of libnfs-encoded operations, one libnfs pass each, with the
+  // NFSv4.2 operations between them encoded here.
   std::vector<nfs_argop4> &ops = impl_->args;
-  bool ok = AppendWithLibnfs(out, room, [&ops](ZDR *z) {
-    for (nfs_argop4 &op : ops)
-      if (!zdr_nfs_argop4(z, &op)) return false;
-    return true;
-  });
-  if (!ok) out->resize(at);
-  return ok;
+  const std::vector<OpMeta> &meta = impl_->meta;
+  size_t i = 0;
+  while (i < ops.size()) {
+    if (IsNfs42Op(uint32_t(meta[i].op))) {
+      EncodeNfs42(&x, meta[i].op, meta[i].v42);
+      i++;
+      continue;
+    }
+    size_t end = i;
+    while (end < ops.size() && !IsNfs42Op(uint32_t(meta[end].op))) end++;
+    bool ok = AppendWithLibnfs(out, room, [&ops, i, end](ZDR *z) {
+      for (size_t k = i; k < end; k++)
+        if (!zdr_nfs_argop4(z, &ops[k])) return false;
+      return true;
+    });
+    if (!ok) {
+      out->resize(at);
+      return false;
+    }
+    i = end;
+  }
+  return true;
 }
 
 bool Compound::DecodeWire(const char *p, size_t n, CompoundReply *out,

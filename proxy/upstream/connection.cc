@@ -207,7 +207,7 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
   }
   PendingCall *p = call.get();
   nfs41::SequenceArgs seq;
-  const bool sequenced = opts_.minor_version == 1 && !p->raw_encode;
+  const bool sequenced = opts_.minor_version >= 1 && !p->raw_encode;
   if (sequenced) {
     if (!p->session) {
       std::shared_ptr<Session41> session = listener_->CurrentSession();
@@ -243,13 +243,15 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
   auth.gids = p->creds.groups;  // the transport sends the first 16
   Compound *compound = p->compound;
   OwnerCodec *owners = opts_.owners.get();
+  const uint32_t minor = sequenced ? p->session->minor : 0;
   rpc::Transport::EncodeFn encode =
-      p->raw_encode ? p->raw_encode
-                    : rpc::Transport::EncodeFn(
-                          [compound, sequenced, seq, owners](std::string *rec) {
-                            return compound->EncodeWire(
-                                rec, sequenced ? &seq : nullptr, owners);
-                          });
+      p->raw_encode
+          ? p->raw_encode
+          : rpc::Transport::EncodeFn(
+                [compound, sequenced, seq, owners, minor](std::string *rec) {
+                  return compound->EncodeWire(rec, sequenced ? &seq : nullptr,
+                                              owners, minor);
+                });
   bool queued = transport_->Call(
       kNfsProgram, kNfsV4, kNfsProcCompound, &auth, encode,
       [this, p](rpc::ReplyStatus st, rpc::XdrIn *results) {

@@ -55,9 +55,10 @@ bool ResultHead(XdrIn *in, uint32_t op, uint32_t *status) {
 
 }  // namespace
 
-void EncodeCompoundHeader(XdrOut *x, const std::string &tag, uint32_t nops) {
+void EncodeCompoundHeader(XdrOut *x, const std::string &tag, uint32_t nops,
+                          uint32_t minor) {
   x->Opaque(tag);
-  x->U32(1);  // minorversion
+  x->U32(minor);
   x->U32(nops);
 }
 

@@ -151,9 +151,10 @@ bool DecodeCbSequenceArgs(rpc::XdrIn *in, CbSequenceArgs *a);
 void EncodeCbSequenceRes(rpc::XdrOut *x, uint32_t status,
                          const CbSequenceArgs &a);
 
-// A COMPOUND's header: tag, minor version 1, the number of operations.
-void EncodeCompoundHeader(rpc::XdrOut *x, const std::string &tag,
-                          uint32_t nops);
+// A COMPOUND's header: tag, minor version (1, or 2 on an NFSv4.2
+// session), the number of operations.
+void EncodeCompoundHeader(rpc::XdrOut *x, const std::string &tag, uint32_t nops,
+                          uint32_t minor = 1);
 // A COMPOUND reply's header: status, tag, number of results.
 bool DecodeCompoundReplyHeader(rpc::XdrIn *in, uint32_t *status,
                                uint32_t *nres);

@@ -13,8 +13,12 @@
 #include <cstddef>
 #include <cstdint>
 
-// Operations the core puts in a Compound (RFC 7530 section 16).
-#define NACHE_COMPOUND_OPS(X)                       \
+// Operations the core puts in a Compound: NFSv4.0's (RFC 7530 section 16),
+// encoded by libnfs, and NFSv4.2's, encoded by us (libnfs 4.0.0 has no XDR
+// for them) and sent only on an NFSv4.2 session.
+#define NACHE_COMPOUND_OPS(X) NACHE_COMPOUND_OPS_40(X) NACHE_COMPOUND_OPS_42(X)
+
+#define NACHE_COMPOUND_OPS_40(X)                    \
   X(kAccess, 3, "ACCESS")                           \
   X(kClose, 4, "CLOSE")                             \
   X(kCommit, 5, "COMMIT")                           \
@@ -48,6 +52,16 @@
   X(kVerify, 37, "VERIFY")                          \
   X(kWrite, 38, "WRITE")                            \
   X(kReleaseLockowner, 39, "RELEASE_LOCKOWNER")
+
+// NFSv4.2 (RFC 7862 section 15; extended attributes: RFC 8276 section 8).
+#define NACHE_COMPOUND_OPS_42(X)   \
+  X(kAllocate, 59, "ALLOCATE")     \
+  X(kDeallocate, 62, "DEALLOCATE") \
+  X(kSeek, 69, "SEEK")             \
+  X(kGetxattr, 72, "GETXATTR")     \
+  X(kSetxattr, 73, "SETXATTR")     \
+  X(kListxattrs, 74, "LISTXATTRS") \
+  X(kRemovexattr, 75, "REMOVEXATTR")
 
 // NFSv4.1 operations of the session layer (RFC 8881 section 18), which
 // nfs41.cc encodes around the core's Compounds; the core never sends them.
@@ -88,6 +102,16 @@ constexpr bool IsCompoundOp(uint32_t number) {
   if (number == n) return true;
   NACHE_COMPOUND_OPS(NACHE_OP_IS)
 #undef NACHE_OP_IS
+  return false;
+}
+
+// Whether number is an NFSv4.2 operation of NACHE_COMPOUND_OPS_42 (sent
+// only with minor version 2, encoded by compound_wire.cc).
+constexpr bool IsNfs42Op(uint32_t number) {
+#define NACHE_OP_IS42(e, n, s) \
+  if (number == n) return true;
+  NACHE_COMPOUND_OPS_42(NACHE_OP_IS42)
+#undef NACHE_OP_IS42
   return false;
 }
 

@@ -1,7 +1,8 @@
-// An NFSv4.1 session of the upstream client: its id and its fore channel's
-// slot table. Made by the state thread after CREATE_SESSION and shared
-// with every connection (each request goes out on one of its slots);
-// replaced as a whole when the session is lost.
+// An NFSv4.1 (or 4.2) session of the upstream client: its id, the minor
+// version every COMPOUND on it carries, and its fore channel's slot table. Made
+// by the state thread after CREATE_SESSION and shared with every connection
+// (each request goes out on one of its slots); replaced as a whole when the
+// session is lost.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +14,12 @@ namespace nache {
 namespace upstream {
 
 struct Session41 {
-  Session41(const nfs41::SessionId &sid, uint32_t nslots)
-      : id(sid), slots(nslots) {}
+  Session41(const nfs41::SessionId &sid, uint32_t nslots, uint32_t minor = 1)
+      : id(sid), minor(minor), slots(nslots) {}
   const nfs41::SessionId id;
+  // 1, or 2 when EXCHANGE_ID was accepted as NFSv4.2: the version of every
+  // COMPOUND on this session (RFC 8881 2.7: one client does not mix them).
+  const uint32_t minor;
   SlotTable slots;  // thread-safe
 };
 

@@ -89,7 +89,16 @@ enum Nfs4Status : uint32_t {
   kNfs4ErrRetryUncachedRep = 10068,
   kNfs4ErrOpNotInSession = 10071,
   kNfs4ErrDeadSession = 10078,
+  // NFSv4.2 extended attributes (RFC 8276)
+  kNfs4ErrNoxattr = 10095,
+  kNfs4ErrXattr2big = 10096,
 };
+
+// SEEK's data_content4 (RFC 7862 15.11).
+enum class SeekWhat : uint32_t { kData = 0, kHole = 1 };
+
+// SETXATTR's setxattr_option4 (RFC 8276 8.4.2.1).
+enum class XattrOption : uint32_t { kEither = 0, kCreate = 1, kReplace = 2 };
 
 // Outcome of one upstream call at the transport level. An NFS-level error is
 // kOk here with the NFS status in CompoundReply::status.

@@ -103,6 +103,7 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
     return Clock::time_point(Clock::duration(lease_until_.load()));
   }
   bool callback_path_down() const override { return cb_path_down_.load(); }
+  uint32_t minor_version() const override { return minor_.load(); }
   void RestartClient(const char *why) override;
   void Shutdown() override;
 
@@ -137,9 +138,13 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   // SEQUENCE (EXCHANGE_ID, CREATE_SESSION, BIND_CONN_TO_SESSION), on
   // connection index: encode_op appends the operation, decode_op reads its
   // result (kDecodeError when it cannot).
-  CallStatus SessionOp(int index, const char *tag,
+  // minor is the COMPOUND's minor version; *refused (when not null) is set
+  // when the server refused the whole COMPOUND with
+  // NFS4ERR_MINOR_VERS_MISMATCH (a server without that minor version).
+  CallStatus SessionOp(int index, const char *tag, uint32_t minor,
                        const std::function<void(rpc::XdrOut *)> &encode_op,
-                       const std::function<bool(rpc::XdrIn *)> &decode_op);
+                       const std::function<bool(rpc::XdrIn *)> &decode_op,
+                       bool *refused = nullptr);
   void TriggerRecovery(uint64_t generation);
 
   void StateLoop();
@@ -185,13 +190,17 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   std::atomic<uint32_t> lease_time_{0};     // seconds, from the server
   std::atomic<Clock::rep> lease_until_{0};  // lease_valid_until()
   std::atomic<bool> cb_path_down_{false};   // callback_path_down()
-  std::atomic<int> connected_count_{0};     // connections up now
-  std::atomic<bool> ever_ready_{false};     // a client id was established once
-  std::once_flag shutdown_once_;            // Shutdown runs once
+  // minor_version(): as configured until a session says otherwise (an
+  // NFSv4.2 configuration on a server without 4.2 falls back to 4.1).
+  std::atomic<uint32_t> minor_{0};
+  std::atomic<int> connected_count_{0};  // connections up now
+  std::atomic<bool> ever_ready_{false};  // a client id was established once
+  std::once_flag shutdown_once_;         // Shutdown runs once
 };
 
 UpstreamImpl::UpstreamImpl(const UpstreamOptions &opts)
     : opts_(opts), verifier_(RandomVerifier()), id_string_(opts.client_id) {
+  minor_.store(opts_.minor_version);
   int n = std::max(1, opts_.connections);
   for (int i = 0; i < n; i++) {
     conns_.push_back(std::make_unique<Connection>(i, opts_, this));
@@ -397,7 +406,7 @@ void UpstreamImpl::StateLoop() {
       if (new_id && opts_.on_new_clientid) opts_.on_new_clientid(epoch());
       // NFSv4.1: with nothing to reclaim (our first client id), the server
       // is told so at once; otherwise once the owner has reclaimed.
-      if (new_id && opts_.minor_version == 1 && epoch() == 0) ReclaimDone();
+      if (new_id && opts_.minor_version >= 1 && epoch() == 0) ReclaimDone();
     }
     lk.lock();
     if (stopping_) return;
@@ -444,7 +453,7 @@ void UpstreamImpl::StateLoop() {
 
 bool UpstreamImpl::EstablishClientId(bool *new_id) {
   *new_id = true;
-  if (opts_.minor_version == 1) return EstablishSession(new_id);
+  if (opts_.minor_version >= 1) return EstablishSession(new_id);
   // Without a callback address we still have to give one: an unroutable
   // one means the server never recalls, i.e. never grants delegations.
   std::string uaddr =
@@ -529,7 +538,7 @@ void UpstreamImpl::NoteLeaseRenewed(Clock::time_point sent) {
 bool UpstreamImpl::RenewLease() {
   Clock::time_point sent = Clock::now();
   Compound c;
-  if (opts_.minor_version == 1) {
+  if (opts_.minor_version >= 1) {
     // A SEQUENCE alone renews the lease (OnSequence notes it, and a lost
     // session or client id).
     c.SetTag("sequence");
@@ -572,24 +581,26 @@ bool UpstreamImpl::RenewLease() {
 }
 
 CallStatus UpstreamImpl::SessionOp(
-    int index, const char *tag,
+    int index, const char *tag, uint32_t minor,
     const std::function<void(rpc::XdrOut *)> &encode_op,
-    const std::function<bool(rpc::XdrIn *)> &decode_op) {
+    const std::function<bool(rpc::XdrIn *)> &decode_op, bool *refused) {
   auto w = std::make_shared<Waiter>();
   bool parsed = false;
+  bool mismatch = false;
   auto call = std::make_unique<PendingCall>();
   call->raw_tag = tag;
-  call->raw_encode = [tag, encode_op](std::string *out) {
+  call->raw_encode = [tag, minor, encode_op](std::string *out) {
     rpc::XdrOut x(out);
-    nfs41::EncodeCompoundHeader(&x, tag, 1);
+    nfs41::EncodeCompoundHeader(&x, tag, 1, minor);
     encode_op(&x);
     return true;
   };
   // Runs on the loop thread, while we wait.
-  call->raw_reply = [&parsed, decode_op](rpc::XdrIn *in) {
+  call->raw_reply = [&parsed, &mismatch, decode_op](rpc::XdrIn *in) {
     uint32_t status, n;
-    parsed = nfs41::DecodeCompoundReplyHeader(in, &status, &n) && n == 1 &&
-             decode_op(in);
+    if (!nfs41::DecodeCompoundReplyHeader(in, &status, &n)) return;
+    mismatch = status == kNfs4ErrMinorVersMismatch && n == 0;
+    parsed = n == 1 && decode_op(in);
   };
   call->done = Waiter::Completion(w, nullptr);
   call->deadline =
@@ -601,6 +612,7 @@ CallStatus UpstreamImpl::SessionOp(
   }
   conn->Submit(std::move(call));
   CallStatus st = w->Wait();
+  if (refused) *refused = st == CallStatus::kOk && mismatch;
   return st == CallStatus::kOk && !parsed ? CallStatus::kDecodeError : st;
 }
 
@@ -617,10 +629,24 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
   ea.impl_domain = "nache";
   ea.impl_name = "nache";
   nfs41::ExchangeIdRes er;
-  CallStatus st = SessionOp(
-      index, "exchange_id",
-      [&ea](rpc::XdrOut *x) { nfs41::EncodeExchangeId(x, ea); },
-      [&er](rpc::XdrIn *in) { return nfs41::DecodeExchangeId(in, &er); });
+  // The configured minor version first; a server without NFSv4.2 refuses
+  // the whole COMPOUND, and then 4.1 it is (the 4.2 operations answer
+  // NOTSUPP to the office's clients).
+  uint32_t minor = std::max<uint32_t>(opts_.minor_version, 1);
+  CallStatus st;
+  for (;;) {
+    bool refused = false;
+    st = SessionOp(
+        index, "exchange_id", minor,
+        [&ea](rpc::XdrOut *x) { nfs41::EncodeExchangeId(x, ea); },
+        [&er](rpc::XdrIn *in) { return nfs41::DecodeExchangeId(in, &er); },
+        &refused);
+    if (!refused || minor <= 1) break;
+    nache_log(kLogEvent, kComponent,
+              "EXCHANGE_ID: %s:%d does not speak NFSv4.%u; using NFSv4.%u",
+              opts_.server.c_str(), opts_.port, minor, minor - 1);
+    minor--;
+  }
   if (st != CallStatus::kOk || er.status != kNfs4Ok) {
     nache_log(kLogMajor, kComponent, "EXCHANGE_ID: %s, nfs status %u",
               CallStatusName(st), er.status);
@@ -645,7 +671,7 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
   ca.cb_machine = opts_.auth_machine;
   nfs41::CreateSessionRes cr;
   st = SessionOp(
-      index, "create_session",
+      index, "create_session", minor,
       [&ca](rpc::XdrOut *x) { nfs41::EncodeCreateSession(x, ca); },
       [this, &cr](rpc::XdrIn *in) {
         bool ok = nfs41::DecodeCreateSession(in, &cr);
@@ -667,7 +693,9 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
               (er.flags & nfs41::kExchgIdConfirmed));
   auto session = std::make_shared<Session41>(
       cr.sessionid,
-      std::max<uint32_t>(1, std::min<uint32_t>(cr.fore.max_requests, 64)));
+      std::max<uint32_t>(1, std::min<uint32_t>(cr.fore.max_requests, 64)),
+      minor);
+  minor_.store(minor);
   {
     std::lock_guard<std::mutex> lk(mu_);
     session_ = session;
@@ -677,11 +705,11 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
   uint64_t generation =
       *new_id ? generation_.fetch_add(1) + 1 : generation_.load();
   nache_log(kLogEvent, kComponent,
-            "client id %016llx %s with %s:%d (NFSv4.1, epoch %llu, session "
+            "client id %016llx %s with %s:%d (NFSv4.%u, epoch %llu, session "
             "of %u slot(s)%s)",
             (unsigned long long)er.clientid,
             *new_id ? "confirmed" : "kept, new session", opts_.server.c_str(),
-            opts_.port, (unsigned long long)(generation - 1),
+            opts_.port, minor, (unsigned long long)(generation - 1),
             session->slots.size(),
             (cr.flags & nfs41::kCreateSessionConnBackChan)
                 ? ", back channel on our connection"
@@ -697,7 +725,7 @@ bool UpstreamImpl::BindConnection(int index) {
   if (!session || !opts_.back_channel) return false;
   nfs41::BindConnRes br;
   CallStatus st = SessionOp(
-      index, "bind_conn",
+      index, "bind_conn", session->minor,
       [&session](rpc::XdrOut *x) {
         nfs41::EncodeBindConnToSession(x, session->id, nfs41::kCdfc4BackOrBoth);
       },
@@ -749,7 +777,7 @@ void UpstreamImpl::OnSequence(Session41 &s, const nfs41::SequenceRes &r,
 }
 
 void UpstreamImpl::ReclaimDone() {
-  if (opts_.minor_version != 1) return;
+  if (opts_.minor_version == 0) return;
   Compound c;
   c.SetTag("reclaim_complete").ReclaimComplete();
   CompoundReply reply;

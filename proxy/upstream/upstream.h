@@ -55,8 +55,9 @@ struct UpstreamOptions {
   // null: numeric, and names from the remote map to nobody.
   std::shared_ptr<OwnerCodec> owners;
   // NFSv4 minor version: 0 (SETCLIENTID, RENEW, a callback service of our
-  // own) or 1 (EXCHANGE_ID, a session, SEQUENCE in every COMPOUND, the back
-  // channel on our own connections, served by back_channel).
+  // own), 1 (EXCHANGE_ID, a session, SEQUENCE in every COMPOUND, the back
+  // channel on our own connections, served by back_channel) or 2 (the same
+  // with NFSv4.2's operations; 1 when the server refuses 4.2).
   uint32_t minor_version = 0;
   std::function<rpc::ReplyStatus(const rpc::PeerCall &, rpc::XdrIn *,
                                  std::string *)>
@@ -117,6 +118,10 @@ class Upstream {
   // The last RENEW answered NFS4ERR_CB_PATH_DOWN: the server cannot reach
   // our callback service, so it will grant no delegations.
   virtual bool callback_path_down() const = 0;
+  // The minor version COMPOUNDs go out with: as configured until a
+  // session is made, then the session's (2 falls back to 1 on a server
+  // without NFSv4.2). NFSv4.2's operations need 2.
+  virtual uint32_t minor_version() const { return 0; }
 
   // Gives up the client id and all its state at the server: the next id
   // is established under a new verifier, so the server treats us as a

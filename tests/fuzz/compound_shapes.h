@@ -32,7 +32,11 @@ struct Shape {
   }
 };
 
-constexpr int kShapes = 11;
+constexpr int kShapes = 12;
+
+// Whether shape i's READDIR asks for each entry's filehandle (both kinds
+// come up among the inputs).
+inline bool ReaddirWantsFh(int i) { return (i / kShapes) % 2 == 0; }
 
 inline upstream::StateId Sid(uint32_t seqid) {
   upstream::StateId s;
@@ -130,9 +134,19 @@ inline void MakeShape(int i, Shape *s) {
           .Lookupp();
       break;
     }
+    case 10:  // NFSv4.2's operations
+      c.Putfh("f")
+          .Allocate(Sid(1), 0, 4096)
+          .Seek(Sid(1), 0, SeekWhat::kHole)
+          .Getxattr("k")
+          .Setxattr(XattrOption::kEither, "k", "v")
+          .Listxattrs(0, 512)
+          .Removexattr("k")
+          .Deallocate(Sid(1), 0, 1);
+      break;
     default:
       c.Putfh("dir").Readdir(0, upstream::Verifier(8, '\0'), 8192, 32768,
-                             kAttrsObject, i % 2 == 0);
+                             kAttrsObject, ReaddirWantsFh(i));
       break;
   }
 }

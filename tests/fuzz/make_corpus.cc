@@ -133,6 +133,20 @@ void OkBody(Op op, XdrOut *x, bool readdir_fh) {
       x->U32(2);
       Verf(x, "wverf001");
       break;
+    case Op::kSeek:
+      x->Bool(false);
+      x->U64(8192);
+      break;
+    case Op::kGetxattr: x->Opaque(std::string("value")); break;
+    case Op::kSetxattr:
+    case Op::kRemovexattr: Cinfo(x); break;
+    case Op::kListxattrs:
+      x->U64(9);
+      x->U32(2);
+      x->Opaque(std::string("k"));
+      x->Opaque(std::string("other"));
+      x->Bool(true);
+      break;
     default: break;  // status only
   }
 }
@@ -167,7 +181,7 @@ std::string ShapeReply(int i, bool seq, int fail_at, uint32_t status) {
     x.U32(uint32_t(op));
     x.U32(failed ? status : 0);
     if (!failed)
-      OkBody(op, &x, i % 2 == 0);
+      OkBody(op, &x, fuzz::ReaddirWantsFh(i));
     else if (op == Op::kSetattr)
       x.U32(0);
   }

@@ -1,13 +1,19 @@
 // conformance: sends NFSv4 COMPOUNDs to a server (nache's front, or any
 // NFSv4 server as a reference) and checks the protocol behaviour a client
 // relies on, case by case: share reservations, OPEN replays, create modes,
-// LOCKT, OPEN_DOWNGRADE, the change attribute and delegations. Built on
-// nache's own client library (proxy/upstream), which speaks NFSv4.0 and
-// NFSv4.1; a case that needs two clients uses two client ids (two
-// Upstream instances).
+// LOCKT, OPEN_DOWNGRADE, the change attribute, delegations, and NFSv4.2's
+// ALLOCATE, DEALLOCATE, SEEK and extended attributes. Built on nache's own
+// client library (proxy/upstream), which speaks NFSv4.0, 4.1 and 4.2; a
+// case that needs two clients uses two client ids (two Upstream
+// instances).
 //
-//   conformance --server ADDR [--port P] [--path /export] [--minor 0|1]
-//               [--only REGEX] [--timeout-ms N] [--delegations] [--list]
+//   conformance --server ADDR [--port P] [--path /export] [--minor 0|1|2]
+//               [--only REGEX] [--timeout-ms N] [--delegations]
+//               [--no-xattrs] [--list]
+//
+// --no-xattrs says the server has no extended attributes (stock Ganesha's
+// FSAL_VFS): the xattr case then wants NFS4ERR_NOTSUPP, as such a server
+// answers, instead of the attributes working.
 //
 // --delegations says the server is configured to grant delegations: the
 // delegation cases run only then (NFSv4.1: the clients serve a back
@@ -52,6 +58,7 @@ struct Options {
   std::string only;              // regex of case names to run
   int timeout_ms = 20000;        // call timeout and readiness wait
   bool delegations = false;      // the server grants delegations
+  bool xattrs = true;            // the server has extended attributes
 };
 
 // Names of the statuses the cases expect or meet (others print as numbers).
@@ -71,6 +78,9 @@ std::string StatusName(uint32_t st) {
     case up::kNfs4ErrServerfault: return "NFS4ERR_SERVERFAULT";
     case up::kNfs4ErrAccess: return "NFS4ERR_ACCESS";
     case up::kNfs4ErrNoent: return "NFS4ERR_NOENT";
+    case up::kNfs4ErrNxio: return "NFS4ERR_NXIO";
+    case up::kNfs4ErrNotsupp: return "NFS4ERR_NOTSUPP";
+    case up::kNfs4ErrNoxattr: return "NFS4ERR_NOXATTR";
     default: return "nfsstat4 " + std::to_string(st);
   }
 }
@@ -132,7 +142,7 @@ class Client {
     uo.minor_version = o.minor;
     uo.auth_machine = "conformance";
     uo.client_id = "nache-conformance-" + id + "-" + std::to_string(getpid());
-    if (o.minor == 1) {  // a back channel, for the server's callbacks
+    if (o.minor >= 1) {  // a back channel, for the server's callbacks
       nache::callback::BackChannel *bc = &back_;
       uo.back_channel = [bc](const nache::rpc::PeerCall &call,
                              nache::rpc::XdrIn *args, std::string *results) {
@@ -150,6 +160,9 @@ class Client {
 
   bool ready() const { return ready_; }
   uint32_t minor() const { return minor_; }
+  // The minor version the session speaks (2 falls back to 1 on a server
+  // without NFSv4.2).
+  uint32_t session_minor() const { return u_->minor_version(); }
   int recalls() const { return recorder_.recalls(); }
 
   // Sends c; a transport failure fails the case (it is no protocol
@@ -700,6 +713,151 @@ void NoReadDelegationWhileAnotherWrites(Ctx &x) {
              "no delegation");
 }
 
+// --- NFSv4.2 (RFC 7862, RFC 8276) ---------------------------------------
+
+// Creates a file of the case's, open for reading and writing, written with
+// data at 0 (none when empty).
+Opened CreateWritten(Ctx &x, Cleanup *cl, const std::string &data) {
+  Opened f =
+      MustOpen("OPEN(BOTH)", Create(x.a, x, x.File(), up::kShareAccessBoth,
+                                    up::kShareDenyNone, x.Owner("a")));
+  cl->Close(x.a, f);
+  if (!data.empty())
+    ExpectStatus("WRITE", WriteAt(x.a, f, 0, data), up::kNfs4Ok);
+  return f;
+}
+
+uint32_t Fallocate(Client *c, const Opened &f, bool allocate, uint64_t off,
+                   uint64_t len) {
+  up::Compound cp;
+  cp.SetTag(allocate ? "allocate" : "deallocate").Putfh(f.fh);
+  if (allocate)
+    cp.Allocate(f.stateid, off, len);
+  else
+    cp.Deallocate(f.stateid, off, len);
+  up::CompoundReply r;
+  return c->Call(cp, &r);
+}
+
+// ALLOCATE past the end makes the file that long, reading as zeros.
+void AllocateExtendsWithZeros(Ctx &x) {
+  Cleanup cl;
+  Opened f = CreateWritten(x, &cl, "");
+  ExpectStatus("ALLOCATE [0, 8192)", Fallocate(x.a, f, true, 0, 8192),
+               up::kNfs4Ok);
+  const uint64_t size = Getattr(x.a, f.fh, up::kAttrSize).size;
+  ExpectTrue(size == 8192, "size " + std::to_string(size), "size 8192");
+  std::string data;
+  ExpectStatus("READ", ReadAt(x.a, f.fh, f.stateid, 4000, 16, &data),
+               up::kNfs4Ok);
+  ExpectTrue(data == std::string(16, '\0'),
+             std::to_string(data.size()) + " bytes, not all zero",
+             "16 zero bytes");
+}
+
+// DEALLOCATE makes a hole: its bytes read as zeros, the rest and the size
+// stay; a reader that had read them before (another client) sees zeros.
+void DeallocateReadsZeros(Ctx &x) {
+  Cleanup cl;
+  Opened f = CreateWritten(x, &cl, "0123456789abcdef");
+  std::string before;
+  ExpectStatus("b's READ before",
+               ReadAt(x.b, f.fh, up::StateId::Anonymous(), 0, 16, &before),
+               up::kNfs4Ok);
+  ExpectStatus("DEALLOCATE [4, 12)", Fallocate(x.a, f, false, 4, 8),
+               up::kNfs4Ok);
+  const std::string want = "0123" + std::string(8, '\0') + "cdef";
+  std::string data;
+  ExpectStatus("READ", ReadAt(x.a, f.fh, f.stateid, 0, 16, &data), up::kNfs4Ok);
+  ExpectTrue(data == want, "other bytes", "0123, 8 zeros, cdef");
+  ExpectStatus("b's READ after",
+               ReadAt(x.b, f.fh, up::StateId::Anonymous(), 0, 16, &data),
+               up::kNfs4Ok);
+  ExpectTrue(data == want, "other bytes for b", "0123, 8 zeros, cdef");
+  const uint64_t size = Getattr(x.a, f.fh, up::kAttrSize).size;
+  ExpectTrue(size == 16, "size " + std::to_string(size), "size 16");
+}
+
+// SEEK: data where the data is, the hole at the end of the file, nothing
+// past it.
+void SeekFindsDataAndTheHoleAtTheEnd(Ctx &x) {
+  Cleanup cl;
+  Opened f = CreateWritten(x, &cl, "0123456789");
+  auto seek = [&](uint64_t off, up::SeekWhat what, uint64_t *at) {
+    up::Compound cp;
+    cp.SetTag("seek").Putfh(f.fh).Seek(f.stateid, off, what);
+    up::CompoundReply r;
+    uint32_t st = x.a->Call(cp, &r);
+    if (st == up::kNfs4Ok) *at = r.Find(up::Op::kSeek)->offset;
+    return st;
+  };
+  uint64_t at = 99;
+  ExpectStatus("SEEK(DATA, 0)", seek(0, up::SeekWhat::kData, &at), up::kNfs4Ok);
+  ExpectTrue(at == 0, "data at " + std::to_string(at), "data at 0");
+  ExpectStatus("SEEK(HOLE, 0)", seek(0, up::SeekWhat::kHole, &at), up::kNfs4Ok);
+  ExpectTrue(at == 10, "hole at " + std::to_string(at), "hole at 10");
+  ExpectStatus("SEEK(DATA, 20)", seek(20, up::SeekWhat::kData, &at),
+               up::kNfs4ErrNxio);
+}
+
+uint32_t SetXattr(Client *c, const up::Fh &fh, up::XattrOption opt,
+                  const std::string &name, const std::string &value) {
+  up::Compound cp;
+  cp.SetTag("setxattr").Putfh(fh).Setxattr(opt, name, value);
+  up::CompoundReply r;
+  return c->Call(cp, &r);
+}
+
+uint32_t GetXattr(Client *c, const up::Fh &fh, const std::string &name,
+                  std::string *value) {
+  up::Compound cp;
+  cp.SetTag("getxattr").Putfh(fh).Getxattr(name);
+  up::CompoundReply r;
+  uint32_t st = c->Call(cp, &r);
+  if (st == up::kNfs4Ok) *value = r.Find(up::Op::kGetxattr)->data;
+  return st;
+}
+
+// SETXATTR's create and replace modes, GETXATTR by another client,
+// LISTXATTRS, REMOVEXATTR; a server without xattrs refuses them all alike.
+void XattrsSetGetListRemove(Ctx &x) {
+  Cleanup cl;
+  Opened f = CreateWritten(x, &cl, "x");
+  const std::string value("v\0one", 5);
+  if (!x.o->xattrs) {
+    ExpectStatus("SETXATTR on a server without xattrs",
+                 SetXattr(x.a, f.fh, up::XattrOption::kCreate, "conf", value),
+                 up::kNfs4ErrNotsupp);
+    return;
+  }
+  ExpectStatus("SETXATTR(CREATE)",
+               SetXattr(x.a, f.fh, up::XattrOption::kCreate, "conf", value),
+               up::kNfs4Ok);
+  ExpectStatus("SETXATTR(CREATE) again",
+               SetXattr(x.a, f.fh, up::XattrOption::kCreate, "conf", "two"),
+               up::kNfs4ErrExist);
+  ExpectStatus("SETXATTR(REPLACE) of none",
+               SetXattr(x.a, f.fh, up::XattrOption::kReplace, "none", "v"),
+               up::kNfs4ErrNoxattr);
+  std::string got;
+  ExpectStatus("b's GETXATTR", GetXattr(x.b, f.fh, "conf", &got), up::kNfs4Ok);
+  ExpectTrue(got == value, "value of " + std::to_string(got.size()) + " bytes",
+             "the 5 bytes set");
+  up::Compound lc;
+  lc.SetTag("listxattrs").Putfh(f.fh).Listxattrs(0, 4096);
+  up::CompoundReply lr;
+  ExpectStatus("LISTXATTRS", x.b->Call(lc, &lr), up::kNfs4Ok);
+  const std::vector<std::string> &names = lr.Find(up::Op::kListxattrs)->names;
+  ExpectTrue(names == std::vector<std::string>{"conf"},
+             std::to_string(names.size()) + " names", "the one name conf");
+  up::Compound rc;
+  rc.SetTag("removexattr").Putfh(f.fh).Removexattr("conf");
+  up::CompoundReply rr;
+  ExpectStatus("REMOVEXATTR", x.a->Call(rc, &rr), up::kNfs4Ok);
+  ExpectStatus("b's GETXATTR after", GetXattr(x.b, f.fh, "conf", &got),
+               up::kNfs4ErrNoxattr);
+}
+
 struct Case {
   const char *name;
   int minor_only;  // -1: every minor version; else that one only
@@ -722,13 +880,18 @@ const Case kCases[] = {
     {"change_moves_on_every_write", -1, ChangeMovesOnEveryWrite},
     {"no_read_delegation_while_another_writes", 1,
      NoReadDelegationWhileAnotherWrites, true},
+    {"nfs42_allocate_extends_with_zeros", 2, AllocateExtendsWithZeros},
+    {"nfs42_deallocate_reads_zeros", 2, DeallocateReadsZeros},
+    {"nfs42_seek_finds_data_and_the_hole_at_the_end", 2,
+     SeekFindsDataAndTheHoleAtTheEnd},
+    {"nfs42_xattrs_set_get_list_remove", 2, XattrsSetGetListRemove},
 };
 
 void Usage() {
   std::fprintf(stderr,
                "usage: conformance --server ADDR [--port P] [--path DIR] "
-               "[--minor 0|1] [--only REGEX] [--timeout-ms N] "
-               "[--delegations] [--list]\n");
+               "[--minor 0|1|2] [--only REGEX] [--timeout-ms N] "
+               "[--delegations] [--no-xattrs] [--list]\n");
 }
 
 }  // namespace
@@ -743,6 +906,10 @@ int main(int argc, char **argv) {
     }
     if (flag == "--delegations") {
       o.delegations = true;
+      continue;
+    }
+    if (flag == "--no-xattrs") {
+      o.xattrs = false;
       continue;
     }
     if (i + 1 >= argc) {
@@ -767,7 +934,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (o.minor > 1) {
+  if (o.minor > 2) {
     Usage();
     return 2;
   }
@@ -775,6 +942,11 @@ int main(int argc, char **argv) {
   if (!a.ready() || !b.ready()) {
     std::fprintf(stderr, "conformance: %s:%d not ready within %d ms\n",
                  o.server.c_str(), o.port, o.timeout_ms);
+    return 2;
+  }
+  if (a.session_minor() != o.minor) {
+    std::fprintf(stderr, "conformance: %s:%d does not speak NFSv4.%u\n",
+                 o.server.c_str(), o.port, o.minor);
     return 2;
   }
   Ctx x;

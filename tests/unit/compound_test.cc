@@ -245,7 +245,13 @@ TEST(CompoundTest, OpTableRowsAgreeWithTheRfcNumbers) {
   EXPECT_EQ(uint32_t(Op::kOpenDowngrade), uint32_t(OP_OPEN_DOWNGRADE));
   EXPECT_EQ(uint32_t(Op::kReleaseLockowner), uint32_t(OP_RELEASE_LOCKOWNER));
   EXPECT_EQ(uint32_t(Op::kSequence), 53u);
-  EXPECT_EQ(kCompoundOpSlots, 40u);
+  EXPECT_EQ(kCompoundOpSlots, 76u);         // REMOVEXATTR (RFC 8276) is 75
+  EXPECT_EQ(uint32_t(Op::kAllocate), 59u);  // RFC 7862
+  EXPECT_EQ(uint32_t(Op::kDeallocate), 62u);
+  EXPECT_EQ(uint32_t(Op::kSeek), 69u);
+  EXPECT_EQ(uint32_t(Op::kGetxattr), 72u);  // RFC 8276
+  EXPECT_TRUE(IsNfs42Op(uint32_t(Op::kListxattrs)));
+  EXPECT_FALSE(IsNfs42Op(uint32_t(Op::kWrite)));
   EXPECT_TRUE(IsCompoundOp(uint32_t(Op::kWrite)));
   EXPECT_FALSE(IsCompoundOp(uint32_t(Op::kSequence)));
   EXPECT_FALSE(IsCompoundOp(7));  // LINK is 11; 7 is DELEGPURGE, unused
@@ -257,7 +263,7 @@ TEST(CompoundTest, OpTableRowsAgreeWithTheRfcNumbers) {
   EXPECT_STREQ(OpName(Op::e), s);
   NACHE_COMPOUND_OPS(COUNT_ROW)
 #undef COUNT_ROW
-  EXPECT_EQ(rows, 33u);
+  EXPECT_EQ(rows, 40u);
 }
 
 // --- Reply decoding -------------------------------------------------------

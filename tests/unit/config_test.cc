@@ -114,9 +114,9 @@ TEST(ConfigTest, EachBadValueNamesItsParameter) {
   c.open_linger_s = 4000;
   EXPECT_EQ(Error(c).rfind("Open_Linger:", 0), 0u);
   c = Good();
-  c.minor_version = 2;
+  c.minor_version = 3;
   EXPECT_EQ(Error(c).rfind("Upstream_Minor_Version:", 0), 0u);
-  c.minor_version = 1;
+  c.minor_version = 2;
   char err[256] = "";
   EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
   for (const char *bad : {"", "lots", "17G"}) {

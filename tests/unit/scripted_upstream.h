@@ -174,6 +174,14 @@ class ScriptedUpstream : public upstream::Upstream {
       if (s.op == op) out.push_back(s);
     return out;
   }
+  // The minor version of the session (minor_version()): 2 lets the core
+  // send NFSv4.2's operations.
+  std::atomic<uint32_t> minor{0};
+  // The extended attributes of the file at path, as the server has them.
+  std::map<std::string, std::string> XattrsOf(const std::string &path) {
+    std::lock_guard<std::mutex> g(mu_);
+    return files_[AtPath(path)].xattrs;
+  }
   std::atomic<Clock::rep> lease_end{
       (Clock::now() + std::chrono::hours(1)).time_since_epoch().count()};
 
@@ -363,7 +371,8 @@ class ScriptedUpstream : public upstream::Upstream {
                         cr.groups.end();
       r.status = guarded_ops.count(upstream::OpName(r.op)) && !member
                      ? uint32_t(upstream::kNfs4ErrAccess)
-                     : Execute(a, &cur, &r, g, c.read_dest(i));
+                 : c.nfs42_args(i) ? Execute42(r.op, *c.nfs42_args(i), cur, &r)
+                                   : Execute(a, &cur, &r, g, c.read_dest(i));
       rep->results.push_back(r);
       if (r.status) {
         rep->status = r.status;
@@ -417,6 +426,7 @@ class ScriptedUpstream : public upstream::Upstream {
     return Clock::time_point(Clock::duration(lease_end.load()));
   }
   bool callback_path_down() const override { return false; }
+  uint32_t minor_version() const override { return minor.load(); }
   void Shutdown() override {}
 
  private:
@@ -428,7 +438,8 @@ class ScriptedUpstream : public upstream::Upstream {
     uint64_t change = 1;
     uint32_t uid = 0, gid = 0;  // (Own)
     uint64_t unmapped = 0;
-    uint32_t mode = 0;  // 0: 0644, directories 0755
+    uint32_t mode = 0;                          // 0: 0644, directories 0755
+    std::map<std::string, std::string> xattrs;  // user namespace
   };
   struct HeldRange {
     std::string owner;
@@ -465,6 +476,57 @@ class ScriptedUpstream : public upstream::Upstream {
     a.mask |= f.unmapped;
     if (f.mode != 0) a.mode = f.mode;
     return a;
+  }
+
+  // An NFSv4.2 operation on the current object. Data is never sparse
+  // here: SEEK finds data at any offset inside the file, a hole at its end.
+  uint32_t Execute42(Op op, const upstream::Nfs42Args &a, const Fh &cur,
+                     OpResult *r) {
+    if (minor < 2) return upstream::kNfs4ErrOpIllegal;
+    File &f = files_[cur];
+    switch (op) {
+      case Op::kAllocate:
+        if (f.data.size() < a.offset + a.length)
+          f.data.resize(a.offset + a.length);
+        f.change++;
+        return 0;
+      case Op::kDeallocate:
+        if (a.offset < f.data.size())
+          std::fill_n(&f.data[a.offset],
+                      std::min<uint64_t>(a.length, f.data.size() - a.offset),
+                      '\0');
+        f.change++;
+        return 0;
+      case Op::kSeek:
+        if (a.offset >= f.data.size()) return upstream::kNfs4ErrNxio;
+        r->offset =
+            a.what == upstream::SeekWhat::kData ? a.offset : f.data.size();
+        r->eof = a.what == upstream::SeekWhat::kHole;
+        return 0;
+      case Op::kGetxattr:
+        if (!f.xattrs.count(a.name)) return upstream::kNfs4ErrNoxattr;
+        r->data = f.xattrs[a.name];
+        return 0;
+      case Op::kSetxattr:
+        if (a.option == upstream::XattrOption::kCreate &&
+            f.xattrs.count(a.name))
+          return upstream::kNfs4ErrExist;
+        if (a.option == upstream::XattrOption::kReplace &&
+            !f.xattrs.count(a.name))
+          return upstream::kNfs4ErrNoxattr;
+        f.xattrs[a.name] = a.value;
+        f.change++;
+        return 0;
+      case Op::kRemovexattr:
+        if (!f.xattrs.erase(a.name)) return upstream::kNfs4ErrNoxattr;
+        f.change++;
+        return 0;
+      case Op::kListxattrs:
+        for (const auto &kv : f.xattrs) r->names.push_back(kv.first);
+        r->eof = true;
+        return 0;
+      default: return upstream::kNfs4ErrNotsupp;
+    }
   }
 
   // read_dest: where a READ puts its data.
@@ -833,6 +895,7 @@ class ForwardingUpstream : public upstream::Upstream {
     return up_->lease_valid_until();
   }
   bool callback_path_down() const override { return up_->callback_path_down(); }
+  uint32_t minor_version() const override { return up_->minor_version(); }
   void RestartClient(const char *why) override { up_->RestartClient(why); }
   void Shutdown() override { up_->Shutdown(); }
   void ReclaimDone() override { up_->ReclaimDone(); }

@@ -82,7 +82,7 @@ struct nache_config {
 	uint32_t attr_timeout_s; /* attribute window (seconds) */
 	uint32_t readahead_max;	 /* readahead window bound (bytes) */
 	uint32_t open_linger_s;	 /* upstream CLOSE delay (seconds) */
-	uint32_t minor_version;	 /* upstream NFSv4 minor version, 0 or 1 */
+	uint32_t minor_version;	 /* upstream NFSv4 minor version, 0, 1 or 2 */
 	const char *write_behind_max; /* queued UNSTABLE data, "0" = off */
 	const char *write_policy;     /* "write_through" or "write_back" */
 	bool single_writer;	      /* nothing else changes the export */
@@ -369,6 +369,45 @@ uint32_t nache_write(struct nache_core *core, const struct nache_creds *cr,
 
 uint32_t nache_commit(struct nache_core *core, const struct nache_creds *cr,
 		      nache_key key, uint64_t offset, uint64_t len);
+
+/* NFSv4.2, forwarded when the remote speaks it (Upstream_Minor_Version =
+ * 2), else NFS4ERR_NOTSUPP. The file's unflushed data reaches the remote
+ * first. ALLOCATE (allocate) or DEALLOCATE of [offset, offset + length). */
+uint32_t nache_fallocate(struct nache_core *core, const struct nache_creds *cr,
+			 nache_key key, struct nache_open *open,
+			 uint64_t offset, uint64_t length, bool allocate);
+/* SEEK: where the first data (hole: the first hole) at or after offset
+ * starts (*found), and whether that is the end of the file (*eof). */
+uint32_t nache_seek(struct nache_core *core, const struct nache_creds *cr,
+		    nache_key key, struct nache_open *open, uint64_t offset,
+		    bool hole, bool *eof, uint64_t *found);
+
+/* Extended attributes of the user namespace (RFC 8276), by name without
+ * the "user." prefix. nache_getxattr copies the value into buf (*len
+ * bytes of room) and sets *len to its size; a value larger than the room
+ * is NFS4ERR_XATTR2BIG with *len its size. */
+enum nache_xattr_option {
+	NACHE_XATTR_EITHER = 0,	 /* create or replace */
+	NACHE_XATTR_CREATE = 1,	 /* NFS4ERR_EXIST if it exists */
+	NACHE_XATTR_REPLACE = 2, /* NFS4ERR_NOXATTR if it does not */
+};
+uint32_t nache_getxattr(struct nache_core *core, const struct nache_creds *cr,
+			nache_key key, const char *name, size_t name_len,
+			void *buf, size_t *len);
+uint32_t nache_setxattr(struct nache_core *core, const struct nache_creds *cr,
+			nache_key key, enum nache_xattr_option option,
+			const char *name, size_t name_len, const void *value,
+			size_t value_len);
+uint32_t nache_removexattr(struct nache_core *core,
+			   const struct nache_creds *cr, nache_key key,
+			   const char *name, size_t name_len);
+/* Names from cookie on, each given to cb (not NUL-terminated); maxcount
+ * bounds the reply. *next_cookie goes on where this one stopped. */
+typedef void (*nache_xattr_name_cb)(void *arg, const char *name, size_t len);
+uint32_t nache_listxattrs(struct nache_core *core, const struct nache_creds *cr,
+			  nache_key key, uint64_t cookie, uint32_t maxcount,
+			  nache_xattr_name_cb cb, void *arg,
+			  uint64_t *next_cookie, bool *eof);
 
 /* The write verifier of the last WRITE/COMMIT reply (8 bytes). */
 void nache_write_verifier(struct nache_core *core, uint8_t verf[8]);

@@ -1,0 +1,280 @@
+// NFSv4.2's operations on the wire (RFC 7862, RFC 8276): encoded by us
+// between libnfs' 4.0 operations in a minor-version-2 COMPOUND, refused in
+// any other, and their replies decoded with every count and length bounded.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rpc/xdr.h"
+#include "upstream/compound.h"
+#include "upstream/nfs41.h"
+
+namespace nache {
+namespace upstream {
+namespace {
+
+using rpc::XdrIn;
+using rpc::XdrOut;
+
+constexpr uint32_t kOpPutfh = 22, kOpGetattr = 9, kOpSequence = 53,
+                   kOpAllocate = 59, kOpDeallocate = 62, kOpSeek = 69,
+                   kOpGetxattr = 72, kOpSetxattr = 73, kOpListxattrs = 74,
+                   kOpRemovexattr = 75;
+
+StateId Sid() {
+  StateId s;
+  s.seqid = 7;
+  for (size_t i = 0; i < sizeof(s.other); i++) s.other[i] = char('a' + i);
+  return s;
+}
+
+uint32_t U32(XdrIn *in) {
+  uint32_t v = 0xdeadbeef;
+  EXPECT_TRUE(in->U32(&v));
+  return v;
+}
+uint64_t U64(XdrIn *in) {
+  uint64_t v = ~0ull;
+  EXPECT_TRUE(in->U64(&v));
+  return v;
+}
+std::string Str(XdrIn *in) {
+  std::string s;
+  EXPECT_TRUE(in->Opaque(&s, 1 << 20));
+  return s;
+}
+void ExpectSid(XdrIn *in) {
+  EXPECT_EQ(U32(in), 7u);
+  char other[12];
+  ASSERT_TRUE(in->Fixed(other, sizeof other));
+  EXPECT_EQ(std::string(other, 12), "abcdefghijkl");
+}
+
+// Reads the header and SEQUENCE of an encoded 4.x COMPOUND; returns the
+// minor version and the number of operations after SEQUENCE.
+void Header(XdrIn *in, uint32_t *minor, uint32_t *nops) {
+  EXPECT_EQ(Str(in), "t42");
+  *minor = U32(in);
+  *nops = U32(in) - 1;
+  EXPECT_EQ(U32(in), kOpSequence);
+  ASSERT_TRUE(in->Skip(16 + 4 * 4));  // sessionid, seqid, slot, high, cache
+}
+
+TEST(Nfs42WireTest, OperationsGoOutBetweenLibnfsOnesInMinorVersionTwo) {
+  Compound c;
+  c.SetTag("t42")
+      .Putfh("fh1")
+      .Allocate(Sid(), 4096, 1 << 20)
+      .Deallocate(Sid(), 8192, 512)
+      .Seek(Sid(), 100, SeekWhat::kHole)
+      .Getattr(kAttrChange)
+      .Getxattr("color")
+      .Setxattr(XattrOption::kCreate, "shape", std::string("r\0und", 5))
+      .Listxattrs(33, 4000)
+      .Removexattr("gone");
+  nfs41::SequenceArgs seq;
+  std::string b;
+  ASSERT_TRUE(c.EncodeWire(&b, &seq, nullptr, 2));
+  XdrIn in(b.data(), b.size());
+  uint32_t minor, nops;
+  Header(&in, &minor, &nops);
+  EXPECT_EQ(minor, 2u);
+  EXPECT_EQ(nops, 9u);
+  EXPECT_EQ(U32(&in), kOpPutfh);
+  EXPECT_EQ(Str(&in), "fh1");
+  EXPECT_EQ(U32(&in), kOpAllocate);
+  ExpectSid(&in);
+  EXPECT_EQ(U64(&in), 4096u);
+  EXPECT_EQ(U64(&in), 1u << 20);
+  EXPECT_EQ(U32(&in), kOpDeallocate);
+  ExpectSid(&in);
+  EXPECT_EQ(U64(&in), 8192u);
+  EXPECT_EQ(U64(&in), 512u);
+  EXPECT_EQ(U32(&in), kOpSeek);
+  ExpectSid(&in);
+  EXPECT_EQ(U64(&in), 100u);
+  EXPECT_EQ(U32(&in), 1u) << "NFS4_CONTENT_HOLE";
+  EXPECT_EQ(U32(&in), kOpGetattr);
+  EXPECT_EQ(U32(&in), 1u);  // one bitmap word (change is attribute 3)
+  EXPECT_EQ(U32(&in), 1u << 3);
+  EXPECT_EQ(U32(&in), kOpGetxattr);
+  EXPECT_EQ(Str(&in), "color");
+  EXPECT_EQ(U32(&in), kOpSetxattr);
+  EXPECT_EQ(U32(&in), 1u) << "SETXATTR4_CREATE";
+  EXPECT_EQ(Str(&in), "shape");
+  EXPECT_EQ(Str(&in), std::string("r\0und", 5));
+  EXPECT_EQ(U32(&in), kOpListxattrs);
+  EXPECT_EQ(U64(&in), 33u);
+  EXPECT_EQ(U32(&in), 4000u);
+  EXPECT_EQ(U32(&in), kOpRemovexattr);
+  EXPECT_EQ(Str(&in), "gone");
+  EXPECT_EQ(in.left(), 0u);
+  EXPECT_TRUE(c.nfs42_args(1) != nullptr);
+  EXPECT_EQ(c.nfs42_args(1)->length, 1u << 20);
+  EXPECT_TRUE(c.nfs42_args(0) == nullptr) << "PUTFH is no 4.2 operation";
+}
+
+TEST(Nfs42WireTest, NotSentInAnEarlierMinorVersion) {
+  Compound c;
+  c.Putfh("f").Seek(Sid(), 0, SeekWhat::kData);
+  std::string b = "kept";
+  EXPECT_FALSE(c.EncodeWire(&b, nullptr)) << "NFSv4.0";
+  nfs41::SequenceArgs seq;
+  EXPECT_FALSE(c.EncodeWire(&b, &seq, nullptr, 1)) << "NFSv4.1";
+  EXPECT_EQ(b, "kept");
+  Compound plain;
+  plain.SetTag("t42").Putfh("f");
+  std::string p;
+  ASSERT_TRUE(plain.EncodeWire(&p, &seq, nullptr, 2));
+  XdrIn in(p.data(), p.size());
+  uint32_t minor, nops;
+  Header(&in, &minor, &nops);
+  EXPECT_EQ(minor, 2u) << "a 4.2 session's every COMPOUND says 2";
+}
+
+// A reply: header, SEQUENCE, then what the test adds.
+class Reply {
+ public:
+  Reply(uint32_t status, uint32_t nres) : x_(&b_) {
+    x_.U32(status);
+    x_.Opaque(std::string("t"));
+    x_.U32(nres + 1);
+    x_.U32(kOpSequence);
+    x_.U32(kNfs4Ok);
+    std::string sid(16, 's');
+    x_.Fixed(sid.data(), sid.size());
+    for (uint32_t v : {1u, 0u, 0u, 0u, 0u}) x_.U32(v);
+  }
+  XdrOut &x() { return x_; }
+  Reply &Result(uint32_t op, uint32_t status) {
+    x_.U32(op);
+    x_.U32(status);
+    return *this;
+  }
+  bool Decode(const Compound &c, CompoundReply *out) const {
+    nfs41::SequenceRes sr;
+    return c.DecodeWire(b_.data(), b_.size(), out, &sr);
+  }
+
+ private:
+  std::string b_;
+  XdrOut x_;
+};
+
+void ChangeInfo(XdrOut *x) {
+  x->Bool(true);
+  x->U64(5);
+  x->U64(6);
+}
+
+TEST(Nfs42WireTest, RepliesDecode) {
+  Compound c;
+  c.Putfh("f")
+      .Allocate(Sid(), 0, 1)
+      .Seek(Sid(), 10, SeekWhat::kData)
+      .Getxattr("k")
+      .Setxattr(XattrOption::kEither, "k", "v")
+      .Listxattrs(0, 4096)
+      .Removexattr("k")
+      .Deallocate(Sid(), 0, 1);
+  Reply r(kNfs4Ok, 8);
+  r.Result(kOpPutfh, kNfs4Ok).Result(kOpAllocate, kNfs4Ok);
+  r.Result(kOpSeek, kNfs4Ok);
+  r.x().Bool(false);
+  r.x().U64(65536);
+  r.Result(kOpGetxattr, kNfs4Ok);
+  r.x().Opaque(std::string("blue"));
+  r.Result(kOpSetxattr, kNfs4Ok);
+  ChangeInfo(&r.x());
+  r.Result(kOpListxattrs, kNfs4Ok);
+  r.x().U64(77);
+  r.x().U32(2);
+  r.x().Opaque(std::string("a"));
+  r.x().Opaque(std::string("bb"));
+  r.x().Bool(true);
+  r.Result(kOpRemovexattr, kNfs4Ok);
+  ChangeInfo(&r.x());
+  r.Result(kOpDeallocate, kNfs4Ok);
+  CompoundReply out;
+  ASSERT_TRUE(r.Decode(c, &out));
+  ASSERT_EQ(out.results.size(), 8u);
+  EXPECT_FALSE(out.Find(Op::kSeek)->eof);
+  EXPECT_EQ(out.Find(Op::kSeek)->offset, 65536u);
+  EXPECT_EQ(out.Find(Op::kGetxattr)->data, "blue");
+  EXPECT_EQ(out.Find(Op::kSetxattr)->cinfo.after, 6u);
+  EXPECT_EQ(out.Find(Op::kListxattrs)->cookie, 77u);
+  EXPECT_EQ(out.Find(Op::kListxattrs)->names,
+            (std::vector<std::string>{"a", "bb"}));
+  EXPECT_TRUE(out.Find(Op::kListxattrs)->eof);
+  EXPECT_EQ(out.Find(Op::kRemovexattr)->cinfo.before, 5u);
+}
+
+TEST(Nfs42WireTest, AFailureEndsTheReply) {
+  Compound c;
+  c.Putfh("f").Getxattr("missing").Getattr(kAttrChange);
+  Reply r(kNfs4ErrNoxattr, 2);
+  r.Result(kOpPutfh, kNfs4Ok).Result(kOpGetxattr, kNfs4ErrNoxattr);
+  CompoundReply out;
+  ASSERT_TRUE(r.Decode(c, &out));
+  EXPECT_EQ(out.status, kNfs4ErrNoxattr);
+  EXPECT_EQ(out.Find(Op::kGetattr), nullptr);
+}
+
+// Lengths and counts from a hostile server are checked before anything is
+// read or allocated.
+TEST(Nfs42WireTest, HostileRepliesAreRefused) {
+  {  // an xattr value larger than any we accept
+    Compound c;
+    c.Putfh("f").Getxattr("k");
+    Reply r(kNfs4Ok, 2);
+    r.Result(kOpPutfh, kNfs4Ok).Result(kOpGetxattr, kNfs4Ok);
+    r.x().Opaque(std::string(kMaxXattrValue + 1, 'x'));
+    CompoundReply out;
+    EXPECT_FALSE(r.Decode(c, &out));
+  }
+  {  // a name count far beyond the bytes there are
+    Compound c;
+    c.Putfh("f").Listxattrs(0, 4096);
+    Reply r(kNfs4Ok, 2);
+    r.Result(kOpPutfh, kNfs4Ok).Result(kOpListxattrs, kNfs4Ok);
+    r.x().U64(0);
+    r.x().U32(0x40000000);
+    CompoundReply out;
+    EXPECT_FALSE(r.Decode(c, &out));
+  }
+  {  // names beyond the maxcount asked for
+    Compound c;
+    c.Putfh("f").Listxattrs(0, 64);
+    Reply r(kNfs4Ok, 2);
+    r.Result(kOpPutfh, kNfs4Ok).Result(kOpListxattrs, kNfs4Ok);
+    r.x().U64(0);
+    r.x().U32(200);
+    for (int i = 0; i < 200; i++) r.x().Opaque(std::string(60, 'n'));
+    r.x().Bool(true);
+    CompoundReply out;
+    EXPECT_FALSE(r.Decode(c, &out));
+  }
+  {  // a SEEK result cut short
+    Compound c;
+    c.Putfh("f").Seek(Sid(), 0, SeekWhat::kData);
+    Reply r(kNfs4Ok, 2);
+    r.Result(kOpPutfh, kNfs4Ok).Result(kOpSeek, kNfs4Ok);
+    r.x().Bool(true);
+    CompoundReply out;
+    EXPECT_FALSE(r.Decode(c, &out));
+  }
+  {  // the answer to another operation than the one sent
+    Compound c;
+    c.Putfh("f").Allocate(Sid(), 0, 1);
+    Reply r(kNfs4Ok, 2);
+    r.Result(kOpPutfh, kNfs4Ok).Result(kOpDeallocate, kNfs4Ok);
+    CompoundReply out;
+    EXPECT_FALSE(r.Decode(c, &out));
+  }
+}
+
+}  // namespace
+}  // namespace upstream
+}  // namespace nache
