@@ -35,6 +35,9 @@ build_pkgs=(
   # make deb and its check (ctest package.deb): dpkg-buildpackage with
   # debhelper, lintian, systemd-analyze (the unit's sandbox score).
   debhelper lintian systemd
+  # The unit under real systemd (ctest package.systemd): a Debian 12 root
+  # made by debootstrap, booted by systemd-nspawn.
+  systemd-container debootstrap
 )
 lab_pkgs=(
   user-mode-linux kmod nfs-kernel-server iproute2 procps psmisc
@@ -158,6 +161,34 @@ SRC
   rm -rf "$kernel_dir"
   mv "$kernel_dir.new" "$kernel_dir"
   echo "install-deps: Linux $version ready in $kernel_dir"
+fi
+
+# A Debian 12 root with systemd and the package's run-time dependencies
+# (debian/control, and what shlibs finds), for tests/package/systemd_test.sh:
+# it boots under systemd-nspawn with systemd as PID 1 and installs the .deb
+# offline. Made once into .deps/bookworm-systemd (about 250 MB); the test
+# boots a copy.
+sd_root="$deps_dir/bookworm-systemd"
+sd_pkgs=systemd,systemd-sysv,dbus,iproute2,procps,netbase,rpcbind,nfs-common
+sd_pkgs+=,libacl1,libblkid1,libcap2,libgssapi-krb5-2,libkrb5-3,libnfs13
+sd_pkgs+=,libnfsidmap1,libntirpc4.3,libprometheus-cpp-core1.0
+sd_pkgs+=,libprometheus-cpp-pull1.0,librocksdb7.8,liburcu8,libuuid1
+if [ ! -x "$sd_root/lib/systemd/systemd" ]; then
+  echo "install-deps: debootstrapping a Debian 12 root with systemd into $sd_root"
+  rm -rf "$sd_root.new"
+  if ! debootstrap --variant=minbase --include="$sd_pkgs" bookworm "$sd_root.new" \
+    http://deb.debian.org/debian >"$deps_dir/debootstrap.log" 2>&1; then
+    echo "install-deps: debootstrap failed, see $deps_dir/debootstrap.log" >&2
+    rm -rf "$sd_root.new"; exit 1
+  fi
+  # No downloaded packages kept in the copy each test run makes. The
+  # installer's /etc/hosts, which debootstrap does not write (without it
+  # "localhost" does not resolve: rpcinfo and Ganesha's statd client fail).
+  rm -rf "$sd_root.new"/var/cache/apt/archives/*.deb
+  printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' \
+    >"$sd_root.new/etc/hosts"
+  rm -rf "$sd_root"
+  mv "$sd_root.new" "$sd_root"
 fi
 
 # user-mode-linux's modprobe looks in /lib/modules/<uml version>.
