@@ -531,19 +531,18 @@ Compound &Compound::DelegReturn(const StateId &stateid) {
 // and encoded by EncodeWire (libnfs' nfs_argop4 only carries the number).
 Compound &Compound::Allocate(const StateId &stateid, uint64_t offset,
                              uint64_t length) {
-  Builder<Impl> b{impl_.get()};
-  b.Add(Op::kAllocate, 0);
-  Nfs42Args &a = b.meta().v42;
-  a.stateid = stateid;
-  a.offset = offset;
-  a.length = length;
-  return *this;
+  return AddRangeOp(Op::kAllocate, stateid, offset, length);
 }
 
 Compound &Compound::Deallocate(const StateId &stateid, uint64_t offset,
                                uint64_t length) {
+  return AddRangeOp(Op::kDeallocate, stateid, offset, length);
+}
+
+Compound &Compound::AddRangeOp(Op op, const StateId &stateid, uint64_t offset,
+                               uint64_t length) {
   Builder<Impl> b{impl_.get()};
-  b.Add(Op::kDeallocate, 0);
+  b.Add(op, 0);
   Nfs42Args &a = b.meta().v42;
   a.stateid = stateid;
   a.offset = offset;

@@ -291,6 +291,9 @@ class Compound {
   bool DecodeResults(rpc::XdrIn *in, uint32_t status, uint32_t nres,
                      bool after_sequence, OwnerCodec *owners,
                      CompoundReply *out) const;
+  // ALLOCATE or DEALLOCATE (op) of a range.
+  Compound &AddRangeOp(Op op, const StateId &stateid, uint64_t offset,
+                       uint64_t length);
   // Encodes the owners of settable attributes again with owners
   // (compound.cc).
   void EncodeOwners(OwnerCodec *owners);
