@@ -45,7 +45,7 @@ uint32_t Core::CheckForConflict(Key key) {
   if (!cache_->GetDirtyBase(key, &base) || !base.has_data)
     return upstream::kNfs4Ok;
   // Under our write delegation nobody else can have written it.
-  if (DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr))
+  if (delegations_->Covers(key, upstream::kShareAccessWrite, 0, nullptr))
     return upstream::kNfs4Ok;
   if (base.uncertain) {
     // A flush of it was cut off: the remote may hold part of our writes
@@ -203,7 +203,7 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
     return st;
   }
   Key copy = handles_->Intern(fh, dir, cname);
-  NoteGrant(copy, deleg);
+  delegations_->NoteGrant(copy, deleg);
   NoteConflictCopy(dir, rep.Find(Op::kOpen)->cinfo, "", cname, copy);
   // Local writes may land while the copy is made: then copy again, so
   // that the version we drop is the one the copy holds.

@@ -387,7 +387,7 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
     // name may hold the file the first send made.
     if (st == upstream::kNfs4ErrExist && rep.sends > 1) resent_exist = true;
     if (st) return st;
-    NoteGrant(r.key2, deleg);
+    delegations_->NoteGrant(r.key2, deleg);
     // Everything after the OPEN went through: the file is clean (unless
     // written or set again meanwhile, which Flushed sees). Otherwise the
     // flusher sends what is left the usual way.

@@ -187,7 +187,7 @@ uint32_t Core::SendRemoves(Key dir,
   // Our own read delegations on them first: the server would recall them
   // (NFS4ERR_DELAY meanwhile), as from anyone else.
   ParallelFor(mine.size(), flush_owners_.size(), [&](size_t i) {
-    ReturnIfReadDelegated(mine[i].key);
+    delegations_->ReturnIfReadDelegated(mine[i].key);
     return upstream::kNfs4Ok;
   });
   Fh dfh;

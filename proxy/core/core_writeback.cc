@@ -28,7 +28,7 @@ bool Core::WriteBackFor(Key key) {
   if (cache_->IsDirty(key)) return true;
   if (Draining()) return false;
   return cfg_.single_writer ||
-         DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr);
+         delegations_->Covers(key, upstream::kShareAccessWrite, 0, nullptr);
 }
 
 Key Core::DirtyFileNamed(Key dir, const std::string &name) {
@@ -96,10 +96,11 @@ uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  ReturnIfReadDelegated(key);  // a read delegation of ours, not a write one
+  delegations_->ReturnIfReadDelegated(
+      key);  // a read delegation of ours, not a write one
   Creds cr = FlushCreds(key);
   StateId sid;
-  if (!DelegationCovers(key, upstream::kShareAccessWrite, 0, &sid))
+  if (!delegations_->Covers(key, upstream::kShareAccessWrite, 0, &sid))
     sid = StateId::Anonymous();
   st = WriteStable(cr, fh, sid, offset, data.data(), data.size(), "flush",
                    after);
@@ -214,7 +215,7 @@ uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   if (LocalNamespace() &&
       ((st = SendRemovesIn(key)) || (st = CreateEntriesRemotely(key))))
     return st;
-  ReturnIfReadDelegated(key);
+  delegations_->ReturnIfReadDelegated(key);
   Compound c;
   c.SetTag("flush_setattr").Putfh(fh);
   // Nothing to set (an object created here, whose create was all): its
