@@ -123,6 +123,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   if (!c->store_) return nullptr;
   c->handles_.reset(new HandleMap(c->store_.get()));
   c->cache_.reset(new Cache(c->store_.get(), cfg.cache, c->metrics_));
+  c->writeback_host_.reset(new WriteBackHost(c.get()));
+  c->writeback_.reset(new WriteBack(c->store_.get(), c->writeback_host_.get()));
 
   // Open-owner names must not collide with a previous run's, whose seqids
   // the server may still remember until our new client id replaces it.
@@ -706,7 +708,7 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
        (LocalNamespace() && (known.type == upstream::FileType::kDir ||
                              known.type == upstream::FileType::kLnk))) &&
       MaySetLocally(cr, known, set) &&
-      (NoteLocalWriter(key, cr), cache_->LocalSetattr(key, set))) {
+      (writeback_->NoteWriter(key, cr), cache_->LocalSetattr(key, set))) {
     if (out) cache_->KnownAttrs(key, out);
     return upstream::kNfs4Ok;
   }

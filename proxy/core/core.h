@@ -25,10 +25,11 @@
 //   1. an open-owner's OwnerSlot::mu (opens.h), one at a time, held across
 //      the upstream call of that owner's OPEN, CLOSE, OPEN_DOWNGRADE, LOCK
 //      or LOCKU (NFSv4.0 seqids);
-//   2. the core's own: meta_mu_ (local namespace), writers_mu_,
-//      linger_mu_, listed_mu_, last_error_mu_, and the components' at this
-//      level: Delegations' local_mu_ and recall_mu_, Reclaim's mu_; none
-//      held across an upstream call and none nested in another;
+//   2. the core's own: meta_mu_ (local namespace), linger_mu_,
+//      listed_mu_, last_error_mu_, and the components' at this level:
+//      Delegations' local_mu_ and recall_mu_, Reclaim's mu_, WriteBack's
+//      writers_mu_; none held across an upstream call and none nested in
+//      another;
 //   3. the leaf components' locks (FileOpen::io_mu, OpenTable,
 //      DelegationTable, Cache, HandleMap, OpLog, LocalNames, Store, the
 //      upstream client): they call back into nothing that locks.
@@ -71,6 +72,7 @@
 #include "writeback/flusher.h"
 #include "writeback/local_names.h"
 #include "writeback/oplog.h"
+#include "writeback/writeback.h"
 
 // A local open, as handed to the FSAL (opaque there).
 struct nache_open {
@@ -448,14 +450,6 @@ class Core {
   // look at each dirty file's recorded name: for the rare truncating open
   // by name).
   Key DirtyFileNamed(Key dir, const std::string &name);
-  // The credentials a flush of key uses: its last local writer's (as
-  // NoteLocalWriter recorded), or its owner's.
-  // The writer is persisted (store kMeta, "wb_writer/<key>") when it
-  // changes, so a flush after a restart is still sent as the last writer,
-  // with its groups. Different users writing the same file between two
-  // flushes: all of it is flushed as the last of them.
-  Creds FlushCreds(Key key);
-  void NoteLocalWriter(Key key, const Creds &cr);
   // A flush send refused by the remote for the permissions of the caller
   // it is sent as (ACCESS, PERM): counted and logged, naming op, the
   // object and the uid. Other statuses: nothing.
@@ -732,11 +726,14 @@ class Core {
   // while a pool owner's mutex is held by the thread that needs it;
   // several, since an owner's OPEN and CLOSE are serialised).
   std::array<OwnerSlot, kFlushOwners> flush_owners_;
-  // Who last wrote each dirty file locally: the flush writes as them.
   // Write-through removes and creates that got no answer (unanswered.h).
   UnansweredNames unanswered_;
-  Mutex writers_mu_;
-  std::unordered_map<Key, upstream::Creds> writers_ GUARDED_BY(writers_mu_);
+  // Write-back's own state (writeback/writeback.h: so far, who each dirty
+  // file's flush writes as), and its view of the cache (core_hosts.h),
+  // declared first: it outlives it.
+  class WriteBackHost;
+  std::unique_ptr<WriteBackHost> writeback_host_;
+  std::unique_ptr<WriteBack> writeback_;
   uint8_t boot_verf_[8] = {};  // our write verifier (immutable after Open)
   // Opens lingering after their last local close, by deadline.
   Mutex linger_mu_;

@@ -62,7 +62,7 @@ uint32_t Core::CheckForConflict(Key key) {
   Compound c;
   c.SetTag("flush_check").Putfh(fh).Getattr(upstream::kAttrsObject);
   CompoundReply rep;
-  if ((st = Run(c, FlushCreds(key), &rep))) return st;
+  if ((st = Run(c, writeback_->FlushCreds(key), &rep))) return st;
   const Attrs &now = rep.Find(Op::kGetattr)->attrs;
   if (!(now.mask & upstream::kAttrChange) || now.change == base.change)
     return upstream::kNfs4Ok;
@@ -119,7 +119,8 @@ uint32_t Core::SaveLostFile(Key key) {
   uint32_t st = SaveOurVersion(key, dir, name, "lost", &cname);
   if (st == upstream::kNfs4ErrStale || st == upstream::kNfs4ErrNoent) {
     Key lf;
-    if ((st = LostAndFound(FlushCreds(key), &lf)) == upstream::kNfs4Ok) {
+    if ((st = LostAndFound(writeback_->FlushCreds(key), &lf)) ==
+        upstream::kNfs4Ok) {
       st = SaveOurVersion(key, lf, name, "lost", &cname);
       cname = std::string(kLostAndFound) + "/" + cname;
     }
@@ -178,7 +179,7 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
   Attrs mine;
   if (!cache_->KnownAttrs(key, &mine)) return upstream::kNfs4Ok;  // gone
   // As the file's writer: the copy is theirs, as the file was.
-  Creds cr = FlushCreds(key);
+  Creds cr = writeback_->FlushCreds(key);
   Attrs ca;
   ca.mask = upstream::kAttrMode;
   ca.mode = mine.mode & 07777;

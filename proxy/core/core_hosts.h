@@ -1,7 +1,8 @@
 // The core as its components see it: the Host interfaces through which
 // Delegations (delegations/delegations.h) and Reclaim
 // (delegations/reclaim.h) reach the upstream, the handle map, the cache
-// and the core's opens, locks and writes. Private to the core's .cc files
+// and the core's opens, locks and writes, and WriteBack
+// (writeback/writeback.h) the cache. Private to the core's .cc files
 // (core.h only names these classes).
 //
 // Thread safety: as the Host interfaces say; every method here takes only
@@ -131,6 +132,19 @@ class Core::ReclaimHost : public Reclaim::Host {
   }
   void NoteGrant(Key key, const upstream::Delegation &d) override {
     core_->delegations_->NoteGrant(key, d);
+  }
+
+ private:
+  Core *core_;  // owns us
+};
+
+class Core::WriteBackHost : public WriteBack::Host {
+ public:
+  explicit WriteBackHost(Core *core) : core_(core) {}
+
+  bool IsDirty(Key key) override { return core_->cache_->IsDirty(key); }
+  bool KnownAttrs(Key key, upstream::Attrs *attrs) override {
+    return core_->cache_->KnownAttrs(key, attrs);
   }
 
  private:

@@ -119,7 +119,7 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
                                       int64_t(time(nullptr))});
   never_sent_.insert(k);
   cache_->LocalDirEdit(dir, "", name, k);
-  NoteLocalWriter(k, cr);
+  writeback_->NoteWriter(k, cr);
   metrics_->CountLocalCreate();
   *key = k;
   if (out) *out = a;
