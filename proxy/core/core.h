@@ -137,9 +137,8 @@ uint32_t OpStatus(const upstream::CompoundReply &rep, upstream::Op op);
 
 class Core {
  public:
-  // Open-owners that create flushed files (NFSv4.0 creates by OPEN); a
-  // file's is chosen by its key, modulo this.
-  static constexpr size_t kFlushOwners = 8;
+  // Open-owners that create flushed files (WriteBack's).
+  static constexpr size_t kFlushOwners = WriteBack::kFlushOwners;
 
   ~Core();
   static std::unique_ptr<Core> Open(const CoreConfig &cfg, std::string *err);
@@ -529,13 +528,6 @@ class Core {
   // beside it as NAME.nache-conflict-<UTC time> and the file follows the
   // remote again. Nothing is overwritten silently.
   uint32_t CheckForConflict(Key key);
-  // NAME.nache-conflict-<stamp>[-n]; stamp: the time now, UTC.
-  static std::string ConflictName(const std::string &name,
-                                  const std::string &stamp, int n);
-  // NAME.nache-<kind>-<stamp>[-n].
-  static std::string CopyName(const std::string &name, const char *kind,
-                              const std::string &stamp, int n);
-  static std::string UtcStamp();
   uint32_t KeepBothVersions(Key key, const Attrs &remote);
   // The flusher found key gone at the remote (NFS4ERR_STALE) while we
   // hold acknowledged data of it: our version is saved where the remote
@@ -722,15 +714,11 @@ class Core {
   // name must be free at the remote (else a conflict). After a restart
   // every record counts as possibly sent.
   std::set<Key> never_sent_ GUARDED_BY(meta_mu_);
-  // The open-owners that create flushed files (their own: a flush may run
-  // while a pool owner's mutex is held by the thread that needs it;
-  // several, since an owner's OPEN and CLOSE are serialised).
-  std::array<OwnerSlot, kFlushOwners> flush_owners_;
   // Write-through removes and creates that got no answer (unanswered.h).
   UnansweredNames unanswered_;
-  // Write-back's own state (writeback/writeback.h: so far, who each dirty
-  // file's flush writes as), and its view of the cache (core_hosts.h),
-  // declared first: it outlives it.
+  // Write-back's own state (writeback/writeback.h: so far the flush
+  // open-owners, copy names, who each dirty file's flush writes as), and its
+  // view of the cache (core_hosts.h), declared first: it outlives it.
   class WriteBackHost;
   std::unique_ptr<WriteBackHost> writeback_host_;
   std::unique_ptr<WriteBack> writeback_;

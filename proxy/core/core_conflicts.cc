@@ -16,28 +16,6 @@ using upstream::Fh;
 using upstream::Op;
 using upstream::StateId;
 
-std::string Core::UtcStamp() {
-  // "20261122T210501Z": sorts by time, no characters a shell or a Windows
-  // client would trip on.
-  time_t now = time(nullptr);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  char buf[32];
-  strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
-}
-
-std::string Core::ConflictName(const std::string &name,
-                               const std::string &stamp, int n) {
-  return CopyName(name, "conflict", stamp, n);
-}
-
-std::string Core::CopyName(const std::string &name, const char *kind,
-                           const std::string &stamp, int n) {
-  return name + ".nache-" + kind + "-" + stamp +
-         (n ? "-" + std::to_string(n) : std::string());
-}
-
 uint32_t Core::CheckForConflict(Key key) {
   Cache::DirtyBase base;
   // Created here (nothing to conflict with), clean, or only attributes set
@@ -183,14 +161,14 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
   Attrs ca;
   ca.mask = upstream::kAttrMode;
   ca.mode = mine.mode & 07777;
-  const std::string stamp = UtcStamp();
+  const std::string stamp = WriteBack::UtcStamp();
   std::string cname;
   Fh fh;
   CompoundReply rep;
   upstream::Delegation deleg;
   st = upstream::kNfs4ErrExist;
   for (int n = 0; n < 100 && st == upstream::kNfs4ErrExist; n++) {
-    cname = CopyName(name, kind, stamp, n);
+    cname = WriteBack::CopyName(name, kind, stamp, n);
     rep = CompoundReply();
     st = CreateClosedFile(
         cr, pfh, cname, upstream::OpenArgs::Create::kGuarded, ca, key,

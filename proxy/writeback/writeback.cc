@@ -4,6 +4,8 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include <ctime>
+
 #include "util/bytes.h"
 #include "writeback/oplog.h"
 
@@ -69,6 +71,28 @@ upstream::Creds WriteBack::FlushCreds(Key key) {
     cr.gid = a.gid;
   }
   return cr;
+}
+
+std::string WriteBack::UtcStamp() {
+  // "20261122T210501Z": sorts by time, no characters a shell or a Windows
+  // client would trip on.
+  time_t now = time(nullptr);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+std::string WriteBack::ConflictName(const std::string &name,
+                                    const std::string &stamp, int n) {
+  return CopyName(name, "conflict", stamp, n);
+}
+
+std::string WriteBack::CopyName(const std::string &name, const char *kind,
+                                const std::string &stamp, int n) {
+  return name + ".nache-" + kind + "-" + stamp +
+         (n ? "-" + std::to_string(n) : std::string());
 }
 
 }  // namespace nache

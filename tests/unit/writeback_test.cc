@@ -1,6 +1,7 @@
 // WriteBack through its narrow interface (a real store, a fake cache):
 // who each dirty file's flush writes as, across a restart, and the pruning
-// of writers of files no longer dirty.
+// of writers of files no longer dirty; the flush open-owners; the names of
+// conflict and lost-file copies.
 #include "writeback/writeback.h"
 
 #include <gtest/gtest.h>
@@ -88,6 +89,30 @@ TEST_F(WriteBackTest, WritersOfCleanFilesArePrunedBeyondTheBound) {
   Reopen();  // what the store kept
   EXPECT_EQ(wb_->FlushCreds(1).uid, 1001u) << "dirty: kept";
   EXPECT_EQ(wb_->FlushCreds(2).uid, Creds().uid) << "clean: forgotten";
+}
+
+TEST_F(WriteBackTest, EachFileHasOneFlushOwnerAndTheyAreSpread) {
+  std::set<size_t> used;
+  for (Key k = 0; k < 4 * WriteBack::kFlushOwners; k++) {
+    OwnerSlot *o = wb_->FlushOwner(k);
+    EXPECT_EQ(o, wb_->FlushOwner(k)) << "the same for the same file";
+    size_t i = wb_->FlushOwnerIndex(o);
+    EXPECT_LT(i, WriteBack::kFlushOwners);
+    used.insert(i);
+  }
+  EXPECT_EQ(used.size(), WriteBack::kFlushOwners);
+}
+
+TEST_F(WriteBackTest, CopyNamesCarryKindStampAndNumber) {
+  EXPECT_EQ(WriteBack::ConflictName("a.txt", "20261122T210501Z", 0),
+            "a.txt.nache-conflict-20261122T210501Z");
+  EXPECT_EQ(WriteBack::CopyName("a.txt", "lost", "20261122T210501Z", 2),
+            "a.txt.nache-lost-20261122T210501Z-2");
+  const std::string stamp = WriteBack::UtcStamp();
+  ASSERT_EQ(stamp.size(), 16u);
+  EXPECT_EQ(stamp[8], 'T');
+  EXPECT_EQ(stamp[15], 'Z');
+  EXPECT_EQ(stamp.find_first_not_of("0123456789TZ"), std::string::npos);
 }
 
 }  // namespace
