@@ -55,7 +55,7 @@ class FakeCore : public Reclaim::Host {
     return open_status;
   }
   uint32_t ConfirmIfAsked(const Creds &, const OpResult &open, const Fh &,
-                          OwnerSlot *, upstream::StateId *,
+                          OwnerSlot *owner, upstream::StateId *,
                           upstream::Delegation *deleg)
       REQUIRES(owner->mu) override {
     *deleg = open.delegation;
