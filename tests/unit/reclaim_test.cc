@@ -98,8 +98,8 @@ class ReclaimTest : public ::testing::Test {
     auto f = std::make_shared<FileOpen>();
     f->key = key;
     f->owner = &owner_;
-    MutexLock g(&owner_.mu);
-    owner_.epoch = 1;
+    MutexLock g(&f->owner->mu);
+    f->owner->epoch = 1;
     upstream::StateId sid;
     f->SetOpen(sid, 1);
     f->up_access = upstream::kShareAccessRead;
@@ -142,7 +142,7 @@ TEST_F(ReclaimTest, OpenReclaimedWithItsDelegationAndLocks) {
   auto f = OpenFile(7);
   reclaim_.OnNewClientId(2, {Held(7, 1)});
   core_.grant = DelegationType::kRead;
-  MutexLock g(&owner_.mu);
+  MutexLock g(&f->owner->mu);
   EXPECT_TRUE(reclaim_.ReclaimFile(f.get(), 2));
   EXPECT_TRUE(f->open());
   EXPECT_EQ(f->epoch(), 2u);
@@ -156,8 +156,8 @@ TEST_F(ReclaimTest, OpenReclaimedWithItsDelegationAndLocks) {
 TEST_F(ReclaimTest, NoGracePeriodOpensAndLocksAnew) {
   auto f = OpenFile(7);
   core_.open_status = upstream::kNfs4ErrNoGrace;
-  MutexLock g(&owner_.mu);
-  owner_.epoch = 2;  // the owner already follows the new client id
+  MutexLock g(&f->owner->mu);
+  f->owner->epoch = 2;  // the owner already follows the new client id
   EXPECT_TRUE(reclaim_.ReclaimFile(f.get(), 2));
   EXPECT_EQ(core_.opens_anew, 1);
   EXPECT_EQ(core_.locks_anew, 1);
@@ -167,7 +167,7 @@ TEST_F(ReclaimTest, NoGracePeriodOpensAndLocksAnew) {
 TEST_F(ReclaimTest, RefusedReclaimLosesTheOpenAndItsLocks) {
   auto f = OpenFile(7);
   core_.open_status = upstream::kNfs4ErrReclaimBad;
-  MutexLock g(&owner_.mu);
+  MutexLock g(&f->owner->mu);
   EXPECT_FALSE(reclaim_.ReclaimFile(f.get(), 2));
   EXPECT_FALSE(f->open());
   EXPECT_TRUE(f->lock_owners.empty());
