@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/convert.h"
+#include "core/core_hosts.h"
 #include "core/create_verifier.h"
 #include "upstream/attrs.h"
 #include "util/log.h"
@@ -75,23 +76,8 @@ Core::~Core() {
   if (admin_token_) admin::Registry::Global().Remove(admin_token_);
   if (warmer_) warmer_->Stop();
   // No more recalls; those queued are still answered with a DELEGRETURN.
-  if (cb_server_) cb_server_->Stop();
-  if (recall_thread_.joinable()) {
-    {
-      MutexLock g(&recall_mu_);
-      recall_stop_ = true;
-    }
-    recall_cv_.SignalAll();
-    recall_thread_.join();
-  }
-  if (reclaim_thread_.joinable()) {
-    {
-      MutexLock g(&reclaim_mu_);
-      reclaim_stop_ = true;
-    }
-    reclaim_cv_.SignalAll();
-    reclaim_thread_.join();
-  }
+  if (delegations_) delegations_->StopCallbacks();
+  if (reclaim_) reclaim_->Stop();
   if (linger_thread_.joinable()) {
     {
       MutexLock g(&linger_mu_);
@@ -137,6 +123,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   if (!c->store_) return nullptr;
   c->handles_.reset(new HandleMap(c->store_.get()));
   c->cache_.reset(new Cache(c->store_.get(), cfg.cache, c->metrics_));
+  c->writeback_host_.reset(new WriteBackHost(c.get()));
+  c->writeback_.reset(new WriteBack(c->store_.get(), c->writeback_host_.get()));
 
   // Open-owner names must not collide with a previous run's, whose seqids
   // the server may still remember until our new client id replaces it.
@@ -173,10 +161,15 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   // The callback service listens before SETCLIENTID advertises it (the
   // server probes it right after the client id is confirmed).
   if (!c->StartCallbackService(&uo.callback_uaddr, err)) return nullptr;
-  uo.on_new_clientid = [core](uint64_t epoch) { core->OnNewClientId(epoch); };
+  // On the upstream's state thread, before held calls go out: every
+  // delegation is gone; the state of the previous client id is handed to
+  // the reclaim thread.
+  uo.on_new_clientid = [core](uint64_t epoch) {
+    core->reclaim_->OnNewClientId(epoch, core->delegations_->DropAll());
+  };
   uo.minor_version = cfg.minor_version;
-  if (c->back_channel_) {
-    callback::BackChannel *bc = c->back_channel_.get();
+  if (c->delegations_->back_channel()) {
+    callback::BackChannel *bc = c->delegations_->back_channel();
     uo.back_channel = [bc](const rpc::PeerCall &call, rpc::XdrIn *args,
                            std::string *results) {
       return bc->Serve(call, args, results);
@@ -194,9 +187,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     *err = "cannot start the upstream client";
     return nullptr;
   }
-  if (c->CallbacksPossible())
-    c->recall_thread_ = std::thread([core] { core->RecallLoop(); });
-  c->reclaim_thread_ = std::thread([core] { core->ReclaimLoop(); });
+  if (c->delegations_->CallbacksPossible()) c->delegations_->StartRecalls();
+  c->reclaim_->Start();
   uint32_t ra_blocks = cfg.readahead_max / cfg.cache.block_size;
   c->reader_.reset(new BlockReader(
       c->cache_.get(),
@@ -286,8 +278,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     g.clientid_epoch = core->up_->epoch();
     g.open_files = core->opens_->size();
     g.callback_path_up = core->CallbackPathUp();
-    g.delegations_read = core->delegs_->Count(DelegationType::kRead);
-    g.delegations_write = core->delegs_->Count(DelegationType::kWrite);
+    g.delegations_read = core->delegations_->Count(DelegationType::kRead);
+    g.delegations_write = core->delegations_->Count(DelegationType::kWrite);
     g.local_delegations = core->LocalDelegations();
     g.dirty_bytes = core->cache_->dirty_bytes();
     g.flush_lag_s = core->cache_->flush_lag().count() / 1000.0;
@@ -482,10 +474,7 @@ void Core::ForgetGone(Key key) {
   // An open of ours keeps a removed file alive at the remote, and its
   // state must be given back by handle.
   if (opens_->Contains(key)) return;
-  {
-    MutexLock g(&local_mu_);
-    if (local_delegs_.count(key)) return;
-  }
+  if (delegations_->HasLocal(key)) return;
   if (!cache_->ForgetGone(key)) return;  // dirty or in use
   handles_->Remove(key);
 }
@@ -719,14 +708,14 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
        (LocalNamespace() && (known.type == upstream::FileType::kDir ||
                              known.type == upstream::FileType::kLnk))) &&
       MaySetLocally(cr, known, set) &&
-      (NoteLocalWriter(key, cr), cache_->LocalSetattr(key, set))) {
+      (writeback_->NoteWriter(key, cr), cache_->LocalSetattr(key, set))) {
     if (out) cache_->KnownAttrs(key, out);
     return upstream::kNfs4Ok;
   }
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  ReturnIfReadDelegated(key);
+  delegations_->ReturnIfReadDelegated(key);
   // A size change owns the file's flushing until the new size is at the
   // remote: no send of older data of ours can land after it there, and a
   // flush in flight cannot take bytes written after it for its own.
@@ -1190,8 +1179,8 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
   uint32_t st = FhOf(olddir, &ofh);
   if (st || (st = FhOf(newdir, &nfh))) return st;
   if (source == kNoKey) source = ListedKey(olddir, oldname);
-  ReturnIfReadDelegated(source);
-  ReturnIfReadDelegated(ListedKey(newdir, newname));
+  delegations_->ReturnIfReadDelegated(source);
+  delegations_->ReturnIfReadDelegated(ListedKey(newdir, newname));
   // Before it is sent: the moved object's ctime moves by our doing.
   if (source != kNoKey) cache_->OwnChangeUnseen(source);
   // The trailing LOOKUP+GETFH names the moved object, so its recorded
@@ -1304,7 +1293,7 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
         ((st = SendRemovesIn(k)) || (st = CreateEntriesRemotely(k))))
       return st;
   }
-  ReturnIfReadDelegated(gone);
+  delegations_->ReturnIfReadDelegated(gone);
   Compound c;
   c.SetTag("remove").Putfh(dfh);
   // The object removed must be known (with write-back its unflushed data
@@ -1399,9 +1388,9 @@ void Core::ResetIfStale(FileOpen *f) {
     f->owner->seqid = 0;
     f->owner->epoch = epoch;
   }
-  // Our open under an earlier client id: reclaimed (core_reclaim.cc), or
+  // Our open under an earlier client id: reclaimed (delegations/reclaim.h), or
   // dropped and reopened on demand.
-  if (f->open() && f->epoch() != epoch) ReclaimLocked(f, epoch);
+  if (f->open() && f->epoch() != epoch) reclaim_->ReclaimFile(f, epoch);
 }
 
 uint32_t Core::ConfirmIfAsked(const Creds &cr, const OpResult &open,
@@ -1417,7 +1406,7 @@ uint32_t Core::ConfirmIfAsked(const Creds &cr, const OpResult &open,
   // callback service (it may delegate) the same COMPOUND opens the file
   // once more, now by a confirmed owner: the same open (its seqid
   // advanced), possibly with a delegation.
-  bool reopen = cb_contact_.load() && !again.dir.empty();
+  bool reopen = delegations_->Contacted() && !again.dir.empty();
   Compound c;
   c.SetTag("open_confirm").Putfh(fh).OpenConfirm(*sid, owner->seqid);
   if (reopen) {
@@ -1509,7 +1498,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   if ((st = ConfirmIfAsked(cr, *o, got, f->owner, &sid,
                            {prec.fh, rec.name, access, deny}, &deleg)))
     return st;
-  if (got == rec.fh) NoteGrant(f->key, deleg);
+  if (got == rec.fh) delegations_->NoteGrant(f->key, deleg);
   f->SetOpen(sid, up_->epoch());
   f->up_access |= access;
   f->up_deny |= deny;
@@ -1782,7 +1771,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       }
     }
     NoteDirAfter(req.key, rep, 1, o->cinfo, "", req.name, key);
-    NoteGrant(key, deleg);
+    delegations_->NoteGrant(key, deleg);
     std::shared_ptr<FileOpen> f = opens_->GetOrAdopt(key, owner);
     if (f->owner == owner) {
       f->owner->mu.AssertHeld();  // (owner->mu, held above)
@@ -1813,7 +1802,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
 
   // Open by handle: join the file's upstream open, upgrading it if needed,
   // or grant it locally under our delegation.
-  if (req.access & upstream::kShareAccessWrite) ReturnIfReadDelegated(key);
+  if (req.access & upstream::kShareAccessWrite)
+    delegations_->ReturnIfReadDelegated(key);
   std::shared_ptr<FileOpen> f = opens_->Get(key);
   MutexLock fg(&f->owner->mu);
   ResetIfStale(f.get());
@@ -1822,7 +1812,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   uint32_t st = upstream::kNfs4Ok;
   bool covered = f->open() && (f->up_access & want_access) == want_access &&
                  (f->up_deny & want_deny) == want_deny;
-  if (!covered && DelegationCovers(key, want_access, want_deny, nullptr)) {
+  if (!covered && delegations_->Covers(key, want_access, want_deny, nullptr)) {
     covered = true;
     f->deleg_creds = cr;
   }
@@ -1876,7 +1866,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   // delegation vouches for the cached attributes instead.
   Attrs a;
   if (!have_attrs &&
-      (Delegated(key) || cache_->IsDirty(key) || ServingStale()) &&
+      (delegations_->Delegated(key) || cache_->IsDirty(key) ||
+       ServingStale()) &&
       cache_->KnownAttrs(key, &a)) {
     have_attrs = true;
     if (attrs) *attrs = a;
@@ -1931,7 +1922,8 @@ uint32_t Core::CheckCreateVerifier(const Creds &cr, Key key,
 uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
                       uint32_t deny) {
   FileOpen *f = open->file.get();
-  if (access & upstream::kShareAccessWrite) ReturnIfReadDelegated(f->key);
+  if (access & upstream::kShareAccessWrite)
+    delegations_->ReturnIfReadDelegated(f->key);
   MutexLock fg(&f->owner->mu);
   ResetIfStale(f);
   f->Count(open->access, open->deny, -1);
@@ -1941,7 +1933,7 @@ uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
   bool covered = f->open() && (f->up_access & want_access) == want_access &&
                  (f->up_deny & want_deny) == want_deny;
   const bool deleg =
-      !covered && DelegationCovers(f->key, want_access, want_deny, nullptr);
+      !covered && delegations_->Covers(f->key, want_access, want_deny, nullptr);
   // Granted without an OPEN that asks the remote about this caller (as in
   // Open): its answer to ACCESS decides.
   if ((covered || deleg) && !NotAtRemote(f->key))
@@ -2065,7 +2057,8 @@ StateId Core::IoStateid(NacheOpen *open) {
   // Granted locally under our delegation: its stateid is the one to use
   // (a state error makes the caller fall back to the anonymous one).
   StateId sid;
-  if (DelegationCovers(f->key, upstream::kShareAccessRead, 0, &sid)) return sid;
+  if (delegations_->Covers(f->key, upstream::kShareAccessRead, 0, &sid))
+    return sid;
   return StateId::Anonymous();
 }
 
@@ -2226,7 +2219,8 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
     metrics_->CountFullDiskWrite();
     stable = StableHow::kFileSync;
   }
-  ReturnIfReadDelegated(key);  // an NFSv3 WRITE comes with no open
+  delegations_->ReturnIfReadDelegated(
+      key);  // an NFSv3 WRITE comes with no open
   if (stable == StableHow::kUnstable && unstable_writes_ &&
       unstable_writes_->Submit(key, cr, IoStateid(open), offset, buf, len)) {
     *nwritten = len;  // queued; durable at COMMIT
@@ -2331,7 +2325,7 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
   // (Ganesha has checked its own clients' locks), and a lock is granted
   // here, to be sent before the delegation goes back (RFC 7530 10.4).
   if (op == NACHE_LOCK_TEST &&
-      DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr))
+      delegations_->Covers(key, upstream::kShareAccessWrite, 0, nullptr))
     return upstream::kNfs4Ok;
   if (op == NACHE_LOCK_TEST) {
     // The local owner's own locks are no conflict: when it holds locks
@@ -2378,7 +2372,7 @@ uint32_t Core::Lock(const Creds &cr, Key key, NacheOpen *open,
   // (Under the owner's mutex: a return of the delegation, which sends
   // these first, waits for it.)
   if (op == NACHE_LOCK &&
-      DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr)) {
+      delegations_->Covers(key, upstream::kShareAccessWrite, 0, nullptr)) {
     LockOwnerState &lo = LockOwnerFor(f, owner);
     lo.creds = cr;
     AddHeldLock(&lo.local, type, offset, up_len);

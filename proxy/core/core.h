@@ -9,13 +9,13 @@
 // opens linger after the last local close (open_linger_ms), so a reopen
 // costs no OPEN. Round trips per operation are listed in the README.
 //
-// Delegations (core_delegations.cc): with a callback address configured the
-// core runs the NFSv4.0 callback service and records the delegations OPEN
-// replies grant. A delegated file needs no revalidation, and opens its
-// delegation covers are granted locally with no upstream OPEN; a recall (or
-// an operation of ours that would conflict) turns those local opens into
-// upstream ones, flushes queued writes and returns the delegation, on the
-// recall thread, never on a Ganesha worker.
+// Delegations (delegations/delegations.h) and reclaims after a remote
+// restart (delegations/reclaim.h) are components the core owns: they keep
+// their own state, locks and threads, and see the core through a narrow
+// Host interface (core_hosts.h implements both). The core asks
+// them whether a file is delegated and tells them of grants; they call
+// back for the core's part of a return or a reclaim (opens, locks,
+// queued and unflushed writes, COMPOUNDs).
 //
 // Thread safety: all methods are thread-safe and may block on the upstream.
 // Every shared field names its lock (GUARDED_BY) and every method that
@@ -25,14 +25,17 @@
 //   1. an open-owner's OwnerSlot::mu (opens.h), one at a time, held across
 //      the upstream call of that owner's OPEN, CLOSE, OPEN_DOWNGRADE, LOCK
 //      or LOCKU (NFSv4.0 seqids);
-//   2. the core's own: meta_mu_ (local namespace), local_mu_, writers_mu_,
-//      linger_mu_, recall_mu_, reclaim_mu_, listed_mu_, last_error_mu_,
-//      none held across an upstream call and none nested in another;
-//   3. the components' locks (FileOpen::io_mu, OpenTable, DelegationTable,
-//      Cache, HandleMap, OpLog, LocalNames, Store, the upstream client),
-//      which are leaves: they call back into nothing that locks.
-// local_mu_ is the exception to "no call out under it": local delegation
-// recalls are queued to Ganesha under it (the up-call only queues).
+//   2. the core's own: meta_mu_ (local namespace), linger_mu_,
+//      listed_mu_, last_error_mu_, and the components' at this level:
+//      Delegations' local_mu_ and recall_mu_, Reclaim's mu_, WriteBack's
+//      writers_mu_; none held across an upstream call and none nested in
+//      another;
+//   3. the leaf components' locks (FileOpen::io_mu, OpenTable,
+//      DelegationTable, Cache, HandleMap, OpLog, LocalNames, Store, the
+//      upstream client): they call back into nothing that locks.
+// Delegations' local_mu_ is the exception to "no call out under it": local
+// delegation recalls are queued to Ganesha under it (the up-call only
+// queues).
 #pragma once
 
 #include <array>
@@ -53,12 +56,13 @@
 #include "cache/reader.h"
 #include "callback/back_channel.h"
 #include "callback/callback_server.h"
-#include "core/delegations.h"
 #include "core/opens.h"
 #include "core/owner_rights.h"
 #include "core/unanswered.h"
 #include "core/unstable_writes.h"
 #include "core/warm.h"
+#include "delegations/delegations.h"
+#include "delegations/reclaim.h"
 #include "handles/handle_map.h"
 #include "metrics/metrics.h"
 #include "nache/nache.h"
@@ -69,6 +73,7 @@
 #include "writeback/flusher.h"
 #include "writeback/local_names.h"
 #include "writeback/oplog.h"
+#include "writeback/writeback.h"
 
 // A local open, as handed to the FSAL (opaque there).
 struct nache_open {
@@ -137,9 +142,8 @@ bool IsStateError(uint32_t st);
 
 class Core {
  public:
-  // Open-owners that create flushed files (NFSv4.0 creates by OPEN); a
-  // file's is chosen by its key, modulo this.
-  static constexpr size_t kFlushOwners = 8;
+  // Open-owners that create flushed files (WriteBack's).
+  static constexpr size_t kFlushOwners = WriteBack::kFlushOwners;
 
   ~Core();
   static std::unique_ptr<Core> Open(const CoreConfig &cfg, std::string *err);
@@ -403,7 +407,7 @@ class Core {
                           const ReopenAfterConfirm &again,
                           upstream::Delegation *deleg) REQUIRES(owner->mu);
   // Brings f's upstream open to the current client id: reclaims it (see
-  // ReclaimLocked) when it belongs to an earlier one.
+  // Reclaim::ReclaimFile) when it belongs to an earlier one.
   void ResetIfStale(FileOpen *f) REQUIRES(f->owner->mu);
   // One LOCK of [offset, offset+length) for lo on f (introducing lo to the
   // server when new), advancing the seqids and recording what is held.
@@ -412,23 +416,6 @@ class Core {
                     uint64_t offset, uint64_t length, bool reclaim,
                     upstream::CompoundReply *rep) REQUIRES(f->owner->mu);
 
-  // After a server restart (core_reclaim.cc).
-  // The upstream confirmed a new client id: every delegation is gone; the
-  // state of the previous client id is handed to the reclaim thread.
-  void OnNewClientId(uint64_t epoch);
-  void ReclaimLoop();
-  // f's open of an earlier client id: reclaimed in the server's grace
-  // period (with the delegation held on f, and f's locks), else opened and
-  // locked anew when the server has no grace period, else dropped (lost
-  // locks are logged and counted). owner->mu held. True: f is open
-  // upstream under epoch.
-  bool ReclaimLocked(FileOpen *f, uint64_t epoch) REQUIRES(f->owner->mu);
-  // Takes f's held lock ranges again under the current client id.
-  void RelockLocked(FileOpen *f, const upstream::Fh &fh, bool reclaim)
-      REQUIRES(f->owner->mu);
-  // Whether key's delegation, held under the previous client id, is to be
-  // reclaimed.
-  bool HasDelegationToReclaim(Key key);
   // LOCKU of [offset, offset+length) for the local lock-owner owner on f,
   // if it holds locks there (granted here or upstream).
   uint32_t UnlockLocked(const Creds &cr, FileOpen *f, const upstream::Fh &fh,
@@ -487,14 +474,6 @@ class Core {
   // look at each dirty file's recorded name: for the rare truncating open
   // by name).
   Key DirtyFileNamed(Key dir, const std::string &name);
-  // The credentials a flush of key uses: its last local writer's (as
-  // NoteLocalWriter recorded), or its owner's.
-  // The writer is persisted (store kMeta, "wb_writer/<key>") when it
-  // changes, so a flush after a restart is still sent as the last writer,
-  // with its groups. Different users writing the same file between two
-  // flushes: all of it is flushed as the last of them.
-  Creds FlushCreds(Key key);
-  void NoteLocalWriter(Key key, const Creds &cr);
   // A flush send refused by the remote for the permissions of the caller
   // it is sent as (ACCESS, PERM): counted and logged, naming op, the
   // object and the uid. Other statuses: nothing.
@@ -574,13 +553,6 @@ class Core {
   // beside it as NAME.nache-conflict-<UTC time> and the file follows the
   // remote again. Nothing is overwritten silently.
   uint32_t CheckForConflict(Key key);
-  // NAME.nache-conflict-<stamp>[-n]; stamp: the time now, UTC.
-  static std::string ConflictName(const std::string &name,
-                                  const std::string &stamp, int n);
-  // NAME.nache-<kind>-<stamp>[-n].
-  static std::string CopyName(const std::string &name, const char *kind,
-                              const std::string &stamp, int n);
-  static std::string UtcStamp();
   uint32_t KeepBothVersions(Key key, const Attrs &remote);
   // The flusher found key gone at the remote (NFS4ERR_STALE) while we
   // hold acknowledged data of it: our version is saved where the remote
@@ -732,29 +704,13 @@ class Core {
   // Root as a remote that squashes it sees it: nobody, no groups.
   static Creds SquashedRoot();
 
-  // --- delegations (core_delegations.cc) ---------------------------------
-  class CallbackGlue;  // the callback service's handler
+  // --- delegations and reclaims (core_delegations.cc) --------------------
+  // Delegations' and Reclaim's view of the core (their Host interfaces).
+  class DelegationsHost;
+  class ReclaimHost;
   // Starts the callback service when configured; false with *err when it
   // cannot listen. Fills the address to advertise in *uaddr.
   bool StartCallbackService(std::string *uaddr, std::string *err);
-  // Records the delegation an OPEN reply of key carries, if any.
-  void NoteGrant(Key key, const upstream::Delegation &d);
-  // Key holds a usable delegation and the lease is known to hold.
-  bool Delegated(Key key);
-  // Key's delegation covers a local open with these share modes; *sid gets
-  // the delegation stateid.
-  bool DelegationCovers(Key key, uint32_t access, uint32_t deny,
-                        upstream::StateId *sid);
-  // Returns key's delegation: establishes upstream the opens granted
-  // locally under it, flushes queued writes, sends DELEGRETURN. Blocks on
-  // the upstream; never called with an owner mutex held.
-  // recalled: after a CB_RECALL (else before a conflicting operation of
-  // ours).
-  void ReturnDelegation(Key key, bool recalled);
-  // Before an operation of ours that the server would treat as conflicting
-  // with our own read delegation (an open for write, a SETATTR, a WRITE, a
-  // REMOVE or RENAME of the file): return it first rather than be recalled.
-  void ReturnIfReadDelegated(Key key);
 
   // core_nfs42.cc: whether the session speaks NFSv4.2; the file's
   // unflushed data sent first, and its flushing owned by *owned while the
@@ -764,18 +720,6 @@ class Core {
   uint32_t DataToRemoteFirst(Key key, std::optional<Flusher::Ownership> *owned);
   uint32_t ChangeXattr(const Creds &cr, Key key, const char *tag,
                        const std::function<void(upstream::Compound *)> &add_op);
-  // Has the local clients' delegations on key recalled and waits (bounded)
-  // until they are returned.
-  void RecallLocalDelegations(Key key);
-  // Local delegations held on key (0: none).
-  int LocalDelegsLocked(Key key) const REQUIRES(local_mu_);
-  void QueueRecall(Key key);
-  void RecallLoop();
-  // The client id changed or the lease lapsed: every delegation is gone
-  // (returned: the ones that were held).
-  std::vector<std::pair<Key, HeldDelegation>> DropAllDelegations();
-  // Has every local delegation recalled (queues the up-calls only).
-  void RecallAllLocal();
 
   CoreConfig cfg_;
   std::unique_ptr<Store> store_;
@@ -804,15 +748,14 @@ class Core {
   // name must be free at the remote (else a conflict). After a restart
   // every record counts as possibly sent.
   std::set<Key> never_sent_ GUARDED_BY(meta_mu_);
-  // The open-owners that create flushed files (their own: a flush may run
-  // while a pool owner's mutex is held by the thread that needs it;
-  // several, since an owner's OPEN and CLOSE are serialised).
-  std::array<OwnerSlot, kFlushOwners> flush_owners_;
-  // Who last wrote each dirty file locally: the flush writes as them.
   // Write-through removes and creates that got no answer (unanswered.h).
   UnansweredNames unanswered_;
-  Mutex writers_mu_;
-  std::unordered_map<Key, upstream::Creds> writers_ GUARDED_BY(writers_mu_);
+  // Write-back's own state (writeback/writeback.h: so far the flush
+  // open-owners, copy names, who each dirty file's flush writes as), and its
+  // view of the cache (core_hosts.h), declared first: it outlives it.
+  class WriteBackHost;
+  std::unique_ptr<WriteBackHost> writeback_host_;
+  std::unique_ptr<WriteBack> writeback_;
   uint8_t boot_verf_[8] = {};  // our write verifier (immutable after Open)
   // Opens lingering after their last local close, by deadline.
   Mutex linger_mu_;
@@ -822,40 +765,14 @@ class Core {
       lingering_ GUARDED_BY(linger_mu_);
   bool linger_stop_ GUARDED_BY(linger_mu_) = false;
   std::thread linger_thread_;
-  std::unique_ptr<DelegationTable> delegs_;
-  std::unique_ptr<callback::CallbackHandler> cb_glue_;   // a CallbackGlue
-  std::unique_ptr<callback::CallbackServer> cb_server_;  // null: none
-  // NFSv4.1: the back channel on our upstream connections (null: none, or
-  // NFSv4.0). Outlives up_'s connections: ~Core shuts up_ down first.
-  std::unique_ptr<callback::BackChannel> back_channel_;
-  // The server can call us back (a callback service, or a back channel).
-  bool CallbacksPossible() const { return cb_server_ || back_channel_; }
-  std::atomic<bool> cb_contact_{false};  // the server called us back once
-  // Local delegations (granted by Ganesha to its clients) per file.
-  // An acquire checks for conflicts under it, so that a return that
-  // starts after the check sees the acquired delegation.
-  Mutex local_mu_;
-  CondVar local_cv_{&local_mu_};  // a local delegation was released
-  std::unordered_map<Key, int> local_delegs_ GUARDED_BY(local_mu_);
-  std::function<void(Key)> local_recall_;  // set once before use
-  std::function<void(Key)> attrs_stale_ GUARDED_BY(local_mu_);
-  // Delegations to return, for the recall thread.
-  Mutex recall_mu_;
-  CondVar recall_cv_{&recall_mu_};  // a recall queued, or stop
-  std::deque<Key> recalls_ GUARDED_BY(recall_mu_);
-  bool recall_stop_ GUARDED_BY(recall_mu_) = false;
-  std::thread recall_thread_;  // RecallLoop
-  // Reclaims after a server restart.
-  Mutex reclaim_mu_;
-  CondVar reclaim_cv_{&reclaim_mu_};  // a reclaim asked for, or stop
-  // A new client id to reclaim under (0: none).
-  uint64_t reclaim_epoch_ GUARDED_BY(reclaim_mu_) = 0;
-  bool reclaim_stop_ GUARDED_BY(reclaim_mu_) = false;
-  // Delegations held under the previous client id, to ask back with the
-  // reclaim of their file's open.
-  std::unordered_map<Key, upstream::DelegationType> reclaim_delegs_
-      GUARDED_BY(reclaim_mu_);
-  std::thread reclaim_thread_;                 // ReclaimLoop
+  // Upstream delegations, the local ones under them, the callback service
+  // and the recall thread (delegations/delegations.h); reclaims after a
+  // remote restart and their thread (delegations/reclaim.h). Their hosts
+  // are declared first: they outlive them.
+  std::unique_ptr<DelegationsHost> delegations_host_;
+  std::unique_ptr<ReclaimHost> reclaim_host_;
+  std::unique_ptr<Delegations> delegations_;
+  std::unique_ptr<Reclaim> reclaim_;
   metrics::ExportMetrics *metrics_ = nullptr;  // owned by the registry
   // nachectl drain is in force (SetDraining).
   std::atomic<bool> draining_{false};

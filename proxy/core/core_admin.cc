@@ -93,8 +93,9 @@ double Core::LeaseAge() const {
 bool Core::CallbackPathUp() const {
   // (NFSv4.0: once the server has called our service; NFSv4.1: its
   // SEQUENCE replies say whether our back channel works.)
-  return CallbacksPossible() &&
-         (back_channel_ ? !Disconnected() : cb_contact_.load()) &&
+  return delegations_->CallbacksPossible() &&
+         (delegations_->back_channel() ? !Disconnected()
+                                       : delegations_->Contacted()) &&
          !up_->callback_path_down();
 }
 
@@ -117,7 +118,7 @@ admin::ExportStatus Core::AdminStatus() {
   s.clientid_epoch = up_->epoch();
   s.lease_age_s = LeaseAge();
   s.lease_time_s = up_->lease_time();
-  s.callbacks_configured = CallbacksPossible();
+  s.callbacks_configured = delegations_->CallbacksPossible();
   s.callback_path_up = CallbackPathUp();
   s.cache_bytes = cache_->bytes();
   s.cache_limit = cfg_.cache.size_bytes;
@@ -125,8 +126,8 @@ admin::ExportStatus Core::AdminStatus() {
   s.objects = cache_->objects();
   s.max_objects = cache_->max_objects();
   s.open_files = opens_->size();
-  s.delegations_read = delegs_->Count(DelegationType::kRead);
-  s.delegations_write = delegs_->Count(DelegationType::kWrite);
+  s.delegations_read = delegations_->Count(DelegationType::kRead);
+  s.delegations_write = delegations_->Count(DelegationType::kWrite);
   s.local_delegations = LocalDelegations();
   s.write_back = flusher_ != nullptr;
   s.single_writer = cfg_.single_writer;

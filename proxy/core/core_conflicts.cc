@@ -16,28 +16,6 @@ using upstream::Fh;
 using upstream::Op;
 using upstream::StateId;
 
-std::string Core::UtcStamp() {
-  // "20261122T210501Z": sorts by time, no characters a shell or a Windows
-  // client would trip on.
-  time_t now = time(nullptr);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  char buf[32];
-  strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
-}
-
-std::string Core::ConflictName(const std::string &name,
-                               const std::string &stamp, int n) {
-  return CopyName(name, "conflict", stamp, n);
-}
-
-std::string Core::CopyName(const std::string &name, const char *kind,
-                           const std::string &stamp, int n) {
-  return name + ".nache-" + kind + "-" + stamp +
-         (n ? "-" + std::to_string(n) : std::string());
-}
-
 uint32_t Core::CheckForConflict(Key key) {
   Cache::DirtyBase base;
   // Created here (nothing to conflict with), clean, or only attributes set
@@ -45,7 +23,7 @@ uint32_t Core::CheckForConflict(Key key) {
   if (!cache_->GetDirtyBase(key, &base) || !base.has_data)
     return upstream::kNfs4Ok;
   // Under our write delegation nobody else can have written it.
-  if (DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr))
+  if (delegations_->Covers(key, upstream::kShareAccessWrite, 0, nullptr))
     return upstream::kNfs4Ok;
   if (base.uncertain) {
     // A flush of it was cut off: the remote may hold part of our writes
@@ -62,7 +40,7 @@ uint32_t Core::CheckForConflict(Key key) {
   Compound c;
   c.SetTag("flush_check").Putfh(fh).Getattr(upstream::kAttrsObject);
   CompoundReply rep;
-  if ((st = Run(c, FlushCreds(key), &rep))) return st;
+  if ((st = Run(c, writeback_->FlushCreds(key), &rep))) return st;
   const Attrs &now = rep.Find(Op::kGetattr)->attrs;
   if (!(now.mask & upstream::kAttrChange) || now.change == base.change)
     return upstream::kNfs4Ok;
@@ -119,7 +97,8 @@ uint32_t Core::SaveLostFile(Key key) {
   uint32_t st = SaveOurVersion(key, dir, name, "lost", &cname);
   if (st == upstream::kNfs4ErrStale || st == upstream::kNfs4ErrNoent) {
     Key lf;
-    if ((st = LostAndFound(FlushCreds(key), &lf)) == upstream::kNfs4Ok) {
+    if ((st = LostAndFound(writeback_->FlushCreds(key), &lf)) ==
+        upstream::kNfs4Ok) {
       st = SaveOurVersion(key, lf, name, "lost", &cname);
       cname = std::string(kLostAndFound) + "/" + cname;
     }
@@ -178,18 +157,18 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
   Attrs mine;
   if (!cache_->KnownAttrs(key, &mine)) return upstream::kNfs4Ok;  // gone
   // As the file's writer: the copy is theirs, as the file was.
-  Creds cr = FlushCreds(key);
+  Creds cr = writeback_->FlushCreds(key);
   Attrs ca;
   ca.mask = upstream::kAttrMode;
   ca.mode = mine.mode & 07777;
-  const std::string stamp = UtcStamp();
+  const std::string stamp = WriteBack::UtcStamp();
   std::string cname;
   Fh fh;
   CompoundReply rep;
   upstream::Delegation deleg;
   st = upstream::kNfs4ErrExist;
   for (int n = 0; n < 100 && st == upstream::kNfs4ErrExist; n++) {
-    cname = CopyName(name, kind, stamp, n);
+    cname = WriteBack::CopyName(name, kind, stamp, n);
     rep = CompoundReply();
     st = CreateClosedFile(
         cr, pfh, cname, upstream::OpenArgs::Create::kGuarded, ca, key,
@@ -203,7 +182,7 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
     return st;
   }
   Key copy = handles_->Intern(fh, dir, cname);
-  NoteGrant(copy, deleg);
+  delegations_->NoteGrant(copy, deleg);
   NoteConflictCopy(dir, rep.Find(Op::kOpen)->cinfo, "", cname, copy);
   // Local writes may land while the copy is made: then copy again, so
   // that the version we drop is the one the copy holds.

@@ -119,7 +119,7 @@ uint32_t Core::CreateLocal(const Creds &cr, Key dir, const std::string &name,
                                       int64_t(time(nullptr))});
   never_sent_.insert(k);
   cache_->LocalDirEdit(dir, "", name, k);
-  NoteLocalWriter(k, cr);
+  writeback_->NoteWriter(k, cr);
   metrics_->CountLocalCreate();
   *key = k;
   if (out) *out = a;
@@ -316,7 +316,7 @@ uint32_t Core::PrepareFlush(Key key, bool patient) {
 uint32_t Core::CreateEntriesRemotely(Key dir) {
   // Several at once: each is round trips, not bandwidth.
   std::vector<LocalNames::Entry> todo = local_names_->Children(dir);
-  return ParallelFor(todo.size(), flush_owners_.size(),
+  return ParallelFor(todo.size(), WriteBack::kFlushOwners,
                      [&](size_t i) { return CreateRemotely(todo[i].key); });
 }
 
@@ -387,7 +387,7 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
     // name may hold the file the first send made.
     if (st == upstream::kNfs4ErrExist && rep.sends > 1) resent_exist = true;
     if (st) return st;
-    NoteGrant(r.key2, deleg);
+    delegations_->NoteGrant(r.key2, deleg);
     // Everything after the OPEN went through: the file is clean (unless
     // written or set again meanwhile, which Flushed sees). Otherwise the
     // flusher sends what is left the usual way.
@@ -412,10 +412,10 @@ uint32_t Core::SendCreate(const LogRecord &r, bool fresh) {
     // Taken at the remote since (a directory is simply shared: its
     // entries are checked one by one). Ours goes beside it, and is known
     // here by that name from now on.
-    const std::string stamp = UtcStamp();
+    const std::string stamp = WriteBack::UtcStamp();
     std::string cname;
     for (int n = 0; n < 100 && st == upstream::kNfs4ErrExist; n++) {
-      cname = ConflictName(r.name, stamp, n);
+      cname = WriteBack::ConflictName(r.name, stamp, n);
       st = create_as(cname);
     }
     if (st) return st;
@@ -467,14 +467,14 @@ uint32_t Core::CreateClosedFile(const Creds &cr, const Fh &pfh,
                                 upstream::Delegation *deleg) {
   // NFSv4.0 creates regular files by OPEN; this one is closed at once
   // (local opens of the file have their own).
-  OwnerSlot *owner = &flush_owners_[key % flush_owners_.size()];
+  OwnerSlot *owner = writeback_->FlushOwner(key);
   MutexLock og(&owner->mu);
   uint64_t epoch = up_->epoch();
   if (owner->epoch != epoch) {
     owner->seqid = 0;
     owner->epoch = epoch;
-    owner->name =
-        owner_prefix_ + "-flush" + std::to_string(owner - flush_owners_.data());
+    owner->name = owner_prefix_ + "-flush" +
+                  std::to_string(writeback_->FlushOwnerIndex(owner));
   }
   upstream::OpenArgs a;
   a.seqid = owner->seqid;

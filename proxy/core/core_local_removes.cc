@@ -186,8 +186,8 @@ uint32_t Core::SendRemoves(Key dir,
   if (mine.empty()) return upstream::kNfs4Ok;
   // Our own read delegations on them first: the server would recall them
   // (NFS4ERR_DELAY meanwhile), as from anyone else.
-  ParallelFor(mine.size(), flush_owners_.size(), [&](size_t i) {
-    ReturnIfReadDelegated(mine[i].key);
+  ParallelFor(mine.size(), WriteBack::kFlushOwners, [&](size_t i) {
+    delegations_->ReturnIfReadDelegated(mine[i].key);
     return upstream::kNfs4Ok;
   });
   Fh dfh;

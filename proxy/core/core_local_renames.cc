@@ -330,7 +330,7 @@ uint32_t Core::SendRename(const LogRecord &r) {
   uint32_t st = FhOfAny(r.key, &ofh);
   if (st || (st = FhOf(r.key2, &nfh))) return st;
   // Our own read delegation on it first: the server would recall it.
-  ReturnIfReadDelegated(k);
+  delegations_->ReturnIfReadDelegated(k);
   Creds cr = r.SendCreds();
   Compound c;
   c.SetTag("flush_rename")

@@ -56,7 +56,7 @@ uint32_t Core::Fallocate(const Creds &cr, Key key, NacheOpen *open,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  ReturnIfReadDelegated(key);
+  delegations_->ReturnIfReadDelegated(key);
   std::optional<Flusher::Ownership> owned;
   if ((st = DataToRemoteFirst(key, &owned))) return st;
   StateId sid = IoStateid(open);
@@ -163,7 +163,7 @@ uint32_t Core::ChangeXattr(const Creds &cr, Key key, const char *tag,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  ReturnIfReadDelegated(key);
+  delegations_->ReturnIfReadDelegated(key);
   // The attributes just before and just after: when only we changed the
   // file, its cached data stays valid (an xattr is not its data) under the
   // new change attribute; when the remote refused the change (no such

@@ -1,9 +1,6 @@
 // The core's side of write-back (proxy/writeback/DESIGN.md): which writes
 // stay local, the local write itself, and the flusher's sends. Namespace
 // operations kept local are in core_local_names.cc.
-#include <rocksdb/db.h>
-#include <rocksdb/write_batch.h>
-
 #include <algorithm>
 #include <cstdint>
 
@@ -28,7 +25,7 @@ bool Core::WriteBackFor(Key key) {
   if (cache_->IsDirty(key)) return true;
   if (Draining()) return false;
   return cfg_.single_writer ||
-         DelegationCovers(key, upstream::kShareAccessWrite, 0, nullptr);
+         delegations_->Covers(key, upstream::kShareAccessWrite, 0, nullptr);
 }
 
 Key Core::DirtyFileNamed(Key dir, const std::string &name) {
@@ -62,7 +59,7 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
     ~Used() { f->RoomUsed(n); }
   } used{flusher_.get(), len};
   // The writer first: its record is made durable by the write's own sync.
-  NoteLocalWriter(key, cr);
+  writeback_->NoteWriter(key, cr);
   for (int attempt = 0; attempt < 4; attempt++) {
     uint64_t need = UINT64_MAX, unchanged = 0;
     if (cache_->LocalWrite(key, offset, buf, len, &need, &unchanged)) {
@@ -96,10 +93,11 @@ uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  ReturnIfReadDelegated(key);  // a read delegation of ours, not a write one
-  Creds cr = FlushCreds(key);
+  delegations_->ReturnIfReadDelegated(
+      key);  // a read delegation of ours, not a write one
+  Creds cr = writeback_->FlushCreds(key);
   StateId sid;
-  if (!DelegationCovers(key, upstream::kShareAccessWrite, 0, &sid))
+  if (!delegations_->Covers(key, upstream::kShareAccessWrite, 0, &sid))
     sid = StateId::Anonymous();
   st = WriteStable(cr, fh, sid, offset, data.data(), data.size(), "flush",
                    after);
@@ -143,68 +141,6 @@ uint32_t Core::WriteStable(const Creds &cr, const Fh &fh, const StateId &sid,
   return upstream::kNfs4Ok;
 }
 
-namespace {
-
-// The last local writer of a dirty file, in the store's kMeta family
-// (see core.h): "wb_writer/" and the key, big-endian; its credentials as
-// the log keeps them (PutCreds).
-std::string WriterName(Key key) {
-  std::string n = "wb_writer/";
-  PutBE64(&n, key);
-  return n;
-}
-
-}  // namespace
-
-void Core::NoteLocalWriter(Key key, const Creds &in) {
-  Creds cr = in;
-  if (cr.groups.size() > LogRecord::kMaxGroups)
-    cr.groups.resize(LogRecord::kMaxGroups);
-  MutexLock g(&writers_mu_);
-  auto it = writers_.find(key);
-  if (it == writers_.end() || it->second != cr) {
-    // Persisted when it changes, unsynced: the caller's own synced write
-    // that follows (the data, the attributes) makes it durable with it.
-    std::string v;
-    PutCreds(&v, cr);
-    store_->PutMeta(WriterName(key), v, false);
-    writers_[key] = cr;
-  }
-  // Only files still dirty need theirs: prune now and then.
-  if (writers_.size() > 4096) {
-    rocksdb::WriteBatch drop;
-    for (auto i = writers_.begin(); i != writers_.end();) {
-      if (cache_->IsDirty(i->first)) {
-        ++i;
-        continue;
-      }
-      drop.Delete(store_->family(Store::kMeta), WriterName(i->first));
-      i = writers_.erase(i);
-    }
-    store_->Write(rocksdb::WriteOptions(), &drop);  // best effort
-  }
-}
-
-Core::Creds Core::FlushCreds(Key key) {
-  // As the file's last local writer (remembered in the store, so also
-  // after a restart); a file of none such, as its owner.
-  MutexLock g(&writers_mu_);
-  auto it = writers_.find(key);
-  if (it != writers_.end()) return it->second;
-  Creds cr;
-  std::string v;
-  if (store_->GetMeta(WriterName(key), &v) && ParseCreds(v, &cr)) {
-    writers_[key] = cr;
-    return cr;
-  }
-  Attrs a;
-  if (cache_->KnownAttrs(key, &a)) {
-    cr.uid = a.uid;
-    cr.gid = a.gid;
-  }
-  return cr;
-}
-
 uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   Fh fh;
   uint32_t st = FhOf(key, &fh);
@@ -214,7 +150,7 @@ uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   if (LocalNamespace() &&
       ((st = SendRemovesIn(key)) || (st = CreateEntriesRemotely(key))))
     return st;
-  ReturnIfReadDelegated(key);
+  delegations_->ReturnIfReadDelegated(key);
   Compound c;
   c.SetTag("flush_setattr").Putfh(fh);
   // Nothing to set (an object created here, whose create was all): its
@@ -222,7 +158,7 @@ uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   if (set.mask != 0) c.Setattr(StateId::Anonymous(), set);
   c.Getattr(upstream::kAttrsObject);
   CompoundReply rep;
-  Creds cr = FlushCreds(key);
+  Creds cr = writeback_->FlushCreds(key);
   st = Run(c, cr, &rep);
   if (st == upstream::kNfs4Ok) *after = rep.Find(Op::kGetattr)->attrs;
   if (RefusedDirectoryTimes(key, set, st))

@@ -1,9 +1,9 @@
 // The delegation table: which opens a delegation covers, epochs, returns
 // that make a delegation unusable, and a new grant surviving the return of
 // an old one.
-#include "core/delegations.h"
-
 #include <gtest/gtest.h>
+
+#include "delegations/delegation_table.h"
 
 namespace nache {
 namespace {

@@ -1,5 +1,5 @@
-// The delegation table (see delegations.h).
-#include "core/delegations.h"
+// The delegation table (see delegation_table.h).
+#include "delegations/delegation_table.h"
 
 #include <cstring>
 

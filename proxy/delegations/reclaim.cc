@@ -1,26 +1,10 @@
-// After the remote server restarts: the upstream client re-establishes its
-// client id (a new epoch), and the state local clients still rely on is
-// reclaimed in the server's grace period (RFC 7530 9.6.2): each upstream
-// open with OPEN CLAIM_PREVIOUS (asking back the delegation we held on the
-// file), then each held lock range with LOCK reclaim=true. Local clients
-// notice nothing: their opens and locks live in Ganesha, and nache's
-// upstream state behind them is the same again.
-//
-// When the server refuses reclaims because it is not in a grace period
-// (NO_GRACE: our lease expired rather than the server restarting, or the
-// grace ended before we got there), the opens and locks are acquired again
-// as new ones. Whatever cannot be had back is logged and counted as lost
-// (nache_upstream_reclaims_total); a lost open is reopened on demand.
-//
-// Who reclaims: the reclaim thread walks the open table at once; an
-// operation reaching a file first (ResetIfStale, under the owner's mutex)
-// reclaims that file itself. Delegations without an open are not
-// reclaimed: they were dropped with the old client id, and the cache
-// revalidates what they covered.
+// Reclaims after a remote restart (see reclaim.h).
+#include "delegations/reclaim.h"
+
 #include <chrono>
 #include <thread>
 
-#include "core/core.h"
+#include "nache/nache.h"
 #include "util/log.h"
 
 namespace nache {
@@ -38,41 +22,58 @@ namespace {
 const char kComponent[] = "NACHE_RECLAIM";
 }  // namespace
 
-void Core::OnNewClientId(uint64_t epoch) {
-  // On the upstream's state thread, before held calls go out: no upstream
-  // call here.
-  auto gone = DropAllDelegations();
-  if (epoch == 0) return;  // the first client id: nothing to reclaim
-  {
-    MutexLock g(&reclaim_mu_);
-    reclaim_delegs_.clear();
-    for (const auto &kv : gone)
-      if (kv.second.epoch + 1 == epoch && !kv.second.returning)
-        reclaim_delegs_[kv.first] = kv.second.type;
-    reclaim_epoch_ = epoch;
-  }
-  reclaim_cv_.SignalAll();
+Reclaim::Reclaim(Host *host, metrics::ExportMetrics *metrics)
+    : host_(host), metrics_(metrics) {}
+
+Reclaim::~Reclaim() { Stop(); }
+
+void Reclaim::Start() {
+  thread_ = std::thread([this] { Loop(); });
 }
 
-void Core::ReclaimLoop() {
-  MutexLock g(&reclaim_mu_);
+void Reclaim::Stop() {
+  if (!thread_.joinable()) return;
+  {
+    MutexLock g(&mu_);
+    stop_ = true;
+  }
+  cv_.SignalAll();
+  thread_.join();
+}
+
+void Reclaim::OnNewClientId(
+    uint64_t epoch, const std::vector<std::pair<Key, HeldDelegation>> &gone) {
+  if (epoch == 0) return;  // the first client id: nothing to reclaim
+  {
+    MutexLock g(&mu_);
+    delegs_.clear();
+    for (const auto &kv : gone)
+      if (kv.second.epoch + 1 == epoch && !kv.second.returning)
+        delegs_[kv.first] = kv.second.type;
+    epoch_ = epoch;
+  }
+  cv_.SignalAll();
+}
+
+void Reclaim::Loop() {
+  MutexLock g(&mu_);
   for (;;) {
-    while (!reclaim_stop_ && !reclaim_epoch_) reclaim_cv_.Wait();
-    if (reclaim_stop_) return;
-    uint64_t epoch = reclaim_epoch_;
-    reclaim_epoch_ = 0;
+    while (!stop_ && !epoch_) cv_.Wait();
+    if (stop_) return;
+    uint64_t epoch = epoch_;
+    epoch_ = 0;
     g.Unlock();
     size_t n = 0;
-    for (const std::shared_ptr<FileOpen> &f : opens_->Snapshot()) {
+    for (const std::shared_ptr<FileOpen> &f : host_->OpenFiles()) {
       MutexLock og(&f->owner->mu);
-      if (up_->epoch() != epoch) break;  // lost again: a newer pass follows
+      if (host_->Epoch() != epoch) break;  // lost again: a newer pass follows
       if (f->open() && f->epoch() != epoch) {
-        ResetIfStale(f.get());
+        host_->ResetIfStale(f.get());
         n++;
       } else if (!f->open() && f->n_local > 0 &&
                  HasDelegationToReclaim(f->key)) {
-        ResetIfStale(f.get());  // (the owner's seqid follows the new id)
-        ReclaimLocked(f.get(), epoch);
+        host_->ResetIfStale(f.get());  // (the owner's seqid follows the new id)
+        ReclaimFile(f.get(), epoch);
         n++;
       }
     }
@@ -81,25 +82,25 @@ void Core::ReclaimLoop() {
               "handled",
               (unsigned long long)epoch, n);
     // NFSv4.1: the server may end our grace (and serves our new opens).
-    if (up_->epoch() == epoch) up_->ReclaimDone();
+    if (host_->Epoch() == epoch) host_->ReclaimDone();
     g.Lock();
-    reclaim_delegs_.clear();  // those of files with no open are not reclaimed
+    delegs_.clear();  // those of files with no open are not reclaimed
   }
 }
 
-bool Core::HasDelegationToReclaim(Key key) {
-  MutexLock g(&reclaim_mu_);
-  return reclaim_delegs_.count(key) != 0;
+bool Reclaim::HasDelegationToReclaim(Key key) {
+  MutexLock g(&mu_);
+  return delegs_.count(key) != 0;
 }
 
-bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
+bool Reclaim::ReclaimFile(FileOpen *f, uint64_t epoch) {
   DelegationType dt = DelegationType::kNone;
   {
-    MutexLock g(&reclaim_mu_);
-    auto it = reclaim_delegs_.find(f->key);
-    if (it != reclaim_delegs_.end()) {
+    MutexLock g(&mu_);
+    auto it = delegs_.find(f->key);
+    if (it != delegs_.end()) {
       dt = it->second;
-      reclaim_delegs_.erase(it);
+      delegs_.erase(it);
     }
   }
   using metrics::ReclaimOutcome;
@@ -114,10 +115,10 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
   Fh fh;
   uint32_t st = upstream::kNfs4ErrStaleClientid;
   // Only the state of the client id just replaced can be reclaimed (for a
-  // delegation alone, reclaim_delegs_ holds only such).
+  // delegation alone, delegs_ holds only such).
   bool reclaimable = had_open ? f->epoch() + 1 == epoch
                               : dt != DelegationType::kNone && access != 0;
-  if (reclaimable && (st = FhOfAny(f->key, &fh)) == 0) {
+  if (reclaimable && (st = host_->FhOf(f->key, &fh)) == 0) {
     upstream::OpenArgs a;
     a.share_access = access;
     a.share_deny = deny;
@@ -132,7 +133,7 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
       Compound c;
       c.SetTag("open_reclaim").Putfh(fh).Open(a);
       rep = CompoundReply();
-      st = Run(c, cr, &rep);
+      st = host_->Run(c, cr, &rep);
       o = rep.Find(Op::kOpen);
       if (o) OpenTable::AdvanceSeqid(&f->owner->seqid, o->status);
       if (o || st != upstream::kNfs4ErrDelay) break;
@@ -141,7 +142,7 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
     if (o && o->status == upstream::kNfs4Ok) {
       StateId sid = o->stateid;
       upstream::Delegation deleg;
-      st = ConfirmIfAsked(cr, *o, fh, f->owner, &sid, {}, &deleg);
+      st = host_->ConfirmIfAsked(cr, *o, fh, f->owner, &sid, &deleg);
       if (st == upstream::kNfs4Ok) {
         f->SetOpen(sid, epoch);
         f->up_access = access;
@@ -152,8 +153,8 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
           metrics_->CountReclaim(ReclaimState::kDelegation,
                                  deleg.type == dt ? ReclaimOutcome::kReclaimed
                                                   : ReclaimOutcome::kLost);
-        NoteGrant(f->key, deleg);
-        RelockLocked(f, fh, true);
+        host_->NoteGrant(f->key, deleg);
+        Relock(f, fh, true);
         return true;
       }
     } else if (o) {
@@ -170,13 +171,13 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
   f->up_seen_access = f->up_seen_deny = 0;
   // Not in a grace period: what our clients hold is acquired anew.
   if (st == upstream::kNfs4ErrNoGrace && f->owner->epoch == epoch &&
-      UpstreamOpenByHandle(cr, f, access, deny, nullptr) == upstream::kNfs4Ok) {
+      host_->OpenByHandle(cr, f, access, deny) == upstream::kNfs4Ok) {
     NACHE_LOG(kLogWarn, kComponent,
               "open of %llu could not be reclaimed (no grace period): "
               "opened again, with its locks",
               (unsigned long long)f->key);
     metrics_->CountReclaim(ReclaimState::kOpen, ReclaimOutcome::kReacquired);
-    RelockLocked(f, fh, false);
+    Relock(f, fh, false);
     return true;
   }
   size_t locks = 0;
@@ -192,7 +193,7 @@ bool Core::ReclaimLocked(FileOpen *f, uint64_t epoch) {
   return false;
 }
 
-void Core::RelockLocked(FileOpen *f, const Fh &fh, bool reclaim) {
+void Reclaim::Relock(FileOpen *f, const Fh &fh, bool reclaim) {
   using metrics::ReclaimOutcome;
   using metrics::ReclaimState;
   for (auto &kv : f->lock_owners) {
@@ -203,7 +204,7 @@ void Core::RelockLocked(FileOpen *f, const Fh &fh, bool reclaim) {
     std::vector<HeldLock> want;
     want.swap(lo.held);
     for (const HeldLock &h : want) {
-      uint32_t st = SendHeldLock(f, fh, &lo, h, reclaim);
+      uint32_t st = host_->SendHeldLock(f, fh, &lo, h, reclaim);
       if (st == upstream::kNfs4Ok) {
         metrics_->CountReclaim(
             ReclaimState::kLock,

@@ -4,12 +4,14 @@
 //
 // A delegation is usable only while its epoch is the upstream's current one
 // (a new client id means the server forgot it) and no return has started;
-// Core also requires the lease to be valid (upstream/upstream.h). The table
-// itself sends nothing: Core grants from OPEN replies and returns them
-// (recall, or before a conflicting operation of our own).
+// Delegations (delegations.h), which owns the table, also requires the
+// lease to be valid (upstream/upstream.h). The table itself sends nothing:
+// Delegations records grants from OPEN replies and returns them (recall,
+// or before a conflicting operation of our own).
 //
 // Thread safety: all methods are thread-safe (one mutex, never held across
-// anything but the map).
+// anything but the map): a leaf of the lock order, taken under
+// Delegations' local_mu_.
 #pragma once
 
 #include <chrono>

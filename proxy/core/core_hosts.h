@@ -1,0 +1,154 @@
+// The core as its components see it: the Host interfaces through which
+// Delegations (delegations/delegations.h) and Reclaim
+// (delegations/reclaim.h) reach the upstream, the handle map, the cache
+// and the core's opens, locks and writes, and WriteBack
+// (writeback/writeback.h) the cache. Private to the core's .cc files
+// (core.h only names these classes).
+//
+// Thread safety: as the Host interfaces say; every method here takes only
+// the locks of the core method it calls.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "core/core.h"
+#include "util/log.h"
+
+namespace nache {
+
+class Core::DelegationsHost : public Delegations::Host {
+ public:
+  explicit DelegationsHost(Core *core) : core_(core) {}
+
+  uint64_t Epoch() const override { return core_->up_->epoch(); }
+  std::chrono::steady_clock::time_point LeaseValidUntil() const override {
+    return core_->up_->lease_valid_until();
+  }
+  uint32_t LeaseTime() const override { return core_->up_->lease_time(); }
+  Key KeyOf(const upstream::Fh &fh) override {
+    return core_->handles_->Find(fh);
+  }
+  bool KnownAttrs(Key key, upstream::Attrs *attrs) override {
+    return core_->cache_->KnownAttrs(key, attrs);
+  }
+  void SetDelegated(Key key, bool delegated) override {
+    core_->cache_->SetDelegated(key, delegated);
+  }
+  void ExpireAttrs(Key key) override { core_->cache_->ExpireAttrs(key); }
+
+  void BeforeReturn(Key key, const HeldDelegation &d) override {
+    // Queued writes and unflushed data reach the server under the
+    // delegation.
+    if (core_->unstable_writes_) core_->unstable_writes_->Drain(key);
+    // (Only a write delegation covers unflushed data; a read one is
+    // returned by the flusher itself before it writes, so flushing here
+    // would wait for that very flush.)
+    if (core_->flusher_ && d.type == upstream::DelegationType::kWrite &&
+        core_->flusher_->FlushFile(key))
+      NACHE_LOG(kLogWarn, "NACHE_DELEG",
+                "flush of %llu before returning its delegation failed; its "
+                "data stays here and is sent later",
+                (unsigned long long)key);
+    // Opens we granted locally under the delegation become upstream opens
+    // before the delegation goes (RFC 7530 10.4.4). A plain OPEN by name:
+    // the server does not treat its delegation holder's read open as a
+    // conflict.
+    if (d.epoch != core_->up_->epoch()) return;
+    std::shared_ptr<FileOpen> f = core_->opens_->Get(key);
+    {
+      MutexLock fg(&f->owner->mu);
+      core_->ResetIfStale(f.get());
+      uint32_t want_access = f->WantAccess(), want_deny = f->WantDeny();
+      bool covered = f->open() && (f->up_access & want_access) == want_access &&
+                     (f->up_deny & want_deny) == want_deny;
+      if (f->n_local > 0 && !covered) {
+        uint32_t st = core_->UpstreamOpenByHandle(
+            f->deleg_creds, f.get(), want_access, want_deny, nullptr);
+        if (st && st != upstream::kNfs4ErrNoent)
+          NACHE_LOG(kLogWarn, "NACHE_DELEG",
+                    "open of %llu before returning its delegation: %s; "
+                    "its local opens continue without upstream state",
+                    (unsigned long long)key, nache_status_name(st));
+      }
+      // Then the locks granted here, on that open.
+      upstream::Fh lfh;
+      if (f->open() && core_->FhOfAny(key, &lfh) == upstream::kNfs4Ok)
+        core_->SendLocalLocks(f.get(), lfh);
+    }
+    core_->opens_->Unpin(f);
+  }
+
+  uint32_t SendReturn(Key key, const HeldDelegation &d) override {
+    upstream::Fh fh;
+    uint32_t st = core_->FhOfAny(key, &fh);
+    if (st == upstream::kNfs4Ok && d.epoch == core_->up_->epoch()) {
+      upstream::Compound c;
+      c.SetTag("delegreturn").Putfh(fh).DelegReturn(d.stateid);
+      upstream::CompoundReply rep;
+      st = core_->Run(c, Creds(), &rep);
+    }
+    return st;
+  }
+
+ private:
+  Core *core_;  // owns us
+};
+
+class Core::ReclaimHost : public Reclaim::Host {
+ public:
+  explicit ReclaimHost(Core *core) : core_(core) {}
+
+  uint64_t Epoch() const override { return core_->up_->epoch(); }
+  void ReclaimDone() override { core_->up_->ReclaimDone(); }
+  std::vector<std::shared_ptr<FileOpen>> OpenFiles() override {
+    return core_->opens_->Snapshot();
+  }
+  void ResetIfStale(FileOpen *f) REQUIRES(f->owner->mu) override {
+    core_->ResetIfStale(f);
+  }
+  uint32_t FhOf(Key key, upstream::Fh *fh) override {
+    return core_->FhOfAny(key, fh);
+  }
+  uint32_t Run(upstream::Compound &c, const Creds &cr,
+               upstream::CompoundReply *rep) override {
+    return core_->Run(c, cr, rep);
+  }
+  uint32_t ConfirmIfAsked(const Creds &cr, const upstream::OpResult &open,
+                          const upstream::Fh &fh, OwnerSlot *owner,
+                          upstream::StateId *sid, upstream::Delegation *deleg)
+      REQUIRES(owner->mu) override {
+    return core_->ConfirmIfAsked(cr, open, fh, owner, sid, {}, deleg);
+  }
+  uint32_t OpenByHandle(const Creds &cr, FileOpen *f, uint32_t access,
+                        uint32_t deny) REQUIRES(f->owner->mu) override {
+    return core_->UpstreamOpenByHandle(cr, f, access, deny, nullptr);
+  }
+  uint32_t SendHeldLock(FileOpen *f, const upstream::Fh &fh, LockOwnerState *lo,
+                        const HeldLock &h, bool reclaim)
+      REQUIRES(f->owner->mu) override {
+    return core_->SendHeldLock(f, fh, lo, h, reclaim);
+  }
+  void NoteGrant(Key key, const upstream::Delegation &d) override {
+    core_->delegations_->NoteGrant(key, d);
+  }
+
+ private:
+  Core *core_;  // owns us
+};
+
+class Core::WriteBackHost : public WriteBack::Host {
+ public:
+  explicit WriteBackHost(Core *core) : core_(core) {}
+
+  bool IsDirty(Key key) override { return core_->cache_->IsDirty(key); }
+  bool KnownAttrs(Key key, upstream::Attrs *attrs) override {
+    return core_->cache_->KnownAttrs(key, attrs);
+  }
+
+ private:
+  Core *core_;  // owns us
+};
+
+}  // namespace nache
