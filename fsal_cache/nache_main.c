@@ -139,6 +139,14 @@ static struct config_item nache_export_items[] = {
 	CONF_ITEM_STR("Upstream_Owner_Format", 0, 64,
 		      NACHE_DEFAULT_OWNER_FORMAT, nache_config,
 		      upstream_owner_format),
+	CONF_ITEM_STR("Upstream_Sec", 0, 16, NACHE_DEFAULT_UPSTREAM_SEC,
+		      nache_config, upstream_sec),
+	CONF_ITEM_STR("Upstream_Keytab", 0, 4096, NULL, nache_config,
+		      upstream_keytab),
+	CONF_ITEM_STR("Upstream_Principal", 0, 512, NULL, nache_config,
+		      upstream_principal),
+	CONF_ITEM_STR("Upstream_Client_Principal", 0, 512, NULL, nache_config,
+		      upstream_client_principal),
 	CONFIG_EOL
 };
 
@@ -163,6 +171,10 @@ static void nache_free_params(struct nache_config *p)
 	gsh_free((char *)p->write_policy);
 	gsh_free((char *)p->dirty_max);
 	gsh_free((char *)p->upstream_owner_format);
+	gsh_free((char *)p->upstream_sec);
+	gsh_free((char *)p->upstream_keytab);
+	gsh_free((char *)p->upstream_principal);
+	gsh_free((char *)p->upstream_client_principal);
 }
 
 /* Refuses to start: Ganesha's LogFatal exits the daemon. */

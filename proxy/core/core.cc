@@ -13,6 +13,7 @@
 #include "core/convert.h"
 #include "core/core_hosts.h"
 #include "core/create_verifier.h"
+#include "rpc/gss_krb5.h"
 #include "upstream/attrs.h"
 #include "util/log.h"
 #include "util/round_trips.h"
@@ -168,6 +169,26 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     core->reclaim_->OnNewClientId(epoch, core->delegations_->DropAll());
   };
   uo.minor_version = cfg.minor_version;
+  if (cfg.gss) {
+    rpc::KrbOptions ko;
+    ko.keytab = cfg.gss_keytab;
+    ko.client_principal = cfg.gss_client_principal;
+    ko.service = cfg.gss_principal.empty() ? "nfs@" + cfg.upstream_server
+                                           : cfg.gss_principal;
+    ko.ccache_name = "nache-export-" + std::to_string(cfg.export_id);
+    std::string why;
+    std::shared_ptr<rpc::KrbCredentials> creds =
+        rpc::KrbCredentials::Acquire(ko, &why);
+    if (!creds) {
+      *err = "Upstream_Keytab: " + why;
+      return nullptr;
+    }
+    uo.gss_initiator = [creds] { return creds->NewInitiator(); };
+    uo.gss_service = cfg.gss_service;
+    NACHE_LOG(kLogEvent, "NACHE_UPSTREAM",
+              "upstream calls under RPCSEC_GSS (%s) to %s",
+              rpc::GssServiceName(cfg.gss_service), ko.service.c_str());
+  }
   if (c->delegations_->back_channel()) {
     callback::BackChannel *bc = c->delegations_->back_channel();
     uo.back_channel = [bc](const rpc::PeerCall &call, rpc::XdrIn *args,
@@ -767,6 +788,19 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
 
 uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
                       uint32_t *allowed) {
+  uint32_t st = AccessAsTheRemoteSays(cr, key, want, allowed);
+  if (st || !cfg_.remote_sees_machine) return st;
+  // The remote answered for nache's own principal (Upstream_Sec krb5*),
+  // which it trusts as a machine: the caller gets no more than the mode
+  // bits give it (config/README.md, "Kerberos to the remote").
+  Attrs a;
+  *allowed =
+      cache_->KnownAttrs(key, &a) ? *allowed & AccessByMode(cr, a, want) : 0;
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::AccessAsTheRemoteSays(const Creds &cr, Key key, uint32_t want,
+                                     uint32_t *allowed) {
   if (cache_->CachedAccess(key, Cache::CredId(cr), want, allowed))
     return upstream::kNfs4Ok;
   Attrs la;
@@ -1818,8 +1852,10 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   }
   // Shared with another caller's upstream open, or granted under our
   // delegation: no OPEN asks the remote about this caller, so its answer
-  // to ACCESS does (cached, or asked now), as its OPEN would have.
-  if (covered && !NotAtRemote(key)) {
+  // to ACCESS does (cached, or asked now), as its OPEN would have. And
+  // when the remote sees nache's own principal, its OPEN judges nache,
+  // not the caller: Access, bounded by the mode bits, judges the caller.
+  if ((covered || cfg_.remote_sees_machine) && !NotAtRemote(key)) {
     uint32_t st = MayOpen(cr, key, req.access);
     if (st) {
       fg.Unlock();
@@ -1935,8 +1971,9 @@ uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
   const bool deleg =
       !covered && delegations_->Covers(f->key, want_access, want_deny, nullptr);
   // Granted without an OPEN that asks the remote about this caller (as in
-  // Open): its answer to ACCESS decides.
-  if ((covered || deleg) && !NotAtRemote(f->key))
+  // Open): its answer to ACCESS decides (and the mode bits, when the
+  // remote sees nache's own principal).
+  if ((covered || deleg || cfg_.remote_sees_machine) && !NotAtRemote(f->key))
     st = MayOpen(cr, f->key, access);
   if (st == upstream::kNfs4Ok) {
     if (deleg) {

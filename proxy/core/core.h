@@ -125,6 +125,16 @@ struct CoreConfig {
   // owner and owner_group strings sent to the remote (Upstream_Owner_Format,
   // upstream/owners.h); names are mapped by the process-wide IdMapper.
   upstream::OwnerFormat owner_format = upstream::OwnerFormat::kAuto;
+  // Upstream_Sec krb5, krb5i, krb5p (gss; false: AUTH_SYS): RPCSEC_GSS as
+  // our principal (gss_client_principal, empty: the keytab's first) from
+  // gss_keytab, to the remote's gss_principal (empty: nfs@server).
+  bool gss = false;
+  rpc::GssService gss_service = rpc::GssService::kNone;
+  std::string gss_keytab, gss_principal, gss_client_principal;
+  // The remote sees nache's own identity on every call, not the caller's
+  // (set with gss): its ACCESS answers are not the caller's, so what the
+  // caller may is what both the remote and the mode bits allow.
+  bool remote_sees_machine = false;
   // Registry the export reports to; null: the process-wide one.
   metrics::Metrics *metrics = nullptr;
   // Makes the upstream client; empty: upstream::Upstream::Create. Unit
@@ -694,6 +704,10 @@ class Core {
   // after the attributes the compound brought are validated, keeps the
   // caller's answer for the object the compound ended on.
   static size_t AskAccess(upstream::Compound &c);
+  // Access as the remote answers it for cr (cached per caller), or by the
+  // mode bits where the remote has no say (made here, or unreachable).
+  uint32_t AccessAsTheRemoteSays(const Creds &cr, Key key, uint32_t want,
+                                 uint32_t *allowed);
   static uint32_t UnlessOnlyAccessFailed(size_t at, uint32_t st,
                                          const upstream::CompoundReply &rep);
   void NoteAccessAnswer(Key key, const Creds &cr,

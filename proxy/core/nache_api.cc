@@ -143,6 +143,7 @@ void nache_config_defaults(struct nache_config *cfg) {
   cfg->flush_age_s = NACHE_DEFAULT_FLUSH_AGE_S;
   cfg->dirty_max = NACHE_DEFAULT_DIRTY_MAX;
   cfg->upstream_owner_format = NACHE_DEFAULT_OWNER_FORMAT;
+  cfg->upstream_sec = NACHE_DEFAULT_UPSTREAM_SEC;
 }
 
 bool nache_config_validate(const struct nache_config *cfg, char *err,
@@ -214,6 +215,18 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
       !nache::upstream::ParseOwnerFormat(cfg->upstream_owner_format, &format))
     return Fail(err, errlen, "Upstream_Owner_Format",
                 "must be auto, numeric or names");
+  nache::rpc::GssService service;
+  const bool krb5 = cfg->upstream_sec != nullptr &&
+                    nache::rpc::ParseGssService(cfg->upstream_sec, &service);
+  if (cfg->upstream_sec != nullptr && !krb5 &&
+      strcmp(cfg->upstream_sec, "sys") != 0)
+    return Fail(err, errlen, "Upstream_Sec",
+                "must be sys, krb5, krb5i or krb5p");
+  if (krb5 &&
+      (cfg->upstream_keytab == nullptr || cfg->upstream_keytab[0] != '/'))
+    return Fail(err, errlen, "Upstream_Keytab",
+                "must be the absolute path of the keytab holding nache's "
+                "principal (needed by Upstream_Sec = krb5, krb5i, krb5p)");
   uint64_t cache = 0, dirty = 0;
   nache_parse_size(cfg->cache_size, &cache);
   if (cfg->dirty_max != nullptr && cfg->dirty_max[0] != '\0' &&
@@ -339,6 +352,15 @@ uint32_t nache_core_open(const struct nache_config *cfg,
     nache::upstream::ParseOwnerFormat(cfg->upstream_owner_format,
                                       &c.owner_format);
   c.serve_stale = cfg->serve_stale;
+  c.gss = cfg->upstream_sec != nullptr &&
+          nache::rpc::ParseGssService(cfg->upstream_sec, &c.gss_service);
+  c.remote_sees_machine = c.gss;
+  if (c.gss) {
+    c.gss_keytab = cfg->upstream_keytab;
+    if (cfg->upstream_principal) c.gss_principal = cfg->upstream_principal;
+    if (cfg->upstream_client_principal)
+      c.gss_client_principal = cfg->upstream_client_principal;
+  }
   c.flush_age_ms = cfg->flush_age_s * 1000;
   c.cache_reset_if_corrupt = cfg->cache_reset_if_corrupt;
   c.cache_reset_on_upstream_change = cfg->cache_reset_on_upstream_change;
@@ -348,11 +370,12 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   std::string why;
   std::unique_ptr<Core> core = Core::Open(c, &why);
   if (!core) {
-    // The store's messages name their parameter (Cache_Dir, ...) already.
+    // The store's messages name their parameter (Cache_Dir, ...) already,
+    // as do the upstream security's (Upstream_Keytab).
+    const bool named = why.compare(0, 10, "Cache_Dir:") == 0 ||
+                       why.compare(0, 16, "Upstream_Keytab:") == 0;
     if (err && errlen)
-      snprintf(err, errlen, "%s%s",
-               why.compare(0, 10, "Cache_Dir:") == 0 ? "" : "Cache_Dir: ",
-               why.c_str());
+      snprintf(err, errlen, "%s%s", named ? "" : "Cache_Dir: ", why.c_str());
     return nache::upstream::kNfs4ErrIo;
   }
   *out = new nache_core{std::move(core)};

@@ -57,6 +57,19 @@ void PutAuthSys(XdrOut *x, const AuthSys &a) {
   x->Opaque(body);
 }
 
+// The call header up to its procedure number.
+size_t PutCallHeader(XdrOut *x, uint32_t xid, uint32_t prog, uint32_t vers,
+                     uint32_t proc) {
+  const size_t hdr = x->pos();
+  x->U32(xid);
+  x->U32(kMsgCall);
+  x->U32(kRpcVersion);
+  x->U32(prog);
+  x->U32(vers);
+  x->U32(proc);
+  return hdr;
+}
+
 // SplitMix64's finalizer: every input bit reaches every output bit.
 uint64_t Mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -126,21 +139,21 @@ uint32_t Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
   return xid;
 }
 
-bool Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
-                     const AuthSys *auth, const EncodeFn &encode, ReplyFn done,
-                     uint32_t *xid_out) {
+uint32_t Transport::NextXid() {
   uint32_t xid = next_xid_++;
   // (0 is never used: the first form of Call returns it for "not sent".)
   while (xid == 0 || pending_.count(xid)) xid = next_xid_++;
+  return xid;
+}
+
+bool Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
+                     const AuthSys *auth, const EncodeFn &encode, ReplyFn done,
+                     uint32_t *xid_out) {
+  uint32_t xid = NextXid();
   std::string rec;
-  rec.append(4, '\0');  // the marker, filled below
+  rec.append(4, '\0');  // the marker, filled by Queue
   XdrOut x(&rec);
-  x.U32(xid);
-  x.U32(kMsgCall);
-  x.U32(kRpcVersion);
-  x.U32(prog);
-  x.U32(vers);
-  x.U32(proc);
+  PutCallHeader(&x, xid, prog, vers, proc);
   if (auth) {
     PutAuthSys(&x, *auth);
   } else {
@@ -149,14 +162,41 @@ bool Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
   }
   x.U32(kAuthNone);  // verifier
   x.U32(0);
+  if (!encode(&rec)) return false;
+  Pending p;
+  p.done = std::move(done);
+  if (!Queue(xid, std::move(rec), std::move(p))) return false;
+  if (xid_out) *xid_out = xid;
+  return true;
+}
+
+bool Transport::Call(uint32_t prog, uint32_t vers, uint32_t proc,
+                     std::shared_ptr<CallSecurity> sec, const EncodeFn &encode,
+                     ReplyFn done, uint32_t *xid_out) {
+  uint32_t xid = NextXid();
+  std::string rec;
+  rec.append(4, '\0');
+  XdrOut x(&rec);
+  const size_t hdr = PutCallHeader(&x, xid, prog, vers, proc);
+  Pending p;
+  if (!sec->PutCredVerf(&rec, hdr, &p.seq) ||
+      !sec->PutArgs(p.seq, encode, &rec))
+    return false;
+  p.done = std::move(done);
+  p.sec = std::move(sec);
+  if (!Queue(xid, std::move(rec), std::move(p))) return false;
+  if (xid_out) *xid_out = xid;
+  return true;
+}
+
+bool Transport::Queue(uint32_t xid, std::string rec, Pending p) {
   // The peer bounds what it takes as we do: a record over our own bound
   // (or over what one fragment can say) is refused here, not sent.
-  if (!encode(&rec) || rec.size() - 4 > max_record_) return false;
-  x.PatchU32(0, kLastFragment | uint32_t(rec.size() - 4));
-  pending_.emplace(xid, std::move(done));
+  if (rec.size() - 4 > max_record_) return false;
+  XdrOut(&rec).PatchU32(0, kLastFragment | uint32_t(rec.size() - 4));
+  pending_.emplace(xid, std::move(p));
   out_bytes_ += rec.size();
   out_.push_back(std::move(rec));
-  if (xid_out) *xid_out = xid;
   return true;
 }
 
@@ -169,9 +209,9 @@ short Transport::WantEvents() const {
 size_t Transport::queued_bytes() const { return out_bytes_ - out_off_; }
 
 void Transport::FailAll() {
-  std::unordered_map<uint32_t, ReplyFn> failed;
+  std::unordered_map<uint32_t, Pending> failed;
   failed.swap(pending_);
-  for (auto &kv : failed) kv.second(ReplyStatus::kDisconnected, nullptr);
+  for (auto &kv : failed) kv.second.done(ReplyStatus::kDisconnected, nullptr);
 }
 
 bool Transport::Fail(const std::string &why) {
@@ -305,16 +345,22 @@ void Transport::HandleReply(uint32_t xid, XdrIn *in) {
     dropped_replies_++;
     return;
   }
-  ReplyFn done = std::move(it->second);
+  Pending p = std::move(it->second);
   pending_.erase(it);
+  ReplyFn &done = p.done;
   uint32_t stat, flavor, what;
   const char *verf;
   uint32_t verf_len;
   if (!in->U32(&stat)) return done(ReplyStatus::kBadReply, nullptr);
   if (stat == kMsgDenied) {
     if (!in->U32(&what)) return done(ReplyStatus::kBadReply, nullptr);
+    if (what == kRejectAuthError) {
+      uint32_t auth_stat;
+      if (!in->U32(&auth_stat)) return done(ReplyStatus::kBadReply, nullptr);
+      if (p.sec) p.sec->Refused(auth_stat);
+      return done(ReplyStatus::kAuthError, nullptr);
+    }
     return done(what == kRejectRpcMismatch ? ReplyStatus::kRpcMismatch
-                : what == kRejectAuthError ? ReplyStatus::kAuthError
                                            : ReplyStatus::kBadReply,
                 nullptr);
   }
@@ -322,7 +368,14 @@ void Transport::HandleReply(uint32_t xid, XdrIn *in) {
       !in->Opaque(&verf, &verf_len, kMaxAuthBytes) || !in->U32(&what))
     return done(ReplyStatus::kBadReply, nullptr);
   switch (what) {
-    case kAcceptSuccess: return done(ReplyStatus::kOk, in);
+    case kAcceptSuccess: {
+      if (!p.sec) return done(ReplyStatus::kOk, in);
+      std::string plain;
+      XdrIn results = *in;
+      if (!p.sec->OpenReply(p.seq, flavor, verf, verf_len, &results, &plain))
+        return done(ReplyStatus::kBadReply, nullptr);
+      return done(ReplyStatus::kOk, &results);
+    }
     case kAcceptProgUnavail: return done(ReplyStatus::kProgUnavail, nullptr);
     case kAcceptProgMismatch: return done(ReplyStatus::kProgMismatch, nullptr);
     case kAcceptProcUnavail: return done(ReplyStatus::kProcUnavail, nullptr);

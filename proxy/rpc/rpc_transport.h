@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -64,6 +65,32 @@ struct PeerCall {
   uint32_t cred_flavor = 0;  // AUTH_NONE 0, AUTH_SYS 1, ...
 };
 
+// Appends a call's arguments to its record; false: nothing to send.
+using EncodeFn = std::function<bool(std::string *record)>;
+
+// A call's security beyond AUTH_NONE and AUTH_SYS (RPCSEC_GSS,
+// rpcsec_gss.h): its credential and verifier, what it does to the
+// arguments and to the results. Used on the transport's thread only.
+class CallSecurity {
+ public:
+  virtual ~CallSecurity() = default;
+  // Appends the credential and the verifier to rec, whose RPC header
+  // starts (at its XID) at offset hdr. *seq: what OpenReply needs to match
+  // the reply to this call.
+  virtual bool PutCredVerf(std::string *rec, size_t hdr, uint32_t *seq) = 0;
+  // Appends the arguments encode makes, as they are or wrapped.
+  virtual bool PutArgs(uint32_t seq, const EncodeFn &encode,
+                       std::string *rec) = 0;
+  // Checks the reply's verifier and, when the results are wrapped,
+  // unwraps them into *plain and points *results at it. False: the reply
+  // is not the server's answer to this call (kBadReply).
+  virtual bool OpenReply(uint32_t seq, uint32_t verf_flavor, const char *verf,
+                         uint32_t verf_len, XdrIn *results,
+                         std::string *plain) = 0;
+  // The server refused the credential: AUTH_ERROR with this auth_stat.
+  virtual void Refused(uint32_t auth_stat) {}
+};
+
 class Transport {
  public:
   // The reply to one of our calls. results: the procedure's results (kOk
@@ -107,9 +134,16 @@ class Transport {
   // large WRITE's data). When encode returns false or the record would be
   // longer than max_record, nothing is queued, done is dropped unrun, and
   // Call returns false (the first form then returns XID 0).
-  using EncodeFn = std::function<bool(std::string *record)>;
+  using EncodeFn = rpc::EncodeFn;
   bool Call(uint32_t prog, uint32_t vers, uint32_t proc, const AuthSys *auth,
             const EncodeFn &encode, ReplyFn done, uint32_t *xid);
+  // The same under sec (RPCSEC_GSS), which seals the call and opens its
+  // reply; kept alive until the reply. A reply sec does not accept is
+  // kBadReply; a refusal of the credential is kAuthError, after
+  // sec->Refused.
+  bool Call(uint32_t prog, uint32_t vers, uint32_t proc,
+            std::shared_ptr<CallSecurity> sec, const EncodeFn &encode,
+            ReplyFn done, uint32_t *xid);
   // Forgets a pending call (timed out): a late reply is dropped, and done
   // never runs. False when xid is not pending.
   bool Cancel(uint32_t xid);
@@ -150,7 +184,15 @@ class Transport {
   bool parse_paused_ = false;
   CallHandler handler_;
   uint32_t next_xid_;
-  std::unordered_map<uint32_t, ReplyFn> pending_;  // by XID
+  // A call waiting for its reply.
+  struct Pending {
+    ReplyFn done;
+    std::shared_ptr<CallSecurity> sec;  // null: AUTH_NONE or AUTH_SYS
+    uint32_t seq = 0;                   // sec's, for its reply
+  };
+  bool Queue(uint32_t xid, std::string rec, Pending p);
+  uint32_t NextXid();
+  std::unordered_map<uint32_t, Pending> pending_;  // by XID
   // Records to send, each with its 4-byte marker; out_off_: bytes of the
   // first already sent.
   std::deque<std::string> out_;

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "rpc/rpc_transport.h"
+#include "rpc/rpcsec_gss.h"
 #include "rpc/tcp_connect.h"
 #include "upstream/nfs41.h"
 #include "util/log.h"
@@ -25,6 +26,8 @@ constexpr uint32_t kNfsProgram = 100003, kNfsV4 = 4, kNfsProcCompound = 1;
 // Upper bound of one poll() wait: a backstop only, every timer we own is
 // computed exactly.
 constexpr int kMaxPollMs = 1000;
+// RPCSEC_GSS context creation: round trips at most (Kerberos needs one).
+constexpr int kMaxGssRounds = 4;
 int64_t MsUntil(Clock::time_point now, Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count();
 }
@@ -174,6 +177,21 @@ void Connection::OnConnectable() {
   transport_.reset(new rpc::Transport(connect_fd_));
   connect_fd_ = -1;
   if (opts_.back_channel) transport_->SetCallHandler(opts_.back_channel);
+  gss_.reset();
+  if (opts_.gss_initiator) {
+    std::string why;
+    if (!EstablishGss(&why)) {
+      // As a failed connect: retried with backoff; calls fail retryably.
+      nache_log(kLogWarn, kComponent,
+                "connection %d: no RPCSEC_GSS context with %s:%d: %s", index_,
+                opts_.server.c_str(), opts_.port, why.c_str());
+      Disconnect("security context not established", CallStatus::kDisconnected);
+      return;
+    }
+    nache_log(kLogInfo, kComponent,
+              "connection %d: RPCSEC_GSS context (%s, window %u)", index_,
+              rpc::GssServiceName(gss_->service()), gss_->window());
+  }
   phase_ = Phase::kUp;
   backoff_ms_ = kMinBackoffMs;
   last_reply_ = Clock::now();
@@ -206,6 +224,19 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
     return;
   }
   PendingCall *p = call.get();
+  if (gss_ && gss_->expired()) {
+    // Refused or used up: not sent; ServiceSocket reconnects with a new
+    // context, and the caller retries.
+    ReleaseSlot(p, SlotTable::Outcome::kNotDone);
+    Complete(p, CallStatus::kDisconnected, {});
+    return;
+  }
+  if (gss_ && !p->session && in_flight_.size() >= gss_->window()) {
+    // More calls in flight than the context's sequence window would have
+    // the server drop the oldest unanswered: wait for replies.
+    slot_wait_.push_back(std::move(call));  // RetrySlotWaiters
+    return;
+  }
   nfs41::SequenceArgs seq;
   const bool sequenced = opts_.minor_version >= 1 && !p->raw_encode;
   if (sequenced) {
@@ -252,12 +283,13 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
                   return compound->EncodeWire(rec, sequenced ? &seq : nullptr,
                                               owners, minor);
                 });
-  bool queued = transport_->Call(
-      kNfsProgram, kNfsV4, kNfsProcCompound, &auth, encode,
-      [this, p](rpc::ReplyStatus st, rpc::XdrIn *results) {
-        OnReply(p, st, results);
-      },
-      &p->xid);
+  auto on_reply = [this, p](rpc::ReplyStatus st, rpc::XdrIn *results) {
+    OnReply(p, st, results);
+  };
+  bool queued = gss_ ? transport_->Call(kNfsProgram, kNfsV4, kNfsProcCompound,
+                                        gss_, encode, on_reply, &p->xid)
+                     : transport_->Call(kNfsProgram, kNfsV4, kNfsProcCompound,
+                                        &auth, encode, on_reply, &p->xid);
   if (!queued) {
     nache_log(kLogMajor, kComponent,
               "connection %d: cannot encode compound '%s' (%zu ops, hint %zu "
@@ -326,9 +358,134 @@ void Connection::RetrySlotWaiters() {
 }
 
 void Connection::ServiceSocket(int revents) {
-  if (!transport_->Service(short(revents)))
+  if (!transport_->Service(short(revents))) {
     Disconnect("connection lost: " + transport_->error(),
                CallStatus::kDisconnected);
+  } else if (gss_ && gss_->expired()) {
+    // (Here, not in OnReply: the transport is not torn down under its own
+    // Service.)
+    Disconnect("RPCSEC_GSS context refused by the server or used up",
+               CallStatus::kDisconnected);
+  }
+}
+
+bool Connection::GssInitRoundTrip(const std::string &handle,
+                                  const std::string &token,
+                                  Clock::time_point deadline,
+                                  rpc::GssInitRes *res, std::string *verf,
+                                  std::string *why) {
+  auto call = std::make_shared<rpc::GssInitCall>(handle);
+  bool answered = false, decoded = false;
+  rpc::ReplyStatus status = rpc::ReplyStatus::kDisconnected;
+  uint32_t xid = 0;
+  bool queued = transport_->Call(
+      kNfsProgram, kNfsV4, 0 /* NULL */, call,
+      [&token](std::string *rec) {
+        rpc::XdrOut(rec).Opaque(token);
+        return true;
+      },
+      [&](rpc::ReplyStatus st, rpc::XdrIn *results) {
+        answered = true;
+        status = st;
+        decoded =
+            st == rpc::ReplyStatus::kOk && rpc::DecodeGssInitRes(results, res);
+      },
+      &xid);
+  if (!queued) {
+    *why = "the token does not fit in a record";
+    return false;
+  }
+  while (!answered) {
+    int64_t left = MsUntil(Clock::now(), deadline);
+    if (left <= 0) {
+      transport_->Cancel(xid);
+      *why = "no answer within the call timeout";
+      return false;
+    }
+    struct pollfd pfd[2] = {{transport_->fd(), transport_->WantEvents(), 0},
+                            {wake_fd_, POLLIN, 0}};
+    int rc = poll(pfd, 2, int(std::min<int64_t>(left, kMaxPollMs)));
+    if (rc < 0 && errno != EINTR) {
+      *why = std::string("poll: ") + std::strerror(errno);
+      return false;
+    }
+    if (rc > 0 && (pfd[1].revents & POLLIN)) {
+      // A submission (sent once the context is made) or Stop.
+      uint64_t count;
+      (void)!read(wake_fd_, &count, sizeof(count));
+      MutexLock lk(&mu_);
+      if (stopping_) {
+        *why = "shutting down";
+        return false;
+      }
+    }
+    if (!transport_->Service(rc > 0 ? pfd[0].revents : 0)) {
+      *why = "connection lost: " + transport_->error();
+      return false;
+    }
+  }
+  if (status != rpc::ReplyStatus::kOk) {
+    *why = std::string("the server answered: ") + rpc::ReplyStatusName(status);
+    return false;
+  }
+  if (!decoded) {
+    *why = "malformed rpc_gss_init_res";
+    return false;
+  }
+  *verf = call->verifier();
+  return true;
+}
+
+bool Connection::EstablishGss(std::string *why) {
+  std::unique_ptr<rpc::GssInitiator> init = opts_.gss_initiator();
+  if (!init) {
+    *why = "no credentials";
+    return false;
+  }
+  std::string out, handle, verf;
+  rpc::GssInitRes res;
+  bool server_done = false;
+  rpc::GssInitiator::Step step = init->Next("", &out, why);
+  for (int round = 0;; round++) {
+    if (step == rpc::GssInitiator::Step::kFailed) return false;
+    if (step == rpc::GssInitiator::Step::kComplete && server_done) break;
+    if (out.empty() || round == kMaxGssRounds) {
+      *why = out.empty() ? "the mechanism has nothing to send"
+                         : "too many round trips";
+      return false;
+    }
+    Clock::time_point deadline =
+        Clock::now() + std::chrono::milliseconds(opts_.call_timeout_ms);
+    if (!GssInitRoundTrip(handle, out, deadline, &res, &verf, why))
+      return false;
+    if (res.major != rpc::kGssComplete &&
+        res.major != rpc::kGssContinueNeeded) {
+      *why = "the server refused the context (GSS major " +
+             std::to_string(res.major) + ", minor " +
+             std::to_string(res.minor) + ")";
+      return false;
+    }
+    handle = res.handle;
+    server_done = res.major == rpc::kGssComplete;
+    if (step == rpc::GssInitiator::Step::kComplete) {
+      if (server_done) break;
+      *why = "the server wants more after the context is complete";
+      return false;
+    }
+    step = init->Next(res.token, &out, why);
+  }
+  if (handle.empty() || res.window == 0) {
+    *why = "the server gave no context handle or a window of 0";
+    return false;
+  }
+  auto gss = std::make_shared<rpc::RpcsecGss>(init->TakeContext(), handle,
+                                              res.window, opts_.gss_service);
+  if (!gss->CheckWindowVerifier(verf)) {
+    *why = "the server's verifier of the window does not check";
+    return false;
+  }
+  gss_ = std::move(gss);
+  return true;
 }
 
 void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
@@ -345,6 +502,14 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
     return;
   }
   last_reply_ = Clock::now();
+  if (status == rpc::ReplyStatus::kAuthError && gss_ && gss_->expired()) {
+    // Our context is gone at the server (expired, or the server
+    // restarted): the call was not executed; the caller retries on the
+    // new context the reconnect makes (ServiceSocket).
+    ReleaseSlot(call, SlotTable::Outcome::kNotDone);
+    Complete(call, CallStatus::kDisconnected, {});
+    return;
+  }
   if (status != rpc::ReplyStatus::kOk) {
     nache_log(kLogMajor, kComponent,
               "connection %d: compound '%s': the server answered: %s", index_,
@@ -466,6 +631,7 @@ void Connection::Disconnect(const std::string &why, CallStatus status) {
   // The transport's end runs the reply callback of each call it still
   // holds (kDisconnected), which deletes it; none is left after that.
   transport_.reset();
+  gss_.reset();
   for (PendingCall *call : in_flight_) delete call;
   in_flight_.clear();
   if (connect_fd_ >= 0) {

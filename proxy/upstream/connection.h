@@ -4,7 +4,8 @@
 // The loop thread owns the socket and its RPC transport (rpc/) outright: it
 // connects (non-blocking, from a reserved port when it may, with a connect
 // timeout), encodes every call (libnfs' XDR for the COMPOUND, our own RPC
-// header with the call's AUTH_SYS credential), polls the socket and an
+// header with the call's AUTH_SYS credential, or under the connection's
+// RPCSEC_GSS context, made as it connects), polls the socket and an
 // eventfd, decodes replies, times calls out, and on failure drops the
 // transport, fails what was in flight with kDisconnected, and reconnects
 // with exponential backoff (100 ms .. 5 s). It never resends: a COMPOUND
@@ -36,6 +37,7 @@ namespace rpc {
 class Transport;
 enum class ReplyStatus;
 class XdrIn;
+class RpcsecGss;
 }  // namespace rpc
 namespace upstream {
 
@@ -141,6 +143,15 @@ class Connection {
   void DrainSubmissions();
   void Send(std::unique_ptr<PendingCall> call);
   void ServiceSocket(int revents);
+  // RPCSEC_GSS: establishes the connection's context on the new
+  // transport, blocking the loop (bounded by the call timeout per round
+  // trip); false with *why.
+  bool EstablishGss(std::string *why);
+  // One context-creation call with token, answered (or not) before
+  // deadline: the results in *res, the reply's verifier in *verf.
+  bool GssInitRoundTrip(const std::string &handle, const std::string &token,
+                        Clock::time_point deadline, rpc::GssInitRes *res,
+                        std::string *verf, std::string *why);
   void OnReply(PendingCall *call, rpc::ReplyStatus status, rpc::XdrIn *results);
   void ExpireCalls(Clock::time_point now);
   // NFSv4.1: gives call's slot back after outcome; true when the call
@@ -177,7 +188,10 @@ class Connection {
   // Loop thread only.
   int connect_fd_ = -1;                        // the socket while kConnecting
   std::unique_ptr<rpc::Transport> transport_;  // while kUp
-  Phase phase_ = Phase::kIdle;                 // connection state machine
+  // RPCSEC_GSS: the context every call of transport_ goes under (null:
+  // AUTH_SYS); made anew with each transport.
+  std::shared_ptr<rpc::RpcsecGss> gss_;
+  Phase phase_ = Phase::kIdle;        // connection state machine
   Clock::time_point phase_deadline_;  // connect timeout / end of backoff
   int backoff_ms_ = 100;              // next reconnect delay
   // Sent and not yet answered: owned here (raw, for the reply callback

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "rpc/rpc_transport.h"
+#include "rpc/rpcsec_gss.h"
 #include "upstream/compound.h"
 #include "upstream/owners.h"
 #include "upstream/types.h"
@@ -51,6 +52,12 @@ struct UpstreamOptions {
   uint32_t callback_ident = 1;
   // Machine name put in AUTH_SYS credentials.
   std::string auth_machine = "nache";
+  // RPCSEC_GSS (Upstream_Sec = krb5, krb5i or krb5p): each connection, as
+  // it comes up, establishes a context with an initiator from this
+  // factory, and every call goes under it with gss_service; empty:
+  // AUTH_SYS with the caller's identity.
+  std::function<std::unique_ptr<rpc::GssInitiator>()> gss_initiator;
+  rpc::GssService gss_service = rpc::GssService::kNone;
   // owner and owner_group strings in attributes, both ways (owners.h);
   // null: numeric, and names from the remote map to nobody.
   std::shared_ptr<OwnerCodec> owners;

@@ -176,6 +176,28 @@ TEST(ConfigTest, UpstreamOwnerFormatIsAutoNumericOrNames) {
   }
 }
 
+// Upstream_Sec: sys, or a Kerberos flavour that needs Upstream_Keytab as
+// an absolute path (read when the export opens, not here).
+TEST(ConfigTest, UpstreamSecIsSysOrKerberosWithAKeytab) {
+  nache_config c = Good();
+  char err[256] = "";
+  c.upstream_sec = "sys";
+  EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
+  for (const char *flavor : {"krb5", "krb5i", "krb5p"}) {
+    c.upstream_sec = flavor;
+    c.upstream_keytab = nullptr;
+    EXPECT_EQ(Error(c).rfind("Upstream_Keytab:", 0), 0u) << flavor;
+    c.upstream_keytab = "nache.keytab";
+    EXPECT_EQ(Error(c).rfind("Upstream_Keytab:", 0), 0u) << flavor;
+    c.upstream_keytab = "/etc/nache/nache.keytab";
+    EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << flavor << err;
+  }
+  for (const char *bad : {"", "krb5x", "KRB5", "spkm3"}) {
+    c.upstream_sec = bad;
+    EXPECT_EQ(Error(c).rfind("Upstream_Sec:", 0), 0u) << bad;
+  }
+}
+
 // Idmapd_Conf: unset is libnfsidmap's default; a path set must be an
 // absolute path to a readable file, or the daemon refuses to start naming
 // it. (Nothing is read from it before the first owner name.)

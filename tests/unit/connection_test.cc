@@ -21,6 +21,7 @@
 #include <string>
 
 #include "rpc/xdr.h"
+#include "tcp_peer.h"
 #include "upstream/nfs41.h"
 
 namespace nache {
@@ -30,75 +31,6 @@ namespace {
 using rpc::XdrIn;
 using rpc::XdrOut;
 constexpr auto kWait = std::chrono::seconds(5);
-
-// A listener on 127.0.0.1 whose accepted connection the test reads and
-// writes itself.
-class Peer {
- public:
-  Peer() {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    bind(listen_fd_, reinterpret_cast<sockaddr *>(&a), len);
-    listen(listen_fd_, 4);
-    getsockname(listen_fd_, reinterpret_cast<sockaddr *>(&a), &len);
-    port_ = ntohs(a.sin_port);
-  }
-  ~Peer() {
-    if (fd_ >= 0) close(fd_);
-    close(listen_fd_);
-  }
-  int port() const { return port_; }
-  // Takes the next connection (closing the one before); false after 5 s.
-  bool Accept() {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 5000) != 1) return false;
-    if (fd_ >= 0) close(fd_);
-    fd_ = accept(listen_fd_, nullptr, nullptr);
-    return fd_ >= 0;
-  }
-  // One record, all fragments; empty after 5 s or at the end of the stream.
-  std::string ReadRecord() {
-    std::string rec;
-    for (bool last = false; !last;) {
-      std::string m = ReadN(4);
-      if (m.size() < 4) return "";
-      uint32_t marker = 0;
-      XdrIn(m.data(), 4).U32(&marker);
-      last = marker & 0x80000000u;
-      std::string frag = ReadN(marker & 0x7fffffffu);
-      if (frag.size() < (marker & 0x7fffffffu)) return "";
-      rec += frag;
-    }
-    return rec;
-  }
-  void WriteRecord(const std::string &body) {
-    std::string r;
-    XdrOut(&r).U32(0x80000000u | uint32_t(body.size()));
-    r += body;
-    ASSERT_EQ(write(fd_, r.data(), r.size()), ssize_t(r.size()));
-  }
-
- private:
-  std::string ReadN(size_t n) {
-    std::string b(n, '\0');
-    size_t got = 0;
-    while (got < n) {
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 5000) != 1) break;
-      ssize_t r = read(fd_, &b[got], n - got);
-      if (r <= 0) break;
-      got += size_t(r);
-    }
-    b.resize(got);
-    return b;
-  }
-  int listen_fd_ = -1;
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 // What the peer read of one of our NFSv4.1 COMPOUND calls.
 struct SeenCall {

@@ -69,6 +69,36 @@ TEST_F(CoreDelegationsTest, AnUpgradeAsksTheRemoteForTheCallersAccessOnly) {
   EXPECT_EQ(core_->CloseFile(reader), 0u);
 }
 
+// Upstream_Sec krb5*: the remote sees nache's principal, a machine it
+// trusts, so its ACCESS answers are that machine's, not the caller's. A
+// file of uid 1000 with mode 0600, which the remote would let nache read
+// and write, is then no one else's: what a caller gets is what the remote
+// and the mode bits both allow.
+TEST_F(CoreDelegationsTest, WhenTheRemoteSeesNacheTheModeBitsBoundTheCaller) {
+  up_->Own("f", 1000, 1000, 0, 0600);
+  Start(DelegationType::kNone,
+        [](CoreConfig *cfg) { cfg->remote_sees_machine = true; });
+  Creds owner, other;
+  owner.uid = owner.gid = 1000;
+  other.uid = other.gid = 2000;
+  const uint32_t rw = upstream::kAccessRead | upstream::kAccessModify;
+  uint32_t bits = 0;
+  ASSERT_EQ(core_->Access(owner, file_, rw, &bits), 0u);
+  EXPECT_EQ(bits, rw);
+  ASSERT_EQ(core_->Access(other, file_, rw, &bits), 0u);
+  EXPECT_EQ(bits, 0u) << "the remote said yes to nache, the mode says no";
+  NacheOpen *o = nullptr;
+  EXPECT_EQ(OpenFAs(other, kRead, &o), uint32_t(upstream::kNfs4ErrAccess));
+  EXPECT_EQ(o, nullptr);
+  // The remote still has its say: what it refuses stays refused.
+  up_->DenyReading(1000);
+  Creds fresh;  // another caller id: no kept answer
+  fresh.uid = 1000;
+  fresh.gid = 1001;
+  ASSERT_EQ(core_->Access(fresh, file_, rw, &bits), 0u);
+  EXPECT_EQ(bits, uint32_t(upstream::kAccessModify));
+}
+
 // A recall ends the trust the delegation gave at once: the server recalls
 // it before a change (Linux knfsd when a chmod or an ACL entry is set at
 // the remote), so an ACCESS answer kept while it was held is not used

@@ -61,6 +61,7 @@ struct nache_open; /* one local open (a Ganesha state or the global fd) */
 #define NACHE_DEFAULT_FLUSH_AGE_S 30
 #define NACHE_DEFAULT_DIRTY_MAX "" /* Cache_Size / 4 */
 #define NACHE_DEFAULT_OWNER_FORMAT "auto"
+#define NACHE_DEFAULT_UPSTREAM_SEC "sys"
 
 /* Configuration of one export, from its FSAL { Name = NACHE; ... } block:
  * the FSAL's config table fills it directly (strings are the parser's
@@ -92,6 +93,13 @@ struct nache_config {
 	bool cache_reset_if_corrupt;  /* move a corrupt store aside */
 	bool cache_reset_on_upstream_change; /* move another upstream's aside */
 	const char *upstream_owner_format;   /* "auto", "numeric" or "names" */
+	/* Security of the calls to the remote: "sys" (AUTH_SYS as each
+	 * caller), "krb5", "krb5i" or "krb5p" (RPCSEC_GSS as nache's own
+	 * principal, from upstream_keytab, to upstream_principal). */
+	const char *upstream_sec;
+	const char *upstream_keytab;	       /* absolute path (krb5*) */
+	const char *upstream_principal;	       /* remote's; "": nfs@server */
+	const char *upstream_client_principal; /* ours; "": keytab's first */
 	uint32_t startup_wait_ms; /* FSAL: wait this long for the remote */
 };
 

@@ -1,0 +1,224 @@
+// See gss_krb5.h.
+#include "rpc/gss_krb5.h"
+
+#include <gssapi/gssapi.h>
+#include <gssapi/gssapi_ext.h>
+#include <gssapi/gssapi_krb5.h>
+
+namespace nache {
+namespace rpc {
+
+namespace {
+
+// "what: major text; minor text", from the library's own messages.
+std::string GssError(const char *what, OM_uint32 major, OM_uint32 minor) {
+  std::string s = what;
+  for (int pass = 0; pass < 2; pass++) {
+    OM_uint32 code = pass == 0 ? major : minor;
+    int type = pass == 0 ? GSS_C_GSS_CODE : GSS_C_MECH_CODE;
+    if (pass == 1 && minor == 0) break;
+    s += pass == 0 ? ": " : "; ";
+    OM_uint32 ctx = 0, m;
+    do {
+      gss_buffer_desc text = GSS_C_EMPTY_BUFFER;
+      if (GSS_ERROR(
+              gss_display_status(&m, code, type, gss_mech_krb5, &ctx, &text)))
+        break;
+      s.append(static_cast<const char *>(text.value), text.length);
+      gss_release_buffer(&m, &text);
+    } while (ctx != 0);
+  }
+  return s;
+}
+
+gss_buffer_desc Buffer(const char *p, size_t n) {
+  gss_buffer_desc b;
+  b.value = const_cast<char *>(p);
+  b.length = n;
+  return b;
+}
+
+// Takes the library's buffer into *out and releases it.
+void Take(gss_buffer_desc *b, std::string *out) {
+  OM_uint32 m;
+  out->assign(static_cast<const char *>(b->value), b->length);
+  gss_release_buffer(&m, b);
+}
+
+class Name {
+ public:
+  ~Name() {
+    OM_uint32 m;
+    if (name_ != GSS_C_NO_NAME) gss_release_name(&m, &name_);
+  }
+  // A '/' or '@' after the service says a full principal; "svc@host" is a
+  // host-based service.
+  bool Import(const std::string &s, bool hostbased_if_no_slash,
+              std::string *err) {
+    gss_OID type = GSS_KRB5_NT_PRINCIPAL_NAME;
+    if (hostbased_if_no_slash && s.find('/') == std::string::npos)
+      type = GSS_C_NT_HOSTBASED_SERVICE;
+    gss_buffer_desc b = Buffer(s.data(), s.size());
+    OM_uint32 major, minor;
+    major = gss_import_name(&minor, &b, type, &name_);
+    if (GSS_ERROR(major)) {
+      *err = GssError(("name " + s).c_str(), major, minor);
+      return false;
+    }
+    return true;
+  }
+  gss_name_t get() const { return name_; }
+
+ private:
+  gss_name_t name_ = GSS_C_NO_NAME;
+};
+
+class KrbContext : public GssContext {
+ public:
+  explicit KrbContext(gss_ctx_id_t ctx) : ctx_(ctx) {}
+  ~KrbContext() override {
+    OM_uint32 m;
+    gss_delete_sec_context(&m, &ctx_, GSS_C_NO_BUFFER);
+  }
+  bool GetMic(const std::string &msg, std::string *mic) override {
+    OM_uint32 minor;
+    gss_buffer_desc in = Buffer(msg.data(), msg.size());
+    gss_buffer_desc out = GSS_C_EMPTY_BUFFER;
+    if (GSS_ERROR(gss_get_mic(&minor, ctx_, GSS_C_QOP_DEFAULT, &in, &out)))
+      return false;
+    Take(&out, mic);
+    return true;
+  }
+  bool VerifyMic(const char *msg, size_t len, const char *mic,
+                 size_t mic_len) override {
+    OM_uint32 minor;
+    gss_buffer_desc m = Buffer(msg, len), t = Buffer(mic, mic_len);
+    // (No sequencing asked of the context: replies come in any order.)
+    return gss_verify_mic(&minor, ctx_, &m, &t, nullptr) == GSS_S_COMPLETE;
+  }
+  bool Wrap(const std::string &msg, std::string *token) override {
+    OM_uint32 minor;
+    int conf = 0;
+    gss_buffer_desc in = Buffer(msg.data(), msg.size());
+    gss_buffer_desc out = GSS_C_EMPTY_BUFFER;
+    if (GSS_ERROR(
+            gss_wrap(&minor, ctx_, 1, GSS_C_QOP_DEFAULT, &in, &conf, &out)))
+      return false;
+    Take(&out, token);
+    return conf != 0;  // never send a privacy call in clear
+  }
+  bool Unwrap(const char *token, size_t len, std::string *msg) override {
+    OM_uint32 minor;
+    int conf = 0;
+    gss_buffer_desc in = Buffer(token, len);
+    gss_buffer_desc out = GSS_C_EMPTY_BUFFER;
+    if (gss_unwrap(&minor, ctx_, &in, &out, &conf, nullptr) != GSS_S_COMPLETE)
+      return false;
+    Take(&out, msg);
+    return conf != 0;
+  }
+
+ private:
+  gss_ctx_id_t ctx_;
+};
+
+class KrbInitiator : public GssInitiator {
+ public:
+  KrbInitiator(std::shared_ptr<const KrbCredentials> owner, gss_cred_id_t cred,
+               gss_name_t target)
+      : owner_(std::move(owner)), cred_(cred), target_(target) {}
+  ~KrbInitiator() override {
+    OM_uint32 m;
+    if (ctx_ != GSS_C_NO_CONTEXT)
+      gss_delete_sec_context(&m, &ctx_, GSS_C_NO_BUFFER);
+  }
+  Step Next(const std::string &in, std::string *out,
+            std::string *err) override {
+    OM_uint32 major, minor, flags = 0;
+    gss_buffer_desc in_tok = Buffer(in.data(), in.size());
+    gss_buffer_desc out_tok = GSS_C_EMPTY_BUFFER;
+    // Mutual authentication, integrity and confidentiality; no sequencing
+    // or replay detection: RPC replies come in any order, and RPCSEC_GSS
+    // has its own sequence numbers.
+    major = gss_init_sec_context(
+        &minor, cred_, &ctx_, target_, gss_mech_krb5,
+        GSS_C_MUTUAL_FLAG | GSS_C_INTEG_FLAG | GSS_C_CONF_FLAG, 0,
+        GSS_C_NO_CHANNEL_BINDINGS, in.empty() ? GSS_C_NO_BUFFER : &in_tok,
+        nullptr, &out_tok, &flags, nullptr);
+    out->clear();
+    if (out_tok.length) Take(&out_tok, out);
+    if (GSS_ERROR(major)) {
+      *err = GssError("gss_init_sec_context", major, minor);
+      return Step::kFailed;
+    }
+    if (major & GSS_S_CONTINUE_NEEDED) return Step::kContinue;
+    if (!(flags & GSS_C_CONF_FLAG) || !(flags & GSS_C_INTEG_FLAG)) {
+      *err = "the context offers no integrity or no confidentiality";
+      return Step::kFailed;
+    }
+    return Step::kComplete;
+  }
+  std::unique_ptr<GssContext> TakeContext() override {
+    std::unique_ptr<GssContext> c(new KrbContext(ctx_));
+    ctx_ = GSS_C_NO_CONTEXT;
+    return c;
+  }
+
+ private:
+  std::shared_ptr<const KrbCredentials> owner_;  // keeps cred_ and target_
+  gss_cred_id_t cred_;
+  gss_name_t target_;
+  gss_ctx_id_t ctx_ = GSS_C_NO_CONTEXT;
+};
+
+class KrbCredentialsImpl
+    : public KrbCredentials,
+      public std::enable_shared_from_this<KrbCredentialsImpl> {
+ public:
+  ~KrbCredentialsImpl() override {
+    OM_uint32 m;
+    if (cred_ != GSS_C_NO_CREDENTIAL) gss_release_cred(&m, &cred_);
+  }
+  bool Init(const KrbOptions &o, std::string *err) {
+    if (!target_.Import(o.service, true, err)) return false;
+    Name me;
+    if (!o.client_principal.empty() &&
+        !me.Import(o.client_principal, false, err))
+      return false;
+    // The keytab for the keys; tickets in a memory cache of ours.
+    std::string ccache = "MEMORY:" + o.ccache_name;
+    gss_key_value_element_desc elems[2] = {{"client_keytab", o.keytab.c_str()},
+                                           {"ccache", ccache.c_str()}};
+    gss_key_value_set_desc store = {2, elems};
+    gss_OID_set_desc mechs = {1, gss_mech_krb5};
+    OM_uint32 major, minor;
+    major =
+        gss_acquire_cred_from(&minor, me.get(), GSS_C_INDEFINITE, &mechs,
+                              GSS_C_INITIATE, &store, &cred_, nullptr, nullptr);
+    if (GSS_ERROR(major)) {
+      *err = GssError(("keytab " + o.keytab).c_str(), major, minor);
+      return false;
+    }
+    return true;
+  }
+  std::unique_ptr<GssInitiator> NewInitiator() override {
+    return std::unique_ptr<GssInitiator>(
+        new KrbInitiator(shared_from_this(), cred_, target_.get()));
+  }
+
+ private:
+  Name target_;
+  gss_cred_id_t cred_ = GSS_C_NO_CREDENTIAL;
+};
+
+}  // namespace
+
+std::shared_ptr<KrbCredentials> KrbCredentials::Acquire(const KrbOptions &o,
+                                                        std::string *err) {
+  auto c = std::make_shared<KrbCredentialsImpl>();
+  if (!c->Init(o, err)) return nullptr;
+  return c;
+}
+
+}  // namespace rpc
+}  // namespace nache
