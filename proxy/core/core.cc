@@ -371,7 +371,7 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
 }
 
 bool Core::SeqidBearing(const Compound &c) const {
-  if (cfg_.minor_version != 0) return false;  // sessions sequence calls
+  if (up_->minor_version() != 0) return false;  // sessions sequence calls
   for (size_t i = 0; i < c.size(); i++) {
     switch (c.op(i)) {
       case Op::kOpen:

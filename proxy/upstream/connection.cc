@@ -238,7 +238,7 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
     return;
   }
   nfs41::SequenceArgs seq;
-  const bool sequenced = opts_.minor_version >= 1 && !p->raw_encode;
+  const bool sequenced = !p->raw_encode && listener_->Sessions();
   if (sequenced) {
     if (!p->session) {
       std::shared_ptr<Session41> session = listener_->CurrentSession();

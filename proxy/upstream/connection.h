@@ -94,6 +94,9 @@ class ConnectionListener {
   virtual void OnConnectionDown(int index) = 0;
   // NFSv4.1: the session calls go out on (null: none yet).
   virtual std::shared_ptr<Session41> CurrentSession() { return nullptr; }
+  // Calls go on a session (NFSv4.1 and later), with SEQUENCE: as
+  // configured, until the server turns out to speak only NFSv4.0.
+  virtual bool Sessions() const { return false; }
   // NFSv4.1: a SEQUENCE result of session s came back for a call sent at
   // sent (its lease, its status flags, a lost session).
   virtual void OnSequence(Session41 &s, const nfs41::SequenceRes &r,

@@ -113,6 +113,7 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
     std::lock_guard<std::mutex> lk(mu_);
     return session_;
   }
+  bool Sessions() const override { return minor_.load() >= 1; }
   void OnSequence(Session41 &s, const nfs41::SequenceRes &r,
                   Clock::time_point sent) override;
   void OnSlotFreed() override {
@@ -156,7 +157,9 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   // *new_id: the server gave a new client id (the old one's state is
   // gone), not the same one again (NFSv4.1, a new session only).
   bool EstablishClientId(bool *new_id);
-  bool EstablishSession(bool *new_id);
+  // *v40: the server refused NFSv4.1 itself (MINOR_VERS_MISMATCH):
+  // minor_ is 0 now, and the caller goes on with SETCLIENTID.
+  bool EstablishSession(bool *new_id, bool *v40);
   bool BindConnection(int index);
   void FetchLeaseTime();
   // Returns false when the client id is gone and must be re-established.
@@ -406,7 +409,7 @@ void UpstreamImpl::StateLoop() {
       if (new_id && opts_.on_new_clientid) opts_.on_new_clientid(epoch());
       // NFSv4.1: with nothing to reclaim (our first client id), the server
       // is told so at once; otherwise once the owner has reclaimed.
-      if (new_id && opts_.minor_version >= 1 && epoch() == 0) ReclaimDone();
+      if (new_id && Sessions() && epoch() == 0) ReclaimDone();
     }
     lk.lock();
     if (stopping_) return;
@@ -453,7 +456,12 @@ void UpstreamImpl::StateLoop() {
 
 bool UpstreamImpl::EstablishClientId(bool *new_id) {
   *new_id = true;
-  if (opts_.minor_version >= 1) return EstablishSession(new_id);
+  if (Sessions()) {
+    bool v40 = false;
+    if (EstablishSession(new_id, &v40)) return true;
+    if (!v40) return false;
+    // The server speaks no NFSv4.1: NFSv4.0 from now on (minor_ is 0).
+  }
   // Without a callback address we still have to give one: an unroutable
   // one means the server never recalls, i.e. never grants delegations.
   std::string uaddr =
@@ -538,7 +546,7 @@ void UpstreamImpl::NoteLeaseRenewed(Clock::time_point sent) {
 bool UpstreamImpl::RenewLease() {
   Clock::time_point sent = Clock::now();
   Compound c;
-  if (opts_.minor_version >= 1) {
+  if (Sessions()) {
     // A SEQUENCE alone renews the lease (OnSequence notes it, and a lost
     // session or client id).
     c.SetTag("sequence");
@@ -616,7 +624,7 @@ CallStatus UpstreamImpl::SessionOp(
   return st == CallStatus::kOk && !parsed ? CallStatus::kDecodeError : st;
 }
 
-bool UpstreamImpl::EstablishSession(bool *new_id) {
+bool UpstreamImpl::EstablishSession(bool *new_id, bool *v40) {
   // One connection for both: the session's back channel is bound to the
   // connection CREATE_SESSION comes on.
   int index = -1;
@@ -631,8 +639,8 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
   nfs41::ExchangeIdRes er;
   // The configured minor version first; a server without NFSv4.2 refuses
   // the whole COMPOUND, and then 4.1 it is (the 4.2 operations answer
-  // NOTSUPP to the office's clients).
-  uint32_t minor = std::max<uint32_t>(opts_.minor_version, 1);
+  // NOTSUPP to the office's clients); one without 4.1, 4.0.
+  uint32_t minor = std::max<uint32_t>(minor_.load(), 1);
   CallStatus st;
   for (;;) {
     bool refused = false;
@@ -641,7 +649,16 @@ bool UpstreamImpl::EstablishSession(bool *new_id) {
         [&ea](rpc::XdrOut *x) { nfs41::EncodeExchangeId(x, ea); },
         [&er](rpc::XdrIn *in) { return nfs41::DecodeExchangeId(in, &er); },
         &refused);
-    if (!refused || minor <= 1) break;
+    if (refused && minor == 1) {
+      nache_log(kLogEvent, kComponent,
+                "EXCHANGE_ID: %s:%d does not speak NFSv4.1; using NFSv4.0 "
+                "(delegations only with Callback_Address)",
+                opts_.server.c_str(), opts_.port);
+      minor_.store(0);
+      *v40 = true;
+      return false;
+    }
+    if (!refused) break;
     nache_log(kLogEvent, kComponent,
               "EXCHANGE_ID: %s:%d does not speak NFSv4.%u; using NFSv4.%u",
               opts_.server.c_str(), opts_.port, minor, minor - 1);
@@ -777,7 +794,7 @@ void UpstreamImpl::OnSequence(Session41 &s, const nfs41::SequenceRes &r,
 }
 
 void UpstreamImpl::ReclaimDone() {
-  if (opts_.minor_version == 0) return;
+  if (!Sessions()) return;
   Compound c;
   c.SetTag("reclaim_complete").ReclaimComplete();
   CompoundReply reply;

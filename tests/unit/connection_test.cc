@@ -84,6 +84,7 @@ class Listener : public ConnectionListener {
   void OnConnectionUp(int) override {}
   void OnConnectionDown(int) override {}
   std::shared_ptr<Session41> CurrentSession() override { return session; }
+  bool Sessions() const override { return true; }
   void OnSequence(Session41 &, const nfs41::SequenceRes &r,
                   Clock::time_point) override {
     std::lock_guard<std::mutex> g(mu);

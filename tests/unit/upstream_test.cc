@@ -14,6 +14,9 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "rpc/xdr.h"
+#include "tcp_peer.h"
+
 namespace nache {
 namespace upstream {
 namespace {
@@ -75,6 +78,47 @@ TEST(UpstreamTest, V41SessionSetUpAgainstASilentServerTimesOut) {
   // Three call timeouts: EXCHANGE_ID has timed out at least once.
   EXPECT_FALSE(up->WaitReady(3 * o.call_timeout_ms));
   EXPECT_NE(up->state(), UpstreamState::kReady);
+  up->Shutdown();
+}
+
+// What a COMPOUND call asks: its minor version and first operation.
+bool CompoundAsks(const std::string &rec, uint32_t *xid, uint32_t *minor,
+                  uint32_t *first_op) {
+  rpc::XdrIn in(rec.data(), rec.size());
+  uint32_t u;
+  std::string body, tag;
+  return in.U32(xid) && in.U32(&u) && in.U32(&u) && in.U32(&u) && in.U32(&u) &&
+         in.U32(&u) && in.U32(&u) && in.Opaque(&body, 400) && in.U32(&u) &&
+         in.Opaque(&body, 400) && in.Opaque(&tag, 1024) && in.U32(minor) &&
+         in.U32(&u) && u >= 1 && in.U32(first_op);
+}
+
+// Issue 19: NFSv4.1 is the default, and a server that speaks only NFSv4.0
+// refuses EXCHANGE_ID's COMPOUND whole (NFS4ERR_MINOR_VERS_MISMATCH):
+// nache then goes on in NFSv4.0, with SETCLIENTID.
+TEST(UpstreamTest, AServerWithoutNfsV41GetsNfsV40) {
+  Peer server;
+  UpstreamOptions o = Options(server.port());
+  o.connections = 1;
+  o.call_timeout_ms = 2000;
+  o.minor_version = 1;
+  auto up = Upstream::Create(o);
+  ASSERT_TRUE(server.Accept());
+  uint32_t xid = 0, minor = 9, op = 0;
+  ASSERT_TRUE(CompoundAsks(server.ReadRecord(), &xid, &minor, &op));
+  EXPECT_EQ(minor, 1u);
+  EXPECT_EQ(op, 42u);  // EXCHANGE_ID
+  std::string reply;
+  rpc::XdrOut x(&reply);
+  for (uint32_t v : {xid, 1u, 0u, 0u, 0u, 0u}) x.U32(v);  // accepted
+  x.U32(kNfs4ErrMinorVersMismatch);
+  x.Opaque(std::string("exchange_id"));
+  x.U32(0);  // no results
+  server.WriteRecord(reply);
+  ASSERT_TRUE(CompoundAsks(server.ReadRecord(), &xid, &minor, &op));
+  EXPECT_EQ(minor, 0u);
+  EXPECT_EQ(op, 35u);  // SETCLIENTID
+  EXPECT_EQ(up->minor_version(), 0u);
   up->Shutdown();
 }
 
