@@ -68,6 +68,10 @@ LAB_REPO_DIR=$(dirname "$LAB_SRC_DIR")
 # krb5, krb5i and krb5p beside AUTH_SYS), with the lab's realm
 # (lab_krb5_start first); empty: AUTH_SYS only, as shipped.
 : "${LAB_NACHE_KRB5:=}"
+# LAB_REMOTE_KRB5=1: the VFS remote too (export sec=sys:krb5:krb5i:krb5p,
+# principal nfs/$LAB_REMOTE_HOSTNAME), a Kerberos remote for nache's own
+# RPCSEC_GSS client.
+: "${LAB_REMOTE_KRB5:=}"
 : "${LAB_WAN_NETEM:=delay 40ms rate 50mbit limit 10000}"
 # LAB_NLM=1: NFSv3 byte-range locks (NLM) through nache, as a box serving
 # NFSv3 clients runs it (config/README.md, NFSv3). Set before lab_net_up
@@ -1053,11 +1057,12 @@ _lab_ganesha_start() {
 		: >"$log"
 	fi
 	local daemon=()
-	# nache with LAB_NACHE_KRB5: the lab's krb5.conf, and the acceptor's
-	# replay cache in the lab dir (MIT's default is /var/tmp).
-	if [ "$name" = nache ] && [ "$LAB_NACHE_KRB5" = 1 ]; then
+	# With Kerberos: the lab's krb5.conf, and the acceptor's replay cache
+	# in the lab dir (MIT's default is /var/tmp).
+	if _lab_ganesha_krb5 "$name"; then
+		mkdir -p "$LAB_KRB5_DIR/rcache/$name"
 		daemon=(env "KRB5_CONFIG=$LAB_KRB5_CONF"
-			"KRB5RCACHEDIR=$LAB_KRB5_DIR/rcache")
+			"KRB5RCACHEDIR=$LAB_KRB5_DIR/rcache/$name")
 	fi
 	mapfile -d '' -t -O "${#daemon[@]}" daemon < <(_lab_private "$(_lab_ns_run_dir "$ns")" "$identities")
 	daemon+=("$LAB_STAGE_DIR/bin/ganesha.nfsd" -F -f "$dir/ganesha.conf"
@@ -1085,13 +1090,28 @@ _lab_ganesha_start() {
 	_lab_log "ganesha $name serving on $addr (pid $pid, $((($(_lab_now_us) - t0) / 1000)) ms)"
 }
 
+# _lab_ganesha_krb5 NAME — whether Ganesha instance NAME speaks Kerberos:
+# nache with LAB_NACHE_KRB5=1, the VFS remote with LAB_REMOTE_KRB5=1.
+_lab_ganesha_krb5() {
+	case $1 in
+	nache) [ "$LAB_NACHE_KRB5" = 1 ] ;;
+	remote) [ "$LAB_REMOTE_KRB5" = 1 ] ;;
+	*) return 1 ;;
+	esac
+}
+
+# _lab_ganesha_sectype NAME — the SecType of instance NAME's export.
+_lab_ganesha_sectype() {
+	if _lab_ganesha_krb5 "$1"; then echo "sys, krb5, krb5i, krb5p"; else echo sys; fi
+}
+
 # _lab_ganesha_krb5_conf NAME DIR — the NFS_KRB5 block of Ganesha instance
-# NAME (DIR its directory): off, but for nache with LAB_NACHE_KRB5=1, where
-# it accepts nfs/$LAB_NACHE_HOSTNAME from LAB_KRB5_NACHE_KEYTAB ("nfs": any
+# NAME (DIR its directory): off, but with Kerberos (_lab_ganesha_krb5) it
+# accepts nfs/<its host name> from $LAB_KRB5_DIR/NAME.keytab ("nfs": any
 # host part the keytab holds). Principals map to users through the NFSv4
 # block's IdmapConf (_lab_ganesha_idmapconf; config/README.md, "Kerberos").
 _lab_ganesha_krb5_conf() {
-	if [ "$1" != nache ] || [ "$LAB_NACHE_KRB5" != 1 ]; then
+	if ! _lab_ganesha_krb5 "$1"; then
 		echo "NFS_KRB5 { Active_krb5 = false; }"
 		return
 	fi
@@ -1100,22 +1120,26 @@ _lab_ganesha_krb5_conf() {
 		NFS_KRB5 {
 			Active_krb5 = true;
 			PrincipalName = nfs;
-			KeytabPath = "$LAB_KRB5_NACHE_KEYTAB";
+			KeytabPath = "$LAB_KRB5_DIR/$1.keytab";
 			CCacheDir = "$2/ccache";
 		}
 	EOF
 }
 
+# _lab_ganesha_krb5_identities NAME — the realm's identity directory when
+# instance NAME speaks Kerberos (its principals map to the realm's users),
+# else nothing.
+_lab_ganesha_krb5_identities() {
+	! _lab_ganesha_krb5 "$1" || echo "$LAB_KRB5_DIR"
+}
+
 # _lab_ganesha_idmapconf NAME — the NFSv4 block's IdmapConf line of
-# instance NAME: for nache, LAB_NACHE_IDMAPCONF, else with LAB_NACHE_KRB5
-# the realm's idmapd.conf; none (/etc/idmapd.conf) otherwise.
+# instance NAME: for nache, LAB_NACHE_IDMAPCONF; else with Kerberos the
+# realm's idmapd.conf; none (/etc/idmapd.conf) otherwise.
 _lab_ganesha_idmapconf() {
 	local conf=
-	if [ "$1" = nache ]; then
-		conf=${LAB_NACHE_IDMAPCONF:-}
-		[ -n "$conf" ] || [ "$LAB_NACHE_KRB5" != 1 ] ||
-			conf=$LAB_KRB5_DIR/idmapd.conf
-	fi
+	[ "$1" != nache ] || conf=${LAB_NACHE_IDMAPCONF:-}
+	[ -n "$conf" ] || ! _lab_ganesha_krb5 "$1" || conf=$LAB_KRB5_DIR/idmapd.conf
 	[ -z "$conf" ] || echo "IdmapConf = \"$conf\";"
 }
 
@@ -1146,9 +1170,14 @@ _lab_ganesha_stop() {
 
 # lab_remote_vfs_start — Ganesha FSAL_VFS in the remote namespace on
 # LAB_REMOTE_ADDR, exporting LAB_REMOTE_EXPORT_DIR (host path, root-owned
-# 0755) as /export, NFSv3 and NFSv4.
+# 0755) as /export, NFSv3 and NFSv4.  LAB_REMOTE_KRB5=1 (after
+# lab_krb5_start): SecType sys, krb5, krb5i, krb5p, accepting
+# LAB_KRB5_REMOTE_PRINCIPAL, principals mapped as nache maps them
+# (lab_nache_start).
 lab_remote_vfs_start() {
 	_lab_need_init || return 1
+	[ "$LAB_REMOTE_KRB5" != 1 ] || [ -n "${LAB_KRB5_DIR:-}" ] ||
+		_lab_err "LAB_REMOTE_KRB5=1: call lab_krb5_start first" || return 1
 	LAB_REMOTE_EXPORT_DIR=$LAB_DIR/remote/export
 	export LAB_REMOTE_EXPORT_DIR
 	mkdir -p "$LAB_REMOTE_EXPORT_DIR"
@@ -1159,14 +1188,14 @@ EXPORT {
 	Pseudo = /export;
 	Access_Type = RW;
 	Squash = No_Root_Squash;
-	SecType = sys;
+	SecType = $(_lab_ganesha_sectype remote);
 	Protocols = 3, 4;
 	Transports = TCP;
 	# Changes made in the exported directory on the host (tests do that)
 	# show at once, as on a real server.
 	Attr_Expiration_Time = 0;
 	FSAL { Name = VFS; }
-}"
+}" "$(_lab_ganesha_krb5_identities remote)"
 }
 
 # lab_remote_vfs_stop — stop the VFS remote (SIGTERM).
@@ -1227,7 +1256,7 @@ EXPORT {
 	Pseudo = /export;
 	Access_Type = RW;
 	Squash = ${LAB_NACHE_SQUASH:-Root_Squash};
-	SecType = $([ "$LAB_NACHE_KRB5" = 1 ] && echo "sys, krb5, krb5i, krb5p" || echo sys);
+	SecType = $(_lab_ganesha_sectype nache);
 	Protocols = 3, 4;
 	Transports = TCP;
 	# As shipped in config/nache.conf; opens revalidate regardless.
@@ -1460,13 +1489,15 @@ _LAB_KRB5_USERS="alice:1000 bob:2000"
 # lab_krb5_start — make the realm and start its KDC (krb5kdc -n, in the
 # remote namespace, on LAB_REMOTE_ADDR port 88, log logs/krb5kdc.log):
 # service principals nfs/$LAB_NACHE_HOSTNAME (nache.keytab),
-# nfs/$LAB_KNFSD_HOSTNAME (knfsd.keytab), nfs/c<N>.$LAB_KRB5_DOMAIN for
+# nfs/$LAB_KNFSD_HOSTNAME (knfsd.keytab), nfs/$LAB_REMOTE_HOSTNAME for the
+# VFS remote (remote.keytab), nfs/c<N>.$LAB_KRB5_DOMAIN for
 # each client booted afterwards (c<N>.keytab), users alice and bob
 # (alice.keytab and bob.keytab, owned by the user: kinit runs as them).
 # Returns once the KDC hands out a ticket.  Call after lab_net_up and before
 # booting the guests that use it.  Exports LAB_KRB5_DIR, LAB_KRB5_CONF,
 # LAB_KRB5_KDC_PROFILE, LAB_KRB5_NACHE_KEYTAB, LAB_KRB5_KNFSD_KEYTAB,
-# LAB_KRB5_NACHE_PRINCIPAL, LAB_KRB5_KNFSD_PRINCIPAL.  $LAB_KRB5_DIR also
+# LAB_KRB5_NACHE_PRINCIPAL, LAB_KRB5_KNFSD_PRINCIPAL, LAB_KRB5_REMOTE_KEYTAB,
+# LAB_KRB5_REMOTE_PRINCIPAL.  $LAB_KRB5_DIR also
 # holds passwd, group (the host's minus clashes, plus the realm's users)
 # and idmapd.conf (Domain $LAB_KRB5_DOMAIN, Local-Realms the realm): an
 # identity directory as LAB_IDENTITY_DIR takes, which the guests and nache
@@ -1485,9 +1516,12 @@ lab_krb5_start() {
 	LAB_KRB5_KNFSD_KEYTAB=$dir/knfsd.keytab
 	LAB_KRB5_NACHE_PRINCIPAL=nfs/$LAB_NACHE_HOSTNAME@$LAB_KRB5_REALM
 	LAB_KRB5_KNFSD_PRINCIPAL=nfs/$LAB_KNFSD_HOSTNAME@$LAB_KRB5_REALM
+	LAB_KRB5_REMOTE_KEYTAB=$dir/remote.keytab
+	LAB_KRB5_REMOTE_PRINCIPAL=nfs/$LAB_REMOTE_HOSTNAME@$LAB_KRB5_REALM
 	export LAB_KRB5_DIR LAB_KRB5_CONF LAB_KRB5_KDC_PROFILE \
 		LAB_KRB5_NACHE_KEYTAB LAB_KRB5_KNFSD_KEYTAB \
-		LAB_KRB5_NACHE_PRINCIPAL LAB_KRB5_KNFSD_PRINCIPAL
+		LAB_KRB5_NACHE_PRINCIPAL LAB_KRB5_KNFSD_PRINCIPAL \
+		LAB_KRB5_REMOTE_KEYTAB LAB_KRB5_REMOTE_PRINCIPAL
 	rm -rf "$dir"
 	mkdir -p "$dir/db" "$dir/rcache" && chmod 700 "$dir/db" || return 1
 	_lab_krb5_write_conf && _lab_krb5_write_hosts &&
@@ -1496,7 +1530,8 @@ lab_krb5_start() {
 		-P "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" >/dev/null ||
 		_lab_err "kdb5_util create failed" || return 1
 	_lab_krb5_keytab nache "nfs/$LAB_NACHE_HOSTNAME" &&
-		_lab_krb5_keytab knfsd "nfs/$LAB_KNFSD_HOSTNAME" || return 1
+		_lab_krb5_keytab knfsd "nfs/$LAB_KNFSD_HOSTNAME" &&
+		_lab_krb5_keytab remote "nfs/$LAB_REMOTE_HOSTNAME" || return 1
 	for entry in $_LAB_KRB5_USERS; do
 		user=${entry%%:*} uid=${entry#*:}
 		_lab_krb5_keytab "$user" "$user" &&

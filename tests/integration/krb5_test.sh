@@ -6,7 +6,9 @@
 # krb5i and krb5p:
 #  - the lab itself: client 1 mounts the knfsd guest directly (knfsd with
 #    rpc.svcgssd, exported sec=sys:krb5:krb5i:krb5p) and alice, with a
-#    ticket, writes and reads there; knfsd sees her uid as the owner;
+#    ticket, writes and reads there; knfsd sees her uid as the owner; the
+#    same on the VFS remote (LAB_REMOTE_KRB5=1: a Kerberos remote for
+#    nache's RPCSEC_GSS client to come);
 #  - through nache: alice with a ticket writes and reads; the remote sees
 #    her uid (1000) as the file's owner (Ganesha mapped alice@NACHE.LAB to
 #    1000, nache sent that upstream); bob, who has no ticket, is refused;
@@ -19,7 +21,7 @@ source "$(dirname "$0")/itest.sh"
 
 # A command stuck in an upcall fails the check instead of the whole run.
 export LAB_CMD_TIMEOUT=60
-export LAB_NACHE_KRB5=1
+export LAB_NACHE_KRB5=1 LAB_REMOTE_KRB5=1
 export LAB_KNFSD_EXPORT_OPTS="rw,fsid=0,no_root_squash,insecure,no_subtree_check,sync,sec=sys:krb5:krb5i:krb5p"
 FLAVOURS="krb5 krb5i krb5p"
 ALICE=1000
@@ -80,8 +82,20 @@ direct_knfsd() {
 	lab_client_umount 1 "$m"
 	return $rc
 }
+# direct_vfs FLAVOUR — the same on the VFS remote (LAB_REMOTE_KRB5).
+direct_vfs() {
+	local f=$1 m=/mnt/v-$1 rc=0
+	mount_sec "$LAB_REMOTE_ADDR" /export "$m" "$f" || return 1
+	as_user $ALICE "echo vfs-$f > $m/k/vfs-$f" &&
+		expect_eq "read back" "$(as_user $ALICE "cat $m/k/vfs-$f")" "vfs-$f" &&
+		expect_eq "owner at the remote" "$(stat -c %u "$R/k/vfs-$f")" $ALICE ||
+		rc=1
+	lab_client_umount 1 "$m"
+	return $rc
+}
 for f in $FLAVOURS; do
 	check "lab_client_mounts_knfsd_directly_with_sec_${f}_as_alice" direct_knfsd "$f"
+	check "lab_client_mounts_the_vfs_remote_directly_with_sec_${f}_as_alice" direct_vfs "$f"
 done
 
 # ---------------------------------------------------------------- nache
