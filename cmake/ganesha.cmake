@@ -57,7 +57,12 @@ ExternalProject_Add(ganesha
     -DUSE_FSAL_XFS=OFF -DUSE_FSAL_GLUSTER=OFF -DUSE_FSAL_NULL=OFF
     -DUSE_FSAL_RGW=OFF -DUSE_DBUS=OFF -DUSE_9P=OFF -DUSE_RADOS_RECOV=OFF
     -DRADOS_URLS=OFF -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_MAN_PAGE=OFF
-    -DUSE_LTTNG=OFF -D_MSPAC_SUPPORT=OFF -DUSE_NFSIDMAP=OFF
+    -DUSE_LTTNG=OFF -D_MSPAC_SUPPORT=OFF
+    # libnfsidmap (Ganesha's default): Kerberos callers' principals map to
+    # local users through it (principal2uid; without it every principal
+    # is anonymous). Ganesha starts it at start from NFSv4's IdmapConf,
+    # which is then the process's one configuration (config/README.md).
+    -DUSE_NFSIDMAP=ON
     # Registration with rpcbind: NFSv3 clients find NFS, MOUNT and NLM
     # there (the kernel's lockd asks the box's rpcbind for NLM's port,
     # whatever the mount options). Ganesha exits at start when an NFSv3

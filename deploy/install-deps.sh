@@ -55,6 +55,16 @@ lab_pkgs=(
   fio
   # The lab's knfsd 6.12 under qemu (LAB_KNFSD_KERNEL=6.12, lab/README.md).
   qemu-system-x86 busybox-static cpio xz-utils
+  # The lab's Kerberos realm (lab_krb5_start): MIT's KDC and kdb5_util
+  # (krb5-kdc), kadmin.local (krb5-admin-server), kinit and kdestroy in
+  # the clients (krb5-user). Their debconf questions take their defaults
+  # (noninteractive, below); the KDC and kadmind never run on the host
+  # (policy-rc.d), only the lab's KDC in a lab namespace, with its own
+  # configuration (the packages' /etc/krb5.conf is not used).
+  krb5-kdc krb5-admin-server krb5-user
+  # Captures on the lab's LAN link (krb5_test.sh: nothing in clear under
+  # krb5p).
+  tcpdump
 )
 
 want=("${runtime_pkgs[@]}")

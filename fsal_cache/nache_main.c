@@ -309,6 +309,20 @@ static const char *nache_admin_socket_path(char *buf, size_t len)
 	return buf;
 }
 
+/* Whether nache's Idmapd_Conf (PATH, NULL when unset) is the file
+ * libnfsidmap runs from. Ganesha started libnfsidmap at its own start from
+ * NFSv4's IdmapConf (Kerberos principals map to users through it), and
+ * libnfsidmap keeps the first configuration it was given for the whole
+ * process: another file here would be silently ignored. */
+static bool nache_idmapd_conf_is_ganeshas(const char *path)
+{
+#ifdef USE_NFSIDMAP
+	if (path != NULL && !nfs_param.nfsv4_param.use_getpwnam)
+		return strcmp(path, nfs_param.nfsv4_param.idmapconf) == 0;
+#endif
+	return true;
+}
+
 /* Runs once per daemon, when the first export names FSAL NACHE (before any
  * nache export is created). */
 static fsal_status_t nache_init_config(struct fsal_module *fsal_hdl,
@@ -336,6 +350,14 @@ static fsal_status_t nache_init_config(struct fsal_module *fsal_hdl,
 		nache_refuse("NACHE block: %s", err);
 	if (!nache_idmap_configure(nache_global.idmapd_conf, err, sizeof(err)))
 		nache_refuse("NACHE block: %s", err);
+	if (!nache_idmapd_conf_is_ganeshas(nache_global.idmapd_conf))
+		nache_refuse("NACHE block: Idmapd_Conf: %s is not NFSv4's "
+			     "IdmapConf (%s): libnfsidmap has one "
+			     "configuration per process, which Ganesha "
+			     "started from IdmapConf; name the same file in "
+			     "both",
+			     nache_global.idmapd_conf,
+			     nfs_param.nfsv4_param.idmapconf);
 	/* A metrics port we cannot bind is refused like a bad value: the
 	 * operator asked for metrics and would silently get none. */
 	if (nache_global.metrics &&

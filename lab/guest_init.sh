@@ -18,6 +18,9 @@
 #   LAB_GUEST_AGENT    "ADDR PORT"
 #   LAB_GUEST_IDENTITY_DIR  (optional) passwd, group, idmapd.conf for the guest
 #   LAB_GUEST_NLM      1: a client runs rpcbind and rpc.statd (NFSv3 locks)
+#   LAB_GUEST_KRB5_DIR (optional) the lab's realm (lab.sh, lab_krb5_start):
+#                      hosts, krb5.conf; LAB_GUEST_KRB5_KEYTAB the guest's
+#                      keys (rpc.gssd's machine credentials, knfsd's service)
 #   role extras: LAB_GUEST_NETEM (router), LAB_KNFSD_* (knfsd)
 
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -107,6 +110,56 @@ knfsd_idmap() {
 	rpc.idmapd -S || fail "rpc.idmapd"
 }
 
+# krb5_setup — a lab with a Kerberos realm: the lab's names in /etc/hosts
+# (bind-mounted in the guest only), its krb5.conf for every process started
+# from here on (KRB5_CONFIG: the agent's commands, kinit, the GSS daemons;
+# never the host's /etc/krb5.conf) and the kernel's RPCSEC_GSS modules.
+krb5_setup() {
+	mount --bind "$LAB_GUEST_KRB5_DIR/hosts" /etc/hosts ||
+		fail "krb5: hosts over /etc/hosts"
+	export KRB5_CONFIG="$LAB_GUEST_KRB5_DIR/krb5.conf"
+	modprobe -a auth_rpcgss rpcsec_gss_krb5 || fail "modprobe rpcsec_gss_krb5"
+	# The ciphers krb5's aes-sha1 enctypes use (the kernel would ask for
+	# them at the first context; loaded here, a missing one shows now).
+	modprobe -a cts cbc hmac || log "krb5: some ciphers did not load"
+}
+
+# wait_for_fd PID PATTERN — wait (10 s at most) until process PID has a
+# file descriptor whose target matches PATTERN: a daemon has opened the
+# upcall channel it serves.
+wait_for_fd() {
+	local pid=$1 pattern=$2 i
+	for ((i = 0; i < 200; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 1
+		ls -l "/proc/$pid/fd" 2>/dev/null | grep -q -- "$pattern" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# client_gssd — rpc.gssd for the kernel's RPCSEC_GSS upcalls (pipefs in
+# /run/rpc_pipefs, nfs.conf's pipefs-directory): users' tickets from
+# /tmp/krb5cc_<uid>, root's and the lease's from the guest's keytab.
+# Returns once it watches pipefs (inotify), before anything mounts.
+client_gssd() {
+	mkdir -p /run/rpc_pipefs
+	mount -t rpc_pipefs sunrpc /run/rpc_pipefs || fail "rpc_pipefs"
+	rpc.gssd -f -v -k "$LAB_GUEST_KRB5_KEYTAB" \
+		>"$LAB_DIR/logs/$LAB_GUEST_NAME.gssd.log" 2>&1 &
+	wait_for_fd $! inotify || fail "rpc.gssd did not start"
+}
+
+# knfsd_svcgssd — rpc.svcgssd accepting RPCSEC_GSS contexts for knfsd
+# (nfs/<this host's full name> from the guest's keytab, KRB5_KTNAME), and
+# rpc.idmapd (server side) for the owner names knfsd sends krb5 callers.
+# Returns once svcgssd has opened the kernel's init channel.
+knfsd_svcgssd() {
+	KRB5_KTNAME="FILE:$LAB_GUEST_KRB5_KEYTAB" rpc.svcgssd -f -v \
+		>"$LAB_DIR/logs/$LAB_GUEST_NAME.svcgssd.log" 2>&1 &
+	wait_for_fd $! auth.rpcsec.init || fail "rpc.svcgssd did not start"
+	[ "${LAB_KNFSD_IDMAP:-}" = 1 ] || rpc.idmapd -S || fail "rpc.idmapd"
+}
+
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 grep -q ' /dev ' /proc/mounts || mount -t devtmpfs devtmpfs /dev
@@ -134,6 +187,7 @@ if [ ! -e "$LAB_SRC_DIR/guest_agent.py" ]; then
 fi
 [ "$LAB_GUEST_PLATFORM" != qemu ] || qemu_platform_setup
 [ -z "${LAB_GUEST_IDENTITY_DIR:-}" ] || use_identities "$LAB_GUEST_IDENTITY_DIR"
+[ -z "${LAB_GUEST_KRB5_DIR:-}" ] || krb5_setup
 
 hostname "lab-$LAB_GUEST_NAME"
 
@@ -169,6 +223,7 @@ client)
 		rpcbind -w || fail "rpcbind"
 		rpc.statd --no-notify || fail "rpc.statd"
 	fi
+	[ -z "${LAB_GUEST_KRB5_DIR:-}" ] || client_gssd
 	;;
 router)
 	sysctl -qw net.ipv4.ip_forward=1
@@ -203,6 +258,7 @@ knfsd)
 	mount -t rpc_pipefs sunrpc /run/rpc_pipefs &&
 		nfsdcld -s "$LAB_KNFSD_CLD_DIR" ||
 		log "nfsdcld failed (grace period will run)"
+	[ -z "${LAB_GUEST_KRB5_DIR:-}" ] || knfsd_svcgssd
 	rpcbind -w || log "rpcbind failed (continuing)"
 	# LAB_KNFSD_MANAGE_GIDS: empty keeps the host's nfs.conf; y or n.
 	mountd_opts=()

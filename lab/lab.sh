@@ -64,6 +64,14 @@ LAB_REPO_DIR=$(dirname "$LAB_SRC_DIR")
 # Idmapd_Conf parameter).
 : "${LAB_KNFSD_IDENTITY_DIR:=}"
 : "${LAB_IDENTITY_DIR:=}"
+# LAB_NACHE_KRB5=1: nache's office side speaks Kerberos (RPCSEC_GSS with
+# krb5, krb5i and krb5p beside AUTH_SYS), with the lab's realm
+# (lab_krb5_start first); empty: AUTH_SYS only, as shipped.
+: "${LAB_NACHE_KRB5:=}"
+# LAB_REMOTE_KRB5=1: the VFS remote too (export sec=sys:krb5:krb5i:krb5p,
+# principal nfs/$LAB_REMOTE_HOSTNAME), a Kerberos remote for nache's own
+# RPCSEC_GSS client.
+: "${LAB_REMOTE_KRB5:=}"
 : "${LAB_WAN_NETEM:=delay 40ms rate 50mbit limit 10000}"
 # LAB_NLM=1: NFSv3 byte-range locks (NLM) through nache, as a box serving
 # NFSv3 clients runs it (config/README.md, NFSv3). Set before lab_net_up
@@ -91,6 +99,17 @@ _LAB_BYPASS_REMOTE_ADDR=10.251.5.2
 export LAB_NACHE_ADDR LAB_PROXYV4_ADDR LAB_NACHE_WAN_ADDR LAB_REMOTE_ADDR \
 	LAB_KNFSD_ADDR LAB_ROUTER_LAN_ADDR LAB_ROUTER_REMOTE_ADDR \
 	LAB_REMOTE_WAN_ADDR
+
+# Names, for Kerberos (service principals are nfs/<name>): they resolve in
+# the guests and the daemons of a lab with a realm (lab_krb5_start), from
+# its hosts file.  Client N is c<N>.$LAB_KRB5_DOMAIN.
+LAB_KRB5_REALM=NACHE.LAB
+LAB_KRB5_DOMAIN=nache.lab
+LAB_NACHE_HOSTNAME=nache.$LAB_KRB5_DOMAIN
+LAB_KNFSD_HOSTNAME=knfsd.$LAB_KRB5_DOMAIN
+LAB_REMOTE_HOSTNAME=remote.$LAB_KRB5_DOMAIN   # the VFS remote and the KDC
+export LAB_KRB5_REALM LAB_KRB5_DOMAIN LAB_NACHE_HOSTNAME LAB_KNFSD_HOSTNAME \
+	LAB_REMOTE_HOSTNAME
 
 _LAB_TOOL=("$LAB_PYTHON" -B "$LAB_SRC_DIR/labtool.py")
 declare -gA _LAB_GUEST_NS=()     # guest name -> namespace that reaches its agent
@@ -915,10 +934,12 @@ _lab_client_boot() {
 		ip -n "$LAB_NS_LAN" tuntap add dev "$tap" mode tap || return 1
 		ip -n "$LAB_NS_LAN" link set "$tap" master br0 up || return 1
 	fi
+	_lab_krb5_client_keytab "$n" || return 1
 	_lab_guest_boot "c$n" client "$LAB_NS_LAN" "$LAB_NS_LAN" "$mem" \
 		"$addr" "eth0=$addr/24" "default via $LAB_NACHE_ADDR" \
-		"eth0=tuntap,$tap,$mac" "LAB_GUEST_IDENTITY_DIR='$LAB_IDENTITY_DIR'
-LAB_GUEST_NLM='${LAB_NLM:-}'"
+		"eth0=tuntap,$tap,$mac" "LAB_GUEST_IDENTITY_DIR='${LAB_IDENTITY_DIR:-${LAB_KRB5_DIR:-}}'
+LAB_GUEST_NLM='${LAB_NLM:-}'
+$(_lab_krb5_guest_env "c$n")"
 }
 
 # lab_client_addr N — LAN address of client N.
@@ -1012,7 +1033,7 @@ _lab_ganesha_start() {
 			# NFSv3 clients mount the pseudo path too (/export).
 			Mount_Path_Pseudo = true;
 		}
-		NFS_KRB5 { Active_krb5 = false; }
+		$(_lab_ganesha_krb5_conf "$name" "$dir")
 		NFSv4 {
 			RecoveryBackend = fs;
 			RecoveryRoot = "$dir/recovery";
@@ -1023,6 +1044,7 @@ _lab_ganesha_start() {
 			Grace_Period = ${LAB_GRACE_PERIOD:-90};
 			Allow_Numeric_Owners = true;
 			Only_Numeric_Owners = true;
+			$(_lab_ganesha_idmapconf "$name")
 			# Delegations to this instance's clients (nache only,
 			# with LAB_NACHE_DELEGATIONS).
 			Delegations = $([ "$name" = nache ] && [ -n "${LAB_NACHE_DELEGATIONS:-}" ] && echo true || echo false);
@@ -1035,7 +1057,14 @@ _lab_ganesha_start() {
 		: >"$log"
 	fi
 	local daemon=()
-	mapfile -d '' -t daemon < <(_lab_private "$(_lab_ns_run_dir "$ns")" "$identities")
+	# With Kerberos: the lab's krb5.conf, and the acceptor's replay cache
+	# in the lab dir (MIT's default is /var/tmp).
+	if _lab_ganesha_krb5 "$name"; then
+		mkdir -p "$LAB_KRB5_DIR/rcache/$name"
+		daemon=(env "KRB5_CONFIG=$LAB_KRB5_CONF"
+			"KRB5RCACHEDIR=$LAB_KRB5_DIR/rcache/$name")
+	fi
+	mapfile -d '' -t -O "${#daemon[@]}" daemon < <(_lab_private "$(_lab_ns_run_dir "$ns")" "$identities")
 	daemon+=("$LAB_STAGE_DIR/bin/ganesha.nfsd" -F -f "$dir/ganesha.conf"
 		-L "$log" -p "$dir/ganesha.pid" -N NIV_EVENT)
 	_lab_spawn "ganesha-$name" "$ns" "$dir" "$LAB_DIR/logs/$name.stdout" \
@@ -1059,6 +1088,59 @@ _lab_ganesha_start() {
 		return 1
 	fi
 	_lab_log "ganesha $name serving on $addr (pid $pid, $((($(_lab_now_us) - t0) / 1000)) ms)"
+}
+
+# _lab_ganesha_krb5 NAME — whether Ganesha instance NAME speaks Kerberos:
+# nache with LAB_NACHE_KRB5=1, the VFS remote with LAB_REMOTE_KRB5=1.
+_lab_ganesha_krb5() {
+	case $1 in
+	nache) [ "$LAB_NACHE_KRB5" = 1 ] ;;
+	remote) [ "$LAB_REMOTE_KRB5" = 1 ] ;;
+	*) return 1 ;;
+	esac
+}
+
+# _lab_ganesha_sectype NAME — the SecType of instance NAME's export.
+_lab_ganesha_sectype() {
+	if _lab_ganesha_krb5 "$1"; then echo "sys, krb5, krb5i, krb5p"; else echo sys; fi
+}
+
+# _lab_ganesha_krb5_conf NAME DIR — the NFS_KRB5 block of Ganesha instance
+# NAME (DIR its directory): off, but with Kerberos (_lab_ganesha_krb5) it
+# accepts nfs/<its host name> from $LAB_KRB5_DIR/NAME.keytab ("nfs": any
+# host part the keytab holds). Principals map to users through the NFSv4
+# block's IdmapConf (_lab_ganesha_idmapconf; config/README.md, "Kerberos").
+_lab_ganesha_krb5_conf() {
+	if ! _lab_ganesha_krb5 "$1"; then
+		echo "NFS_KRB5 { Active_krb5 = false; }"
+		return
+	fi
+	mkdir -p "$2/ccache"
+	cat <<-EOF
+		NFS_KRB5 {
+			Active_krb5 = true;
+			PrincipalName = nfs;
+			KeytabPath = "$LAB_KRB5_DIR/$1.keytab";
+			CCacheDir = "$2/ccache";
+		}
+	EOF
+}
+
+# _lab_ganesha_krb5_identities NAME — the realm's identity directory when
+# instance NAME speaks Kerberos (its principals map to the realm's users),
+# else nothing.
+_lab_ganesha_krb5_identities() {
+	! _lab_ganesha_krb5 "$1" || echo "$LAB_KRB5_DIR"
+}
+
+# _lab_ganesha_idmapconf NAME — the NFSv4 block's IdmapConf line of
+# instance NAME: for nache, LAB_NACHE_IDMAPCONF; else with Kerberos the
+# realm's idmapd.conf; none (/etc/idmapd.conf) otherwise.
+_lab_ganesha_idmapconf() {
+	local conf=
+	[ "$1" != nache ] || conf=${LAB_NACHE_IDMAPCONF:-}
+	[ -n "$conf" ] || ! _lab_ganesha_krb5 "$1" || conf=$LAB_KRB5_DIR/idmapd.conf
+	[ -z "$conf" ] || echo "IdmapConf = \"$conf\";"
 }
 
 # _lab_ganesha_stop NAME [SIGNAL [TIMEOUT_S]] — SIGTERM (or SIGNAL) and
@@ -1088,9 +1170,14 @@ _lab_ganesha_stop() {
 
 # lab_remote_vfs_start — Ganesha FSAL_VFS in the remote namespace on
 # LAB_REMOTE_ADDR, exporting LAB_REMOTE_EXPORT_DIR (host path, root-owned
-# 0755) as /export, NFSv3 and NFSv4.
+# 0755) as /export, NFSv3 and NFSv4.  LAB_REMOTE_KRB5=1 (after
+# lab_krb5_start): SecType sys, krb5, krb5i, krb5p, accepting
+# LAB_KRB5_REMOTE_PRINCIPAL, principals mapped as nache maps them
+# (lab_nache_start).
 lab_remote_vfs_start() {
 	_lab_need_init || return 1
+	[ "$LAB_REMOTE_KRB5" != 1 ] || [ -n "${LAB_KRB5_DIR:-}" ] ||
+		_lab_err "LAB_REMOTE_KRB5=1: call lab_krb5_start first" || return 1
 	LAB_REMOTE_EXPORT_DIR=$LAB_DIR/remote/export
 	export LAB_REMOTE_EXPORT_DIR
 	mkdir -p "$LAB_REMOTE_EXPORT_DIR"
@@ -1101,14 +1188,14 @@ EXPORT {
 	Pseudo = /export;
 	Access_Type = RW;
 	Squash = No_Root_Squash;
-	SecType = sys;
+	SecType = $(_lab_ganesha_sectype remote);
 	Protocols = 3, 4;
 	Transports = TCP;
 	# Changes made in the exported directory on the host (tests do that)
 	# show at once, as on a real server.
 	Attr_Expiration_Time = 0;
 	FSAL { Name = VFS; }
-}"
+}" "$(_lab_ganesha_krb5_identities remote)"
 }
 
 # lab_remote_vfs_stop — stop the VFS remote (SIGTERM).
@@ -1137,10 +1224,23 @@ lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
 # LAB_NACHE_GLOBAL (default empty): config text put verbatim at
 # the top level of nache's ganesha.conf, e.g. 'NACHE { Metrics = false; }'.
 # LAB_IDENTITY_DIR: nache sees its passwd and group (owner names).
+# LAB_NACHE_IDMAPCONF: the NFSv4 block's IdmapConf, where Ganesha starts
+# libnfsidmap (a NACHE { Idmapd_Conf } must name the same file).
+# LAB_NACHE_KRB5=1 (after lab_krb5_start): the export's SecType is sys,
+# krb5, krb5i, krb5p; Ganesha accepts RPCSEC_GSS with nache's keytab
+# (LAB_KRB5_NACHE_KEYTAB), runs with KRB5_CONFIG=$LAB_KRB5_CONF, and maps
+# user@$LAB_KRB5_REALM to the user of the passwd it sees (LAB_IDENTITY_DIR's,
+# else the realm's: alice 1000, bob 2000).
 # Fails with the log tail if the daemon exits during start.
 lab_nache_start() {
 	_lab_need_init || return 1
 	_LAB_NACHE_EXTRA=${1:-}
+	local identities=$LAB_IDENTITY_DIR
+	if [ "$LAB_NACHE_KRB5" = 1 ]; then
+		[ -n "${LAB_KRB5_DIR:-}" ] ||
+			_lab_err "LAB_NACHE_KRB5=1: call lab_krb5_start first" || return 1
+		identities=${identities:-$LAB_KRB5_DIR}
+	fi
 	mkdir -p "$LAB_DIR/nache/cache"
 	if [ -n "${LAB_NACHE_CACHE_TMPFS:-}" ] && ! mountpoint -q "$LAB_DIR/nache/cache"; then
 		mount -t tmpfs -o "size=$LAB_NACHE_CACHE_TMPFS" "nl-$LAB_ID-cache" \
@@ -1156,7 +1256,7 @@ EXPORT {
 	Pseudo = /export;
 	Access_Type = RW;
 	Squash = ${LAB_NACHE_SQUASH:-Root_Squash};
-	SecType = sys;
+	SecType = $(_lab_ganesha_sectype nache);
 	Protocols = 3, 4;
 	Transports = TCP;
 	# As shipped in config/nache.conf; opens revalidate regardless.
@@ -1172,7 +1272,7 @@ EXPORT {
 		${LAB_NACHE_CALLBACK-Callback_Address = $LAB_NACHE_WAN_ADDR; Callback_Port = $LAB_NACHE_CALLBACK_PORT;}
 		$_LAB_NACHE_EXTRA
 	}
-}" "$LAB_IDENTITY_DIR"
+}" "$identities"
 }
 
 # lab_nache_stop — SIGTERM nache and wait for it to exit.
@@ -1312,7 +1412,8 @@ _lab_knfsd_env() {
 		LAB_KNFSD_EXPORT_OPTS='$LAB_KNFSD_EXPORT_OPTS'
 		LAB_KNFSD_MANAGE_GIDS='$LAB_KNFSD_MANAGE_GIDS'
 		LAB_KNFSD_IDMAP='$LAB_KNFSD_IDMAP'
-		LAB_GUEST_IDENTITY_DIR='$LAB_KNFSD_IDENTITY_DIR'
+		LAB_GUEST_IDENTITY_DIR='${LAB_KNFSD_IDENTITY_DIR:-${LAB_KRB5_DIR:-}}'
+		$(_lab_krb5_guest_env knfsd)
 	EOF
 }
 
@@ -1369,4 +1470,241 @@ lab_knfsd_states() {
 	lab_knfsd_run 'for d in /proc/fs/nfsd/clients/*/; do
 		[ -e "$d/states" ] || continue
 		echo "# client $d"; cat "$d/info"; cat "$d/states"; done'
+}
+
+# ------------------------------------------------------------------ kerberos
+# A realm of the lab's own ($LAB_KRB5_REALM): MIT's KDC in the remote
+# namespace, its database, kdc.conf, krb5.conf, keytabs, a hosts file and
+# the users' passwd and group under $LAB_DIR/krb5.  Nothing reads the
+# host's /etc/krb5.conf: every lab process that uses Kerberos gets
+# KRB5_CONFIG (and the KDC KRB5_KDC_PROFILE).  Guests booted after
+# lab_krb5_start see the hosts file as /etc/hosts, run the kernel's
+# rpcsec_gss modules and rpc.gssd (clients) or rpc.svcgssd (knfsd) with
+# their keytab.
+
+# The realm's users: name:uid (each with a group of its own name, gid =
+# uid), as the other suites number them.
+_LAB_KRB5_USERS="alice:1000 bob:2000"
+
+# lab_krb5_start — make the realm and start its KDC (krb5kdc -n, in the
+# remote namespace, on LAB_REMOTE_ADDR port 88, log logs/krb5kdc.log):
+# service principals nfs/$LAB_NACHE_HOSTNAME (nache.keytab),
+# nfs/$LAB_KNFSD_HOSTNAME (knfsd.keytab), nfs/$LAB_REMOTE_HOSTNAME for the
+# VFS remote (remote.keytab), nfs/c<N>.$LAB_KRB5_DOMAIN for
+# each client booted afterwards (c<N>.keytab), users alice and bob
+# (alice.keytab and bob.keytab, owned by the user: kinit runs as them).
+# Returns once the KDC hands out a ticket.  Call after lab_net_up and before
+# booting the guests that use it.  Exports LAB_KRB5_DIR, LAB_KRB5_CONF,
+# LAB_KRB5_KDC_PROFILE, LAB_KRB5_NACHE_KEYTAB, LAB_KRB5_KNFSD_KEYTAB,
+# LAB_KRB5_NACHE_PRINCIPAL, LAB_KRB5_KNFSD_PRINCIPAL, LAB_KRB5_REMOTE_KEYTAB,
+# LAB_KRB5_REMOTE_PRINCIPAL.  $LAB_KRB5_DIR also
+# holds passwd, group (the host's minus clashes, plus the realm's users)
+# and idmapd.conf (Domain $LAB_KRB5_DOMAIN, Local-Realms the realm): an
+# identity directory as LAB_IDENTITY_DIR takes, which the guests and nache
+# use when LAB_IDENTITY_DIR / LAB_KNFSD_IDENTITY_DIR are empty.
+lab_krb5_start() {
+	_lab_need_init || return 1
+	local dir=$LAB_DIR/krb5 entry user uid
+	for entry in krb5kdc kdb5_util kadmin.local; do
+		command -v "$entry" >/dev/null ||
+			_lab_err "missing $entry: run deploy/install-deps.sh" || return 1
+	done
+	LAB_KRB5_DIR=$dir
+	LAB_KRB5_CONF=$dir/krb5.conf
+	LAB_KRB5_KDC_PROFILE=$dir/kdc.conf
+	LAB_KRB5_NACHE_KEYTAB=$dir/nache.keytab
+	LAB_KRB5_KNFSD_KEYTAB=$dir/knfsd.keytab
+	LAB_KRB5_NACHE_PRINCIPAL=nfs/$LAB_NACHE_HOSTNAME@$LAB_KRB5_REALM
+	LAB_KRB5_KNFSD_PRINCIPAL=nfs/$LAB_KNFSD_HOSTNAME@$LAB_KRB5_REALM
+	LAB_KRB5_REMOTE_KEYTAB=$dir/remote.keytab
+	LAB_KRB5_REMOTE_PRINCIPAL=nfs/$LAB_REMOTE_HOSTNAME@$LAB_KRB5_REALM
+	export LAB_KRB5_DIR LAB_KRB5_CONF LAB_KRB5_KDC_PROFILE \
+		LAB_KRB5_NACHE_KEYTAB LAB_KRB5_KNFSD_KEYTAB \
+		LAB_KRB5_NACHE_PRINCIPAL LAB_KRB5_KNFSD_PRINCIPAL \
+		LAB_KRB5_REMOTE_KEYTAB LAB_KRB5_REMOTE_PRINCIPAL
+	rm -rf "$dir"
+	mkdir -p "$dir/db" "$dir/rcache" && chmod 700 "$dir/db" || return 1
+	_lab_krb5_write_conf && _lab_krb5_write_hosts &&
+		_lab_krb5_write_identities || return 1
+	_lab_krb5_admin kdb5_util create -s -r "$LAB_KRB5_REALM" \
+		-P "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" >/dev/null ||
+		_lab_err "kdb5_util create failed" || return 1
+	_lab_krb5_keytab nache "nfs/$LAB_NACHE_HOSTNAME" &&
+		_lab_krb5_keytab knfsd "nfs/$LAB_KNFSD_HOSTNAME" &&
+		_lab_krb5_keytab remote "nfs/$LAB_REMOTE_HOSTNAME" || return 1
+	for entry in $_LAB_KRB5_USERS; do
+		user=${entry%%:*} uid=${entry#*:}
+		_lab_krb5_keytab "$user" "$user" &&
+			chown "$uid:$uid" "$dir/$user.keytab" || return 1
+	done
+	_lab_spawn krb5kdc "$LAB_NS_REMOTE" "$dir" "$LAB_DIR/logs/krb5kdc.stdout" \
+		env KRB5_CONFIG="$LAB_KRB5_CONF" KRB5_KDC_PROFILE="$LAB_KRB5_KDC_PROFILE" \
+		krb5kdc -n || return 1
+	# Ready: an AS exchange for nache's principal from its keytab, across
+	# the lab's network (nache's namespace to the remote's).
+	lab_wait_until 20 _lab_krb5_kdc_answers ||
+		_lab_err "the KDC hands out no ticket (see $LAB_DIR/logs/krb5kdc.log)" ||
+		return 1
+	_lab_log "KDC of $LAB_KRB5_REALM serving on $LAB_REMOTE_ADDR:88"
+}
+
+_lab_krb5_kdc_answers() {
+	_lab_ns "$LAB_NS_LAN" env KRB5_CONFIG="$LAB_KRB5_CONF" \
+		kinit -k -t "$LAB_KRB5_NACHE_KEYTAB" -c "FILE:$LAB_KRB5_DIR/probe.ccache" \
+		"$LAB_KRB5_NACHE_PRINCIPAL" >/dev/null 2>&1
+}
+
+# _lab_krb5_admin CMD... — run a database tool (kdb5_util, kadmin.local) of
+# the lab's realm, on its files.
+_lab_krb5_admin() {
+	KRB5_CONFIG=$LAB_KRB5_CONF KRB5_KDC_PROFILE=$LAB_KRB5_KDC_PROFILE "$@"
+}
+
+# _lab_krb5_keytab NAME PRINCIPAL — add PRINCIPAL (random keys) to the
+# realm and write its keys to $LAB_KRB5_DIR/NAME.keytab (mode 0600).
+_lab_krb5_keytab() {
+	local out
+	out=$(printf 'addprinc -randkey %s\nktadd -k %s %s\n' "$2" \
+		"$LAB_KRB5_DIR/$1.keytab" "$2" |
+		_lab_krb5_admin kadmin.local -r "$LAB_KRB5_REALM" 2>&1) &&
+		[ -s "$LAB_KRB5_DIR/$1.keytab" ] ||
+		{ echo "$out" >&2; _lab_err "cannot make the keytab of $2"; return 1; }
+	chmod 600 "$LAB_KRB5_DIR/$1.keytab"
+}
+
+# _lab_krb5_client_keytab N — the principal nfs/c<N>.$LAB_KRB5_DOMAIN and
+# its keytab c<N>.keytab (once), for a client booting in a lab with a
+# realm: rpc.gssd's machine credentials (root's NFS calls, the lease).
+_lab_krb5_client_keytab() {
+	[ -n "${LAB_KRB5_DIR:-}" ] || return 0
+	[ -s "$LAB_KRB5_DIR/c$1.keytab" ] ||
+		_lab_krb5_keytab "c$1" "nfs/c$1.$LAB_KRB5_DOMAIN"
+}
+
+# _lab_krb5_write_conf — krb5.conf (clients and daemons) and kdc.conf (the
+# KDC), every path in $LAB_KRB5_DIR and the logs in $LAB_DIR/logs.  No DNS:
+# names are taken as given (a client asks for nfs/<the name its hosts file
+# gives the server's address>), aes-sha1 keys as Linux 6.1's rpcsec_gss_krb5
+# takes them.
+_lab_krb5_write_conf() {
+	cat >"$LAB_KRB5_CONF" <<-EOF
+		# generated by lab/lab.sh: the lab's realm
+		[libdefaults]
+		 default_realm = $LAB_KRB5_REALM
+		 dns_lookup_kdc = false
+		 dns_lookup_realm = false
+		 dns_canonicalize_hostname = false
+		 rdns = false
+		 default_ccache_name = FILE:/tmp/krb5cc_%{uid}
+		[realms]
+		 $LAB_KRB5_REALM = {
+		  kdc = $LAB_REMOTE_ADDR
+		 }
+		[domain_realm]
+		 .$LAB_KRB5_DOMAIN = $LAB_KRB5_REALM
+		 $LAB_KRB5_DOMAIN = $LAB_KRB5_REALM
+	EOF
+	cat >"$LAB_KRB5_KDC_PROFILE" <<-EOF
+		# generated by lab/lab.sh: the lab's KDC
+		[kdcdefaults]
+		 kdc_ports = 88
+		 kdc_tcp_ports = 88
+		[realms]
+		 $LAB_KRB5_REALM = {
+		  database_name = $LAB_KRB5_DIR/db/principal
+		  key_stash_file = $LAB_KRB5_DIR/db/stash
+		  acl_file = $LAB_KRB5_DIR/db/kadm5.acl
+		  supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal
+		 }
+		[logging]
+		 kdc = FILE:$LAB_DIR/logs/krb5kdc.log
+		 admin_server = FILE:$LAB_DIR/logs/kadmin.log
+		 default = FILE:$LAB_DIR/logs/krb5lib.log
+	EOF
+}
+
+# _lab_krb5_write_hosts — $LAB_KRB5_DIR/hosts: the lab's addresses and
+# names (the guests' /etc/hosts).  A guest's own hostname (lab-<name>) is
+# an alias of its full name, which rpc.gssd and rpc.svcgssd find as their
+# host's canonical name.
+_lab_krb5_write_hosts() {
+	local d=$LAB_KRB5_DOMAIN n
+	{
+		printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n'
+		printf '%s\t%s\n' "$LAB_NACHE_ADDR" "$LAB_NACHE_HOSTNAME"
+		printf '%s\tproxyv4.%s\n' "$LAB_PROXYV4_ADDR" "$d"
+		printf '%s\t%s kdc.%s\n' "$LAB_REMOTE_ADDR" "$LAB_REMOTE_HOSTNAME" "$d"
+		printf '%s\t%s lab-knfsd\n' "$LAB_KNFSD_ADDR" "$LAB_KNFSD_HOSTNAME"
+		printf '%s\trtr.%s lab-rtr\n' "$LAB_ROUTER_LAN_ADDR" "$d"
+		for n in $(seq 1 99); do
+			printf '%s\tc%s.%s lab-c%s\n' "$(lab_client_addr "$n")" "$n" "$d" "$n"
+		done
+	} >"$LAB_KRB5_DIR/hosts"
+}
+
+# _lab_krb5_write_identities — passwd and group (the host's entries minus
+# any that clash with the realm's users, then those users) and idmapd.conf
+# in $LAB_KRB5_DIR: a principal user@REALM is the local user "user".
+_lab_krb5_write_identities() {
+	local dir=$LAB_KRB5_DIR entry user uid user_re="" uid_re=""
+	for entry in $_LAB_KRB5_USERS; do
+		user_re+="${user_re:+|}${entry%%:*}" uid_re+="${uid_re:+|}${entry#*:}"
+	done
+	local clash="\$1 ~ /^($user_re)\$/ || \$3 ~ /^($uid_re)\$/"
+	awk -F: "!($clash)" /etc/passwd >"$dir/passwd" &&
+		awk -F: "!($clash)" /etc/group >"$dir/group" || return 1
+	for entry in $_LAB_KRB5_USERS; do
+		user=${entry%%:*} uid=${entry#*:}
+		echo "$user:x:$uid:$uid::/tmp:/bin/sh" >>"$dir/passwd"
+		echo "$user:x:$uid:" >>"$dir/group"
+	done
+	cat >"$dir/idmapd.conf" <<-EOF
+		[General]
+		Domain = $LAB_KRB5_DOMAIN
+		Local-Realms = $LAB_KRB5_REALM
+		[Mapping]
+		Nobody-User = nobody
+		Nobody-Group = nogroup
+		[Translation]
+		Method = nsswitch
+	EOF
+}
+
+# _lab_krb5_user_uid USER — the uid of a realm user (fails for others, and
+# without a realm).
+_lab_krb5_user_uid() {
+	local entry
+	[ -n "${LAB_KRB5_DIR:-}" ] ||
+		_lab_err "the lab has no realm: call lab_krb5_start first" || return 1
+	for entry in $_LAB_KRB5_USERS; do
+		[ "${entry%%:*}" != "$1" ] || { echo "${entry#*:}"; return 0; }
+	done
+	_lab_err "no user '$1' in the lab's realm (${_LAB_KRB5_USERS})"
+}
+
+# _lab_krb5_guest_env NAME — env lines of a guest NAME (c<N>, knfsd) in a
+# lab with a realm (none without): where the realm's files are, the guest's
+# keytab, and its identities (LAB_IDENTITY_DIR's or the realm's).
+_lab_krb5_guest_env() {
+	[ -n "${LAB_KRB5_DIR:-}" ] || return 0
+	echo "LAB_GUEST_KRB5_DIR='$LAB_KRB5_DIR'"
+	echo "LAB_GUEST_KRB5_KEYTAB='$LAB_KRB5_DIR/$1.keytab'"
+}
+
+# lab_client_kinit N USER — USER's ticket (from USER's keytab) in client N,
+# got as USER's uid into /tmp/krb5cc_<uid>, where rpc.gssd finds it.
+lab_client_kinit() {
+	local uid
+	uid=$(_lab_krb5_user_uid "$2") || return 1
+	lab_client_run_as "$1" "$uid" "$uid" \
+		"kinit -k -t '$LAB_KRB5_DIR/$2.keytab' -c FILE:/tmp/krb5cc_$uid '$2@$LAB_KRB5_REALM'"
+}
+
+# lab_client_kdestroy N USER — destroy USER's ticket cache in client N.  The
+# kernel keeps the security contexts it made with it until they expire or
+# the mount's RPC client goes (a umount of the server's last mount).
+lab_client_kdestroy() {
+	local uid
+	uid=$(_lab_krb5_user_uid "$2") || return 1
+	lab_client_run_as "$1" "$uid" "$uid" "kdestroy -q -c FILE:/tmp/krb5cc_$uid"
 }

@@ -69,9 +69,23 @@ refuses_missing_idmapd_conf() {
 		refuses "" Idmapd_Conf
 }
 
+# ... and one that is not the file Ganesha started libnfsidmap from (the
+# NFSv4 block's IdmapConf; libnfsidmap keeps that configuration): refused,
+# naming both. The same file in both starts.
+idmapd_conf_must_be_ganeshas() {
+	local conf=$LAB_DIR/idmapd.conf
+	printf '[General]\nDomain = nache.lab\n' >"$conf" || return 1
+	LAB_NACHE_GLOBAL="NACHE { Idmapd_Conf = \"$conf\"; }" \
+		refuses "" "Idmapd_Conf: $conf is not NFSv4's IdmapConf (/etc/idmapd.conf)" ||
+		return 1
+	LAB_NACHE_IDMAPCONF=$conf LAB_NACHE_GLOBAL="NACHE { Idmapd_Conf = \"$conf\"; }" \
+		lab_nache_start && lab_nache_stop
+}
+
 check unknown_parameter_refused refuses "Bogus_Option = 12;" Bogus_Option
 check bad_upstream_owner_format_refused refuses 'Upstream_Owner_Format = "name";' Upstream_Owner_Format
 check unreadable_idmapd_conf_refused refuses_missing_idmapd_conf
+check idmapd_conf_other_than_ganeshas_idmapconf_refused idmapd_conf_must_be_ganeshas
 check port_out_of_range_refused refuses "Upstream_Port = 70000;" Upstream_Port
 check zero_connections_refused refuses "Connections = 0;" Connections
 check bad_max_io_size_refused refuses "Max_IO_Size = 5000;" Max_IO_Size

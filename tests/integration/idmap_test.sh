@@ -65,8 +65,10 @@ export LAB_KNFSD_IDENTITY_DIR LAB_IDENTITY_DIR
 write_identities "$LAB_KNFSD_IDENTITY_DIR" alice bob carol &&
 	write_identities "$LAB_IDENTITY_DIR" alice bob ||
 	{ echo "cannot write the identities"; exit 1; }
-# nache's idmapd.conf, through its parameter.
+# nache's idmapd.conf, through its parameter, and Ganesha's (the one
+# libnfsidmap of the process runs from it: they must be the same file).
 export LAB_NACHE_GLOBAL="NACHE { Idmapd_Conf = \"$LAB_IDENTITY_DIR/idmapd.conf\"; }"
+export LAB_NACHE_IDMAPCONF=$LAB_IDENTITY_DIR/idmapd.conf
 export LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/
 
 lab_remote_knfsd_start || { echo "knfsd did not start"; exit 1; }
