@@ -153,8 +153,13 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   char host[256] = "nache";
   gethostname(host, sizeof(host) - 1);
   char id[512];
-  snprintf(id, sizeof(id), "nache/%s/%016llx/export-%u", host,
-           (unsigned long long)c->store_->incarnation(), cfg.export_id);
+  // Under Kerberos the server binds the id to the principal that made it
+  // (RFC 8881 18.35.5): an id made with AUTH_SYS before Upstream_Sec
+  // changed would refuse our EXCHANGE_ID (NFS4ERR_CLID_INUSE) until its
+  // lease ends. So the security is part of the id.
+  snprintf(id, sizeof(id), "nache/%s/%016llx/export-%u%s", host,
+           (unsigned long long)c->store_->incarnation(), cfg.export_id,
+           cfg.gss ? "/krb5" : "");
   uo.client_id = id;
   uo.auth_machine = host;
   uo.owners = std::make_shared<upstream::OwnerCodec>(

@@ -665,8 +665,12 @@ bool UpstreamImpl::EstablishSession(bool *new_id, bool *v40) {
     minor--;
   }
   if (st != CallStatus::kOk || er.status != kNfs4Ok) {
-    nache_log(kLogMajor, kComponent, "EXCHANGE_ID: %s, nfs status %u",
-              CallStatusName(st), er.status);
+    nache_log(kLogMajor, kComponent, "EXCHANGE_ID: %s, nfs status %u%s",
+              CallStatusName(st), er.status,
+              er.status == kNfs4ErrClidInuse
+                  ? " (CLID_INUSE: the server holds our client id under "
+                    "another principal until its lease ends)"
+                  : "");
     return false;
   }
   nfs41::CreateSessionArgs ca;

@@ -181,4 +181,113 @@ check file_bytes_cross_the_office_lan_in_clear_under_sec_sys in_clear sys
 check file_bytes_cross_the_office_lan_in_clear_under_krb5i in_clear krb5i
 check krb5p_carries_no_file_bytes_in_clear_on_the_office_lan never_in_clear krb5p
 
+# ---------------------------------------------------------------- upstream
+# nache's own calls to the remote under RPCSEC_GSS (Upstream_Sec): knfsd
+# now exports with Kerberos only, so nache reaches it only with a context
+# of its own (nfs/nache... from its keytab); the office client mounts
+# nache with sec=sys. For each flavour: a file written through nache is
+# at knfsd, and its bytes cross the WAN (captured on the remote's bridge)
+# in clear under krb5 and krb5i, never under krb5p. Then knfsd forgets
+# every context mid-run (its auth.rpcsec.context cache flushed, as when a
+# context expires or the server restarts): nache's next call is refused
+# (RPCSEC_GSS_CREDPROBLEM), not executed, and nache makes a new context
+# and the client's write goes through.
+
+# upstream_nache FLAVOUR — nache restarted with Upstream_Sec = FLAVOUR to
+# knfsd.
+upstream_nache() {
+	lab_nache_stop || return 1
+	LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
+		LAB_NACHE_GLOBAL='LOG { COMPONENTS { FSAL = INFO; } }' \
+		lab_nache_start "Upstream_Sec = $1; Upstream_Keytab = \"$LAB_KRB5_NACHE_KEYTAB\";
+		Upstream_Principal = \"$LAB_KRB5_KNFSD_PRINCIPAL\"; Upstream_Minor_Version = 1;
+		Cache_Reset_On_Upstream_Change = true;"
+}
+
+# knfsd_krb5_only — knfsd exports with Kerberos flavours only: AUTH_SYS
+# from nache is refused (WRONGSEC), so what follows must be RPCSEC_GSS.
+knfsd_krb5_only() {
+	lab_knfsd_run "exportfs -o rw,fsid=0,no_root_squash,insecure,no_subtree_check,sync,sec=krb5:krb5i:krb5p '*:$K' && exportfs -v" >&2
+}
+
+# wan_write FLAVOUR — through nache (sec=sys at the client), root writes
+# PAYLOAD bytes of a marker; knfsd has them. Prints how many capture lines
+# on the remote's side of the WAN carry the marker in clear.
+wan_write() {
+	local f=$1 m=/mnt/up-$1 pcap=$LAB_DIR/wan-$1.pcap rc=0
+	local marker="nache-wan-marker-$f-$LAB_ID-$RANDOM$RANDOM"
+	upstream_nache "$f" || return 1
+	grep -q "RPCSEC_GSS context ($f" "$(lab_nache_log)" ||
+		lab_wait_until 30 grep -q "RPCSEC_GSS context ($f" "$(lab_nache_log)" ||
+		{ echo "no RPCSEC_GSS context in nache's log" >&2; return 1; }
+	lab_client_mount 1 "$LAB_NACHE_ADDR" /export "$m" "vers=4.1,sec=sys" || return 1
+	lab_helper_start "tcpdump-wan-$f" "$LAB_NS_REMOTE" tcpdump -i br0 -n -U -s 0 \
+		-Z root -w "$pcap" "host $LAB_KNFSD_ADDR and tcp port 2049" &&
+		lab_wait_until 20 grep -q "listening on br0" "$LAB_DIR/logs/tcpdump-wan-$f.log" ||
+		{ echo "tcpdump did not start" >&2; rc=1; }
+	[ $rc != 0 ] || on 1 "yes $marker | head -c $PAYLOAD > $m/k/wan-$f" || rc=1
+	[ $rc != 0 ] || lab_wait_until 20 size_at_least "$pcap" $PAYLOAD ||
+		{ echo "capture of $(stat -c %s "$pcap") bytes" >&2; rc=1; }
+	lab_helper_stop "tcpdump-wan-$f"
+	lab_client_umount 1 "$m"
+	[ $rc = 0 ] &&
+		expect_eq "wan-$f at knfsd" "$(lab_knfsd_run "stat -c %s $K/k/wan-$f")" $PAYLOAD ||
+		return 1
+	grep -a -c -F "$marker" "$pcap"
+}
+upstream_in_clear() {
+	local n
+	n=$(wan_write "$1") || [ -n "$n" ] || return 1
+	echo "$1: $n capture lines at knfsd with the marker in clear" >&2
+	[ "$n" -gt 0 ]
+}
+upstream_never_in_clear() {
+	local n
+	n=$(wan_write "$1") || [ -n "$n" ] || return 1
+	echo "$1: $n capture lines at knfsd with the marker in clear" >&2
+	[ "$n" = 0 ]
+}
+# With AUTH_SYS nache cannot use the Kerberos-only export: the control
+# that proves the export refuses it.
+sys_refused() {
+	local m=/mnt/up-sys rc=0
+	lab_nache_stop || return 1
+	LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
+		lab_nache_start "Upstream_Minor_Version = 1; Cache_Reset_On_Upstream_Change = true;" ||
+		return 1
+	lab_client_mount 1 "$LAB_NACHE_ADDR" /export "$m" "vers=4.1,sec=sys,soft,timeo=50,retrans=1" &&
+		on 1 "timeout 20 sh -c 'echo x > $m/k/sys-refused'" && rc=1
+	lab_client_umount 1 "$m" 2>/dev/null
+	lab_knfsd_run "! test -e $K/k/sys-refused" || rc=1
+	return $rc
+}
+check knfsd_exports_with_kerberos_only knfsd_krb5_only
+check nache_with_auth_sys_cannot_write_to_the_kerberos_only_export sys_refused
+check nache_writes_to_knfsd_under_upstream_krb5_bytes_in_clear_on_the_wan upstream_in_clear krb5
+check nache_writes_to_knfsd_under_upstream_krb5i_bytes_in_clear_on_the_wan upstream_in_clear krb5i
+check nache_writes_to_knfsd_under_upstream_krb5p_no_file_bytes_in_clear_on_the_wan \
+	upstream_never_in_clear krb5p
+
+# context_lost — under krb5i, knfsd forgets its contexts between two
+# writes: the second still reaches knfsd whole, through a new context.
+context_lost() {
+	local m=/mnt/up-ctx rc=0 before after
+	upstream_nache krb5i || return 1
+	lab_client_mount 1 "$LAB_NACHE_ADDR" /export "$m" "vers=4.1,sec=sys" || return 1
+	on 1 "head -c 1048576 /dev/urandom > /tmp/ctx-a && cp /tmp/ctx-a $m/k/ctx-a" || rc=1
+	before=$(grep -c "RPCSEC_GSS context (krb5i" "$(lab_nache_log)")
+	lab_knfsd_run 'echo $(( $(date +%s) + 1 )) > /proc/net/rpc/auth.rpcsec.context/flush' || rc=1
+	[ $rc != 0 ] || on 1 "head -c 1048576 /dev/urandom > /tmp/ctx-b && cp /tmp/ctx-b $m/k/ctx-b" ||
+		rc=1
+	after=$(grep -c "RPCSEC_GSS context (krb5i" "$(lab_nache_log)")
+	echo "contexts made: $before before the flush, $after after" >&2
+	[ $rc = 0 ] && [ "$after" -gt "$before" ] &&
+		grep -q "RPCSEC_GSS context refused" "$(lab_nache_log)" &&
+		expect_eq "ctx-b at knfsd" "$(lab_knfsd_run "md5sum < $K/k/ctx-b")" \
+			"$(on 1 "md5sum < /tmp/ctx-b")" || rc=1
+	lab_client_umount 1 "$m"
+	return $rc
+}
+check a_context_knfsd_forgets_is_made_anew_and_the_write_goes_through context_lost
+
 itest_finish
