@@ -1231,6 +1231,9 @@ lab_remote_log() { echo "$LAB_DIR/logs/remote.log"; }
 # (LAB_KRB5_NACHE_KEYTAB), runs with KRB5_CONFIG=$LAB_KRB5_CONF, and maps
 # user@$LAB_KRB5_REALM to the user of the passwd it sees (LAB_IDENTITY_DIR's,
 # else the realm's: alice 1000, bob 2000).
+# LAB_NACHE_MINOR (0, 1 or 2; default unset: nache's own default): the
+# export's Upstream_Minor_Version, unless EXTRA sets it (to run a suite
+# again over another minor version).
 # Fails with the log tail if the daemon exits during start.
 lab_nache_start() {
 	_lab_need_init || return 1
@@ -1270,9 +1273,18 @@ EXPORT {
 		Connections = ${LAB_NACHE_CONNECTIONS:-2};
 		Cache_Dir = \"$LAB_DIR/nache/cache\";
 		${LAB_NACHE_CALLBACK-Callback_Address = $LAB_NACHE_WAN_ADDR; Callback_Port = $LAB_NACHE_CALLBACK_PORT;}
+		$(_lab_nache_minor)
 		$_LAB_NACHE_EXTRA
 	}
 }" "$identities"
+}
+
+# The Upstream_Minor_Version line LAB_NACHE_MINOR asks for, when the
+# start's EXTRA lines do not set it themselves.
+_lab_nache_minor() {
+	[ -n "${LAB_NACHE_MINOR:-}" ] || return 0
+	[[ $_LAB_NACHE_EXTRA == *Upstream_Minor_Version* ]] && return 0
+	echo "Upstream_Minor_Version = $LAB_NACHE_MINOR;"
 }
 
 # lab_nache_stop — SIGTERM nache and wait for it to exit.

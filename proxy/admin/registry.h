@@ -68,7 +68,7 @@ struct ExportStatus {
   std::string server;           // Upstream_Server
   uint32_t port = 0;            // Upstream_Port
   std::string path;             // Upstream_Path
-  uint32_t minor_version = 0;   // Upstream_Minor_Version
+  uint32_t minor_version = 0;   // spoken (Upstream_Minor_Version or less)
   std::string state;            // "connecting", "ready", "down"
   bool connected = false;       // ready and the lease renewed in time
   uint64_t client_id = 0;       // the NFSv4 client id (0: none yet)

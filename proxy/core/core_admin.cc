@@ -111,7 +111,8 @@ admin::ExportStatus Core::AdminStatus() {
   s.server = cfg_.upstream_server;
   s.port = cfg_.upstream_port;
   s.path = cfg_.upstream_path;
-  s.minor_version = cfg_.minor_version;
+  // As negotiated: 4.2 may have become 4.1, and 4.1 4.0.
+  s.minor_version = up_->minor_version();
   s.state = StateName(up_->state());
   s.connected = !Disconnected();
   s.client_id = up_->clientid();

@@ -230,7 +230,8 @@ hostile_case() {
 # CFG's cases prepared at the remote meanwhile, the client's mount on.
 config_up() {
 	local cfg=$1 opts=$BASE c
-	case $cfg in v41-*) opts+=' Upstream_Minor_Version = 1;' ;; v40-*) ;; *)
+	case $cfg in v41-*) opts+=' Upstream_Minor_Version = 1;' ;;
+	v40-*) opts+=' Upstream_Minor_Version = 0;' ;; *)
 		echo "unknown config $cfg" >&2; return 1 ;; esac
 	case $cfg in *-wb) opts+=" $WB" ;; *-wt) ;; *)
 		echo "unknown config $cfg" >&2; return 1 ;; esac
