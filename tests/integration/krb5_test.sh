@@ -165,21 +165,26 @@ capture() {
 		return 1
 	grep -a -c -F "$marker" "$pcap"
 }
+# marker_lines CAPTURE FLAVOUR — runs CAPTURE (capture, wan_write) for
+# FLAVOUR and prints how many capture lines carry its marker in clear.
+marker_lines() {
+	local n
+	n=$("$1" "$2") || [ -n "$n" ] || return 1
+	echo "$2: $n capture lines with the marker in clear ($1)" >&2
+	echo "$n"
+}
+# in_clear / never_in_clear CAPTURE FLAVOUR — the marker is seen / never.
 in_clear() {
 	local n
-	n=$(capture "$1") || [ -n "$n" ] || return 1
-	echo "$1: $n packet lines with the marker in clear" >&2
-	[ "$n" -gt 0 ]
+	n=$(marker_lines "$1" "$2") && [ "$n" -gt 0 ]
 }
 never_in_clear() {
 	local n
-	n=$(capture "$1") || [ -n "$n" ] || return 1
-	echo "$1: $n packet lines with the marker in clear" >&2
-	[ "$n" = 0 ]
+	n=$(marker_lines "$1" "$2") && [ "$n" = 0 ]
 }
-check file_bytes_cross_the_office_lan_in_clear_under_sec_sys in_clear sys
-check file_bytes_cross_the_office_lan_in_clear_under_krb5i in_clear krb5i
-check krb5p_carries_no_file_bytes_in_clear_on_the_office_lan never_in_clear krb5p
+check file_bytes_cross_the_office_lan_in_clear_under_sec_sys in_clear capture sys
+check file_bytes_cross_the_office_lan_in_clear_under_krb5i in_clear capture krb5i
+check krb5p_carries_no_file_bytes_in_clear_on_the_office_lan never_in_clear capture krb5p
 
 # ---------------------------------------------------------------- upstream
 # nache's own calls to the remote under RPCSEC_GSS (Upstream_Sec): knfsd
@@ -235,18 +240,6 @@ wan_write() {
 		return 1
 	grep -a -c -F "$marker" "$pcap"
 }
-upstream_in_clear() {
-	local n
-	n=$(wan_write "$1") || [ -n "$n" ] || return 1
-	echo "$1: $n capture lines at knfsd with the marker in clear" >&2
-	[ "$n" -gt 0 ]
-}
-upstream_never_in_clear() {
-	local n
-	n=$(wan_write "$1") || [ -n "$n" ] || return 1
-	echo "$1: $n capture lines at knfsd with the marker in clear" >&2
-	[ "$n" = 0 ]
-}
 # With AUTH_SYS nache cannot use the Kerberos-only export: the control
 # that proves the export refuses it.
 sys_refused() {
@@ -263,10 +256,10 @@ sys_refused() {
 }
 check knfsd_exports_with_kerberos_only knfsd_krb5_only
 check nache_with_auth_sys_cannot_write_to_the_kerberos_only_export sys_refused
-check nache_writes_to_knfsd_under_upstream_krb5_bytes_in_clear_on_the_wan upstream_in_clear krb5
-check nache_writes_to_knfsd_under_upstream_krb5i_bytes_in_clear_on_the_wan upstream_in_clear krb5i
+check nache_writes_to_knfsd_under_upstream_krb5_bytes_in_clear_on_the_wan in_clear wan_write krb5
+check nache_writes_to_knfsd_under_upstream_krb5i_bytes_in_clear_on_the_wan in_clear wan_write krb5i
 check nache_writes_to_knfsd_under_upstream_krb5p_no_file_bytes_in_clear_on_the_wan \
-	upstream_never_in_clear krb5p
+	never_in_clear wan_write krb5p
 
 # context_lost — under krb5i, knfsd forgets its contexts between two
 # writes: the second still reaches knfsd whole, through a new context.
