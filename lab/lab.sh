@@ -1279,6 +1279,15 @@ EXPORT {
 }" "$identities"
 }
 
+# nache's own default Upstream_Minor_Version, read where it is defined.
+LAB_NACHE_DEFAULT_MINOR=$(awk '$2 == "NACHE_DEFAULT_MINOR_VERSION" { print $3 }' \
+	"$LAB_REPO_DIR/proxy/include/nache/nache.h")
+
+# lab_nache_minor — the minor version nache is started to speak: what
+# LAB_NACHE_MINOR asks for, else nache's default (a remote that refuses it
+# still gets an older one: the daemon's status tells).
+lab_nache_minor() { echo "${LAB_NACHE_MINOR:-$LAB_NACHE_DEFAULT_MINOR}"; }
+
 # The Upstream_Minor_Version line LAB_NACHE_MINOR asks for, when the
 # start's EXTRA lines do not set it themselves.
 _lab_nache_minor() {

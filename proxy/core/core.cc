@@ -1486,9 +1486,13 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                                     Attrs *attrs) {
   HandleRecord rec, prec;
   if (!handles_->Get(f->key, &rec)) return upstream::kNfs4ErrStale;
-  if (rec.parent == kNoKey || !handles_->Get(rec.parent, &prec)) {
-    // No known name to open by (NFSv4.0 has no open by filehandle): serve
-    // this file statelessly (anonymous stateid).
+  // NFSv4.1 opens the file itself (CLAIM_FH): no name to know, and no name
+  // that may denote another file by now. NFSv4.0 opens a name in its
+  // directory.
+  const bool by_fh = up_->minor_version() >= 1;
+  if (!by_fh && (rec.parent == kNoKey || !handles_->Get(rec.parent, &prec))) {
+    // No known name to open by: serve this file statelessly (anonymous
+    // stateid).
     return upstream::kNfs4ErrNoent;
   }
   if (f->open() && (f->up_access & access) != access &&
@@ -1509,10 +1513,15 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   a.share_access = access;
   a.share_deny = deny;
   a.owner = f->owner->name;
-  a.name = rec.name;
   Compound c;
-  c.SetTag("open").Putfh(prec.fh).Open(a).Getfh().Getattr(
-      upstream::kAttrsObject);
+  if (by_fh) {
+    a.claim = upstream::OpenArgs::Claim::kFh;
+    c.SetTag("open_fh").Putfh(rec.fh).Open(a).Getattr(upstream::kAttrsObject);
+  } else {
+    a.name = rec.name;
+    c.SetTag("open").Putfh(prec.fh).Open(a).Getfh().Getattr(
+        upstream::kAttrsObject);
+  }
   const size_t at = AskAccess(c);  // before any READ (FetchBlock)
   // A read-only open of a file whose first block we do not hold reads it
   // in the same COMPOUND: most files opened for reading are read from the
@@ -1532,10 +1541,12 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   // (A failed READ, the last op, leaves the open done.)
   if (st && !rep.Find(Op::kRead)) return o && o->status ? o->status : st;
   StateId sid = o->stateid;
-  const Fh &got = rep.Find(Op::kGetfh)->fh;
+  const Fh &got = by_fh ? rec.fh : rep.Find(Op::kGetfh)->fh;
   upstream::Delegation deleg;
+  // (NFSv4.1 confirms nothing: ConfirmIfAsked only takes the delegation.)
   if ((st = ConfirmIfAsked(cr, *o, got, f->owner, &sid,
-                           {prec.fh, rec.name, access, deny}, &deleg)))
+                           {prec.fh, by_fh ? "" : rec.name, access, deny},
+                           &deleg)))
     return st;
   if (got == rec.fh) delegations_->NoteGrant(f->key, deleg);
   f->SetOpen(sid, up_->epoch());

@@ -311,6 +311,10 @@ Compound &Compound::Open(const OpenArgs &args) {
       claim.claim = CLAIM_DELEGATE_PREV;
       b.Utf8(args.name, &claim.open_claim4_u.file_delegate_prev);
       break;
+    case OpenArgs::Claim::kFh:
+      claim.claim = open_claim_type4(kClaimFh);
+      b.meta().open_by_fh = true;
+      break;
   }
   return *this;
 }
@@ -597,6 +601,12 @@ Compound &Compound::Removexattr(const std::string &name) {
 
 const Nfs42Args *Compound::nfs42_args(size_t i) const {
   return IsNfs42Op(uint32_t(impl_->meta[i].op)) ? &impl_->meta[i].v42 : nullptr;
+}
+
+bool Compound::NeedsNfs41() const {
+  for (const OpMeta &m : impl_->meta)
+    if (m.open_by_fh) return true;
+  return false;
 }
 
 bool Compound::NeedsNfs42() const {

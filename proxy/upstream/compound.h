@@ -54,7 +54,11 @@ struct OpenArgs {
     kNull,
     kPrevious,
     kDelegateCur,
-    kDelegatePrev
+    kDelegatePrev,
+    // NFSv4.1: the file itself, the current filehandle (RFC 8881 18.16.3);
+    // no name needed, never with a create. Encoded by us (libnfs 4.0.0
+    // knows only 4.0's claims), so never in an NFSv4.0 compound.
+    kFh
   } claim = Claim::kNull;
   std::string name;  // kNull (file name in the current dir),
                      // kDelegatePrev
@@ -270,6 +274,9 @@ class Compound {
                   OwnerCodec *owners = nullptr, uint32_t minor = 1);
   // Whether any operation is an NFSv4.2 one.
   bool NeedsNfs42() const;
+  // Whether any operation exists only from NFSv4.1 on (an OPEN by
+  // filehandle).
+  bool NeedsNfs41() const;
   // Decodes a reply's XDR (as EncodeWire sent it, with or without
   // SEQUENCE); for NFSv4.1 the SEQUENCE result goes to *seq_res, and
   // out->results hold this compound's operations only. A failed SEQUENCE

@@ -33,6 +33,7 @@ struct OpMeta {
   bool want_fh = false;           // READDIR: filehandle requested per entry
   uint32_t readdir_maxcount = 0;  // READDIR: maxcount (bound on the reply)
   bool auto_clientid = false;     // the clientid is filled in by FillClientid
+  bool open_by_fh = false;        // OPEN with CLAIM_FH (encoded by us)
   Nfs42Args v42;                  // an NFSv4.2 operation's arguments
 };
 

@@ -1,10 +1,10 @@
 // A Compound on the wire: the XDR of the whole COMPOUND request and reply.
 // Requests: NFSv4.0 goes through libnfs' generated COMPOUND4args encoder;
 // NFSv4.1 and 4.2 put our own SEQUENCE (nfs41.cc) in front, each further
-// operation is libnfs' 4.0 encoder, but NFSv4.2's operations (which libnfs
-// 4.0.0 does not know), encoded here. Replies, in both minor versions, are
-// decoded by our own bounded reader (compound_decode.cc), never by libnfs:
-// they come from a server we do not trust with lengths.
+// operation is libnfs' 4.0 encoder, but NFSv4.2's operations and OPEN by
+// filehandle (which libnfs 4.0.0 does not know), encoded here. Replies, in both
+// minor versions, are decoded by our own bounded reader (compound_decode.cc),
+// never by libnfs: they come from a server we do not trust with lengths.
 // libnfs.h first: the other libnfs headers use what it defines.
 // clang-format off
 #include <nfsc/libnfs.h>
@@ -79,6 +79,23 @@ void EncodeNfs42(rpc::XdrOut *x, Op op, const Nfs42Args &a) {
   }
 }
 
+// An OPEN of the current filehandle (RFC 8881 18.16): never a create.
+void EncodeOpenByFh(rpc::XdrOut *x, const OPEN4args &o) {
+  x->U32(uint32_t(Op::kOpen));
+  x->U32(o.seqid);
+  x->U32(o.share_access);
+  x->U32(o.share_deny);
+  x->U64(o.owner.clientid);
+  x->Opaque(std::string(o.owner.owner.owner_val, o.owner.owner.owner_len));
+  x->U32(OPEN4_NOCREATE);
+  x->U32(kClaimFh);
+}
+
+// Operations libnfs 4.0.0 cannot encode: NFSv4.2's, and 4.1's OPEN claims.
+bool EncodedHere(const OpMeta &m) {
+  return IsNfs42Op(uint32_t(m.op)) || m.open_by_fh;
+}
+
 }  // namespace
 
 Compound &Compound::ReclaimComplete() {
@@ -90,6 +107,7 @@ bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq,
                           OwnerCodec *owners, uint32_t minor) {
   // NFSv4.2's operations exist in minor version 2 only.
   if ((seq == nullptr || minor < 2) && NeedsNfs42()) return false;
+  if (seq == nullptr && NeedsNfs41()) return false;
   EncodeOwners(owners);
   const size_t room = EncodedSizeHint() + kEncodeSlack;
   if (impl_->reclaim_complete) {
@@ -116,13 +134,18 @@ bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq,
   const std::vector<OpMeta> &meta = impl_->meta;
   size_t i = 0;
   while (i < ops.size()) {
+    if (meta[i].open_by_fh) {
+      EncodeOpenByFh(&x, ops[i].nfs_argop4_u.opopen);
+      i++;
+      continue;
+    }
     if (IsNfs42Op(uint32_t(meta[i].op))) {
       EncodeNfs42(&x, meta[i].op, meta[i].v42);
       i++;
       continue;
     }
     size_t end = i;
-    while (end < ops.size() && !IsNfs42Op(uint32_t(meta[end].op))) end++;
+    while (end < ops.size() && !EncodedHere(meta[end])) end++;
     bool ok = AppendWithLibnfs(out, room, [&ops, i, end](ZDR *z) {
       for (size_t k = i; k < end; k++)
         if (!zdr_nfs_argop4(z, &ops[k])) return false;

@@ -292,6 +292,9 @@ enum : uint32_t {
   kShareDenyBoth = 3,
 };
 
+// open_claim_type4 of NFSv4.1's OPEN by filehandle (RFC 8881 18.16.1).
+constexpr uint32_t kClaimFh = 4;
+
 // ACCESS bits (RFC 7530).
 enum : uint32_t {
   kAccessRead = 0x01,

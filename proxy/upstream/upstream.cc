@@ -30,6 +30,8 @@ namespace {
 
 const char *const kComponent = "NACHE_UPSTREAM";
 constexpr uint32_t kDefaultLeaseSeconds = 90;
+// DESTROY_SESSION at shutdown waits at most this long for its reply.
+constexpr int kDestroySessionTimeoutMs = 2000;
 
 Verifier RandomVerifier() {
   std::random_device rd;
@@ -145,7 +147,10 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   CallStatus SessionOp(int index, const char *tag, uint32_t minor,
                        const std::function<void(rpc::XdrOut *)> &encode_op,
                        const std::function<bool(rpc::XdrIn *)> &decode_op,
-                       bool *refused = nullptr);
+                       bool *refused = nullptr, int timeout_ms = 0);
+  // At shutdown, NFSv4.1: DESTROY_SESSION, so that the server frees the
+  // session's slots and reply cache now rather than when the lease ends.
+  void DestroySession();
   void TriggerRecovery(uint64_t generation);
 
   void StateLoop();
@@ -591,7 +596,8 @@ bool UpstreamImpl::RenewLease() {
 CallStatus UpstreamImpl::SessionOp(
     int index, const char *tag, uint32_t minor,
     const std::function<void(rpc::XdrOut *)> &encode_op,
-    const std::function<bool(rpc::XdrIn *)> &decode_op, bool *refused) {
+    const std::function<bool(rpc::XdrIn *)> &decode_op, bool *refused,
+    int timeout_ms) {
   auto w = std::make_shared<Waiter>();
   bool parsed = false;
   bool mismatch = false;
@@ -612,7 +618,8 @@ CallStatus UpstreamImpl::SessionOp(
   };
   call->done = Waiter::Completion(w, nullptr);
   call->deadline =
-      Clock::now() + std::chrono::milliseconds(opts_.call_timeout_ms);
+      Clock::now() + std::chrono::milliseconds(
+                         timeout_ms > 0 ? timeout_ms : opts_.call_timeout_ms);
   Connection *conn = conns_[size_t(index)].get();
   if (!conn->connected()) {
     call->has_preset = true;
@@ -810,6 +817,30 @@ void UpstreamImpl::ReclaimDone() {
               CallStatusName(st), reply.status);
 }
 
+void UpstreamImpl::DestroySession() {
+  std::shared_ptr<Session41> session = CurrentSession();
+  int index = -1;
+  for (size_t i = 0; i < conns_.size() && index < 0; i++)
+    if (conns_[i]->connected()) index = int(i);
+  if (!session || index < 0) return;
+  // The client id stays: its state ends with the lease, or when our next
+  // start's new verifier tells the server we restarted. A short wait: a
+  // WAN that is down must not hold up the daemon's exit.
+  uint32_t status = kNfs4Ok;
+  CallStatus st = SessionOp(
+      index, "destroy_session", session->minor,
+      [&session](rpc::XdrOut *x) {
+        nfs41::EncodeDestroySession(x, session->id);
+      },
+      [&status](rpc::XdrIn *in) {
+        return nfs41::DecodeStatusOnly(in, nfs41::kOpDestroySession, &status);
+      },
+      nullptr, std::min(opts_.call_timeout_ms, kDestroySessionTimeoutMs));
+  nache_log(st == CallStatus::kOk && status == kNfs4Ok ? kLogInfo : kLogWarn,
+            kComponent, "DESTROY_SESSION: %s, nfs status %u",
+            CallStatusName(st), status);
+}
+
 void UpstreamImpl::Shutdown() {
   std::call_once(shutdown_once_, [this] {
     std::deque<std::unique_ptr<PendingCall>> held;
@@ -824,6 +855,7 @@ void UpstreamImpl::Shutdown() {
       Callback done = std::move(call->done);
       if (done) done(CallStatus::kShutdown, CompoundReply());
     }
+    DestroySession();
     for (auto &c : conns_) c->Stop();
     if (state_thread_.joinable()) state_thread_.join();
     nache_log(kLogInfo, kComponent, "upstream %s:%d shut down",

@@ -5,8 +5,10 @@
 # 8 times cost the remote at most one OPEN per file; a client writing the
 # file directly at the remote recalls nache's delegation, also while a
 # nache client holds the file open, and both sides see each other's data;
-# with the callback path blocked there are no delegations and everything
-# stays correct; a remote restart while a client holds a lock and nache
+# over NFSv4.0 (delegations_v40_test.sh), with the callback path blocked
+# there are no delegations and everything stays correct, while over
+# NFSv4.1 (nache's default) the same blocked address changes nothing, the
+# back channel being nache's own connection; a remote restart while a client holds a lock and nache
 # a delegation has them reclaimed in knfsd's grace period, and drops the
 # delegations of files nobody has open. Ganesha
 # delegates to nache's own clients (Delegations = readwrite): a recall from
@@ -260,21 +262,45 @@ remote_restart_drops_delegations() {
 		expect_eq "nache sees the remote's data" "$(on 1 "cat $M/d/f5")" after-restart
 }
 
-callback_blocked_means_no_delegations() {
-	# The callback goes to nache's LAN address, which the remote's side
-	# cannot reach: the path stays down.
-	local held
+# nache restarted with its callback address one the remote's side cannot
+# reach (nache's LAN address, blackholed at the remote).
+restart_with_unreachable_callback() {
 	ip -n "$LAB_NS_REMOTE" route replace blackhole "$LAB_NACHE_ADDR/32" || return 1
 	lab_nache_stop &&
 		LAB_NACHE_CALLBACK="Callback_Address = $LAB_NACHE_ADDR; Callback_Port = $LAB_NACHE_CALLBACK_PORT;" \
 			LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
-			lab_nache_start 'Open_Linger = 2;' || return 1
-	expect_eq "read" "$(on 1 "cat $M/d/f6")" file-6 &&
+			lab_nache_start 'Open_Linger = 2;'
+}
+
+# NFSv4.0: the callback path stays down, so no delegations, and the
+# office still sees the remote's writes (close-to-open).
+callback_blocked_means_no_delegations() {
+	local held
+	restart_with_unreachable_callback &&
+		expect_eq "read" "$(on 1 "cat $M/d/f6")" file-6 &&
 		on 3 "echo direct-6 > $D/d/f6" &&
 		expect_eq "close-to-open without delegations" "$(on 2 "cat $M/d/f6")" direct-6 &&
 		held=$(metric nache_delegations_held) &&
 		expect_eq "delegations held" "$held" 0 &&
 		expect_eq "callback path" "$(metric nache_callback_path_up)" 0
+	local rc=$?
+	ip -n "$LAB_NS_REMOTE" route del blackhole "$LAB_NACHE_ADDR/32"
+	return $rc
+}
+
+# NFSv4.1: the back channel is nache's own connection, so the same
+# unreachable address changes nothing: the path is up, the remote
+# delegates, and its recall still reaches nache.
+callback_address_unused_by_the_back_channel() {
+	local rec0
+	restart_with_unreachable_callback &&
+		lab_wait_until 30 callback_up &&
+		expect_eq "read" "$(on 1 "cat $M/d/f6")" file-6 &&
+		lab_wait_until 30 eval '[ "$(metric nache_delegations_held)" -ge 1 ] || { on 1 "cat $M/d/f6" >/dev/null; false; }' &&
+		rec0=$(metric nache_delegation_recalls_total) &&
+		on 3 "echo direct-6 > $D/d/f6" &&
+		at_least "recalls" "$(metric nache_delegation_recalls_total)" $((rec0 + 1)) &&
+		expect_eq "the office reads the remote's write" "$(on 2 "cat $M/d/f6")" direct-6
 	local rc=$?
 	ip -n "$LAB_NS_REMOTE" route del blackhole "$LAB_NACHE_ADDR/32"
 	return $rc
@@ -290,5 +316,9 @@ check conflict_between_local_clients_needs_no_recall_from_the_remote local_confl
 check wan_cut_longer_than_the_lease_serves_no_stale_data lease_lapse_serves_no_stale_data
 check remote_restart_reclaims_opens_locks_and_delegations remote_restart_reclaims_opens_locks_and_delegations
 check remote_restart_drops_delegations_without_stale_data remote_restart_drops_delegations
-check callback_path_blocked_no_delegations_still_correct callback_blocked_means_no_delegations
+if [ "$(lab_nache_minor)" = 0 ]; then
+	check callback_path_blocked_no_delegations_still_correct callback_blocked_means_no_delegations
+else
+	check unreachable_callback_address_leaves_the_v41_back_channel_up callback_address_unused_by_the_back_channel
+fi
 itest_finish

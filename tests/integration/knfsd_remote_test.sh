@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # nache in front of Linux knfsd (a 6.1 kernel under user-mode-linux) instead
 # of Ganesha: the same forwarding works against the kernel server, checked by
-# a second client mounting knfsd directly and by knfsd's own op counters.
+# a second client mounting knfsd directly and by knfsd's own op counters;
+# nache's stop destroys its NFSv4.1 session (knfsd_remote_v40_test.sh: the
+# same over NFSv4.0).
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -51,8 +53,24 @@ io_limits_after_a_restart() {
 			on 1 "echo 3 > /proc/sys/vm/drop_caches; sha256sum < /mnt/n/k/data")" "$(cat "$LAB_DIR/sum")"
 }
 
+# knfsd's count of NFSv4 operation number N ("proc4ops COUNT v0 v1 ...").
+knfsd_op_number() { lab_knfsd_stats | awk -v f=$(($1 + 3)) '$1 == "proc4ops" { print $f }'; }
+
+# At its stop nache destroys its NFSv4.1 session (DESTROY_SESSION, op 44),
+# so that knfsd frees it now rather than when the lease ends; over NFSv4.0
+# there is no session.
+stop_destroys_the_session() {
+	local d0 want=1
+	[ "$(lab_nache_minor)" = 0 ] && want=0
+	d0=$(knfsd_op_number 44) && lab_nache_stop &&
+		expect_eq "DESTROY_SESSIONs at knfsd" $(($(knfsd_op_number 44) - d0)) $want &&
+		LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ lab_nache_start &&
+		expect_eq "served again" "$(on 1 "sha256sum < /mnt/n/k/data")" "$(cat "$LAB_DIR/sum")"
+}
+
 check write_through_nache_read_directly_from_knfsd write_through_nache_read_direct
 check write_at_knfsd_read_through_nache write_direct_read_through_nache
 check metadata_operations_against_knfsd metadata_ops_on_knfsd
 check io_limits_are_learnt_after_a_restart io_limits_after_a_restart
+check stop_destroys_the_nfsv41_session stop_destroys_the_session
 itest_finish

@@ -49,7 +49,7 @@ status_json_parses_and_shows_the_upstream_connected() {
 	lab_wait_until 20 test "$(json_get 's["exports"][0]["upstream"]["connected"]')" = True ||
 		{ echo "status: $(ctl status --json)" >&2; return 1; }
 	got=$(json_get '"%s:%d%s v4.%d" % tuple(s["exports"][0]["upstream"][k] for k in ("server", "port", "path", "minor_version"))') &&
-		expect_eq "upstream" "$got" "$LAB_REMOTE_ADDR:2049/export v4.${LAB_NACHE_MINOR:-0}" &&
+		expect_eq "upstream" "$got" "$LAB_REMOTE_ADDR:2049/export v4.$(lab_nache_minor)" &&
 		expect_eq "client id set" "$(json_get 'int(s["exports"][0]["upstream"]["client_id"], 16) != 0')" True &&
 		expect_eq "lease renewed lately" \
 			"$(json_get '0 <= s["exports"][0]["upstream"]["lease_age_s"] <= s["exports"][0]["upstream"]["lease_time_s"]')" True &&
@@ -57,7 +57,7 @@ status_json_parses_and_shows_the_upstream_connected() {
 		text=$(ctl status) &&
 		# (Not `ctl status | grep -q`: grep leaving at its first match
 		# would fail the pipeline with nachectl's SIGPIPE.)
-		grep -q "^  upstream .*$LAB_REMOTE_ADDR:2049/export, NFSv4.0, connected$" <<<"$text" ||
+		grep -q "^  upstream .*$LAB_REMOTE_ADDR:2049/export, NFSv4.$(lab_nache_minor), connected$" <<<"$text" ||
 		{ echo "status: ${text:-}" >&2; return 1; }
 	echo "$text" >&2  # (for the log)
 }

@@ -347,6 +347,50 @@ TEST(CompoundWireTest, OwnersGoOutAsTheCodecSaysWhenSent) {
   EXPECT_EQ(count(v41, "alice@example.org"), 3u) << "NFSv4.1 too";
 }
 
+// Issue 19: an NFSv4.1 OPEN by filehandle goes out as RFC 8881 lays it
+// out (libnfs cannot encode CLAIM_FH), between operations libnfs encodes,
+// and never in an NFSv4.0 compound.
+TEST(CompoundWireTest, OpenByFilehandleIsEncodedForNfsV41Only) {
+  OpenArgs open;
+  open.seqid = 7;
+  open.share_access = kShareAccessRead;
+  open.share_deny = kShareDenyWrite;
+  open.clientid = 0x1122334455667788ull;
+  open.owner = "own";
+  open.claim = OpenArgs::Claim::kFh;
+  Compound c;
+  c.Putfh("fh").Open(open).Getattr(kAttrType);
+  std::string v40;
+  EXPECT_FALSE(c.EncodeWire(&v40, nullptr));
+  EXPECT_TRUE(v40.empty());
+
+  std::string v41;
+  nfs41::SequenceArgs seq;
+  ASSERT_TRUE(c.EncodeWire(&v41, &seq));
+  // What must follow PUTFH("fh"): OPEN's arguments, then GETATTR.
+  std::string want;
+  XdrOut x(&want);
+  x.U32(kOpPutfh);
+  x.Opaque(std::string("fh"));
+  for (uint32_t v :
+       {kOpOpen, 7u, uint32_t(kShareAccessRead), uint32_t(kShareDenyWrite)})
+    x.U32(v);
+  x.U64(0x1122334455667788ull);
+  x.Opaque(std::string("own"));
+  x.U32(0);  // OPEN4_NOCREATE
+  x.U32(4);  // CLAIM_FH
+  x.U32(kOpGetattr);
+  ASSERT_GE(v41.size(), want.size());
+  size_t at = v41.find(want);
+  ASSERT_NE(at, std::string::npos);
+  // GETATTR's bitmap ends the compound.
+  rpc::XdrIn in(v41.data() + at + want.size(), v41.size() - at - want.size());
+  uint32_t words, w0;
+  ASSERT_TRUE(in.U32(&words) && words >= 1 && in.U32(&w0));
+  for (uint32_t i = 1; i < words; i++) ASSERT_TRUE(in.U32(&w0));
+  EXPECT_EQ(in.left(), 0u);
+}
+
 // READDIR entries' owners decode through the codec too; one it cannot
 // map is nobody, marked unmapped.
 TEST(CompoundWireTest, ReaddirOwnersDecodeThroughTheCodec) {

@@ -31,6 +31,37 @@ TEST_F(CoreDelegationsTest, WriteDelegationServesOpensAndAttributesLocally) {
       << "attributes trusted past a zero attribute window";
 }
 
+// Issue 19: over NFSv4.1 nache opens a file by its filehandle (CLAIM_FH),
+// so a file renamed at the remote since nache learnt its name still gets
+// an upstream open, and with it a delegation that serves the next opens;
+// over NFSv4.0 the open of the old name finds nothing, and every open
+// goes on without one.
+TEST_F(CoreDelegationsTest, NfsV41OpensAFileRenamedAtTheRemoteByItsHandle) {
+  for (uint32_t minor : {0u, 1u}) {
+    SCOPED_TRACE(minor);
+    TearDown();
+    up_ = new ScriptedUpstream;
+    up_->AddFile("f", "hello");
+    up_->minor = minor;
+    const std::string cache = dir_.path() + "/cache-v4" + std::to_string(minor);
+    Start(DelegationType::kRead,
+          [&cache](CoreConfig *cfg) { cfg->cache_dir = cache; });
+    up_->ForeignRename("f", "g");
+    for (int i = 0; i < 2; i++) {
+      NacheOpen *o = OpenF(kRead);
+      ASSERT_NE(o, nullptr);
+      EXPECT_EQ(core_->CloseFile(o), 0u);
+    }
+    if (minor == 1) {
+      EXPECT_EQ(up_->Count("OPEN(fh)"), 1) << "the second under the delegation";
+      EXPECT_EQ(up_->Count("OPEN"), 0) << "no open by name";
+    } else {
+      EXPECT_EQ(up_->Count("OPEN(fh)"), 0);
+      EXPECT_EQ(up_->Count("OPEN"), 0) << "the name is gone: NOENT";
+    }
+  }
+}
+
 TEST_F(CoreDelegationsTest, RecallFlushesWritesAndOpensUpstreamBeforeReturn) {
   Start(DelegationType::kWrite);
   ASSERT_EQ(core_->CloseFile(OpenF(kBoth)), 0u);

@@ -177,6 +177,12 @@ class ScriptedUpstream : public upstream::Upstream {
   // The minor version of the session (minor_version()): 2 lets the core
   // send NFSv4.2's operations.
   std::atomic<uint32_t> minor{0};
+  // WRITEs asked UNSTABLE stay so (in memory until a COMMIT); else every
+  // WRITE is FILE_SYNC.
+  std::atomic<bool> unstable_writes{false};
+  // The next COMMIT finds the server rebooted: the unstable data gone,
+  // another write verifier.
+  std::atomic<bool> reboot_before_commit{false};
   // The extended attributes of the file at path, as the server has them.
   std::map<std::string, std::string> XattrsOf(const std::string &path) {
     std::lock_guard<std::mutex> g(mu_);
@@ -187,7 +193,8 @@ class ScriptedUpstream : public upstream::Upstream {
 
   void AddFile(const std::string &path, const std::string &data) {
     std::lock_guard<std::mutex> g(mu_);
-    Add(path).data = data;
+    File &f = Add(path);
+    f.data = f.stable = data;
   }
   void AddDir(const std::string &path) {
     std::lock_guard<std::mutex> g(mu_);
@@ -249,8 +256,17 @@ class ScriptedUpstream : public upstream::Upstream {
   void ForeignWrite(const std::string &path, const std::string &data) {
     std::lock_guard<std::mutex> g(mu_);
     File &f = Add(path);
-    f.data = data;
+    f.data = f.stable = data;
     f.change++;
+  }
+  // Someone else renames file from of the root to to, at the server.
+  void ForeignRename(const std::string &from, const std::string &to) {
+    std::lock_guard<std::mutex> g(mu_);
+    Fh fh = Named("root", from);
+    files_[fh].name = to;
+    files_[fh].change++;
+    aliases_.erase("root/" + from);
+    aliases_["root/" + to] = fh;
   }
   // Names of the files in the root (or in directory dir) whose name
   // starts with prefix.
@@ -433,6 +449,7 @@ class ScriptedUpstream : public upstream::Upstream {
   Creds caller_;  // of the call being executed; guarded by mu_
   struct File {
     std::string name, data;
+    std::string stable;  // unstable_writes: what survives a reboot
     Fh parent = "root";
     bool dir = false;
     uint64_t change = 1;
@@ -605,6 +622,19 @@ class ScriptedUpstream : public upstream::Upstream {
           return 0;
         }
         if (in_grace_) return upstream::kNfs4ErrGrace;
+        if (uint32_t(o.claim.claim) == upstream::kClaimFh) {
+          if (minor == 0) return upstream::kNfs4ErrInval;  // 4.1 only
+          if (o.openhow.opentype == OPEN4_CREATE)
+            return upstream::kNfs4ErrInval;
+          if (!files_.count(*cur)) return upstream::kNfs4ErrStale;
+          mark_ = "OPEN(fh)";
+          r->stateid = Sid("open", ++opens_);
+          if (grant != DelegationType::kNone) {
+            r->delegation.type = grant;
+            r->delegation.stateid = Sid("deleg", ++delegs_);
+          }
+          return 0;
+        }
         const component4 &n = o.claim.open_claim4_u.file;
         std::string name = Str(n.utf8string_val, n.utf8string_len);
         Fh fh = Named(*cur, name);
@@ -639,8 +669,10 @@ class ScriptedUpstream : public upstream::Upstream {
                                   fa.attrmask.bitmap4_len,
                                   fa.attr_vals.attrlist4_val,
                                   fa.attr_vals.attrlist4_len, &want, nullptr) &&
-            (want.mask & upstream::kAttrSize))
+            (want.mask & upstream::kAttrSize)) {
           f.data.resize(size_t(want.size));
+          f.stable.resize(size_t(want.size));
+        }
         f.change++;
         return 0;
       }
@@ -718,8 +750,16 @@ class ScriptedUpstream : public upstream::Upstream {
       }
       case OP_CLOSE:
       case OP_OPEN_DOWNGRADE:
-      case OP_DELEGRETURN:
-      case OP_COMMIT: return 0;
+      case OP_DELEGRETURN: return 0;
+      case OP_COMMIT:
+        if (reboot_before_commit.exchange(false)) {
+          // What was only in memory is gone; the verifier says so.
+          for (auto &kv : files_) kv.second.data = kv.second.stable;
+          write_verifier_[0]++;
+        }
+        files_[*cur].stable = files_[*cur].data;
+        r->verifier = write_verifier_;
+        return 0;
       case OP_WRITE: {
         writes_waiting++;
         cv_.wait(g, [this] { return !hold_writes.load(); });
@@ -732,7 +772,11 @@ class ScriptedUpstream : public upstream::Upstream {
         f.change++;
         r->count = w.data.data_len;
         r->committed = upstream::StableHow::kFileSync;
-        r->verifier = std::string(8, 'v');
+        r->verifier = write_verifier_;
+        if (unstable_writes && w.stable == UNSTABLE4)
+          r->committed = upstream::StableHow::kUnstable;
+        else
+          f.stable = f.data;
         return 0;
       }
       case OP_LINK: {  // the saved object gets another name in cur
@@ -852,6 +896,7 @@ class ScriptedUpstream : public upstream::Upstream {
   std::map<std::string, Replay> replay_;
   std::atomic<uint64_t> epoch_{0};  // client ids confirmed before this one
   bool in_grace_ = false;
+  upstream::Verifier write_verifier_ = std::string(8, 'v');  // WRITE, COMMIT
   std::vector<HeldRange> locks_;
   std::map<std::string, std::string> lock_owners_;  // lock stateid -> owner
   DelegationType reclaimed_ = DelegationType::kNone;

@@ -55,7 +55,7 @@ struct nache_open; /* one local open (a Ganesha state or the global fd) */
 #define NACHE_DEFAULT_ATTR_TIMEOUT_S 3
 #define NACHE_DEFAULT_READAHEAD_MAX 4194304
 #define NACHE_DEFAULT_OPEN_LINGER_S 5
-#define NACHE_DEFAULT_MINOR_VERSION 0
+#define NACHE_DEFAULT_MINOR_VERSION 1
 #define NACHE_DEFAULT_WRITE_BEHIND_MAX "64M"
 #define NACHE_DEFAULT_WRITE_POLICY "write_through"
 #define NACHE_DEFAULT_FLUSH_AGE_S 30
