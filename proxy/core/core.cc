@@ -278,8 +278,12 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     fo.metrics = c->metrics_;
     c->flusher_.reset(new Flusher(
         c->cache_.get(),
-        [core](Key key, uint64_t off, const std::string &data, Attrs *after) {
-          return core->FlushRange(key, off, data, after);
+        [core](Key key, uint64_t off, const std::string &data,
+               upstream::StableHow stable, Flusher::Sent *sent) {
+          return core->FlushRange(key, off, data, stable, sent);
+        },
+        [core](Key key, upstream::Verifier *verf, Attrs *after) {
+          return core->FlushCommit(key, verf, after);
         },
         [core](Key key, const Attrs &set, Attrs *after) {
           return core->FlushSetattr(key, set, after);

@@ -466,15 +466,18 @@ class Core {
   uint32_t WriteLocal(const Creds &cr, Key key, NacheOpen *open,
                       uint64_t offset, size_t len, const char *buf,
                       size_t *nwritten, upstream::StableHow *committed);
-  // The flusher's send: one dirty range upstream, FILE_SYNC.
+  // The flusher's send: one dirty range upstream (Flusher::SendFn).
   uint32_t FlushRange(Key key, uint64_t offset, const std::string &data,
-                      Attrs *after);
-  // Writes [offset, offset+len) to fh FILE_SYNC, in WRITEs no bigger than
-  // the server takes; *after (unless null): the attributes after the last.
-  uint32_t WriteStable(const Creds &cr, const upstream::Fh &fh,
-                       const upstream::StateId &sid, uint64_t offset,
-                       const char *data, size_t len, const char *tag,
-                       Attrs *after);
+                      upstream::StableHow stable, Flusher::Sent *sent);
+  // The flusher's COMMIT of a file (Flusher::CommitFn).
+  uint32_t FlushCommit(Key key, upstream::Verifier *verf, Attrs *after);
+  // Writes [offset, offset+len) to fh with the stability asked, in WRITEs
+  // no bigger than the server takes; *sent (unless null): what the server
+  // said (the attributes after the last WRITE are fetched only then).
+  uint32_t WriteRange(const Creds &cr, const upstream::Fh &fh,
+                      const upstream::StateId &sid, uint64_t offset,
+                      const char *data, size_t len, upstream::StableHow stable,
+                      const char *tag, Flusher::Sent *sent);
   // The flusher's SETATTR of attributes set locally.
   uint32_t FlushSetattr(Key key, const Attrs &set, Attrs *after);
   // Whether st is the remote's refusal of set, only times, on a directory:

@@ -89,7 +89,7 @@ uint32_t Core::StoreFailure() const {
 }
 
 uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
-                          Attrs *after) {
+                          upstream::StableHow stable, Flusher::Sent *sent) {
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
@@ -99,10 +99,25 @@ uint32_t Core::FlushRange(Key key, uint64_t offset, const std::string &data,
   StateId sid;
   if (!delegations_->Covers(key, upstream::kShareAccessWrite, 0, &sid))
     sid = StateId::Anonymous();
-  st = WriteStable(cr, fh, sid, offset, data.data(), data.size(), "flush",
-                   after);
+  st = WriteRange(cr, fh, sid, offset, data.data(), data.size(), stable,
+                  "flush", sent);
   NoteFlushRefused("write", key, cr, st);
   return st;
+}
+
+uint32_t Core::FlushCommit(Key key, upstream::Verifier *verf, Attrs *after) {
+  Fh fh;
+  uint32_t st = FhOf(key, &fh);
+  if (st) return st;
+  Compound c;
+  c.SetTag("flush_commit").Putfh(fh).Commit(0, 0).Getattr(
+      upstream::kAttrsObject);
+  CompoundReply rep;
+  st = Run(c, writeback_->FlushCreds(key), &rep);
+  if (st) return st;
+  *verf = rep.Find(Op::kCommit)->verifier;
+  *after = rep.Find(Op::kGetattr)->attrs;
+  return upstream::kNfs4Ok;
 }
 
 void Core::NoteFlushRefused(const char *op, Key key, const Creds &cr,
@@ -117,26 +132,33 @@ void Core::NoteFlushRefused(const char *op, Key key, const Creds &cr,
             nache_status_name(st));
 }
 
-uint32_t Core::WriteStable(const Creds &cr, const Fh &fh, const StateId &sid,
-                           uint64_t offset, const char *data, size_t len,
-                           const char *tag, Attrs *after) {
+uint32_t Core::WriteRange(const Creds &cr, const Fh &fh, const StateId &sid,
+                          uint64_t offset, const char *data, size_t len,
+                          upstream::StableHow stable, const char *tag,
+                          Flusher::Sent *sent) {
   LearnIoLimits();
   const size_t per = std::max<size_t>(4096, max_write_.load());
+  bool first = true;
   for (size_t done = 0; done < len;) {
     size_t n = std::min(per, len - done);
     bool last = done + n == len;
     Compound c;
-    c.SetTag(tag).Putfh(fh).Write(sid, offset + done,
-                                  upstream::StableHow::kFileSync, data + done,
+    c.SetTag(tag).Putfh(fh).Write(sid, offset + done, stable, data + done,
                                   uint32_t(n));
-    if (last && after) c.Getattr(upstream::kAttrsObject);
+    if (last && sent) c.Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     uint32_t st = Run(c, cr, &rep);
     if (st) return st;
-    uint32_t wrote = rep.Find(Op::kWrite)->count;
-    if (wrote == 0) return upstream::kNfs4ErrIo;
-    done += wrote;
-    if (last && wrote == n && after) *after = rep.Find(Op::kGetattr)->attrs;
+    const upstream::OpResult &w = *rep.Find(Op::kWrite);
+    if (w.count == 0) return upstream::kNfs4ErrIo;
+    done += w.count;
+    if (!sent) continue;
+    if (uint32_t(w.committed) < uint32_t(sent->committed))
+      sent->committed = w.committed;
+    if (!first && w.verifier != sent->verifier) sent->mixed = true;
+    sent->verifier = w.verifier;
+    first = false;
+    if (last && w.count == n) sent->after = rep.Find(Op::kGetattr)->attrs;
   }
   return upstream::kNfs4Ok;
 }

@@ -402,6 +402,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                "NFS4ERR_NOSPC: the file was at the remote "
                                "with nothing unflushed")
                            .Register(r);
+  flush_resent_ = &prometheus::BuildCounter()
+                       .Name("nache_writeback_flush_resent_total")
+                       .Help("Dirty ranges flushed UNSTABLE whose COMMIT "
+                             "came back with another write verifier (the "
+                             "remote restarted in between), sent again "
+                             "FILE_SYNC")
+                       .Register(r);
   seqid_resends_ = &prometheus::BuildCounter()
                         .Name("nache_upstream_seqid_resends_total")
                         .Help(
@@ -548,6 +555,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   for (size_t i = 0; i < e->refused_.size(); i++)
     e->refused_[i] = &refused_->Add(with("op", ExportMetrics::kRefusedOps[i]));
   e->full_disk_writes_ = &full_disk_writes_->Add(ex);
+  e->flush_resent_ = &flush_resent_->Add(ex);
   for (size_t i = 0; i < e->seqid_resends_.size(); i++)
     e->seqid_resends_[i] = &seqid_resends_->Add(
         with("outcome", ExportMetrics::kSeqidResendOutcomes[i]));

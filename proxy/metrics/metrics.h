@@ -205,6 +205,11 @@ class ExportMetrics {
   // Write-back: a write the full cache disk could not keep, sent to the
   // remote at once instead.
   void CountFullDiskWrite() { full_disk_writes_->Increment(); }
+  // Write-back: ranges sent UNSTABLE whose COMMIT came back with another
+  // verifier (the remote restarted), sent again FILE_SYNC.
+  void CountFlushResent(size_t ranges) {
+    flush_resent_->Increment(double(ranges));
+  }
   // NFSv4.0: a seqid-bearing request (OPEN, CLOSE, LOCK...) that got no
   // reply, resent unchanged: answered, unanswered again, or given up
   // (the client id was given up with it). kSeqidResendOutcomes.
@@ -323,6 +328,7 @@ class ExportMetrics {
   std::array<prometheus::Counter *, 3> seqid_resends_{};
   prometheus::Counter *full_disk_writes_ =
       nullptr;  // ..._full_disk_writes_total
+  prometheus::Counter *flush_resent_ = nullptr;  // ..._flush_resent_total
   // nache_upstream_reclaims_total{state, outcome}
   std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,
              size_t(ReclaimState::kCount)>
@@ -414,6 +420,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *refused_ = nullptr;
   prometheus::Family<prometheus::Counter> *seqid_resends_ = nullptr;
   prometheus::Family<prometheus::Counter> *full_disk_writes_ = nullptr;
+  prometheus::Family<prometheus::Counter> *flush_resent_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;

@@ -16,10 +16,12 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-Flusher::Flusher(Cache *cache, SendFn send, SetattrFn setattr,
-                 const FlusherOptions &opts, PrepareFn prepare, GoneFn gone)
+Flusher::Flusher(Cache *cache, SendFn send, CommitFn commit,
+                 SetattrFn setattr, const FlusherOptions &opts,
+                 PrepareFn prepare, GoneFn gone)
     : cache_(cache),
       send_(std::move(send)),
+      commit_(std::move(commit)),
       setattr_(std::move(setattr)),
       prepare_(std::move(prepare)),
       gone_(std::move(gone)),
@@ -160,16 +162,9 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
   // From here until Flushed the remote's change attribute moves by our
   // own sends: a flush cut off leaves the file's base uncertain.
   cache_->FlushBegins(key);
-  const uint64_t bs = cache_->block_size();
   std::vector<uint32_t> status(ranges.size(), 0);
   std::vector<upstream::Attrs> after(ranges.size());
-  // Every range is tried (the status of each decides what is clean).
-  ParallelFor(ranges.size(), size_t(std::max(1, opts_.parallel)),
-              [&](size_t i) -> uint32_t {
-                const Cache::DirtyRange &r = ranges[i];
-                status[i] = send_(key, r.idx * bs + r.lo, r.data, &after[i]);
-                return 0;
-              });
+  SendRanges(key, ranges, &status, &after);
   // Clean what arrived; the newest attributes (highest change) describe
   // the file after all of it.
   std::vector<Cache::DirtyRange> sent;
@@ -219,6 +214,61 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
               (unsigned long long)key, ranges.size() - sent.size(),
               ranges.size(), first_error);
   return first_error;
+}
+
+void Flusher::SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
+                         std::vector<uint32_t> *status,
+                         std::vector<upstream::Attrs> *after) {
+  using upstream::StableHow;
+  const uint64_t bs = cache_->block_size();
+  // One range: FILE_SYNC (a COMMIT would cost a second round trip).
+  const StableHow stable =
+      ranges.size() > 1 ? StableHow::kUnstable : StableHow::kFileSync;
+  std::vector<Sent> sent(ranges.size());
+  auto send = [&](size_t i, StableHow how) {
+    const Cache::DirtyRange &r = ranges[i];
+    sent[i] = Sent();
+    (*status)[i] = send_(key, r.idx * bs + r.lo, r.data, how, &sent[i]);
+    (*after)[i] = sent[i].after;
+  };
+  // Every range is tried (the status of each decides what is clean).
+  ParallelFor(ranges.size(), size_t(std::max(1, opts_.parallel)),
+              [&](size_t i) -> uint32_t {
+                send(i, stable);
+                return 0;
+              });
+  std::vector<size_t> uncommitted;
+  for (size_t i = 0; i < ranges.size(); i++)
+    if ((*status)[i] == 0 && sent[i].committed != StableHow::kFileSync)
+      uncommitted.push_back(i);
+  if (uncommitted.empty()) return;
+  upstream::Verifier verf;
+  upstream::Attrs committed_attrs;
+  const uint32_t st = commit_(key, &verf, &committed_attrs);
+  if (st) {
+    // Not known to be durable: those ranges stay dirty (sent again later).
+    for (size_t i : uncommitted) (*status)[i] = st;
+    return;
+  }
+  std::vector<size_t> lost;
+  for (size_t i : uncommitted) {
+    // The COMMIT's attributes follow every WRITE it covers.
+    (*after)[i] = committed_attrs;
+    if (sent[i].mixed || sent[i].verifier != verf) lost.push_back(i);
+  }
+  if (lost.empty()) return;
+  // The server restarted between a WRITE and the COMMIT: what it held
+  // only in memory may be gone. Those ranges again, each durable at once.
+  if (opts_.metrics) opts_.metrics->CountFlushResent(lost.size());
+  NACHE_LOG(kLogEvent, kComponent,
+            "flush of %llu: the COMMIT's verifier is not the WRITEs' (the "
+            "remote restarted): %zu range(s) sent again FILE_SYNC",
+            (unsigned long long)key, lost.size());
+  ParallelFor(lost.size(), size_t(std::max(1, opts_.parallel)),
+              [&](size_t k) -> uint32_t {
+                send(lost[k], StableHow::kFileSync);
+                return 0;
+              });
 }
 
 uint32_t Flusher::Gone(Key key) {

@@ -6,9 +6,13 @@
 //
 // One file is flushed by one thread at a time, up to `files` files at once
 // (over a WAN each costs round trips, not bandwidth); its dirty ranges go
-// upstream in parallel (FILE_SYNC WRITEs), and a range is clean only once
-// the server has it and the block was not written again meanwhile
-// (Cache::Flushed).
+// upstream in parallel, and a range is clean only once the server has it
+// on stable storage and the block was not written again meanwhile
+// (Cache::Flushed). A single range goes as a FILE_SYNC WRITE; several go
+// UNSTABLE, then one COMMIT makes them durable together (the server syncs
+// once, not once per WRITE): a range whose WRITE verifier differs from the
+// COMMIT's (the server restarted in between and may have lost it) is sent
+// again FILE_SYNC before it counts as sent.
 // A failed send leaves the file dirty and the flusher backs off; the data
 // stays durable in the store whatever happens.
 //
@@ -39,12 +43,28 @@ struct FlusherOptions {
 class Flusher {
  public:
   using Clock = std::chrono::steady_clock;
-  // Writes one dirty range upstream, durably; returns the NFS status and
-  // the file's attributes after the write. NFS4ERR_STALE means the file is
+  // What the server said of one range's WRITEs.
+  struct Sent {
+    // The weakest stability any of its WRITEs got (the server may give
+    // more than asked: FILE_SYNC needs no COMMIT).
+    upstream::StableHow committed = upstream::StableHow::kFileSync;
+    // The WRITE verifier; "mixed" when the range's WRITEs came back with
+    // different ones (the server restarted in between: it matches no
+    // COMMIT).
+    upstream::Verifier verifier;
+    bool mixed = false;
+    upstream::Attrs after;  // the file's attributes after the last WRITE
+  };
+  // Writes one dirty range upstream with the stability asked; returns the
+  // NFS status and what the server said. NFS4ERR_STALE means the file is
   // gone at the remote: GoneFn decides what becomes of its data.
   using SendFn =
       std::function<uint32_t(Key key, uint64_t offset, const std::string &data,
-                             upstream::Attrs *after)>;
+                             upstream::StableHow stable, Sent *sent)>;
+  // COMMITs the whole file upstream; returns the NFS status, the write
+  // verifier and the file's attributes after.
+  using CommitFn = std::function<uint32_t(Key key, upstream::Verifier *verf,
+                                          upstream::Attrs *after)>;
   // Sets the attributes set->mask names upstream (after the file's data);
   // returns the NFS status and the attributes after.
   using SetattrFn = std::function<uint32_t(Key key, const upstream::Attrs &set,
@@ -66,7 +86,7 @@ class Flusher {
   // stays dirty.
   using GoneFn = std::function<uint32_t(Key key)>;
 
-  Flusher(Cache *cache, SendFn send, SetattrFn setattr,
+  Flusher(Cache *cache, SendFn send, CommitFn commit, SetattrFn setattr,
           const FlusherOptions &opts, PrepareFn prepare = nullptr,
           GoneFn gone = nullptr);
   ~Flusher();  // Stop()
@@ -123,6 +143,12 @@ class Flusher {
  private:
   void Loop();
   uint32_t FlushOne(Key key, bool patient);
+  // Sends ranges of key (UNSTABLE then COMMIT when there are several);
+  // status[i] and after[i] are range i's outcome. NFS4ERR_STALE from the
+  // COMMIT is every range's.
+  void SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
+                  std::vector<uint32_t> *status,
+                  std::vector<upstream::Attrs> *after);
   // key is gone at the remote (see GoneFn).
   uint32_t Gone(Key key);
   uint32_t FlushFileAs(Key key, bool patient);
@@ -136,6 +162,7 @@ class Flusher {
 
   Cache *cache_;         // not owned
   SendFn send_;          // immutable
+  CommitFn commit_;      // immutable
   SetattrFn setattr_;    // immutable
   PrepareFn prepare_;    // immutable; may be empty
   GoneFn gone_;          // immutable; may be empty

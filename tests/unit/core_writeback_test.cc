@@ -38,6 +38,65 @@ TEST_F(CoreDelegationsTest, LocalCreatesAreSentOnlyAsTheyEndUp) {
   EXPECT_EQ(up_->Count("OPEN"), opens + 1) << "one create, as b";
 }
 
+// Issue 19: a flush of several dirty ranges sends them UNSTABLE, then one
+// COMMIT makes them durable together; a single range goes FILE_SYNC, with
+// no COMMIT.
+class FlushStabilityTest : public CoreDelegationsTest {
+ protected:
+  // Writes blocks 4 KiB blocks of a pattern over f and flushes them;
+  // returns what was written.
+  std::string WriteAndFlush(size_t blocks) {
+    up_->unstable_writes = true;
+    StartWriteBack(DelegationType::kNone, 3600 * 1000);
+    std::string ours(blocks * 4096, '\0');
+    for (size_t i = 0; i < ours.size(); i++) ours[i] = char('a' + i % 23);
+    size_t n = 0;
+    upstream::StableHow committed{};
+    EXPECT_EQ(core_->Write(cr_, file_, nullptr, 0, ours.size(), ours.data(),
+                           upstream::StableHow::kFileSync, &n, &committed),
+              0u);
+    writes_before_ = up_->Count("WRITE");
+    std::string err;
+    EXPECT_TRUE(core_->AdminFlush(
+        std::chrono::steady_clock::now() + std::chrono::seconds(10), &err))
+        << err;
+    return ours;
+  }
+  int writes_before_ = 0;
+};
+
+TEST_F(FlushStabilityTest, SeveralRangesGoUnstableThenOneCommit) {
+  const std::string ours = WriteAndFlush(3);
+  EXPECT_EQ(up_->Count("WRITE") - writes_before_, 3);
+  EXPECT_EQ(up_->Count("COMMIT"), 1);
+  EXPECT_GT(up_->Index("COMMIT"), up_->Index("WRITE", writes_before_ + 2))
+      << "after every WRITE";
+  EXPECT_EQ(up_->Data("f"), ours);
+}
+
+TEST_F(FlushStabilityTest, OneRangeGoesFileSyncWithoutACommit) {
+  const std::string ours = WriteAndFlush(1);
+  EXPECT_EQ(up_->Count("WRITE") - writes_before_, 1);
+  EXPECT_EQ(up_->Count("COMMIT"), 0);
+  EXPECT_EQ(up_->Data("f"), ours);
+}
+
+// The remote reboots between the UNSTABLE WRITEs and the COMMIT: it lost
+// them, and the COMMIT's verifier says so. Each range goes again,
+// FILE_SYNC, and the remote ends with all of the data.
+TEST_F(FlushStabilityTest, ACommitWithAnotherVerifierSendsTheRangesAgain) {
+  up_->reboot_before_commit = true;
+  const std::string ours = WriteAndFlush(3);
+  EXPECT_FALSE(up_->reboot_before_commit.load()) << "the COMMIT was sent";
+  EXPECT_EQ(up_->Count("WRITE") - writes_before_, 6) << "3 unstable, 3 again";
+  EXPECT_EQ(up_->Data("f"), ours);
+  double resent = -1;
+  for (const prometheus::MetricFamily &f : metrics_.Collect())
+    if (f.name == "nache_writeback_flush_resent_total" && f.metric.size() == 1)
+      resent = f.metric[0].counter.value;
+  EXPECT_EQ(resent, 3.0);
+}
+
 // Write-back conflict: the file changed at the remote while we held
 // unflushed writes. The remote's version stays; ours is written beside it
 // as NAME.nache-conflict-<time>, and the file follows the remote again.
