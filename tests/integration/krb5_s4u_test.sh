@@ -16,7 +16,12 @@
 #    nache's principal upstream, nache decides by the mode bits and bob
 #    reads it); a file alice creates through nache is hers at knfsd, and
 #    bob's is his (with nache's principal, root's). nache's log names
-#    each user's context.
+#    each user's context;
+#  - a user the KDC does not know (daemon, uid 1, on a sec=sys mount of
+#    nache) is refused (EACCES) and nache's log names daemon@NACHE.LAB;
+#  - knfsd forgets every context mid-run: alice's next call through nache
+#    is refused by knfsd (RPCSEC_GSS_CREDPROBLEM), not executed, and
+#    nache makes her a new context on which her create goes through.
 # S4U_TEST_IDENTITY=machine runs the same checks with nache's principal
 # upstream: the per-user ones then fail (how the test was checked).
 set -uo pipefail
@@ -136,5 +141,35 @@ contexts_logged() {
 	done
 }
 check nache_logs_a_context_per_user contexts_logged
+
+# unknown_user — daemon (uid 1, a name here, no principal in the realm)
+# reads alice's 644 file through a sec=sys mount: refused, and the log
+# says whom.
+unknown_user() {
+	local rc=0
+	lab_client_mount 1 "$LAB_NACHE_ADDR" /export /mnt/s vers=4.1,sec=sys || return 1
+	refused 1 "cat /mnt/s/k/acl" || rc=1
+	grep "no upstream identity for uid 1 (daemon@$LAB_KRB5_REALM)" "$(lab_nache_log)" >&2 ||
+		{ echo "nache's log does not name daemon" >&2; rc=1; }
+	lab_client_umount 1 /mnt/s
+	return $rc
+}
+check a_user_the_kdc_does_not_know_is_refused_and_named unknown_user
+
+# context_lost — knfsd flushes its contexts; alice's next create goes
+# through on a new context of hers.
+context_lost() {
+	local before after
+	before=$(grep -c "RPCSEC_GSS context (krb5, window [0-9]*) for alice@" "$(lab_nache_log)")
+	lab_knfsd_run 'echo $(( $(date +%s) + 1 )) > /proc/net/rpc/auth.rpcsec.context/flush' ||
+		return 1
+	expect_eq "owner at knfsd" "$(made_by $ALICE after-flush)" $ALICE || return 1
+	after=$(grep -c "RPCSEC_GSS context (krb5, window [0-9]*) for alice@" "$(lab_nache_log)")
+	echo "alice's contexts: $before before the flush, $after after" >&2
+	[ "$after" -gt "$before" ] &&
+		grep -q "RPCSEC_GSS context for alice@$LAB_KRB5_REALM refused by the server" \
+			"$(lab_nache_log)"
+}
+check a_users_context_knfsd_forgets_is_made_anew context_lost
 
 itest_finish
