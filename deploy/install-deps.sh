@@ -62,6 +62,12 @@ lab_pkgs=(
   # (policy-rc.d), only the lab's KDC in a lab namespace, with its own
   # configuration (the packages' /etc/krb5.conf is not used).
   krb5-kdc krb5-admin-server krb5-user
+  # The realm in LDAP (LAB_KRB5_S4U=1: constrained delegation, which MIT's
+  # KDC decides from LDAP only): MIT's LDAP module and kdb5_ldap_util
+  # (krb5-kdc-ldap), the lab's own slapd (slapd; preseeded below to make
+  # no configuration of its own on the host, and never started there),
+  # ldapadd and ldapmodify (ldap-utils).
+  krb5-kdc-ldap slapd ldap-utils
   # Captures on the lab's LAN link (krb5_test.sh: nothing in clear under
   # krb5p).
   tcpdump
@@ -91,6 +97,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     chmod +x /usr/sbin/policy-rc.d
     trap 'rm -f /usr/sbin/policy-rc.d' EXIT
   fi
+  # slapd: no directory of its own on the host (the lab runs its own,
+  # configured in the lab's directory).
+  echo 'slapd slapd/no_configuration boolean true' | debconf-set-selections
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 

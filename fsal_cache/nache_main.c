@@ -147,6 +147,9 @@ static struct config_item nache_export_items[] = {
 		      upstream_principal),
 	CONF_ITEM_STR("Upstream_Client_Principal", 0, 512, NULL, nache_config,
 		      upstream_client_principal),
+	CONF_ITEM_STR("Upstream_Identity", 0, 16,
+		      NACHE_DEFAULT_UPSTREAM_IDENTITY, nache_config,
+		      upstream_identity),
 	CONFIG_EOL
 };
 
@@ -175,6 +178,7 @@ static void nache_free_params(struct nache_config *p)
 	gsh_free((char *)p->upstream_keytab);
 	gsh_free((char *)p->upstream_principal);
 	gsh_free((char *)p->upstream_client_principal);
+	gsh_free((char *)p->upstream_identity);
 }
 
 /* Refuses to start: Ganesha's LogFatal exits the daemon. */

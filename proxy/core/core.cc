@@ -15,6 +15,8 @@
 #include "core/create_verifier.h"
 #include "rpc/gss_krb5.h"
 #include "upstream/attrs.h"
+#include "upstream/idmap.h"
+#include "upstream/user_identity.h"
 #include "util/log.h"
 #include "util/round_trips.h"
 
@@ -191,8 +193,21 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     uo.gss_initiator = [creds] { return creds->NewInitiator(); };
     uo.gss_service = cfg.gss_service;
     NACHE_LOG(kLogEvent, "NACHE_UPSTREAM",
-              "upstream calls under RPCSEC_GSS (%s) to %s",
-              rpc::GssServiceName(cfg.gss_service), ko.service.c_str());
+              "upstream calls under RPCSEC_GSS (%s) to %s as %s",
+              rpc::GssServiceName(cfg.gss_service), ko.service.c_str(),
+              cfg.gss_per_user ? "each caller's principal (root's as ours)"
+                               : "our principal");
+    if (cfg.gss_per_user) {
+      // The same names as owners get: the LAN side's id mapping.
+      auto users = std::make_shared<upstream::UserIdentities>(
+          creds,
+          [](uint32_t uid, std::string *name) {
+            return upstream::GlobalIdMapper()->IdToName(upstream::IdKind::kUser,
+                                                        uid, name);
+          },
+          upstream::UserIdentities::Options());
+      uo.user_identity = [users](const Creds &cr) { return users->Get(cr); };
+    }
   }
   if (c->delegations_->back_channel()) {
     callback::BackChannel *bc = c->delegations_->back_channel();

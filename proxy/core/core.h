@@ -131,6 +131,9 @@ struct CoreConfig {
   bool gss = false;
   rpc::GssService gss_service = rpc::GssService::kNone;
   std::string gss_keytab, gss_principal, gss_client_principal;
+  // Upstream_Identity = user (with gss): each caller's calls under its own
+  // principal, by constrained delegation (upstream/user_identity.h).
+  bool gss_per_user = false;
   // The remote sees nache's own identity on every call, not the caller's
   // (set with gss): its ACCESS answers are not the caller's, so what the
   // caller may is what both the remote and the mode bits allow.

@@ -144,6 +144,7 @@ void nache_config_defaults(struct nache_config *cfg) {
   cfg->dirty_max = NACHE_DEFAULT_DIRTY_MAX;
   cfg->upstream_owner_format = NACHE_DEFAULT_OWNER_FORMAT;
   cfg->upstream_sec = NACHE_DEFAULT_UPSTREAM_SEC;
+  cfg->upstream_identity = NACHE_DEFAULT_UPSTREAM_IDENTITY;
 }
 
 bool nache_config_validate(const struct nache_config *cfg, char *err,
@@ -227,6 +228,22 @@ bool nache_config_validate(const struct nache_config *cfg, char *err,
     return Fail(err, errlen, "Upstream_Keytab",
                 "must be the absolute path of the keytab holding nache's "
                 "principal (needed by Upstream_Sec = krb5, krb5i, krb5p)");
+  const bool per_user = cfg->upstream_identity != nullptr &&
+                        strcmp(cfg->upstream_identity, "user") == 0;
+  if (cfg->upstream_identity != nullptr && !per_user &&
+      strcmp(cfg->upstream_identity, "machine") != 0)
+    return Fail(err, errlen, "Upstream_Identity", "must be machine or user");
+  if (per_user && !krb5)
+    return Fail(err, errlen, "Upstream_Identity",
+                "user needs Upstream_Sec = krb5, krb5i or krb5p (a "
+                "principal per user; AUTH_SYS already sends each caller's "
+                "uid)");
+  // A user whose credentials cannot be had gets NFS4ERR_ACCESS for a call
+  // never sent; over NFSv4.0 an open or lock owner's seqid would then
+  // differ between nache and the remote.
+  if (per_user && cfg->minor_version < 1)
+    return Fail(err, errlen, "Upstream_Identity",
+                "user needs Upstream_Minor_Version = 1 or 2 (sessions)");
   uint64_t cache = 0, dirty = 0;
   nache_parse_size(cfg->cache_size, &cache);
   if (cfg->dirty_max != nullptr && cfg->dirty_max[0] != '\0' &&
@@ -354,7 +371,11 @@ uint32_t nache_core_open(const struct nache_config *cfg,
   c.serve_stale = cfg->serve_stale;
   c.gss = cfg->upstream_sec != nullptr &&
           nache::rpc::ParseGssService(cfg->upstream_sec, &c.gss_service);
-  c.remote_sees_machine = c.gss;
+  c.gss_per_user = c.gss && cfg->upstream_identity != nullptr &&
+                   strcmp(cfg->upstream_identity, "user") == 0;
+  // Per user, the remote answers ACCESS for the caller itself (but for
+  // root, whose calls go as the machine, as before).
+  c.remote_sees_machine = c.gss && !c.gss_per_user;
   if (c.gss) {
     c.gss_keytab = cfg->upstream_keytab;
     if (cfg->upstream_principal) c.gss_principal = cfg->upstream_principal;

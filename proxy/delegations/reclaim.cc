@@ -109,7 +109,12 @@ bool Reclaim::ReclaimFile(FileOpen *f, uint64_t epoch) {
   // its delegation back by reclaiming an open for what its local opens
   // want.
   const bool had_open = f->open();
-  const Creds cr = had_open ? f->open_creds : f->deleg_creds;
+  Creds cr = had_open ? f->open_creds : f->deleg_creds;
+  // Upstream_Identity = user: reclaimed under the machine's context. The
+  // state is the client id's (SP4_NONE), and the machine's credentials
+  // come from the keytab, with no KDC exchange for the user that could
+  // outlast the remote's grace period.
+  cr.as_machine = true;
   uint32_t access = had_open ? f->up_access : f->WantAccess();
   uint32_t deny = had_open ? f->up_deny : f->WantDeny();
   Fh fh;

@@ -4,6 +4,9 @@
 #include <gssapi/gssapi.h>
 #include <gssapi/gssapi_ext.h>
 #include <gssapi/gssapi_krb5.h>
+#include <krb5/krb5.h>  // error codes only (no libkrb5 call)
+
+#include <limits>
 
 namespace nache {
 namespace rpc {
@@ -29,6 +32,15 @@ std::string GssError(const char *what, OM_uint32 major, OM_uint32 minor) {
     } while (ctx != 0);
   }
   return s;
+}
+
+// The KDC could not be reached, or did not answer in time: a later try
+// may do better. (Minor statuses of the krb5 mechanism are krb5 error
+// codes.)
+bool TransientKdcFailure(OM_uint32 minor) {
+  const auto code = static_cast<krb5_error_code>(minor);
+  return code == KRB5_KDC_UNREACH || code == KRB5KDC_ERR_SVC_UNAVAILABLE ||
+         code == KRB5_REALM_CANT_RESOLVE;
 }
 
 gss_buffer_desc Buffer(const char *p, size_t n) {
@@ -149,6 +161,7 @@ class KrbInitiator : public GssInitiator {
     if (out_tok.length) Take(&out_tok, out);
     if (GSS_ERROR(major)) {
       *err = GssError("gss_init_sec_context", major, minor);
+      transient_ = TransientKdcFailure(minor);
       return Step::kFailed;
     }
     if (major & GSS_S_CONTINUE_NEEDED) return Step::kContinue;
@@ -163,12 +176,14 @@ class KrbInitiator : public GssInitiator {
     ctx_ = GSS_C_NO_CONTEXT;
     return c;
   }
+  bool transient() const { return transient_; }
 
  private:
   std::shared_ptr<const KrbCredentials> owner_;  // keeps cred_ and target_
   gss_cred_id_t cred_;
   gss_name_t target_;
   gss_ctx_id_t ctx_ = GSS_C_NO_CONTEXT;
+  bool transient_ = false;  // the last failure was the KDC's absence
 };
 
 class KrbCredentialsImpl
@@ -180,7 +195,9 @@ class KrbCredentialsImpl
     if (cred_ != GSS_C_NO_CREDENTIAL) gss_release_cred(&m, &cred_);
   }
   bool Init(const KrbOptions &o, std::string *err) {
-    if (!target_.Import(o.service, true, err)) return false;
+    service_ = o.service;
+    target_ = std::make_shared<Name>();
+    if (!target_->Import(o.service, true, err)) return false;
     Name me;
     if (!o.client_principal.empty() &&
         !me.Import(o.client_principal, false, err))
@@ -199,16 +216,89 @@ class KrbCredentialsImpl
       *err = GssError(("keytab " + o.keytab).c_str(), major, minor);
       return false;
     }
+    principal_ = CredName(cred_);
     return true;
   }
   std::unique_ptr<GssInitiator> NewInitiator() override {
     return std::unique_ptr<GssInitiator>(
-        new KrbInitiator(shared_from_this(), cred_, target_.get()));
+        new KrbInitiator(shared_from_this(), cred_, target_->get()));
+  }
+  std::string principal() const override { return principal_; }
+  TimePoint expires() const override { return expires_; }
+
+  std::shared_ptr<KrbCredentials> Impersonate(const std::string &user,
+                                              KrbError *err) override {
+    const std::string what = "credentials for " + user;
+    err->transient = false;
+    if (impersonated_) {
+      err->message = what + ": these are a user's already";
+      return nullptr;
+    }
+    Name who;
+    std::string why;
+    if (!who.Import(user, false, &why)) {
+      err->message = what + ": " + why;
+      return nullptr;
+    }
+    gss_OID_set_desc mechs = {1, gss_mech_krb5};
+    gss_cred_id_t cred = GSS_C_NO_CREDENTIAL;
+    OM_uint32 major, minor, lifetime = 0;
+    // S4U2Self: a ticket to ourselves as user (and our own TGT first, from
+    // the keytab, when the one in our cache has expired).
+    major = gss_acquire_cred_impersonate_name(
+        &minor, cred_, who.get(), GSS_C_INDEFINITE, &mechs, GSS_C_INITIATE,
+        &cred, nullptr, &lifetime);
+    if (GSS_ERROR(major)) {
+      err->message = GssError(
+          (what + " (S4U2Self as " + principal_ + ")").c_str(), major, minor);
+      err->transient = TransientKdcFailure(minor);
+      return nullptr;
+    }
+    auto c = std::make_shared<KrbCredentialsImpl>();
+    c->cred_ = cred;
+    c->target_ = target_;
+    c->service_ = service_;
+    c->principal_ = user;
+    c->impersonated_ = true;
+    c->expires_ =
+        lifetime == GSS_C_INDEFINITE
+            ? TimePoint::max()
+            : std::chrono::steady_clock::now() + std::chrono::seconds(lifetime);
+    // S4U2Proxy now, on this thread: the first token of a context needs
+    // the service ticket, which the library then keeps in the user's
+    // cache for the contexts to come.
+    std::unique_ptr<GssInitiator> probe = c->NewInitiator();
+    std::string token;
+    if (probe->Next("", &token, &why) == GssInitiator::Step::kFailed) {
+      err->message = what + " (S4U2Proxy to " + service_ + " as " + principal_ +
+                     "): " + why;
+      err->transient = static_cast<KrbInitiator *>(probe.get())->transient();
+      return nullptr;
+    }
+    return c;
   }
 
  private:
-  Name target_;
+  // The display form of a credential's principal ("" when unknown).
+  static std::string CredName(gss_cred_id_t cred) {
+    OM_uint32 major, minor, m;
+    gss_name_t name = GSS_C_NO_NAME;
+    major = gss_inquire_cred(&minor, cred, &name, nullptr, nullptr, nullptr);
+    if (GSS_ERROR(major)) return "";
+    gss_buffer_desc text = GSS_C_EMPTY_BUFFER;
+    std::string out;
+    if (!GSS_ERROR(gss_display_name(&minor, name, &text, nullptr)))
+      Take(&text, &out);
+    gss_release_name(&m, &name);
+    return out;
+  }
+
+  std::shared_ptr<Name> target_;  // the server's name (shared with users')
+  std::string service_;           // as configured, for messages
   gss_cred_id_t cred_ = GSS_C_NO_CREDENTIAL;
+  std::string principal_;      // who these credentials are
+  bool impersonated_ = false;  // a user's, by Impersonate
+  TimePoint expires_ = TimePoint::max();
 };
 
 }  // namespace

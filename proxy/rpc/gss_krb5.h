@@ -2,13 +2,20 @@
 // rpcsec_gss.h's GssInitiator and GssContext: nache's own principal, its
 // keys from a keytab, its tickets in a memory credential cache of its own
 // (never the process's default cache, never a file), renewed by the
-// library from the keytab as they expire.
+// library from the keytab as they expire; and, on them, credentials of a
+// named user by constrained delegation (S4U2Self, then S4U2Proxy to the
+// server: MIT's gss_acquire_cred_impersonate_name), so that the server
+// sees that user.
 //
 // Thread safety: a KrbCredentials is shared by the connections of one
 // export (MIT's credential handles may be used from several threads);
 // each initiator and context belongs to one connection's loop thread.
+// Acquire and Impersonate talk to the KDC (blocking, up to the library's
+// KDC timeout): never call them under a lock another thread waits for,
+// nor on a loop thread.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -25,20 +32,50 @@ struct KrbOptions {
   // The server's: "nfs@host" (a host-based service name) or a full
   // principal "nfs/host@REALM" (a '/' in it says which).
   std::string service;
-  // Name of the memory credential cache (unique per export).
+  // Name of the memory credential cache (unique per export): nache's own
+  // tickets, and the users' (each impersonation keeps the S4U2Self and
+  // S4U2Proxy tickets of its user in a memory cache the library makes for
+  // it, gone with the credentials).
   std::string ccache_name;
 };
 
-class KrbCredentials {
+// Why an impersonation failed.
+struct KrbError {
+  std::string message;  // names the user and gives the library's reason
+  // The KDC could not be reached (or did not answer): trying again later
+  // may succeed. False: the KDC (or the library) refused, e.g. a user it
+  // does not know, or a principal not allowed to delegate to the server.
+  bool transient = false;
+};
+
+class KrbCredentials : public GssCredentials {
  public:
+  using TimePoint = std::chrono::steady_clock::time_point;
   // Acquires the initiator credentials (reads the keytab; talks to the
   // KDC later, at the first context). Null with *err when the keytab or
   // the names are unusable.
   static std::shared_ptr<KrbCredentials> Acquire(const KrbOptions &o,
                                                  std::string *err);
-  virtual ~KrbCredentials() = default;
+  ~KrbCredentials() override = default;
   // A new context establishment with the server, on these credentials.
-  virtual std::unique_ptr<GssInitiator> NewInitiator() = 0;
+  std::unique_ptr<GssInitiator> NewInitiator() override = 0;
+  // The principal these credentials are ("nfs/box.example.org@REALM", or
+  // the impersonated user's); empty when the library cannot say.
+  virtual std::string principal() const = 0;
+  // Credentials of user (a principal, "alice@EXAMPLE.ORG") by constrained
+  // delegation on these (the keytab's): S4U2Self now, and S4U2Proxy to the
+  // server now too (a first context token, thrown away), so that the
+  // service ticket is in the user's cache and contexts made later on a
+  // loop thread ask the KDC nothing while it lasts. The KDC must allow
+  // this principal both (ok_to_auth_as_delegate, and delegation to the
+  // server's principal: config/README.md). Null with *err on failure.
+  // Not on impersonated credentials.
+  virtual std::shared_ptr<KrbCredentials> Impersonate(const std::string &user,
+                                                      KrbError *err) = 0;
+  // Until when contexts can be made on these credentials: the user's
+  // tickets' end for impersonated ones (then impersonate again),
+  // TimePoint::max() for the keytab's (the library renews them).
+  virtual TimePoint expires() const = 0;
 };
 
 }  // namespace rpc

@@ -67,6 +67,15 @@ class GssInitiator {
   virtual std::unique_ptr<GssContext> TakeContext() = 0;
 };
 
+// Credentials a context is made on: each establishment gets an initiator
+// of its own. Thread safety: NewInitiator may be called from any thread;
+// each initiator belongs to the thread that drives it.
+class GssCredentials {
+ public:
+  virtual ~GssCredentials() = default;
+  virtual std::unique_ptr<GssInitiator> NewInitiator() = 0;
+};
+
 // One context-creation call: its credential (INIT, or CONTINUE_INIT with
 // the handle the server gave), an AUTH_NONE verifier and the token as the
 // arguments; the results (rpc_gss_init_res) and the reply's verifier are

@@ -216,6 +216,12 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
   if (call->has_preset || phase_ != Phase::kUp ||
       Clock::now() >= call->deadline) {
     ReleaseSlot(call.get(), SlotTable::Outcome::kNotDone);
+    if (call->has_preset && call->preset == CallStatus::kOk) {
+      CompoundReply reply;
+      reply.status = call->preset_nfs;
+      Complete(call.get(), CallStatus::kOk, std::move(reply));
+      return;
+    }
     Complete(call.get(),
              call->has_preset       ? call->preset
              : phase_ != Phase::kUp ? CallStatus::kDisconnected
@@ -224,14 +230,40 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
     return;
   }
   PendingCall *p = call.get();
-  if (gss_ && gss_->expired()) {
+  if (p->user_ctx) {  // sent before (SEQ_MISORDERED): counted anew below
+    p->user_ctx->in_flight--;
+    p->user_ctx.reset();
+  }
+  std::shared_ptr<rpc::CallSecurity> sec = gss_;
+  if (p->user_creds) {
+    std::shared_ptr<UserContext> uc = UserContextFor(p);
+    if (!uc) {
+      ReleaseSlot(p, SlotTable::Outcome::kNotDone);
+      return;  // completed
+    }
+    if (!uc->gss) {
+      // Being made: the call waits for it, without a slot.
+      ReleaseSlot(p, SlotTable::Outcome::kNotDone);
+      p->session.reset();
+      uc->waiting.push_back(std::move(call));
+      return;
+    }
+    if (!p->session && uc->in_flight >= uc->gss->window()) {
+      slot_wait_.push_back(std::move(call));  // as for the machine's, below
+      return;
+    }
+    sec = uc->gss;
+    p->user_ctx = uc;
+    uc->in_flight++;
+  } else if (gss_ && gss_->expired()) {
     // Refused or used up: not sent; ServiceSocket reconnects with a new
     // context, and the caller retries.
     ReleaseSlot(p, SlotTable::Outcome::kNotDone);
     Complete(p, CallStatus::kDisconnected, {});
     return;
   }
-  if (gss_ && !p->session && in_flight_.size() >= gss_->window()) {
+  if (gss_ && !p->user_creds && !p->session &&
+      in_flight_.size() >= gss_->window()) {
     // More calls in flight than the context's sequence window would have
     // the server drop the oldest unanswered: wait for replies.
     slot_wait_.push_back(std::move(call));  // RetrySlotWaiters
@@ -286,10 +318,10 @@ void Connection::Send(std::unique_ptr<PendingCall> call) {
   auto on_reply = [this, p](rpc::ReplyStatus st, rpc::XdrIn *results) {
     OnReply(p, st, results);
   };
-  bool queued = gss_ ? transport_->Call(kNfsProgram, kNfsV4, kNfsProcCompound,
-                                        gss_, encode, on_reply, &p->xid)
-                     : transport_->Call(kNfsProgram, kNfsV4, kNfsProcCompound,
-                                        &auth, encode, on_reply, &p->xid);
+  bool queued = sec ? transport_->Call(kNfsProgram, kNfsV4, kNfsProcCompound,
+                                       sec, encode, on_reply, &p->xid)
+                    : transport_->Call(kNfsProgram, kNfsV4, kNfsProcCompound,
+                                       &auth, encode, on_reply, &p->xid);
   if (!queued) {
     nache_log(kLogMajor, kComponent,
               "connection %d: cannot encode compound '%s' (%zu ops, hint %zu "
@@ -488,6 +520,196 @@ bool Connection::EstablishGss(std::string *why) {
   return true;
 }
 
+std::shared_ptr<UserContext> Connection::UserContextFor(PendingCall *call) {
+  auto it = user_ctx_.find(call->user);
+  if (it != user_ctx_.end()) {
+    std::shared_ptr<UserContext> uc = it->second;
+    if (!uc->gss || !uc->gss->expired()) {
+      user_lru_.splice(user_lru_.begin(), user_lru_, uc->lru);
+      return uc;
+    }
+    // Refused by a reply, or its sequence numbers used up: a new one.
+    DropUserContext(uc);
+  }
+  // Beyond the bound, the least recently used idle context goes (the
+  // server forgets it when it expires).
+  if (user_ctx_.size() >= std::max<size_t>(opts_.user_contexts_max, 1)) {
+    for (auto lit = user_lru_.rbegin(); lit != user_lru_.rend(); ++lit) {
+      std::shared_ptr<UserContext> old = user_ctx_[*lit];
+      if (old->gss && old->in_flight == 0 && old->waiting.empty()) {
+        DropUserContext(old);
+        break;
+      }
+    }
+  }
+  auto uc = std::make_shared<UserContext>();
+  uc->principal = call->user;
+  uc->init = call->user_creds->NewInitiator();
+  std::string token, why;
+  // Local: the user's service ticket came with the credentials
+  // (gss_krb5.h, Impersonate).
+  rpc::GssInitiator::Step step = uc->init ? uc->init->Next("", &token, &why)
+                                          : rpc::GssInitiator::Step::kFailed;
+  if (step == rpc::GssInitiator::Step::kFailed || token.empty()) {
+    nache_log(kLogWarn, kComponent,
+              "connection %d: no RPCSEC_GSS context for %s with %s:%d: %s",
+              index_, call->user.c_str(), opts_.server.c_str(), opts_.port,
+              why.empty() ? "the mechanism has nothing to send" : why.c_str());
+    CompleteRefused(call);
+    return nullptr;
+  }
+  uc->init_complete = step == rpc::GssInitiator::Step::kComplete;
+  user_lru_.push_front(uc->principal);
+  uc->lru = user_lru_.begin();
+  user_ctx_[uc->principal] = uc;
+  if (!SendUserInit(uc, token)) {
+    CompleteRefused(call);
+    return nullptr;
+  }
+  return uc;
+}
+
+bool Connection::SendUserInit(const std::shared_ptr<UserContext> &uc,
+                              const std::string &token) {
+  auto init = std::make_shared<rpc::GssInitCall>(uc->handle);
+  std::weak_ptr<UserContext> weak = uc;
+  uc->rounds++;
+  uc->init_deadline =
+      Clock::now() + std::chrono::milliseconds(opts_.call_timeout_ms);
+  bool queued = transport_->Call(
+      kNfsProgram, kNfsV4, 0 /* NULL */, init,
+      [token](std::string *rec) {
+        rpc::XdrOut(rec).Opaque(token);
+        return true;
+      },
+      [this, weak, init](rpc::ReplyStatus st, rpc::XdrIn *results) {
+        OnUserInitReply(weak, init, st, results);
+      },
+      &uc->init_xid);
+  if (!queued)
+    UserContextFailed(uc, "the token does not fit in a record", false);
+  return queued;
+}
+
+void Connection::OnUserInitReply(const std::weak_ptr<UserContext> &weak,
+                                 const std::shared_ptr<rpc::GssInitCall> &call,
+                                 rpc::ReplyStatus status, rpc::XdrIn *results) {
+  std::shared_ptr<UserContext> uc = weak.lock();
+  // Gone (dropped, or the transport's end: Disconnect fails its calls).
+  if (!uc || status == rpc::ReplyStatus::kDisconnected) return;
+  auto it = user_ctx_.find(uc->principal);
+  if (it == user_ctx_.end() || it->second != uc) return;
+  rpc::GssInitRes res;
+  if (status != rpc::ReplyStatus::kOk) {
+    UserContextFailed(
+        uc, std::string("the server answered: ") + rpc::ReplyStatusName(status),
+        false);
+    return;
+  }
+  if (!rpc::DecodeGssInitRes(results, &res)) {
+    UserContextFailed(uc, "malformed rpc_gss_init_res", false);
+    return;
+  }
+  if (res.major != rpc::kGssComplete && res.major != rpc::kGssContinueNeeded) {
+    UserContextFailed(uc,
+                      "the server refused the context (GSS major " +
+                          std::to_string(res.major) + ", minor " +
+                          std::to_string(res.minor) + ")",
+                      false);
+    return;
+  }
+  uc->handle = res.handle;
+  const bool server_done = res.major == rpc::kGssComplete;
+  if (!uc->init_complete) {
+    std::string out, why;
+    rpc::GssInitiator::Step step = uc->init->Next(res.token, &out, &why);
+    if (step == rpc::GssInitiator::Step::kFailed) {
+      UserContextFailed(uc, why, false);
+      return;
+    }
+    uc->init_complete = step == rpc::GssInitiator::Step::kComplete;
+    if (!server_done || !uc->init_complete) {
+      if (out.empty() || uc->rounds >= kMaxGssRounds) {
+        UserContextFailed(uc,
+                          out.empty() ? "the mechanism has nothing to send"
+                                      : "too many round trips",
+                          false);
+        return;
+      }
+      SendUserInit(uc, out);
+      return;
+    }
+  } else if (!server_done) {
+    UserContextFailed(uc, "the server wants more after the context is complete",
+                      false);
+    return;
+  }
+  if (uc->handle.empty() || res.window == 0) {
+    UserContextFailed(uc, "the server gave no context handle or a window of 0",
+                      false);
+    return;
+  }
+  auto gss = std::make_shared<rpc::RpcsecGss>(
+      uc->init->TakeContext(), uc->handle, res.window, opts_.gss_service);
+  if (!gss->CheckWindowVerifier(call->verifier())) {
+    UserContextFailed(uc, "the server's verifier of the window does not check",
+                      false);
+    return;
+  }
+  uc->gss = std::move(gss);
+  uc->init.reset();
+  UserContextReady(uc);
+}
+
+void Connection::UserContextReady(const std::shared_ptr<UserContext> &uc) {
+  nache_log(kLogEvent, kComponent,
+            "connection %d: RPCSEC_GSS context (%s, window %u) for %s with "
+            "%s:%d",
+            index_, rpc::GssServiceName(opts_.gss_service), uc->gss->window(),
+            uc->principal.c_str(), opts_.server.c_str(), opts_.port);
+  std::deque<std::unique_ptr<PendingCall>> waiting;
+  waiting.swap(uc->waiting);
+  for (auto &call : waiting) Send(std::move(call));
+}
+
+void Connection::UserContextFailed(const std::shared_ptr<UserContext> &uc,
+                                   const std::string &why, bool retry) {
+  nache_log(kLogWarn, kComponent,
+            "connection %d: no RPCSEC_GSS context for %s with %s:%d: %s%s",
+            index_, uc->principal.c_str(), opts_.server.c_str(), opts_.port,
+            why.c_str(),
+            retry ? " (the calls fail retryably)"
+                  : " (the user's calls are refused: NFS4ERR_ACCESS)");
+  std::deque<std::unique_ptr<PendingCall>> waiting;
+  waiting.swap(uc->waiting);
+  DropUserContext(uc);
+  for (auto &call : waiting) {
+    if (retry)
+      Complete(call.get(), CallStatus::kDisconnected, {});
+    else
+      CompleteRefused(call.get());
+  }
+}
+
+void Connection::DropUserContext(const std::shared_ptr<UserContext> &uc) {
+  auto it = user_ctx_.find(uc->principal);
+  if (it == user_ctx_.end() || it->second != uc) return;
+  user_lru_.erase(uc->lru);
+  user_ctx_.erase(it);
+  // Calls still waiting for it (an eviction never picks such a one, a
+  // refusal hands them on first) would be lost: sent again, they make a
+  // new context.
+  std::deque<std::unique_ptr<PendingCall>> waiting;
+  waiting.swap(uc->waiting);
+  for (auto &call : waiting) Requeue(std::move(call));
+}
+
+void Connection::CompleteRefused(PendingCall *call) {
+  CompoundReply reply;
+  reply.status = kNfs4ErrAccess;
+  Complete(call, CallStatus::kOk, std::move(reply));
+}
+
 void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
                          rpc::XdrIn *results) {
   if (in_flight_.erase(call) == 0) return;
@@ -502,6 +724,21 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
     return;
   }
   last_reply_ = Clock::now();
+  if (status == rpc::ReplyStatus::kAuthError && call->user_ctx &&
+      call->user_ctx->gss->expired()) {
+    // The user's context is gone at the server (expired with the user's
+    // ticket, or the server restarted): the call was not executed. The
+    // caller retries, and its call makes a new context; the connection
+    // and the other contexts stay.
+    nache_log(kLogInfo, kComponent,
+              "connection %d: RPCSEC_GSS context for %s refused by the "
+              "server; a new one at the next call",
+              index_, call->user_ctx->principal.c_str());
+    DropUserContext(call->user_ctx);
+    ReleaseSlot(call, SlotTable::Outcome::kNotDone);
+    Complete(call, CallStatus::kDisconnected, {});
+    return;
+  }
   if (status == rpc::ReplyStatus::kAuthError && gss_ && gss_->expired()) {
     // Our context is gone at the server (expired, or the server
     // restarted): the call was not executed; the caller retries on the
@@ -598,6 +835,23 @@ void Connection::ExpireCalls(Clock::time_point now) {
       ++it;
     }
   }
+  std::vector<std::shared_ptr<UserContext>> late;
+  for (auto &entry : user_ctx_) {
+    UserContext &uc = *entry.second;
+    if (!uc.gss && now >= uc.init_deadline) late.push_back(entry.second);
+    for (auto it = uc.waiting.begin(); it != uc.waiting.end();) {
+      if (now >= (*it)->deadline) {
+        Complete(it->get(), CallStatus::kTimeout, {});
+        it = uc.waiting.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto &uc : late) {
+    if (transport_) transport_->Cancel(uc->init_xid);
+    UserContextFailed(uc, "no answer within the call timeout", true);
+  }
   if (stalled) {
     Disconnect("no reply within the call timeout", CallStatus::kDisconnected);
   }
@@ -615,6 +869,12 @@ int Connection::PollTimeoutMs(Clock::time_point now) const {
       wait = std::min(wait, MsUntil(now, call->deadline) + 1);
     }
   }
+  for (const auto &entry : user_ctx_) {
+    const UserContext &uc = *entry.second;
+    if (!uc.gss) wait = std::min(wait, MsUntil(now, uc.init_deadline) + 1);
+    for (const auto &call : uc.waiting)
+      wait = std::min(wait, MsUntil(now, call->deadline) + 1);
+  }
   return int(std::max<int64_t>(wait, 0));
 }
 
@@ -628,6 +888,11 @@ void Connection::Disconnect(const std::string &why, CallStatus status) {
   for (PendingCall *call : in_flight_) Complete(call, status, {});
   for (auto &call : slot_wait_) Complete(call.get(), status, {});
   slot_wait_.clear();
+  // Users' contexts are the transport's: made anew on the next one.
+  for (auto &entry : user_ctx_)
+    for (auto &call : entry.second->waiting) Complete(call.get(), status, {});
+  user_ctx_.clear();
+  user_lru_.clear();
   // The transport's end runs the reply callback of each call it still
   // holds (kDisconnected), which deletes it; none is left after that.
   transport_.reset();
@@ -650,6 +915,10 @@ void Connection::Complete(PendingCall *call, CallStatus status,
   if (call->completed) return;
   call->completed = true;
   load_.fetch_sub(1, std::memory_order_relaxed);
+  if (call->user_ctx) {
+    call->user_ctx->in_flight--;
+    call->user_ctx.reset();
+  }
   Upstream::Callback done = std::move(call->done);
   // The Compound is not needed any more (encoded at send time); free
   // CallAsync's copy now rather than when the call itself is deleted.

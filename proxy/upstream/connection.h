@@ -13,6 +13,23 @@
 //
 // Other threads only call Submit() (a mutex-protected queue plus an eventfd
 // wake-up) and read the atomics behind connected() and load().
+//
+// Upstream_Identity = user (UpstreamOptions::user_identity): a call made
+// for a user carries that user's credentials (PendingCall::user_creds),
+// got on the caller's thread, where the KDC was asked for everything
+// (gss_krb5.h, Impersonate: S4U2Self and S4U2Proxy). The loop then makes
+// the user's context on this connection at the user's first call without
+// blocking: the mechanism's steps are local (the service ticket is in the
+// user's credentials), and the RPCSEC_GSS_INIT exchange is an ordinary
+// call whose reply continues it; the user's calls wait in its
+// UserContext meanwhile, and other users' calls go on. No lock is taken
+// for any of it (loop thread only). At most user_contexts_max contexts
+// are kept per connection, the least recently used idle one dropped
+// first. A user context the server refuses (RPCSEC_GSS_CREDPROBLEM or
+// CTXPROBLEM: expired, or the server forgot it) is dropped, its call
+// fails retryably and the next call makes a new one; the machine context
+// and the connection stay. Calls as root (uid 0), which is how nache makes
+// all of its own, go under the machine context (upstream.h).
 #pragma once
 
 #include <atomic>
@@ -20,9 +37,11 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -38,6 +57,8 @@ class Transport;
 enum class ReplyStatus;
 class XdrIn;
 class RpcsecGss;
+class GssCredentials;
+class GssInitCall;
 }  // namespace rpc
 namespace upstream {
 
@@ -62,6 +83,12 @@ struct PendingCall {
   Clock::time_point deadline;           // completes kTimeout after this
   bool has_preset = false;              // complete with preset, never send
   CallStatus preset = CallStatus::kOk;  // the status to complete with
+  uint32_t preset_nfs = 0;              // with kOk: the reply's NFS status
+  // Upstream_Identity = user: the caller's principal and the credentials
+  // its context is made on (null: the connection's machine context, or
+  // AUTH_SYS). Set on the caller's thread (UpstreamOptions::user_identity).
+  std::string user;
+  std::shared_ptr<rpc::GssCredentials> user_creds;
   // Instead of a Compound (null then): a COMPOUND the caller encodes
   // whole, sent as is (NFSv4.1 session set-up: EXCHANGE_ID,
   // CREATE_SESSION, BIND_CONN_TO_SESSION, which take no SEQUENCE);
@@ -76,10 +103,34 @@ struct PendingCall {
   // NFSv4.1: the session and slot it goes out on, once it has one.
   std::shared_ptr<Session41> session;
   SlotTable::Slot slot;
+  // The user context it was sent under (counts it in flight there).
+  std::shared_ptr<struct UserContext> user_ctx;
   // NFSv4.1: this call is a probe (SEQUENCE alone) settling an uncertain
   // slot, and after is the call that waits for it: sent once the probe is
   // answered, failed with the probe's status when it is not.
   std::unique_ptr<PendingCall> after;
+};
+
+// Upstream_Identity = user: one user's RPCSEC_GSS context on one
+// connection, made on the connection's first call as that user and used
+// by its later ones. Loop thread only.
+struct UserContext {
+  std::string principal;  // "alice@EXAMPLE.ORG"
+  // The context, once made (null while it is being made).
+  std::shared_ptr<rpc::RpcsecGss> gss;
+  // While it is being made: the mechanism's side, the handle the server
+  // gave, round trips so far, the INIT call's XID and deadline, and
+  // whether the mechanism's side is complete.
+  std::unique_ptr<rpc::GssInitiator> init;
+  std::string handle;
+  int rounds = 0;
+  uint32_t init_xid = 0;
+  Clock::time_point init_deadline;
+  bool init_complete = false;
+  // Calls waiting for it to be made, in order.
+  std::deque<std::unique_ptr<PendingCall>> waiting;
+  size_t in_flight = 0;  // calls sent under gss, not yet completed
+  std::list<std::string>::iterator lru;  // in Connection::user_lru_
 };
 
 // For logs: the COMPOUND's tag, or the session operation's name (a raw
@@ -156,6 +207,27 @@ class Connection {
                         Clock::time_point deadline, rpc::GssInitRes *res,
                         std::string *verf, std::string *why);
   void OnReply(PendingCall *call, rpc::ReplyStatus status, rpc::XdrIn *results);
+  // Upstream_Identity = user: the context call goes under, made or being
+  // made (started here at the user's first call; null when it cannot be
+  // started, call then completed).
+  std::shared_ptr<UserContext> UserContextFor(PendingCall *call);
+  // Sends the next INIT (or CONTINUE_INIT) call of uc with token; false
+  // (uc failed) when it cannot.
+  bool SendUserInit(const std::shared_ptr<UserContext> &uc,
+                    const std::string &token);
+  void OnUserInitReply(const std::weak_ptr<UserContext> &weak,
+                       const std::shared_ptr<rpc::GssInitCall> &call,
+                       rpc::ReplyStatus status, rpc::XdrIn *results);
+  // uc is made: its waiting calls go out.
+  void UserContextReady(const std::shared_ptr<UserContext> &uc);
+  // uc could not be made: forgotten, and its waiting calls fail, with
+  // NFS4ERR_ACCESS (refused) or retryably (retry).
+  void UserContextFailed(const std::shared_ptr<UserContext> &uc,
+                         const std::string &why, bool retry);
+  // Forgets uc (the server refused it, or it is evicted).
+  void DropUserContext(const std::shared_ptr<UserContext> &uc);
+  // Completes call, not sent, with status NFS4ERR_ACCESS.
+  void CompleteRefused(PendingCall *call);
   void ExpireCalls(Clock::time_point now);
   // NFSv4.1: gives call's slot back after outcome; true when the call
   // must be sent again at once (on the slot's corrected sequence id).
@@ -201,6 +273,10 @@ class Connection {
   // that names them), deleted at their reply, their timeout (the
   // transport forgets them then) or the transport's end.
   std::unordered_set<PendingCall *> in_flight_;
+  // Upstream_Identity = user: users' contexts on transport_, by principal
+  // (gone with it), and their principals, most recently used first.
+  std::unordered_map<std::string, std::shared_ptr<UserContext>> user_ctx_;
+  std::list<std::string> user_lru_;
   // NFSv4.1: calls waiting for a free slot, in order.
   std::deque<std::unique_ptr<PendingCall>> slot_wait_;
   Clock::time_point last_reply_;  // last reply of any kind

@@ -138,6 +138,10 @@ struct Creds {
   uint32_t uid = 0;
   uint32_t gid = 0;
   std::vector<uint32_t> groups;  // clamped to 16 when encoded
+  // Upstream_Identity = user: this call goes under the machine's context
+  // although it carries a user's identity (a reclaim, reclaim.cc). Not
+  // part of the identity (==).
+  bool as_machine = false;
   bool operator==(const Creds &o) const {
     return uid == o.uid && gid == o.gid && groups == o.groups;
   }

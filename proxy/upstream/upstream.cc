@@ -246,6 +246,20 @@ std::unique_ptr<PendingCall> UpstreamImpl::NewCall(
   call->done = std::move(cb);
   call->deadline =
       Clock::now() + std::chrono::milliseconds(opts_.call_timeout_ms);
+  if (opts_.user_identity && creds.uid != 0 && !creds.as_machine) {
+    // Here, on the caller's thread: this may wait for the KDC.
+    UpstreamOptions::UserIdentity id = opts_.user_identity(creds);
+    if (id.creds) {
+      call->user = std::move(id.principal);
+      call->user_creds = std::move(id.creds);
+    } else {
+      // Not sent: a KDC out of reach is retryable (NFS4ERR_DELAY), a
+      // refusal is the user's (NFS4ERR_ACCESS). user_identity logged it.
+      call->has_preset = true;
+      call->preset = id.transient ? CallStatus::kDisconnected : CallStatus::kOk;
+      call->preset_nfs = kNfs4ErrAccess;
+    }
+  }
   return call;
 }
 

@@ -58,6 +58,31 @@ struct UpstreamOptions {
   // AUTH_SYS with the caller's identity.
   std::function<std::unique_ptr<rpc::GssInitiator>()> gss_initiator;
   rpc::GssService gss_service = rpc::GssService::kNone;
+  // Upstream_Identity = user (with gss_initiator): each call not made as
+  // root (uid 0) goes under an RPCSEC_GSS context of the caller's own
+  // principal instead of the machine's, with these credentials; called on
+  // the caller's thread before the call is handed to a connection (it may
+  // wait for the KDC there, never under a lock of ours). Calls as root,
+  // which is how nache makes every call of its own, stay on the machine
+  // context: state set-up and upkeep (SETCLIENTID and its CONFIRM, RENEW,
+  // EXCHANGE_ID, CREATE_SESSION, BIND_CONN_TO_SESSION, SEQUENCE alone,
+  // DESTROY_*), delegation returns, reclaims, CLOSE and OPEN_DOWNGRADE,
+  // and warm-ups. That is allowed: under NFSv4.0 the server ties a client
+  // id to the principal that set it (RFC 7530 16.33.5: SETCLIENTID_CONFIRM
+  // and RENEW from the same one, the machine's here), while opens, locks
+  // and delegations belong to the client id, not to a principal; under
+  // NFSv4.1 nache asks for no state protection (SP4_NONE, RFC 8881 18.35),
+  // so any principal may use the client id's state, and the session's
+  // upkeep under the machine's is what RFC 8881 2.10.8.3 describes.
+  // Empty: every call under the machine context.
+  struct UserIdentity {
+    std::string principal;                       // "alice@EXAMPLE.ORG"
+    std::shared_ptr<rpc::GssCredentials> creds;  // null: none to be had
+    std::string error;                           // why not, naming the user
+    bool transient = false;  // the KDC was not reached: retryable
+  };
+  std::function<UserIdentity(const Creds &)> user_identity;
+  size_t user_contexts_max = 64;  // users' contexts kept per connection
   // owner and owner_group strings in attributes, both ways (owners.h);
   // null: numeric, and names from the remote map to nobody.
   std::shared_ptr<OwnerCodec> owners;

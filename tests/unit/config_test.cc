@@ -198,6 +198,30 @@ TEST(ConfigTest, UpstreamSecIsSysOrKerberosWithAKeytab) {
   }
 }
 
+// Upstream_Identity: machine (the default) or user, which needs a Kerberos
+// Upstream_Sec and sessions upstream; refusals name the parameter.
+TEST(ConfigTest, UpstreamIdentityUserNeedsKerberosAndSessions) {
+  nache_config c = Good();
+  char err[256] = "";
+  EXPECT_STREQ(c.upstream_identity, "machine");
+  c.upstream_identity = "user";
+  c.upstream_sec = "sys";
+  EXPECT_EQ(Error(c).rfind("Upstream_Identity:", 0), 0u) << Error(c);
+  c.upstream_sec = "krb5p";
+  c.upstream_keytab = "/etc/nache/nache.keytab";
+  c.minor_version = 0;
+  EXPECT_EQ(Error(c).rfind("Upstream_Identity:", 0), 0u) << Error(c);
+  c.minor_version = 1;
+  EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
+  c.upstream_identity = "machine";
+  c.minor_version = 0;
+  EXPECT_TRUE(nache_config_validate(&c, err, sizeof(err))) << err;
+  for (const char *bad : {"", "users", "User", "principal"}) {
+    c.upstream_identity = bad;
+    EXPECT_EQ(Error(c).rfind("Upstream_Identity:", 0), 0u) << bad;
+  }
+}
+
 // Idmapd_Conf: unset is libnfsidmap's default; a path set must be an
 // absolute path to a readable file, or the daemon refuses to start naming
 // it. (Nothing is read from it before the first owner name.)

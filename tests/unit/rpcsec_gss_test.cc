@@ -428,8 +428,11 @@ class GssConnectionTest : public ::testing::Test {
     std::string res = Opaque(h) + U32s({kGssComplete, 0, 64}) + Opaque("S1");
     peer_.WriteRecord(GssReply(c.xid, FakeContext::Mic(kKey, U32s({64})), res));
   }
-  void Submit(const std::shared_ptr<Done> &d) {
+  void Submit(const std::shared_ptr<Done> &d, const std::string &user = "",
+              std::shared_ptr<GssCredentials> creds = nullptr) {
     auto call = std::make_unique<upstream::PendingCall>();
+    call->user = user;
+    call->user_creds = std::move(creds);
     call->owned = std::make_unique<upstream::Compound>();
     call->owned->SetTag("t");
     call->compound = call->owned.get();
@@ -513,6 +516,147 @@ TEST_F(GssConnectionTest, AServerWhoseWindowVerifierDoesNotCheckIsNotUsed) {
   ASSERT_TRUE(d->Wait());
   EXPECT_EQ(d->status, upstream::CallStatus::kDisconnected);
   EXPECT_FALSE(conn_->connected());
+}
+
+// Upstream_Identity = user: a user's credentials, whose contexts have a
+// key of their own.
+class FakeUserCreds : public GssCredentials {
+ public:
+  explicit FakeUserCreds(char key) : key_(key) {}
+  std::unique_ptr<GssInitiator> NewInitiator() override {
+    return std::make_unique<FakeInitiator>(key_);
+  }
+
+ private:
+  char key_;
+};
+
+constexpr char kAliceKey = 0x41;
+
+// Reads the next call, which must be an RPCSEC_GSS_INIT with "T1", and
+// answers it COMPLETE with handle h, window 8, verified with key.
+void ServeUserInit(Peer *peer, char key, const std::string &h) {
+  GssCall c;
+  ASSERT_TRUE(ParseGssCall(peer->ReadRecord(), &c));
+  EXPECT_EQ(c.proc, 0u);
+  EXPECT_EQ(c.gss_proc, uint32_t(GssProc::kInit));
+  EXPECT_EQ(c.args, Opaque("T1"));
+  std::string res = Opaque(h) + U32s({kGssComplete, 0, 8}) + Opaque("S1");
+  peer->WriteRecord(GssReply(c.xid, FakeContext::Mic(key, U32s({8})), res));
+}
+
+// Answers data call c with an empty COMPOUND reply under key.
+void ServeData(Peer *peer, char key, const GssCall &c) {
+  std::string body = U32s({c.seq, 0}) + Opaque("t") + U32s({0});
+  peer->WriteRecord(
+      GssReply(c.xid, FakeContext::Mic(key, U32s({c.seq})),
+               Opaque(body) + Opaque(FakeContext::Mic(key, body))));
+}
+
+TEST_F(GssConnectionTest, AUsersCallsGoUnderAContextOfTheirOwnMadeAtTheFirst) {
+  Start();
+  ServeInit("ctx-m");
+  auto alice = std::make_shared<FakeUserCreds>(kAliceKey);
+  auto d1 = std::make_shared<Done>();
+  Submit(d1, "alice@R", alice);
+  // The user's context first, on the connection, without a new one for
+  // the connection itself.
+  ServeUserInit(&peer_, kAliceKey, "ctx-alice");
+  GssCall c;
+  ASSERT_TRUE(ParseGssCall(peer_.ReadRecord(), &c));
+  EXPECT_EQ(c.gss_proc, uint32_t(GssProc::kData));
+  EXPECT_EQ(c.handle, "ctx-alice");
+  EXPECT_EQ(c.verf, FakeContext::Mic(kAliceKey, c.header));
+  ServeData(&peer_, kAliceKey, c);
+  ASSERT_TRUE(d1->Wait());
+  EXPECT_EQ(d1->status, upstream::CallStatus::kOk);
+  // Her next call reuses it; a call of nache's own goes as the machine.
+  auto d2 = std::make_shared<Done>();
+  Submit(d2, "alice@R", alice);
+  ASSERT_TRUE(ParseGssCall(peer_.ReadRecord(), &c));
+  EXPECT_EQ(c.handle, "ctx-alice");
+  EXPECT_EQ(c.seq, 2u);
+  ServeData(&peer_, kAliceKey, c);
+  ASSERT_TRUE(d2->Wait());
+  EXPECT_EQ(d2->status, upstream::CallStatus::kOk);
+  auto d3 = std::make_shared<Done>();
+  Submit(d3);
+  ASSERT_TRUE(ParseGssCall(peer_.ReadRecord(), &c));
+  EXPECT_EQ(c.handle, "ctx-m");
+  ServeData(&peer_, kKey, c);
+  ASSERT_TRUE(d3->Wait());
+  EXPECT_EQ(d3->status, upstream::CallStatus::kOk);
+  conn_->Stop();
+  EXPECT_EQ(inits_, 1);  // the machine's, once
+}
+
+TEST_F(GssConnectionTest, AUsersContextTheServerRefusesIsMadeAgainAlone) {
+  Start();
+  ServeInit("ctx-m");
+  auto alice = std::make_shared<FakeUserCreds>(kAliceKey);
+  auto d1 = std::make_shared<Done>();
+  Submit(d1, "alice@R", alice);
+  ServeUserInit(&peer_, kAliceKey, "ctx-alice-1");
+  GssCall c;
+  ASSERT_TRUE(ParseGssCall(peer_.ReadRecord(), &c));
+  std::string b;
+  XdrOut x(&b);
+  x.U32(c.xid);
+  x.U32(1);  // REPLY
+  x.U32(1);  // denied
+  x.U32(1);  // AUTH_ERROR
+  x.U32(kRpcsecGssCtxProblem);
+  peer_.WriteRecord(b);
+  // Not executed, retryable; the connection stays up.
+  ASSERT_TRUE(d1->Wait());
+  EXPECT_EQ(d1->status, upstream::CallStatus::kDisconnected);
+  EXPECT_TRUE(conn_->connected());
+  // Her next call makes a new context on the same connection.
+  auto d2 = std::make_shared<Done>();
+  Submit(d2, "alice@R", alice);
+  ServeUserInit(&peer_, kAliceKey, "ctx-alice-2");
+  ASSERT_TRUE(ParseGssCall(peer_.ReadRecord(), &c));
+  EXPECT_EQ(c.handle, "ctx-alice-2");
+  EXPECT_EQ(c.seq, 1u);
+  ServeData(&peer_, kAliceKey, c);
+  ASSERT_TRUE(d2->Wait());
+  EXPECT_EQ(d2->status, upstream::CallStatus::kOk);
+  conn_->Stop();
+  EXPECT_EQ(inits_, 1);
+}
+
+TEST_F(GssConnectionTest, AUserTheServerRefusesAContextGetsAccessDenied) {
+  Start();
+  ServeInit("ctx-m");
+  auto d = std::make_shared<Done>();
+  upstream::CompoundReply got;
+  auto call = std::make_unique<upstream::PendingCall>();
+  call->owned = std::make_unique<upstream::Compound>();
+  call->compound = call->owned.get();
+  call->deadline = upstream::Clock::now() + std::chrono::seconds(3);
+  call->user = "mallory@R";
+  call->user_creds = std::make_shared<FakeUserCreds>(kAliceKey);
+  uint32_t nfs_status = 0;
+  call->done = [d, &nfs_status](upstream::CallStatus st,
+                                upstream::CompoundReply &&r) {
+    std::lock_guard<std::mutex> g(d->mu);
+    nfs_status = r.status;
+    d->done = true;
+    d->status = st;
+    d->cv.notify_all();
+  };
+  conn_->Submit(std::move(call));
+  GssCall c;
+  ASSERT_TRUE(ParseGssCall(peer_.ReadRecord(), &c));
+  ASSERT_EQ(c.gss_proc, uint32_t(GssProc::kInit));
+  // GSS_S_FAILURE (major 13 << 16) for the user's context.
+  std::string res = Opaque("") + U32s({13u << 16, 0, 0}) + Opaque("");
+  peer_.WriteRecord(GssReply(c.xid, "", res));
+  ASSERT_TRUE(d->Wait());
+  EXPECT_EQ(d->status, upstream::CallStatus::kOk);
+  std::lock_guard<std::mutex> g(d->mu);
+  EXPECT_EQ(nfs_status, upstream::kNfs4ErrAccess);
+  EXPECT_TRUE(conn_->connected());
 }
 
 // MIT's mechanism: a keytab that is not there is refused when the export

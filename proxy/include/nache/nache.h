@@ -62,6 +62,7 @@ struct nache_open; /* one local open (a Ganesha state or the global fd) */
 #define NACHE_DEFAULT_DIRTY_MAX "" /* Cache_Size / 4 */
 #define NACHE_DEFAULT_OWNER_FORMAT "auto"
 #define NACHE_DEFAULT_UPSTREAM_SEC "sys"
+#define NACHE_DEFAULT_UPSTREAM_IDENTITY "machine"
 
 /* Configuration of one export, from its FSAL { Name = NACHE; ... } block:
  * the FSAL's config table fills it directly (strings are the parser's
@@ -100,6 +101,10 @@ struct nache_config {
 	const char *upstream_keytab;	       /* absolute path (krb5*) */
 	const char *upstream_principal;	       /* remote's; "": nfs@server */
 	const char *upstream_client_principal; /* ours; "": keytab's first */
+	/* Whom the remote sees under krb5*: "machine" (nache's principal on
+	 * every call) or "user" (each caller's own principal, by constrained
+	 * delegation; root's calls and nache's own stay the machine's). */
+	const char *upstream_identity;
 	uint32_t startup_wait_ms; /* FSAL: wait this long for the remote */
 };
 
