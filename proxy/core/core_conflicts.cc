@@ -245,10 +245,9 @@ uint32_t Core::CopyOurVersion(Key key, const Fh &fh, const Creds &cr,
         missing += std::min<uint64_t>(bs, mine.size - idx * bs);
       continue;
     }
-    if (uint32_t st = WriteRange(cr, fh, StateId::Anonymous(), idx * bs,
-                                 b.data(), b.size(),
-                                 upstream::StableHow::kFileSync,
-                                 "conflict_copy", nullptr))
+    if (uint32_t st = WriteRange(
+            cr, fh, StateId::Anonymous(), idx * bs, b.data(), b.size(),
+            upstream::StableHow::kFileSync, "conflict_copy", nullptr))
       return st;
   }
   // Our size (a hole may end it) and our mtime.

@@ -110,8 +110,10 @@ uint32_t Core::FlushCommit(Key key, upstream::Verifier *verf, Attrs *after) {
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
   Compound c;
-  c.SetTag("flush_commit").Putfh(fh).Commit(0, 0).Getattr(
-      upstream::kAttrsObject);
+  c.SetTag("flush_commit")
+      .Putfh(fh)
+      .Commit(0, 0)
+      .Getattr(upstream::kAttrsObject);
   CompoundReply rep;
   st = Run(c, writeback_->FlushCreds(key), &rep);
   if (st) return st;

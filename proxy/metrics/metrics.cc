@@ -404,10 +404,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                            .Register(r);
   flush_resent_ = &prometheus::BuildCounter()
                        .Name("nache_writeback_flush_resent_total")
-                       .Help("Dirty ranges flushed UNSTABLE whose COMMIT "
-                             "came back with another write verifier (the "
-                             "remote restarted in between), sent again "
-                             "FILE_SYNC")
+                       .Help(
+                           "Dirty ranges flushed UNSTABLE whose COMMIT "
+                           "came back with another write verifier (the "
+                           "remote restarted in between), sent again "
+                           "FILE_SYNC")
                        .Register(r);
   seqid_resends_ = &prometheus::BuildCounter()
                         .Name("nache_upstream_seqid_resends_total")

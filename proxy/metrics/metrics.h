@@ -327,7 +327,7 @@ class ExportMetrics {
   // nache_upstream_seqid_resends_total{outcome}
   std::array<prometheus::Counter *, 3> seqid_resends_{};
   prometheus::Counter *full_disk_writes_ =
-      nullptr;  // ..._full_disk_writes_total
+      nullptr;                                   // ..._full_disk_writes_total
   prometheus::Counter *flush_resent_ = nullptr;  // ..._flush_resent_total
   // nache_upstream_reclaims_total{state, outcome}
   std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,

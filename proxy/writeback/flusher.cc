@@ -16,9 +16,8 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-Flusher::Flusher(Cache *cache, SendFn send, CommitFn commit,
-                 SetattrFn setattr, const FlusherOptions &opts,
-                 PrepareFn prepare, GoneFn gone)
+Flusher::Flusher(Cache *cache, SendFn send, CommitFn commit, SetattrFn setattr,
+                 const FlusherOptions &opts, PrepareFn prepare, GoneFn gone)
     : cache_(cache),
       send_(std::move(send)),
       commit_(std::move(commit)),
