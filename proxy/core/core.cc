@@ -290,6 +290,10 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     FlusherOptions fo;
     fo.age = std::chrono::milliseconds(cfg.flush_age_ms);
     fo.dirty_max = cfg.dirty_max;
+    fo.max_send = [core]() -> uint64_t {
+      core->LearnIoLimits();
+      return core->max_write_.load();
+    };
     fo.metrics = c->metrics_;
     c->flusher_.reset(new Flusher(
         c->cache_.get(),

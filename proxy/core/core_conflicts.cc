@@ -156,6 +156,9 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
   if (st) return st;
   Attrs mine;
   if (!cache_->KnownAttrs(key, &mine)) return upstream::kNfs4Ok;  // gone
+  // New local writes wait until ours is copied and dropped: they go on top
+  // of the remote's version, not into the copy.
+  WriteBack::Resolving resolving = writeback_->BeginResolving(key);
   // As the file's writer: the copy is theirs, as the file was.
   Creds cr = writeback_->FlushCreds(key);
   Attrs ca;
@@ -184,7 +187,8 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
   Key copy = handles_->Intern(fh, dir, cname);
   delegations_->NoteGrant(copy, deleg);
   NoteConflictCopy(dir, rep.Find(Op::kOpen)->cinfo, "", cname, copy);
-  // Local writes may land while the copy is made: then copy again, so
+  // Local writes that began before the resolution (and so were made on
+  // our version) may land while the copy is made: then copy again, so
   // that the version we drop is the one the copy holds.
   for (int round = 0;; round++) {
     uint64_t copied_change = 0;

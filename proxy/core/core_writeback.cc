@@ -43,6 +43,14 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
   // Earlier unstable writes of the same file, queued for the upstream,
   // land before this one.
   if (unstable_writes_) unstable_writes_->Drain(key);
+  // A conflict of this file being resolved: this write is made on the
+  // remote's version once ours is set aside (core_conflicts.cc).
+  if (!writeback_->WaitUnresolved(
+          key,
+          std::chrono::steady_clock::now() +
+              std::chrono::milliseconds(cfg_.call_timeout_ms),
+          [this] { metrics_->CountConflictWait(); }))
+    return upstream::kNfs4ErrDelay;
   Attrs a;
   if (!cache_->KnownAttrs(key, &a)) {
     uint32_t st = Revalidate(cr, key, &a);

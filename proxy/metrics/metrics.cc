@@ -402,6 +402,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                "NFS4ERR_NOSPC: the file was at the remote "
                                "with nothing unflushed")
                            .Register(r);
+  conflict_waits_ = &prometheus::BuildCounter()
+                         .Name("nache_writeback_conflict_waits_total")
+                         .Help(
+                             "Local writes that waited while a conflict "
+                             "of their file was being resolved (ours "
+                             "copied aside), to go on the remote's "
+                             "version")
+                         .Register(r);
   flush_resent_ = &prometheus::BuildCounter()
                        .Name("nache_writeback_flush_resent_total")
                        .Help(
@@ -557,6 +565,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
     e->refused_[i] = &refused_->Add(with("op", ExportMetrics::kRefusedOps[i]));
   e->full_disk_writes_ = &full_disk_writes_->Add(ex);
   e->flush_resent_ = &flush_resent_->Add(ex);
+  e->conflict_waits_ = &conflict_waits_->Add(ex);
   for (size_t i = 0; i < e->seqid_resends_.size(); i++)
     e->seqid_resends_[i] = &seqid_resends_->Add(
         with("outcome", ExportMetrics::kSeqidResendOutcomes[i]));

@@ -205,6 +205,9 @@ class ExportMetrics {
   // Write-back: a write the full cache disk could not keep, sent to the
   // remote at once instead.
   void CountFullDiskWrite() { full_disk_writes_->Increment(); }
+  // Write-back: a local write that waited while a conflict of its file
+  // was being resolved.
+  void CountConflictWait() { conflict_waits_->Increment(); }
   // Write-back: ranges sent UNSTABLE whose COMMIT came back with another
   // verifier (the remote restarted), sent again FILE_SYNC.
   void CountFlushResent(size_t ranges) {
@@ -327,8 +330,9 @@ class ExportMetrics {
   // nache_upstream_seqid_resends_total{outcome}
   std::array<prometheus::Counter *, 3> seqid_resends_{};
   prometheus::Counter *full_disk_writes_ =
-      nullptr;                                   // ..._full_disk_writes_total
-  prometheus::Counter *flush_resent_ = nullptr;  // ..._flush_resent_total
+      nullptr;                                     // ..._full_disk_writes_total
+  prometheus::Counter *flush_resent_ = nullptr;    // ..._flush_resent_total
+  prometheus::Counter *conflict_waits_ = nullptr;  // ..._conflict_waits_total
   // nache_upstream_reclaims_total{state, outcome}
   std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,
              size_t(ReclaimState::kCount)>
@@ -421,6 +425,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *seqid_resends_ = nullptr;
   prometheus::Family<prometheus::Counter> *full_disk_writes_ = nullptr;
   prometheus::Family<prometheus::Counter> *flush_resent_ = nullptr;
+  prometheus::Family<prometheus::Counter> *conflict_waits_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;

@@ -220,54 +220,91 @@ void Flusher::SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
                          std::vector<upstream::Attrs> *after) {
   using upstream::StableHow;
   const uint64_t bs = cache_->block_size();
-  // One range: FILE_SYNC (a COMMIT would cost a second round trip).
-  const StableHow stable =
-      ranges.size() > 1 ? StableHow::kUnstable : StableHow::kFileSync;
-  std::vector<Sent> sent(ranges.size());
-  auto send = [&](size_t i, StableHow how) {
-    const Cache::DirtyRange &r = ranges[i];
-    sent[i] = Sent();
-    (*status)[i] = send_(key, r.idx * bs + r.lo, r.data, how, &sent[i]);
-    (*after)[i] = sent[i].after;
+  const uint64_t max_send = opts_.max_send ? opts_.max_send() : 1 << 20;
+  // Dirty blocks that follow each other go in one WRITE, up to max_send
+  // bytes: fewer, larger WRITEs, several in flight, keep a long fat link
+  // busy where one block per WRITE would leave it waiting for replies.
+  struct Group {
+    size_t first = 0, end = 0;  // ranges [first, end)
+    uint64_t offset = 0;
+    std::string data;
+    uint32_t status = 0;
+    Sent sent;
   };
-  // Every range is tried (the status of each decides what is clean).
-  ParallelFor(ranges.size(), size_t(std::max(1, opts_.parallel)),
+  std::vector<Group> groups;
+  for (size_t i = 0; i < ranges.size(); i++) {
+    const Cache::DirtyRange &r = ranges[i];
+    if (!groups.empty()) {
+      Group &g = groups.back();
+      const Cache::DirtyRange &prev = ranges[i - 1];
+      if (prev.idx + 1 == r.idx && prev.hi == bs && r.lo == 0 &&
+          g.data.size() + r.data.size() <= max_send) {
+        g.data += r.data;
+        g.end = i + 1;
+        continue;
+      }
+    }
+    Group g;
+    g.first = i;
+    g.end = i + 1;
+    g.offset = r.idx * bs + r.lo;
+    g.data = r.data;
+    groups.push_back(std::move(g));
+  }
+  // One WRITE: FILE_SYNC (a COMMIT would cost a second round trip).
+  const StableHow stable =
+      groups.size() > 1 ? StableHow::kUnstable : StableHow::kFileSync;
+  auto send = [&](Group &g, StableHow how) {
+    g.sent = Sent();
+    g.status = send_(key, g.offset, g.data, how, &g.sent);
+  };
+  // Every group is tried (the status of each decides what is clean).
+  ParallelFor(groups.size(), size_t(std::max(1, opts_.parallel)),
               [&](size_t i) -> uint32_t {
-                send(i, stable);
+                send(groups[i], stable);
                 return 0;
               });
-  std::vector<size_t> uncommitted;
-  for (size_t i = 0; i < ranges.size(); i++)
-    if ((*status)[i] == 0 && sent[i].committed != StableHow::kFileSync)
-      uncommitted.push_back(i);
-  if (uncommitted.empty()) return;
-  upstream::Verifier verf;
-  upstream::Attrs committed_attrs;
-  const uint32_t st = commit_(key, &verf, &committed_attrs);
-  if (st) {
-    // Not known to be durable: those ranges stay dirty (sent again later).
-    for (size_t i : uncommitted) (*status)[i] = st;
-    return;
+  std::vector<Group *> uncommitted;
+  for (Group &g : groups)
+    if (g.status == 0 && g.sent.committed != StableHow::kFileSync)
+      uncommitted.push_back(&g);
+  if (!uncommitted.empty()) {
+    upstream::Verifier verf;
+    upstream::Attrs committed_attrs;
+    const uint32_t st = commit_(key, &verf, &committed_attrs);
+    std::vector<Group *> lost;
+    for (Group *g : uncommitted) {
+      if (st) {
+        // Not known to be durable: stays dirty (sent again later).
+        g->status = st;
+        continue;
+      }
+      // The COMMIT's attributes follow every WRITE it covers.
+      g->sent.after = committed_attrs;
+      if (g->sent.mixed || g->sent.verifier != verf) lost.push_back(g);
+    }
+    if (!lost.empty()) {
+      // The server restarted between a WRITE and the COMMIT: what it held
+      // only in memory may be gone. Those again, each durable at once.
+      size_t n = 0;
+      for (Group *g : lost) n += g->end - g->first;
+      if (opts_.metrics) opts_.metrics->CountFlushResent(n);
+      NACHE_LOG(kLogEvent, kComponent,
+                "flush of %llu: the COMMIT's verifier is not the WRITEs' "
+                "(the remote restarted): %zu range(s) sent again FILE_SYNC",
+                (unsigned long long)key, n);
+      ParallelFor(lost.size(), size_t(std::max(1, opts_.parallel)),
+                  [&](size_t k) -> uint32_t {
+                    send(*lost[k], StableHow::kFileSync);
+                    return 0;
+                  });
+    }
   }
-  std::vector<size_t> lost;
-  for (size_t i : uncommitted) {
-    // The COMMIT's attributes follow every WRITE it covers.
-    (*after)[i] = committed_attrs;
-    if (sent[i].mixed || sent[i].verifier != verf) lost.push_back(i);
-  }
-  if (lost.empty()) return;
-  // The server restarted between a WRITE and the COMMIT: what it held
-  // only in memory may be gone. Those ranges again, each durable at once.
-  if (opts_.metrics) opts_.metrics->CountFlushResent(lost.size());
-  NACHE_LOG(kLogEvent, kComponent,
-            "flush of %llu: the COMMIT's verifier is not the WRITEs' (the "
-            "remote restarted): %zu range(s) sent again FILE_SYNC",
-            (unsigned long long)key, lost.size());
-  ParallelFor(lost.size(), size_t(std::max(1, opts_.parallel)),
-              [&](size_t k) -> uint32_t {
-                send(lost[k], StableHow::kFileSync);
-                return 0;
-              });
+  for (const Group &g : groups)
+    for (size_t i = g.first; i < g.end; i++) {
+      (*status)[i] = g.status;
+      (*after)[i] = g.sent.after;
+    }
 }
 
 uint32_t Flusher::Gone(Key key) {

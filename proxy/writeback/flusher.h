@@ -6,7 +6,8 @@
 //
 // One file is flushed by one thread at a time, up to `files` files at once
 // (over a WAN each costs round trips, not bandwidth); its dirty ranges go
-// upstream in parallel, and a range is clean only once the server has it
+// upstream in parallel (contiguous dirty blocks joined into WRITEs of up to
+// max_send bytes), and a range is clean only once the server has it
 // on stable storage and the block was not written again meanwhile
 // (Cache::Flushed). A single range goes as a FILE_SYNC WRITE; several go
 // UNSTABLE, then one COMMIT makes them durable together (the server syncs
@@ -33,9 +34,12 @@
 namespace nache {
 
 struct FlusherOptions {
-  std::chrono::milliseconds age{30000};       // Flush_Age
-  uint64_t dirty_max = 1ull << 30;            // Dirty_Max (bytes)
-  int parallel = 4;                           // ranges of one file in flight
+  std::chrono::milliseconds age{30000};  // Flush_Age
+  uint64_t dirty_max = 1ull << 30;       // Dirty_Max (bytes)
+  int parallel = 8;                      // WRITEs of one file in flight
+  // Bytes of contiguous dirty blocks per WRITE: the largest WRITE the
+  // remote takes, asked before each flush; empty: 1 MiB.
+  std::function<uint64_t()> max_send;
   int files = 8;                              // files flushed at once
   metrics::ExportMetrics *metrics = nullptr;  // may be null; not owned
 };

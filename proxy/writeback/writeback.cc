@@ -95,4 +95,32 @@ std::string WriteBack::CopyName(const std::string &name, const char *kind,
          (n ? "-" + std::to_string(n) : std::string());
 }
 
+WriteBack::Resolving WriteBack::BeginResolving(Key key) {
+  MutexLock g(&resolving_mu_);
+  resolving_.insert(key);
+  return Resolving(this, key);
+}
+
+void WriteBack::EndResolving(Key key) {
+  {
+    MutexLock g(&resolving_mu_);
+    auto it = resolving_.find(key);
+    if (it != resolving_.end()) resolving_.erase(it);
+  }
+  resolving_cv_.SignalAll();
+}
+
+bool WriteBack::WaitUnresolved(Key key,
+                               std::chrono::steady_clock::time_point deadline,
+                               const std::function<void()> &on_wait) {
+  MutexLock g(&resolving_mu_);
+  if (resolving_.count(key) == 0) return true;
+  g.Unlock();
+  if (on_wait) on_wait();
+  g.Lock();
+  while (resolving_.count(key) != 0)
+    if (!resolving_cv_.WaitUntil(deadline)) return resolving_.count(key) == 0;
+  return true;
+}
+
 }  // namespace nache

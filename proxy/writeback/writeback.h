@@ -16,6 +16,9 @@
 // What it needs of the rest is narrow: the store (persisted writers) and,
 // through Host, the cache's dirty mark and known attributes.
 //
+// It also gates local writes while a conflict of their file is being
+// resolved (BeginResolving, WaitUnresolved).
+//
 // Thread safety: all methods are thread-safe. A flush open-owner's mutex
 // (OwnerSlot::mu) is the caller's to take, at level 1 of the core's lock
 // order like any open-owner's. writers_mu_ sits at level 2
@@ -25,9 +28,12 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/opens.h"
 #include "handles/handle_map.h"
@@ -77,6 +83,31 @@ class WriteBack {
     return size_t(owner - flush_owners_.data());
   }
 
+  // A conflict (or a lost file) of key is being resolved: our version is
+  // being copied beside it, and then dropped so that key follows the
+  // remote. A local write that comes meanwhile waits (WaitUnresolved):
+  // made once the client may have seen the remote's version, it belongs
+  // to that version, not in the copy of ours. Scoped: ends when the
+  // returned object goes.
+  class Resolving {
+   public:
+    Resolving(WriteBack *wb, Key key) : wb_(wb), key_(key) {}
+    Resolving(const Resolving &) = delete;
+    Resolving &operator=(const Resolving &) = delete;
+    ~Resolving() { wb_->EndResolving(key_); }
+
+   private:
+    WriteBack *wb_;
+    Key key_;
+  };
+  Resolving BeginResolving(Key key) EXCLUDES(resolving_mu_);
+  // Waits until no conflict of key is being resolved; false when deadline
+  // passed first (the caller answers retryably). on_wait runs (without the
+  // lock) before a wait, if there is one.
+  bool WaitUnresolved(Key key, std::chrono::steady_clock::time_point deadline,
+                      const std::function<void()> &on_wait)
+      EXCLUDES(resolving_mu_);
+
   // NAME.nache-<kind>-<stamp>[-n], the copy a conflict ("conflict") or a
   // lost file ("lost") leaves; ConflictName: kind "conflict".
   static std::string CopyName(const std::string &name, const char *kind,
@@ -97,6 +128,11 @@ class WriteBack {
   // Who last wrote each dirty file locally: the flush writes as them.
   Mutex writers_mu_;
   std::unordered_map<Key, upstream::Creds> writers_ GUARDED_BY(writers_mu_);
+  void EndResolving(Key key) EXCLUDES(resolving_mu_);
+  // Keys whose conflict is being resolved (BeginResolving); a leaf lock.
+  Mutex resolving_mu_;
+  CondVar resolving_cv_{&resolving_mu_};
+  std::unordered_multiset<Key> resolving_ GUARDED_BY(resolving_mu_);
 };
 
 }  // namespace nache

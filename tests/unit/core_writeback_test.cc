@@ -38,58 +38,90 @@ TEST_F(CoreDelegationsTest, LocalCreatesAreSentOnlyAsTheyEndUp) {
   EXPECT_EQ(up_->Count("OPEN"), opens + 1) << "one create, as b";
 }
 
-// Issue 19: a flush of several dirty ranges sends them UNSTABLE, then one
-// COMMIT makes them durable together; a single range goes FILE_SYNC, with
-// no COMMIT.
+// Issue 19: a flush of several WRITEs sends them UNSTABLE, then one
+// COMMIT makes them durable together; a single WRITE goes FILE_SYNC, with
+// no COMMIT. Contiguous dirty blocks go in one WRITE, up to the largest
+// the remote takes.
 class FlushStabilityTest : public CoreDelegationsTest {
  protected:
-  // Writes blocks 4 KiB blocks of a pattern over f and flushes them;
-  // returns what was written.
-  std::string WriteAndFlush(size_t blocks) {
+  // Writes blocks 4 KiB blocks of a pattern into f, each stride blocks
+  // after the one before, and flushes them; returns f's content then.
+  // max_io: Max_IO_Size (the largest WRITE).
+  std::string WriteAndFlush(size_t blocks, size_t stride,
+                            uint32_t max_io = 1 << 20) {
     up_->unstable_writes = true;
-    StartWriteBack(DelegationType::kNone, 3600 * 1000);
-    std::string ours(blocks * 4096, '\0');
-    for (size_t i = 0; i < ours.size(); i++) ours[i] = char('a' + i % 23);
-    size_t n = 0;
-    upstream::StableHow committed{};
-    EXPECT_EQ(core_->Write(cr_, file_, nullptr, 0, ours.size(), ours.data(),
-                           upstream::StableHow::kFileSync, &n, &committed),
-              0u);
+    Start(DelegationType::kNone, [max_io](CoreConfig *cfg) {
+      cfg->write_back = true;
+      cfg->single_writer = true;
+      cfg->flush_age_ms = 3600 * 1000;
+      cfg->max_io_size = max_io;
+    });
+    std::string content = "hello";
+    for (size_t b = 0; b < blocks; b++) {
+      std::string block(4096, '\0');
+      for (size_t i = 0; i < block.size(); i++)
+        block[i] = char('a' + (b * 7 + i) % 23);
+      const uint64_t at = b * stride * 4096;
+      size_t n = 0;
+      upstream::StableHow committed{};
+      EXPECT_EQ(
+          core_->Write(cr_, file_, nullptr, at, block.size(), block.data(),
+                       upstream::StableHow::kFileSync, &n, &committed),
+          0u);
+      if (content.size() < at + block.size())
+        content.resize(at + block.size(), '\0');
+      content.replace(at, block.size(), block);
+    }
     writes_before_ = up_->Count("WRITE");
     std::string err;
     EXPECT_TRUE(core_->AdminFlush(
         std::chrono::steady_clock::now() + std::chrono::seconds(10), &err))
         << err;
-    return ours;
+    return content;
   }
+  int Writes() { return up_->Count("WRITE") - writes_before_; }
   int writes_before_ = 0;
 };
 
-TEST_F(FlushStabilityTest, SeveralRangesGoUnstableThenOneCommit) {
-  const std::string ours = WriteAndFlush(3);
-  EXPECT_EQ(up_->Count("WRITE") - writes_before_, 3);
+TEST_F(FlushStabilityTest, SeveralWritesGoUnstableThenOneCommit) {
+  const std::string content = WriteAndFlush(3, 2);  // blocks 0, 2, 4
+  EXPECT_EQ(Writes(), 3);
   EXPECT_EQ(up_->Count("COMMIT"), 1);
   EXPECT_GT(up_->Index("COMMIT"), up_->Index("WRITE", writes_before_ + 2))
       << "after every WRITE";
-  EXPECT_EQ(up_->Data("f"), ours);
+  EXPECT_EQ(up_->Data("f"), content);
 }
 
-TEST_F(FlushStabilityTest, OneRangeGoesFileSyncWithoutACommit) {
-  const std::string ours = WriteAndFlush(1);
-  EXPECT_EQ(up_->Count("WRITE") - writes_before_, 1);
+TEST_F(FlushStabilityTest, OneWriteGoesFileSyncWithoutACommit) {
+  const std::string content = WriteAndFlush(1, 1);
+  EXPECT_EQ(Writes(), 1);
   EXPECT_EQ(up_->Count("COMMIT"), 0);
-  EXPECT_EQ(up_->Data("f"), ours);
+  EXPECT_EQ(up_->Data("f"), content);
+}
+
+TEST_F(FlushStabilityTest, ContiguousBlocksGoInOneWrite) {
+  const std::string content = WriteAndFlush(3, 1);
+  EXPECT_EQ(Writes(), 1);
+  EXPECT_EQ(up_->Count("COMMIT"), 0);
+  EXPECT_EQ(up_->Data("f"), content);
+}
+
+TEST_F(FlushStabilityTest, ContiguousBlocksAreCutAtTheLargestWrite) {
+  const std::string content = WriteAndFlush(3, 1, 8192);
+  EXPECT_EQ(Writes(), 2) << "8 KiB, then 4 KiB";
+  EXPECT_EQ(up_->Count("COMMIT"), 1);
+  EXPECT_EQ(up_->Data("f"), content);
 }
 
 // The remote reboots between the UNSTABLE WRITEs and the COMMIT: it lost
-// them, and the COMMIT's verifier says so. Each range goes again,
-// FILE_SYNC, and the remote ends with all of the data.
-TEST_F(FlushStabilityTest, ACommitWithAnotherVerifierSendsTheRangesAgain) {
+// them, and the COMMIT's verifier says so. Each goes again, FILE_SYNC,
+// and the remote ends with all of the data.
+TEST_F(FlushStabilityTest, ACommitWithAnotherVerifierSendsTheWritesAgain) {
   up_->reboot_before_commit = true;
-  const std::string ours = WriteAndFlush(3);
+  const std::string content = WriteAndFlush(3, 2);
   EXPECT_FALSE(up_->reboot_before_commit.load()) << "the COMMIT was sent";
-  EXPECT_EQ(up_->Count("WRITE") - writes_before_, 6) << "3 unstable, 3 again";
-  EXPECT_EQ(up_->Data("f"), ours);
+  EXPECT_EQ(Writes(), 6) << "3 unstable, 3 again";
+  EXPECT_EQ(up_->Data("f"), content);
   double resent = -1;
   for (const prometheus::MetricFamily &f : metrics_.Collect())
     if (f.name == "nache_writeback_flush_resent_total" && f.metric.size() == 1)
@@ -131,6 +163,56 @@ TEST_F(CoreDelegationsTest, ConflictKeepsBothVersions) {
   ASSERT_TRUE(
       cb_client::WaitFor([&] { return up_->Data("f") == "OURS, ALSO 14!"; }));
   EXPECT_EQ(up_->Names("f.nache-conflict-").size(), 1u);
+}
+
+// A write made while a conflict of its file is being resolved (our
+// version on its way into the copy) goes on top of the remote's version,
+// into the file itself; the copy holds only what was ours before. Before
+// the fix the write landed in our version, which was then copied again
+// into the copy and dropped from the file: the file kept the remote's
+// bytes and the write showed only in the copy (1 run in about 360 of
+// ConflictKeepsBothVersions under load; every time here, with the copy's
+// WRITE held).
+TEST_F(CoreDelegationsTest, AWriteDuringAConflictGoesToTheFileNotTheCopy) {
+  StartWriteBack(DelegationType::kNone, 0);
+  up_->ForeignWrite("f", "theirs, longer");
+  up_->hold_writes = true;
+  size_t n = 0;
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "ours!",
+                         upstream::StableHow::kFileSync, &n, &committed),
+            0u);
+  // The copy is made and its WRITE waits at the server.
+  ASSERT_TRUE(cb_client::WaitFor([&] {
+    return up_->writes_waiting.load() == 1 &&
+           up_->Names("f.nache-conflict-").size() == 1;
+  }));
+  std::atomic<uint32_t> st{~0u};
+  std::thread writer([&] {
+    size_t m = 0;
+    upstream::StableHow c{};
+    st = core_->Write(cr_, file_, nullptr, 0, 14, "OURS, ALSO 14!",
+                      upstream::StableHow::kFileSync, &m, &c);
+  });
+  // The writer waits for the resolution (before the fix: it is done).
+  auto waited = [&] {
+    for (const prometheus::MetricFamily &f : metrics_.Collect())
+      if (f.name == "nache_writeback_conflict_waits_total" &&
+          f.metric.size() == 1)
+        return f.metric[0].counter.value >= 1;
+    return false;
+  };
+  ASSERT_TRUE(cb_client::WaitFor([&] { return st != ~0u || waited(); }));
+  up_->ReleaseWrites();
+  writer.join();
+  EXPECT_EQ(st, 0u);
+  std::vector<std::string> copies = up_->Names("f.nache-conflict-");
+  ASSERT_EQ(copies.size(), 1u);
+  ASSERT_TRUE(cb_client::WaitFor([&] {
+    return up_->Data("f") == "OURS, ALSO 14!";
+  })) << "f holds \""
+      << up_->Data("f") << "\"";
+  EXPECT_EQ(up_->Data(copies[0]), "ours!");
 }
 
 // A truncate of a file whose flush is on its way, then a new write: the
