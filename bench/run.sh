@@ -64,6 +64,12 @@ export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
 # on to its clients.
 # (LAB_NACHE_DELEGATIONS= turns them off.)
 export LAB_NACHE_DELEGATIONS=${LAB_NACHE_DELEGATIONS-readwrite}
+# Clients run as root (USERS=0) on files root made at the remote, as on the
+# direct mount and PROXY_V4's export: nache's export must not squash root
+# (lab.sh's default is Root_Squash, as shipped; lab/helpers.sh, which the
+# test suites use, sets the same).  Squashed, every write of a personality
+# failed with EACCES.
+export LAB_NACHE_SQUASH=${LAB_NACHE_SQUASH:-No_Root_Squash}
 # shellcheck source=../lab/lab.sh
 source "$NACHE_SOURCE_DIR/lab/lab.sh"
 PY=$LAB_PYTHON                   # the system python3 (has matplotlib)
