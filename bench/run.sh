@@ -23,6 +23,8 @@
 #   DURATION  seconds of a personality run (default: the scale's, 10/60)
 #   ENGINE    auto | python | filebench (personalities; auto = filebench
 #             when the guest has it)
+#   FILEBENCH the filebench binary, visible in the guests (default
+#             .deps/filebench/bin/filebench, built by deploy/install-deps.sh)
 #   FB_SET    personality overrides "nfiles=500,nthreads=8"
 #   MOUNT_OPTS  client mount options                    (default vers=4.1)
 #   USERS     1: client I runs its workload as uid and gid 1000+I (its
@@ -83,6 +85,7 @@ SCALE=${SCALE:-full}
 REMOTE=${REMOTE:-knfsd}
 DURATION=${DURATION:-}
 ENGINE=${ENGINE:-auto}
+FILEBENCH=${FILEBENCH:-$NACHE_SOURCE_DIR/.deps/filebench/bin/filebench}
 FB_SET=${FB_SET:-}
 MOUNT_OPTS=${MOUNT_OPTS:-vers=4.1}
 BUILD_JOBS=${BUILD_JOBS:-4}
@@ -123,6 +126,9 @@ done
 case $SCALE in smoke | full | filebench) ;; *) die "unknown scale '$SCALE' (smoke, full, filebench)" ;; esac
 case $REMOTE in knfsd | vfs) ;; *) die "unknown remote '$REMOTE' (knfsd, vfs)" ;; esac
 case $ENGINE in auto | python | filebench) ;; *) die "unknown engine '$ENGINE'" ;; esac
+if [ "$ENGINE" = filebench ] && [ ! -x "$FILEBENCH" ]; then
+	die "no filebench at $FILEBENCH: deploy/install-deps.sh (make deps) builds it from ../shared/third_party/filebench-22620e6.tar.gz (bench/README.md), or set FILEBENCH"
+fi
 [ -x "$LAB_STAGE_DIR/bin/ganesha.nfsd" ] ||
 	die "no staged ganesha.nfsd in $LAB_STAGE_DIR: run 'make build' (or set NACHE_BUILD_DIR)"
 
@@ -217,11 +223,11 @@ fi
 lab_clients_start $(seq 1 "$MAXC") || die "clients did not boot"
 
 if [ "$ENGINE" = auto ]; then
-	if lab_client_run 1 'command -v filebench' >/dev/null 2>&1; then
-		ENGINE=filebench
-	else
-		ENGINE=python
-	fi
+	if [ -x "$FILEBENCH" ]; then ENGINE=filebench; else ENGINE=python; fi
+fi
+if [ "$ENGINE" = filebench ]; then
+	lab_client_run 1 "test -x '$FILEBENCH'" >/dev/null 2>&1 ||
+		die "filebench at $FILEBENCH is not visible in the guests"
 fi
 echo "engine=$ENGINE (personalities)" >>"$RUN/params.txt"
 log "personalities run with the $ENGINE engine"
@@ -276,15 +282,20 @@ server_of() {
 	esac
 }
 
-# prepare WORKLOAD SRVDIR N — the cell's data on the server, one
-# subdirectory c<i> per client (not timed, not counted).
+# data_dir I — the directory (relative to the cell's) of client I's data.
+data_dir() { echo "c$1"; }
+
+# prepare WORKLOAD SRVDIR N SYNCDIR — the cell's data on the server, one
+# subdirectory c<i> per client (not timed, not counted).  Filebench's file sets leave their listing in
+# SYNCDIR/list.<dir> for the clients.
 prepare() {
 	# (Two locals: a local's arguments are expanded before any is set, so
 	# cmd must not use srv in the same one.)
-	local w=$1 srv=$2 n=$3 i
-	local cmd="set -e; mkdir -p '$srv'"
-	for i in $(seq 1 "$n"); do
-		local d=$srv/c$i
+	local w=$1 srv=$2 n=$3 sync=$4 i
+	local cmd="set -e; mkdir -p '$srv'" sets
+	sets=$(for i in $(seq 1 "$n"); do data_dir "$i"; done | sort -u)
+	for i in $sets; do
+		local d=$srv/$i
 		case $w in
 		untar) cmd+="; mkdir -p '$d'" ;;
 		lslr) cmd+="; mkdir -p '$d'; tar -xf '$WORK/tree.tar' -C '$d'" ;;
@@ -292,9 +303,9 @@ prepare() {
 		seqread) cmd+="; $SRV_PY -B '$DRIVER' mkfile --path '$d/seq.bin' --size $SEQREAD_SIZE >/dev/null" ;;
 		*)
 			if [ "$ENGINE" = python ]; then
-				cmd+="; $SRV_PY -B '$DRIVER' prealloc ${w%-zipf} --scale $SCALE $(fb_sets) --seed $i --dir '$d' >/dev/null"
+				cmd+="; $SRV_PY -B '$DRIVER' prealloc $w --engine python --scale $SCALE $(fb_sets) --seed ${i#c} --dir '$d' >/dev/null"
 			else
-				cmd+="; mkdir -p '$d'"
+				cmd+="; $SRV_PY -B '$DRIVER' prealloc $w --engine filebench --filebench '$FILEBENCH' --scale $SCALE $(fb_sets) --dir '$d' --list '$sync/list.$i' >/dev/null"
 			fi
 			;;
 		esac
@@ -320,19 +331,23 @@ fb_sets() {
 	echo "$out"
 }
 
-# client_cmd WORKLOAD CLIDIR I SYNCDIR — the driver command for client I.
+# client_cmd WORKLOAD CELLDIR I SYNCDIR — the driver command for client I
+# (CELLDIR: the cell's directory on the client's mount).
 client_cmd() {
-	local w=$1 d=$2 i=$3 sync=$4
-	local barrier="--ready '$sync/ready.$i' --go '$sync/go'"
+	local w=$1 cell=$2 i=$3 sync=$4
+	local d barrier="--ready '$sync/ready.$i' --go '$sync/go'"
+	d=$cell/$(data_dir "$i")
 	case $w in
 	untar) echo "python3 -B '$DRIVER' untar --tar '$WORK/tree.tar' --dir '$d' $barrier" ;;
 	lslr) echo "python3 -B '$DRIVER' lslr --dir '$d' $barrier" ;;
 	build) echo "python3 -B '$DRIVER' build --dir '$d' --jobs $BUILD_JOBS $barrier" ;;
 	seqread) echo "python3 -B '$DRIVER' seqread --path '$d/seq.bin' $barrier" ;;
 	*)
-		local choice=uniform
-		[ "$w" = webserver-zipf ] && choice=zipf
-		echo "python3 -B '$DRIVER' run ${w%-zipf} --scale $SCALE $(fb_sets) --seed $i --dir '$d' --choice $choice --engine $ENGINE ${DURATION:+--duration $DURATION} $barrier"
+		if [ "$ENGINE" = python ]; then
+			echo "python3 -B '$DRIVER' run $w --scale $SCALE $(fb_sets) --seed $i --dir '$d' --engine python ${DURATION:+--duration $DURATION} $barrier"
+		else
+			echo "python3 -B '$DRIVER' run $w --engine filebench --filebench '$FILEBENCH' --list '$sync/list.$(data_dir "$i")' --scale $SCALE $(fb_sets) --dir '$d' --logdir '$cell/c$i' ${DURATION:+--duration $DURATION} $barrier"
+		fi
 		;;
 	esac
 }
@@ -403,7 +418,7 @@ run_cell() {
 	if [[ $c == nache* ]]; then
 		nache_as "$c" || { log "cell $cell: nache did not (re)start"; return 1; }
 	fi
-	prepare "$w" "$srv" "$n" >"$raw/prepare.log" 2>&1 ||
+	prepare "$w" "$srv" "$n" "$sync" >"$raw/prepare.log" 2>&1 ||
 		{ log "cell $cell: preparation failed (raw/$cell/prepare.log)"; return 1; }
 	# Cold clients: fresh mounts, empty page and dentry caches.
 	local pids=() rc=0
@@ -425,7 +440,7 @@ run_cell() {
 		local uid
 		uid=$(client_uid "$i")
 		LAB_CMD_TIMEOUT=$timeout lab_client_run_as "$i" "$uid" "$uid" \
-			"$(client_cmd "$w" "$cli/c$i" "$i" "$sync")" \
+			"$(client_cmd "$w" "$cli" "$i" "$sync")" \
 			>"$raw/client$i.json" 2>"$raw/client$i.err" &
 		pids+=($!)
 	done

@@ -49,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 
@@ -674,9 +675,36 @@ def run_python(args, personality, p):
 
 
 # ------------------------------------------------------------ filebench engine
+#
+# Filebench runs in two places.  On the server (the knfsd guest, or the host
+# for the VFS remote) `prealloc` runs the personality's script with `create
+# files` instead of `run`: Filebench lays its file sets out and writes them
+# where neither proxy sees them, and the driver writes the tree's listing.
+# In each client `run` makes a local shadow of that listing (empty files in
+# the guest's tmpfs) and runs one Filebench whose script says
+#
+#   create files                 (trusttree: Filebench opens every file it
+#                                 believes exists, here in the shadow)
+#   set $dir=<the mount>         (the file sets' paths follow the variable)
+#   system "fbdriver.py barrier" (ready, wait for the runner's go)
+#   run DURATION
+#
+# so the client's Filebench touches the mount only in the timed phase.  Both
+# Filebench processes lay the sets out alike: Filebench never seeds its
+# generators (Mersenne Twister's default seed, rand() without srand), so the
+# same script gives the same names, sizes and preallocated entries.
 
 WORKLOAD_DIR = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "workloads")
+# Filebench's per-flowop latency histogram (`enable lathist`): bucket i
+# counts latencies in [2**(i-1), 2**i) ns.
+FB_FLOWOP = re.compile(r"^(\S+)\s+(\d+)ops\s+([\d.]+)ops/s\s+([\d.]+)mb/s\s+"
+                       r"([\d.]+)ms/op(?:\s+\[[^\]]*\])?(?:\s+\[([\d\s]*)\])?")
+FB_SUMMARY = re.compile(r"IO Summary:\s+(\d+) ops\s+([\d.]+) ops/s\s+"
+                        r"(\d+)/(\d+) rd/wr\s+([\d.]+)mb/s\s+([\d.]+)ms/op")
+FB_RAN = re.compile(r"Run took (\d+) seconds")
+FB_DEFINED = re.compile(r"^\s*flowop\s+(\w+)\s+name=([\w-]+)", re.M)
+READ_KINDS = ("readwholefile", "read")
 
 
 def zipf_randtable(nfiles, s):
@@ -696,90 +724,171 @@ def zipf_randtable(nfiles, s):
                            for w, (a, b) in zip(pct, ranges)) + "}"
 
 
-def filebench_script(personality, p, args, phase):
-    """Our .f file with the scale's values, for phase 'prealloc' (create the
-    file sets, then exit) or 'run' (reuse the tree as it is, run)."""
-    name = personality if personality != "webserver" or \
-        args.choice == "uniform" else "webserver-zipf"
-    with open(os.path.join(WORKLOAD_DIR, name + ".f")) as f:
+def filebench_script(workload, p, zipf_s, setdir):
+    """bench/workloads/WORKLOAD.f with the scale's values, $dir and $logdir
+    set to SETDIR and without its `run` line (the caller appends what the
+    phase needs)."""
+    with open(os.path.join(WORKLOAD_DIR, workload + ".f")) as f:
         text = f.read()
     values = dict(p)
-    values["dir"] = args.dir
+    values["dir"] = values["logdir"] = setdir
     for key, value in values.items():
         text = re.sub(r"(?m)^set \$%s\s*=.*$" % re.escape(key),
-                      "set $%s=%s" % (key, value), text)
-    text = re.sub(r"randtable\s*=\s*\{.*\}\s*$",
-                  "randtable = " + zipf_randtable(p["nfiles"], args.zipf_s),
-                  text, flags=re.M)
-    if phase == "prealloc":
-        text = re.sub(r"(?m)^run\b.*$", "create files", text)
-    else:
-        text = re.sub(r"(?m)^(define fileset .*)$", r"\1,trusttree", text)
-        text = re.sub(r"(?m)^run\b.*$", "run %d" % p["duration"], text)
-    return text
+                      lambda _m, k=key, v=value: "set $%s=%s" % (k, v), text)
+    text = re.sub(r"randtable\s*=\s*\{\{.*?\}\}",
+                  "randtable = " + zipf_randtable(p["nfiles"], zipf_s),
+                  text, flags=re.S)
+    return re.sub(r"(?m)^run\b.*$", "", text)
 
 
-FB_FLOWOP = re.compile(r"^(\S+)\s+(\d+)ops\s+([\d.]+)ops/s\s+([\d.]+)mb/s\s+"
-                       r"([\d.]+)ms/op")
-FB_SUMMARY = re.compile(r"IO Summary:\s+(\d+) ops\s+([\d.]+) ops/s.*?"
-                        r"([\d.]+)mb/s\s+([\d.]+)ms/op")
+def filebench_argv(filebench, script):
+    # Filebench's processes share memory mapped at fixed addresses: no
+    # address-space randomization for this process tree (the guest's
+    # setting stays as it is).
+    return ["setarch", os.uname().machine, "-R", filebench, "-f", script]
 
 
-def parse_filebench(out, personality, p, elapsed):
-    flowops, total_ops, lat_sum = {}, 0, 0.0
-    for line in out.splitlines():
-        m = FB_FLOWOP.match(line.strip())
-        if m:
-            ops, ms = int(m.group(2)), float(m.group(5))
-            flowops[m.group(1)] = {"ops": ops, "errors": 0,
-                                   "lat_sum_s": ops * ms / 1e3,
-                                   "lat_mean_ms": ms, "hist": {},
-                                   "kind": re.sub(r"\d+$", "", m.group(1))}
-            total_ops += ops
-            lat_sum += ops * ms / 1e3
+def cmd_prealloc(args, workload, p):
+    """Creates the file sets under DIR with Filebench and writes their
+    listing (`d PATH` / `f PATH`, relative to DIR) to LIST."""
+    os.makedirs(args.dir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="fbdriver-")
+    try:
+        script = os.path.join(work, "create.f")
+        with open(script, "w") as f:
+            f.write(filebench_script(workload, p, args.zipf_s, args.dir))
+            f.write("create files\n")
+        proc = subprocess.run(filebench_argv(args.filebench, script), cwd=work,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out = proc.stdout.decode(errors="replace")
+        if proc.returncode != 0 or \
+                "pre-allocation of filesets completed" not in out:
+            sys.stderr.write(out)
+            raise SystemExit("fbdriver: filebench did not create the file "
+                             "sets in %s" % args.dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    files = 0
+    with open(args.list + ".tmp", "w") as f:
+        for root, dirs, names in os.walk(args.dir):
+            rel = os.path.relpath(root, args.dir)
+            for d in sorted(dirs):
+                f.write("d %s\n" % os.path.normpath(os.path.join(rel, d)))
+            for n in sorted(names):
+                f.write("f %s\n" % os.path.normpath(os.path.join(rel, n)))
+                files += 1
+    os.rename(args.list + ".tmp", args.list)
+    return {"prealloc": args.dir, "files": files, "engine": "filebench"}
+
+
+def make_shadow(listing, root):
+    """Empty files and directories named as in LISTING under ROOT."""
+    with open(listing) as f:
+        for line in f:
+            kind, _, rel = line.rstrip("\n").partition(" ")
+            path = os.path.join(root, rel)
+            if kind == "d":
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "w").close()
+
+
+def lathist_to_hist(counts):
+    """Filebench's power-of-two ns buckets -> our HIST_BASE us buckets
+    (each count at its bucket's geometric middle: p99 to within a factor
+    of 1.4)."""
+    hist = {}
+    for i, c in enumerate(counts):
+        if not c:
+            continue
+        us = (2.0 ** (i - 0.5)) / 1000.0
+        b = int(math.log(us, HIST_BASE)) if us >= 1 else 0
+        hist[str(b)] = hist.get(str(b), 0) + c
+    return hist
+
+
+def parse_filebench(out, workload, p, kinds, errors):
     m = FB_SUMMARY.search(out)
     if not m:
-        raise SystemExit("fbdriver: no IO Summary in filebench output")
+        raise SystemExit("fbdriver: no IO Summary in filebench's output")
+    ran = FB_RAN.search(out)
+    if not ran or int(ran.group(1)) < p["duration"]:
+        raise SystemExit("fbdriver: filebench ran %s s of %d" % (
+            ran.group(1) if ran else "?", p["duration"]))
+    ops, rate = int(m.group(1)), float(m.group(2))
+    elapsed = ops / rate if rate > 0 else float(ran.group(1))
+    flowops, total = {}, Stat()
+    nread = nwritten = 0
+    for line in out.splitlines():
+        f = FB_FLOWOP.match(re.sub(r"^[\d.]+:\s*", "", line.strip()))
+        if not f or f.group(1) not in kinds:
+            continue
+        n, ms = int(f.group(2)), float(f.group(5))
+        hist = lathist_to_hist([int(x) for x in (f.group(6) or "").split()])
+        st = {"ops": n, "errors": 0, "lat_sum_s": n * ms / 1e3, "hist": hist,
+              "kind": kinds[f.group(1)]}
+        if n:
+            st["lat_mean_ms"] = ms
+        flowops[f.group(1)] = st
+        total.ops += n
+        total.lat_sum += n * ms / 1e3
+        for b, c in hist.items():
+            total.hist[int(b)] = total.hist.get(int(b), 0) + c
+        nbytes = float(f.group(4)) * MIB * elapsed
+        if kinds[f.group(1)] in READ_KINDS:
+            nread += nbytes
+        else:
+            nwritten += nbytes
     return {
-        "workload": personality, "engine": "filebench", "params": p,
-        "elapsed_s": float(p["duration"]), "wall_s": elapsed,
-        "ops": int(m.group(1)), "errors": 0,
-        "bytes_read": None, "bytes_written": None,
-        "mb_per_s": float(m.group(3)), "latency": "mean-only",
-        "total": {"ops": int(m.group(1)), "errors": 0,
-                  "lat_sum_s": lat_sum, "hist": {},
-                  "lat_mean_ms": float(m.group(4))},
-        "flowops": flowops,
+        "workload": workload, "engine": "filebench", "params": p,
+        "elapsed_s": elapsed, "ops": ops, "errors": errors,
+        "bytes_read": int(nread), "bytes_written": int(nwritten),
+        "mb_per_s": float(m.group(5)), "latency": "per-op",
+        "total": total.as_dict(), "flowops": flowops,
     }
 
 
-def run_filebench(args, personality, p):
-    work = "/tmp/fbdriver-%d" % os.getpid()
-    os.makedirs(work, exist_ok=True)
+def run_filebench(args, workload, p):
+    work = tempfile.mkdtemp(prefix="fbdriver-")
     try:
-        # Filebench needs a fixed address space layout (LAB.md).
-        with open("/proc/sys/kernel/randomize_va_space", "w") as f:
-            f.write("0\n")
-    except OSError:
-        pass
-    scripts = {}
-    for phase in ("prealloc", "run"):
-        scripts[phase] = os.path.join(work, phase + ".f")
-        with open(scripts[phase], "w") as f:
-            f.write(filebench_script(personality, p, args, phase))
-    subprocess.run(["filebench", "-f", scripts["prealloc"]], check=True,
-                   stdout=sys.stderr, cwd=work)
-    subprocess.run(["sync"], check=True)
-    drop_caches()
+        shadow = os.path.join(work, "shadow")
+        make_shadow(args.list, shadow)
+        text = filebench_script(workload, p, args.zipf_s, shadow)
+        kinds = {name: kind for kind, name in FB_DEFINED.findall(text)}
+        barrier = "python3 -B %s barrier" % os.path.abspath(__file__)
+        if args.ready:
+            barrier += " --ready %s --go %s --go-timeout %d" % (
+                args.ready, args.go, args.go_timeout)
+        script = os.path.join(work, "run.f")
+        with open(script, "w") as f:
+            f.write(re.sub(r"(?m)^(define fileset .*)$", r"\1,trusttree", text))
+            f.write("enable lathist\ncreate files\n")
+            f.write("set $dir=%s\nset $logdir=%s\n" % (
+                args.dir, args.logdir or args.dir))
+            f.write('system "%s"\nrun %d\n' % (barrier, p["duration"]))
+        proc = subprocess.run(filebench_argv(args.filebench, script), cwd=work,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out = proc.stdout.decode(errors="replace")
+        err = proc.stderr.decode(errors="replace")
+        sys.stderr.write(out + err)
+        if args.go and not os.path.exists(args.go):
+            raise SystemExit("fbdriver: filebench ran without the go signal")
+        # Filebench exits 0 whatever happened; its errors go to stderr.
+        errors = sum(1 for line in err.splitlines() if line.strip())
+        res = parse_filebench(out, workload, p, kinds, errors)
+        if errors:
+            res["error_samples"] = err.splitlines()[:10]
+        return res
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cmd_barrier(args):
+    """Called by Filebench's `system` between creating its file sets and
+    its run: ready, then wait for go.  (Filebench ignores the command's
+    exit status: run_filebench checks that go was given.)"""
     wait_for_go(args)
-    t0 = time.monotonic()
-    proc = subprocess.run(["filebench", "-f", scripts["run"]], check=True,
-                          stdout=subprocess.PIPE, cwd=work)
-    elapsed = time.monotonic() - t0
-    out = proc.stdout.decode(errors="replace")
-    sys.stderr.write(out)
-    shutil.rmtree(work, ignore_errors=True)
-    return parse_filebench(out, personality, p, elapsed)
 
 
 def drop_caches():
@@ -1008,18 +1117,32 @@ def main():
 
     p = sub.add_parser("params", help="print the resolved parameters")
     personality(p)
+    def filebench(p):
+        p.add_argument("--filebench", default=shutil.which("filebench"),
+                       help="the filebench binary (default: on PATH)")
+        p.add_argument("--list", help="the file sets' listing (written by "
+                       "prealloc, read by run)")
+
     p = sub.add_parser("prealloc", help="create the file sets")
     personality(p)
+    filebench(p)
     p.add_argument("--dir", required=True)
+    p.add_argument("--engine", default="auto",
+                   choices=["auto", "python", "filebench"])
+    p.add_argument("--zipf-s", type=float, default=1.0)
     p = sub.add_parser("run", help="run a personality")
     personality(p)
     barrier(p)
+    filebench(p)
     p.add_argument("--dir", required=True)
+    p.add_argument("--logdir", help="webserver's log file set (default DIR)")
     p.add_argument("--duration", type=int)
     p.add_argument("--choice", choices=["uniform", "zipf"])
     p.add_argument("--zipf-s", type=float, default=1.0)
     p.add_argument("--engine", default="auto",
                    choices=["auto", "python", "filebench"])
+    p = sub.add_parser("barrier", help="create READY, wait for GO")
+    barrier(p)
     p = sub.add_parser("untar", help="tar -xf TAR -C DIR")
     barrier(p)
     p.add_argument("--tar", required=True)
@@ -1055,6 +1178,15 @@ def main():
         if args.cmd == "params":
             report(p)
             return 0
+        engine = args.engine
+        if engine == "auto":
+            engine = "filebench" if args.filebench else "python"
+        if engine == "filebench" and not (args.filebench and args.list):
+            raise SystemExit("fbdriver: the filebench engine needs "
+                             "--filebench and --list")
+        if args.cmd == "prealloc" and engine == "filebench":
+            report(cmd_prealloc(args, args.personality, p))
+            return 0
         if args.cmd == "prealloc":
             sets = filesets_of(args.personality, p, args.dir, args.seed)
             block = os.urandom(MIB)
@@ -1068,13 +1200,13 @@ def main():
         if args.choice is None:
             args.choice = "zipf" if args.personality.endswith("zipf") \
                 else "uniform"
-        engine = args.engine
-        if engine == "auto":
-            engine = "filebench" if shutil.which("filebench") else "python"
         if engine == "filebench":
             report(run_filebench(args, args.personality, p))
         else:
             report(run_python(args, args.personality, p))
+        return 0
+    if args.cmd == "barrier":
+        cmd_barrier(args)
         return 0
     handler = {"untar": cmd_untar, "lslr": cmd_lslr,
                "genproject": cmd_genproject, "build": cmd_build,

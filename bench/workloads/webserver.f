@@ -1,13 +1,16 @@
 # nache benchmark: Filebench "webserver" personality.
 #
 # Readers open, read whole and close ten files of a read-only file set per
-# loop, then append to a shared log.  bench/driver/fbdriver.py rewrites the
-# `set` lines with the chosen scale (bench/README.md) and replaces `run`:
-# first "create files" (preallocation), then, after the runner has taken its
-# server counter snapshot, "run <duration>" with the tree trusted as is.
-# Without a filebench binary the same personality runs in fbdriver.py.
+# loop, then append to a log.  bench/driver/fbdriver.py rewrites the `set`
+# lines with the chosen scale (bench/README.md) and drops `run`: on the
+# server it adds "create files" (the file sets, made where no proxy sees
+# them); in a client it marks the sets trusttree, creates them over a local
+# shadow of the server's tree, points $dir (and $logdir, the log's own
+# directory, so that clients sharing a set each keep their own log) at the
+# mount, waits at the runner's barrier and runs for the duration.
 
 set $dir=/tmp
+set $logdir=/tmp
 set $nfiles=1000
 set $meandirwidth=20
 set $meanfilesize=16k
@@ -17,7 +20,7 @@ set $meanappendsize=16k
 set $logfiles=1
 
 define fileset name=bigfileset,path=$dir,size=$meanfilesize,entries=$nfiles,dirwidth=$meandirwidth,prealloc=100,readonly,reuse
-define fileset name=logfiles,path=$dir,size=$meanfilesize,entries=$logfiles,dirwidth=$meandirwidth,prealloc,reuse
+define fileset name=logfiles,path=$logdir,size=$meanfilesize,entries=$logfiles,dirwidth=$meandirwidth,prealloc,reuse
 
 define process name=filereader,instances=1
 {
