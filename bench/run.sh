@@ -21,10 +21,9 @@
 #   SCALE     smoke | full | filebench                  (default full)
 #   REMOTE    knfsd | vfs                               (default knfsd)
 #   DURATION  seconds of a personality run (default: the scale's, 10/60)
-#   ENGINE    auto | python | filebench (personalities; auto = filebench
-#             when the guest has it)
-#   FILEBENCH the filebench binary, visible in the guests (default
-#             .deps/filebench/bin/filebench, built by deploy/install-deps.sh)
+#   FILEBENCH the filebench binary that runs the personalities, visible in
+#             the guests (default .deps/filebench/bin/filebench, built by
+#             deploy/install-deps.sh)
 #   FB_SET    personality overrides "nfiles=500,nthreads=8"
 #   MOUNT_OPTS  client mount options                    (default vers=4.1)
 #   USERS     1: client I runs its workload as uid and gid 1000+I (its
@@ -84,7 +83,6 @@ CONFIGS=${CONFIGS:-direct,proxyv4,nache}
 SCALE=${SCALE:-full}
 REMOTE=${REMOTE:-knfsd}
 DURATION=${DURATION:-}
-ENGINE=${ENGINE:-auto}
 FILEBENCH=${FILEBENCH:-$NACHE_SOURCE_DIR/.deps/filebench/bin/filebench}
 FB_SET=${FB_SET:-}
 MOUNT_OPTS=${MOUNT_OPTS:-vers=4.1}
@@ -125,8 +123,14 @@ for c in $(list "$CONFIGS"); do
 done
 case $SCALE in smoke | full | filebench) ;; *) die "unknown scale '$SCALE' (smoke, full, filebench)" ;; esac
 case $REMOTE in knfsd | vfs) ;; *) die "unknown remote '$REMOTE' (knfsd, vfs)" ;; esac
-case $ENGINE in auto | python | filebench) ;; *) die "unknown engine '$ENGINE'" ;; esac
-if [ "$ENGINE" = filebench ] && [ ! -x "$FILEBENCH" ]; then
+# The personalities run under Filebench only (the Python imitation is gone).
+[ "${ENGINE:-filebench}" = filebench ] ||
+	die "ENGINE=$ENGINE: the personalities run under Filebench only (bench/README.md)"
+HAVE_PERSONALITY=0
+for w in $(list "$WORKLOAD"); do
+	[[ $PERSONALITIES == *" $w "* ]] && HAVE_PERSONALITY=1
+done
+if [ "$HAVE_PERSONALITY" = 1 ] && [ ! -x "$FILEBENCH" ]; then
 	die "no filebench at $FILEBENCH: deploy/install-deps.sh (make deps) builds it from ../shared/third_party/filebench-22620e6.tar.gz (bench/README.md), or set FILEBENCH"
 fi
 [ -x "$LAB_STAGE_DIR/bin/ganesha.nfsd" ] ||
@@ -222,15 +226,12 @@ fi
 # shellcheck disable=SC2046
 lab_clients_start $(seq 1 "$MAXC") || die "clients did not boot"
 
-if [ "$ENGINE" = auto ]; then
-	if [ -x "$FILEBENCH" ]; then ENGINE=filebench; else ENGINE=python; fi
-fi
-if [ "$ENGINE" = filebench ]; then
+if [ "$HAVE_PERSONALITY" = 1 ]; then
 	lab_client_run 1 "test -x '$FILEBENCH'" >/dev/null 2>&1 ||
 		die "filebench at $FILEBENCH is not visible in the guests"
+	echo "engine=filebench (personalities)" >>"$RUN/params.txt"
+	echo "filebench=$FILEBENCH" >>"$RUN/params.txt"
 fi
-echo "engine=$ENGINE (personalities)" >>"$RUN/params.txt"
-log "personalities run with the $ENGINE engine"
 
 if [ "$REMOTE" = knfsd ]; then
 	ready_at=$(($(cut -d. -f1 "$LAB_DIR/run/knfsd.started") + LAB_KNFSD_NLM_GRACE + 1))
@@ -302,11 +303,7 @@ prepare() {
 		build) cmd+="; $SRV_PY -B '$DRIVER' genproject --dir '$d' --sources $BUILD_SOURCES --headers $BUILD_HEADERS >/dev/null" ;;
 		seqread) cmd+="; $SRV_PY -B '$DRIVER' mkfile --path '$d/seq.bin' --size $SEQREAD_SIZE >/dev/null" ;;
 		*)
-			if [ "$ENGINE" = python ]; then
-				cmd+="; $SRV_PY -B '$DRIVER' prealloc $w --engine python --scale $SCALE $(fb_sets) --seed ${i#c} --dir '$d' >/dev/null"
-			else
-				cmd+="; $SRV_PY -B '$DRIVER' prealloc $w --engine filebench --filebench '$FILEBENCH' --scale $SCALE $(fb_sets) --dir '$d' --list '$sync/list.$i' >/dev/null"
-			fi
+			cmd+="; $SRV_PY -B '$DRIVER' prealloc $w --filebench '$FILEBENCH' --scale $SCALE $(fb_sets) --dir '$d' --list '$sync/list.$i' >/dev/null"
 			;;
 		esac
 	done
@@ -343,11 +340,7 @@ client_cmd() {
 	build) echo "python3 -B '$DRIVER' build --dir '$d' --jobs $BUILD_JOBS $barrier" ;;
 	seqread) echo "python3 -B '$DRIVER' seqread --path '$d/seq.bin' $barrier" ;;
 	*)
-		if [ "$ENGINE" = python ]; then
-			echo "python3 -B '$DRIVER' run $w --scale $SCALE $(fb_sets) --seed $i --dir '$d' --engine python ${DURATION:+--duration $DURATION} $barrier"
-		else
-			echo "python3 -B '$DRIVER' run $w --engine filebench --filebench '$FILEBENCH' --list '$sync/list.$(data_dir "$i")' --scale $SCALE $(fb_sets) --dir '$d' --logdir '$cell/c$i' ${DURATION:+--duration $DURATION} $barrier"
-		fi
+		echo "python3 -B '$DRIVER' run $w --filebench '$FILEBENCH' --list '$sync/list.$(data_dir "$i")' --scale $SCALE $(fb_sets) --dir '$d' --logdir '$cell/c$i' ${DURATION:+--duration $DURATION} $barrier"
 		;;
 	esac
 }
