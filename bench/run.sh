@@ -24,6 +24,8 @@
 #   FILEBENCH the filebench binary that runs the personalities, visible in
 #             the guests (default .deps/filebench/bin/filebench, built by
 #             deploy/install-deps.sh)
+#   SHARED    1: all clients of a cell work on one file set (workloads
+#             that only read it: webserver, webserver-zipf, lslr, seqread)
 #   FB_SET    personality overrides "nfiles=500,nthreads=8"
 #   MOUNT_OPTS  client mount options                    (default vers=4.1)
 #   USERS     1: client I runs its workload as uid and gid 1000+I (its
@@ -84,6 +86,7 @@ SCALE=${SCALE:-full}
 REMOTE=${REMOTE:-knfsd}
 DURATION=${DURATION:-}
 FILEBENCH=${FILEBENCH:-$NACHE_SOURCE_DIR/.deps/filebench/bin/filebench}
+SHARED=${SHARED:-0}
 FB_SET=${FB_SET:-}
 MOUNT_OPTS=${MOUNT_OPTS:-vers=4.1}
 BUILD_JOBS=${BUILD_JOBS:-4}
@@ -93,6 +96,12 @@ JOB_TIMEOUT=${BENCH_JOB_TIMEOUT:-7200}
 
 ALL_WORKLOADS="webserver webserver-zipf varmail fileserver webproxy untar lslr build seqread"
 PERSONALITIES=" webserver webserver-zipf varmail fileserver webproxy "
+# What SHARED=1 may share: workloads that only read the prepared data
+# (webserver's log is each client's own).  The others write or delete in
+# their set: Filebench keeps which files exist in each process, so clients
+# sharing a set would delete files another still counts on (and untar and
+# build would write over each other's files).
+SHARED_WORKLOADS=" webserver webserver-zipf lslr seqread "
 
 die() {
 	echo "bench: $*" >&2
@@ -123,6 +132,13 @@ for c in $(list "$CONFIGS"); do
 done
 case $SCALE in smoke | full | filebench) ;; *) die "unknown scale '$SCALE' (smoke, full, filebench)" ;; esac
 case $REMOTE in knfsd | vfs) ;; *) die "unknown remote '$REMOTE' (knfsd, vfs)" ;; esac
+case $SHARED in 0 | 1) ;; *) die "SHARED must be 0 or 1, not '$SHARED'" ;; esac
+if [ "$SHARED" = 1 ]; then
+	for w in $(list "$WORKLOAD"); do
+		[[ $SHARED_WORKLOADS == *" $w "* ]] ||
+			die "SHARED=1: '$w' writes or deletes files in its set, so clients sharing one would destroy each other's; SHARED=1 runs only:$SHARED_WORKLOADS"
+	done
+fi
 # The personalities run under Filebench only (the Python imitation is gone).
 [ "${ENGINE:-filebench}" = filebench ] ||
 	die "ENGINE=$ENGINE: the personalities run under Filebench only (bench/README.md)"
@@ -171,6 +187,7 @@ exec > >(tee -a "$RUN/bench.log") 2>&1
 	echo "mount_opts=$MOUNT_OPTS"
 	[ -z "$FB_SET" ] || echo "fb_set=$FB_SET"
 	echo "users=${USERS:-0}"
+	echo "shared=$SHARED"
 } >"$RUN/params.txt"
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -283,11 +300,13 @@ server_of() {
 	esac
 }
 
-# data_dir I — the directory (relative to the cell's) of client I's data.
-data_dir() { echo "c$1"; }
+# data_dir I — the directory (relative to the cell's) of client I's data:
+# its own c<i>, or with SHARED=1 the one set all share.
+data_dir() { if [ "$SHARED" = 1 ]; then echo shared; else echo "c$1"; fi; }
 
 # prepare WORKLOAD SRVDIR N SYNCDIR — the cell's data on the server, one
-# subdirectory c<i> per client (not timed, not counted).  Filebench's file sets leave their listing in
+# subdirectory c<i> per client, or one "shared" for all with SHARED=1 (not
+# timed, not counted).  Filebench's file sets leave their listing in
 # SYNCDIR/list.<dir> for the clients.
 prepare() {
 	# (Two locals: a local's arguments are expanded before any is set, so
@@ -307,8 +326,19 @@ prepare() {
 			;;
 		esac
 	done
+	# Sharing a webserver set: each client appends to a log of its own.
+	if [ "$SHARED" = 1 ] && [[ $w == webserver* ]]; then
+		for i in $(seq 1 "$n"); do
+			cmd+="; mkdir -p '$srv/c$i'; cp -a '$srv/shared/logfiles' '$srv/c$i/'"
+		done
+	fi
 	# One user per client: its directory is its own (USERS=1).
-	if [ "${USERS:-0}" = 1 ]; then
+	if [ "${USERS:-0}" = 1 ] && [ "$SHARED" = 1 ]; then
+		cmd+="; chmod -R a+rX '$srv/shared'"
+		for i in $(seq 1 "$n"); do
+			[[ $w == webserver* ]] && cmd+="; chown -R $(client_uid "$i"):$(client_uid "$i") '$srv/c$i'"
+		done
+	elif [ "${USERS:-0}" = 1 ]; then
 		for i in $(seq 1 "$n"); do
 			cmd+="; chown -R $(client_uid "$i"):$(client_uid "$i") '$srv/c$i'"
 		done

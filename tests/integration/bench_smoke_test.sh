@@ -8,7 +8,8 @@
 # by knfsd, Filebench's ops and p99 latency), summary.md, a plot when
 # matplotlib is importable (the clear "no plots" notice otherwise), the
 # latest symlink — and that nothing of the runner's lab is left behind.
-# Before the lab, a refusal that needs none: a missing filebench binary.
+# Before the lab, two refusals that need none: SHARED=1 with a workload
+# that writes its set, and a missing filebench binary.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -27,6 +28,9 @@ refused() {
 	grep -q -- "$pattern" <<<"$out" || { echo "$why: no '$pattern' in: $out" >&2; return 1; }
 	! grep -q '\] lab [0-9a-f]* in ' <<<"$out" || { echo "$why: a lab was started" >&2; return 1; }
 }
+check shared_refused_for_a_workload_that_writes \
+	refused "SHARED=1 varmail" "SHARED=1: 'varmail' writes or deletes" \
+	WORKLOAD=varmail SHARED=1
 check missing_filebench_refused \
 	refused "FILEBENCH missing" "no filebench at $OUT/none" \
 	WORKLOAD=webserver FILEBENCH="$OUT/none"
