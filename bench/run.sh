@@ -370,7 +370,11 @@ client_cmd() {
 	build) echo "python3 -B '$DRIVER' build --dir '$d' --jobs $BUILD_JOBS $barrier" ;;
 	seqread) echo "python3 -B '$DRIVER' seqread --path '$d/seq.bin' $barrier" ;;
 	*)
-		echo "python3 -B '$DRIVER' run $w --filebench '$FILEBENCH' --list '$sync/list.$(data_dir "$i")' --scale $SCALE $(fb_sets) --dir '$d' --logdir '$cell/c$i' ${DURATION:+--duration $DURATION} $barrier"
+		# Webserver's opens draw from a generator seeded per client: each
+		# client reads its own sequence of files (webserver.f).
+		local seed=
+		[[ $w == webserver* ]] && seed="--set seed=$i"
+		echo "python3 -B '$DRIVER' run $w --filebench '$FILEBENCH' --list '$sync/list.$(data_dir "$i")' --scale $SCALE $(fb_sets) $seed --dir '$d' --logdir '$cell/c$i' ${DURATION:+--duration $DURATION} $barrier"
 		;;
 	esac
 }

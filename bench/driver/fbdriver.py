@@ -67,7 +67,7 @@ PERSONALITIES = {
     "webserver": {
         "nfiles": 1000, "meandirwidth": 20, "meanfilesize": 16 * KIB,
         "nthreads": 100, "iosize": MIB, "meanappendsize": 16 * KIB,
-        "logfiles": 1,
+        "logfiles": 1, "seed": 1,
     },
     "varmail": {
         "nfiles": 1000, "meandirwidth": 1000000, "meanfilesize": 16 * KIB,
@@ -279,6 +279,10 @@ def filebench_script(workload, p, zipf_s, setdir):
         text = f.read()
     values = dict(p)
     del values["duration"]
+    if "seed" in values:
+        # erand48 from nearby seeds gives nearby first draws: spread the
+        # client numbers over its 48-bit state.
+        values["seed"] = (values["seed"] * 0x9E3779B97F4A7C15) % (1 << 48)
     values["dir"] = values["logdir"] = setdir
     for key, value in values.items():
         text, n = re.subn(r"(?m)^set \$%s\s*=.*$" % re.escape(key),
@@ -286,8 +290,11 @@ def filebench_script(workload, p, zipf_s, setdir):
                           text)
         if not n and key != "logdir":
             raise SystemExit("fbdriver: %s.f sets no $%s" % (workload, key))
-    text = re.sub(r"randtable\s*=\s*\{\{.*?\}\}",
-                  "randtable = " + zipf_randtable(p["nfiles"], zipf_s),
+    # The open's index variable: uniform over the set (webserver) or Zipf
+    # weights (webserver-zipf), for the scale's $nfiles.
+    table = zipf_randtable(p["nfiles"], zipf_s) if workload.endswith("zipf") \
+        else "{{100, 0, %d}}" % (p["nfiles"] - 1)
+    text = re.sub(r"randtable\s*=\s*\{\{.*?\}\}", "randtable = " + table,
                   text, flags=re.S)
     return re.sub(r"(?m)^run\b.*$", "", text)
 

@@ -17,8 +17,9 @@ set $nthreads=100
 set $iosize=1m
 set $meanappendsize=16k
 set $logfiles=1
+set $seed=1
 
-set $fileidx = randvar(min=0, round=1, randtable = {{15, 0, 0}, {11, 1, 2}, {10, 3, 6}, {10, 7, 14}, {9, 15, 30}, {9, 31, 62}, {9, 63, 126}, {9, 127, 254}, {9, 255, 510}, {9, 511, 999}})
+set $fileidx = randvar(min=0, round=1, seed=$seed, randtable = {{15, 0, 0}, {11, 1, 2}, {10, 3, 6}, {10, 7, 14}, {9, 15, 30}, {9, 31, 62}, {9, 63, 126}, {9, 127, 254}, {9, 255, 510}, {9, 511, 999}})
 
 define fileset name=bigfileset,path=$dir,size=$meanfilesize,entries=$nfiles,dirwidth=$meandirwidth,prealloc=100,readonly,reuse
 define fileset name=logfiles,path=$logdir,size=$meanfilesize,entries=$logfiles,dirwidth=$meandirwidth,prealloc,reuse

@@ -18,6 +18,13 @@ set $nthreads=100
 set $iosize=1m
 set $meanappendsize=16k
 set $logfiles=1
+set $seed=1
+
+# Which file each open reads: uniform over the set's indexes, drawn from a
+# generator of this process's own, seeded per client (fbdriver.py --seed).
+# A bare openfile draws from Filebench's one unseeded generator: every
+# client would open the same files in the same order at the same time.
+set $fileidx = randvar(min=0, round=1, seed=$seed, randtable = {{100, 0, 999}})
 
 define fileset name=bigfileset,path=$dir,size=$meanfilesize,entries=$nfiles,dirwidth=$meandirwidth,prealloc=100,readonly,reuse
 define fileset name=logfiles,path=$logdir,size=$meanfilesize,entries=$logfiles,dirwidth=$meandirwidth,prealloc,reuse
@@ -26,34 +33,34 @@ define process name=filereader,instances=1
 {
   thread name=filereaderthread,memsize=1m,instances=$nthreads
   {
-    flowop openfile name=openfile1,filesetname=bigfileset,fd=1
+    flowop openfile name=openfile1,filesetname=bigfileset,indexed=$fileidx,fd=1
     flowop readwholefile name=readfile1,fd=1,iosize=$iosize
     flowop closefile name=closefile1,fd=1
-    flowop openfile name=openfile2,filesetname=bigfileset,fd=1
+    flowop openfile name=openfile2,filesetname=bigfileset,indexed=$fileidx,fd=1
     flowop readwholefile name=readfile2,fd=1,iosize=$iosize
     flowop closefile name=closefile2,fd=1
-    flowop openfile name=openfile3,filesetname=bigfileset,fd=1
+    flowop openfile name=openfile3,filesetname=bigfileset,indexed=$fileidx,fd=1
     flowop readwholefile name=readfile3,fd=1,iosize=$iosize
     flowop closefile name=closefile3,fd=1
-    flowop openfile name=openfile4,filesetname=bigfileset,fd=1
+    flowop openfile name=openfile4,filesetname=bigfileset,indexed=$fileidx,fd=1
     flowop readwholefile name=readfile4,fd=1,iosize=$iosize
     flowop closefile name=closefile4,fd=1
-    flowop openfile name=openfile5,filesetname=bigfileset,fd=1
+    flowop openfile name=openfile5,filesetname=bigfileset,indexed=$fileidx,fd=1
     flowop readwholefile name=readfile5,fd=1,iosize=$iosize
     flowop closefile name=closefile5,fd=1
-    flowop openfile name=openfile6,filesetname=bigfileset,fd=1
+    flowop openfile name=openfile6,filesetname=bigfileset,indexed=$fileidx,fd=1
     flowop readwholefile name=readfile6,fd=1,iosize=$iosize
     flowop closefile name=closefile6,fd=1
-    flowop openfile name=openfile7,filesetname=bigfileset,fd=1
+    flowop openfile name=openfile7,filesetname=bigfileset,indexed=$fileidx,fd=1
     flowop readwholefile name=readfile7,fd=1,iosize=$iosize
     flowop closefile name=closefile7,fd=1
-    flowop openfile name=openfile8,filesetname=bigfileset,fd=1
+    flowop openfile name=openfile8,filesetname=bigfileset,indexed=$fileidx,fd=1
     flowop readwholefile name=readfile8,fd=1,iosize=$iosize
     flowop closefile name=closefile8,fd=1
-    flowop openfile name=openfile9,filesetname=bigfileset,fd=1
+    flowop openfile name=openfile9,filesetname=bigfileset,indexed=$fileidx,fd=1
     flowop readwholefile name=readfile9,fd=1,iosize=$iosize
     flowop closefile name=closefile9,fd=1
-    flowop openfile name=openfile10,filesetname=bigfileset,fd=1
+    flowop openfile name=openfile10,filesetname=bigfileset,indexed=$fileidx,fd=1
     flowop readwholefile name=readfile10,fd=1,iosize=$iosize
     flowop closefile name=closefile10,fd=1
     flowop appendfilerand name=appendlog,filesetname=logfiles,iosize=$meanappendsize,fd=11
