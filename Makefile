@@ -95,6 +95,8 @@ deb: deps
 
 # Benchmarks in the lab (bench/README.md); comma-separated lists, e.g.
 #   make bench WORKLOAD=webserver,varmail PROFILE=lan,wan CLIENTS=1,4
+#   make bench SHARED=1 WORKLOAD=webserver PROFILE=wan CLIENTS=4
+# (other parameters of bench/run.sh pass through the environment).
 # NACHE_BUILD_DIR picks the build tree whose stage/ the lab runs.
 WORKLOAD ?= webserver
 PROFILE ?= lan

@@ -21,8 +21,11 @@
 #   SCALE     smoke | full | filebench                  (default full)
 #   REMOTE    knfsd | vfs                               (default knfsd)
 #   DURATION  seconds of a personality run (default: the scale's, 10/60)
-#   ENGINE    auto | python | filebench (personalities; auto = filebench
-#             when the guest has it)
+#   FILEBENCH the filebench binary that runs the personalities, visible in
+#             the guests (default .deps/filebench/bin/filebench, built by
+#             deploy/install-deps.sh)
+#   SHARED    1: all clients of a cell work on one file set (workloads
+#             that only read it: webserver, webserver-zipf, lslr, seqread)
 #   FB_SET    personality overrides "nfiles=500,nthreads=8"
 #   MOUNT_OPTS  client mount options                    (default vers=4.1)
 #   USERS     1: client I runs its workload as uid and gid 1000+I (its
@@ -64,6 +67,12 @@ export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
 # on to its clients.
 # (LAB_NACHE_DELEGATIONS= turns them off.)
 export LAB_NACHE_DELEGATIONS=${LAB_NACHE_DELEGATIONS-readwrite}
+# Clients run as root (USERS=0) on files root made at the remote, as on the
+# direct mount and PROXY_V4's export: nache's export must not squash root
+# (lab.sh's default is Root_Squash, as shipped; lab/helpers.sh, which the
+# test suites use, sets the same).  Squashed, every write of a personality
+# failed with EACCES.
+export LAB_NACHE_SQUASH=${LAB_NACHE_SQUASH:-No_Root_Squash}
 # shellcheck source=../lab/lab.sh
 source "$NACHE_SOURCE_DIR/lab/lab.sh"
 PY=$LAB_PYTHON                   # the system python3 (has matplotlib)
@@ -76,7 +85,8 @@ CONFIGS=${CONFIGS:-direct,proxyv4,nache}
 SCALE=${SCALE:-full}
 REMOTE=${REMOTE:-knfsd}
 DURATION=${DURATION:-}
-ENGINE=${ENGINE:-auto}
+FILEBENCH=${FILEBENCH:-$NACHE_SOURCE_DIR/.deps/filebench/bin/filebench}
+SHARED=${SHARED:-0}
 FB_SET=${FB_SET:-}
 MOUNT_OPTS=${MOUNT_OPTS:-vers=4.1}
 BUILD_JOBS=${BUILD_JOBS:-4}
@@ -86,6 +96,12 @@ JOB_TIMEOUT=${BENCH_JOB_TIMEOUT:-7200}
 
 ALL_WORKLOADS="webserver webserver-zipf varmail fileserver webproxy untar lslr build seqread"
 PERSONALITIES=" webserver webserver-zipf varmail fileserver webproxy "
+# What SHARED=1 may share: workloads that only read the prepared data
+# (webserver's log is each client's own).  The others write or delete in
+# their set: Filebench keeps which files exist in each process, so clients
+# sharing a set would delete files another still counts on (and untar and
+# build would write over each other's files).
+SHARED_WORKLOADS=" webserver webserver-zipf lslr seqread "
 
 die() {
 	echo "bench: $*" >&2
@@ -116,7 +132,23 @@ for c in $(list "$CONFIGS"); do
 done
 case $SCALE in smoke | full | filebench) ;; *) die "unknown scale '$SCALE' (smoke, full, filebench)" ;; esac
 case $REMOTE in knfsd | vfs) ;; *) die "unknown remote '$REMOTE' (knfsd, vfs)" ;; esac
-case $ENGINE in auto | python | filebench) ;; *) die "unknown engine '$ENGINE'" ;; esac
+case $SHARED in 0 | 1) ;; *) die "SHARED must be 0 or 1, not '$SHARED'" ;; esac
+if [ "$SHARED" = 1 ]; then
+	for w in $(list "$WORKLOAD"); do
+		[[ $SHARED_WORKLOADS == *" $w "* ]] ||
+			die "SHARED=1: '$w' writes or deletes files in its set, so clients sharing one would destroy each other's; SHARED=1 runs only:$SHARED_WORKLOADS"
+	done
+fi
+# The personalities run under Filebench only (the Python imitation is gone).
+[ "${ENGINE:-filebench}" = filebench ] ||
+	die "ENGINE=$ENGINE: the personalities run under Filebench only (bench/README.md)"
+HAVE_PERSONALITY=0
+for w in $(list "$WORKLOAD"); do
+	[[ $PERSONALITIES == *" $w "* ]] && HAVE_PERSONALITY=1
+done
+if [ "$HAVE_PERSONALITY" = 1 ] && [ ! -x "$FILEBENCH" ]; then
+	die "no filebench at $FILEBENCH: deploy/install-deps.sh (make deps) builds it from ../shared/third_party/filebench-22620e6.tar.gz (bench/README.md), or set FILEBENCH"
+fi
 [ -x "$LAB_STAGE_DIR/bin/ganesha.nfsd" ] ||
 	die "no staged ganesha.nfsd in $LAB_STAGE_DIR: run 'make build' (or set NACHE_BUILD_DIR)"
 
@@ -155,6 +187,7 @@ exec > >(tee -a "$RUN/bench.log") 2>&1
 	echo "mount_opts=$MOUNT_OPTS"
 	[ -z "$FB_SET" ] || echo "fb_set=$FB_SET"
 	echo "users=${USERS:-0}"
+	echo "shared=$SHARED"
 } >"$RUN/params.txt"
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -210,15 +243,12 @@ fi
 # shellcheck disable=SC2046
 lab_clients_start $(seq 1 "$MAXC") || die "clients did not boot"
 
-if [ "$ENGINE" = auto ]; then
-	if lab_client_run 1 'command -v filebench' >/dev/null 2>&1; then
-		ENGINE=filebench
-	else
-		ENGINE=python
-	fi
+if [ "$HAVE_PERSONALITY" = 1 ]; then
+	lab_client_run 1 "test -x '$FILEBENCH'" >/dev/null 2>&1 ||
+		die "filebench at $FILEBENCH is not visible in the guests"
+	echo "engine=filebench (personalities)" >>"$RUN/params.txt"
+	echo "filebench=$FILEBENCH" >>"$RUN/params.txt"
 fi
-echo "engine=$ENGINE (personalities)" >>"$RUN/params.txt"
-log "personalities run with the $ENGINE engine"
 
 if [ "$REMOTE" = knfsd ]; then
 	ready_at=$(($(cut -d. -f1 "$LAB_DIR/run/knfsd.started") + LAB_KNFSD_NLM_GRACE + 1))
@@ -270,31 +300,45 @@ server_of() {
 	esac
 }
 
-# prepare WORKLOAD SRVDIR N — the cell's data on the server, one
-# subdirectory c<i> per client (not timed, not counted).
+# data_dir I — the directory (relative to the cell's) of client I's data:
+# its own c<i>, or with SHARED=1 the one set all share.
+data_dir() { if [ "$SHARED" = 1 ]; then echo shared; else echo "c$1"; fi; }
+
+# prepare WORKLOAD SRVDIR N SYNCDIR — the cell's data on the server, one
+# subdirectory c<i> per client, or one "shared" for all with SHARED=1 (not
+# timed, not counted).  Filebench's file sets leave their listing in
+# SYNCDIR/list.<dir> for the clients.
 prepare() {
 	# (Two locals: a local's arguments are expanded before any is set, so
 	# cmd must not use srv in the same one.)
-	local w=$1 srv=$2 n=$3 i
-	local cmd="set -e; mkdir -p '$srv'"
-	for i in $(seq 1 "$n"); do
-		local d=$srv/c$i
+	local w=$1 srv=$2 n=$3 sync=$4 i
+	local cmd="set -e; mkdir -p '$srv'" sets
+	sets=$(for i in $(seq 1 "$n"); do data_dir "$i"; done | sort -u)
+	for i in $sets; do
+		local d=$srv/$i
 		case $w in
 		untar) cmd+="; mkdir -p '$d'" ;;
 		lslr) cmd+="; mkdir -p '$d'; tar -xf '$WORK/tree.tar' -C '$d'" ;;
 		build) cmd+="; $SRV_PY -B '$DRIVER' genproject --dir '$d' --sources $BUILD_SOURCES --headers $BUILD_HEADERS >/dev/null" ;;
 		seqread) cmd+="; $SRV_PY -B '$DRIVER' mkfile --path '$d/seq.bin' --size $SEQREAD_SIZE >/dev/null" ;;
 		*)
-			if [ "$ENGINE" = python ]; then
-				cmd+="; $SRV_PY -B '$DRIVER' prealloc ${w%-zipf} --scale $SCALE $(fb_sets) --seed $i --dir '$d' >/dev/null"
-			else
-				cmd+="; mkdir -p '$d'"
-			fi
+			cmd+="; $SRV_PY -B '$DRIVER' prealloc $w --filebench '$FILEBENCH' --scale $SCALE $(fb_sets) --dir '$d' --list '$sync/list.$i' >/dev/null"
 			;;
 		esac
 	done
+	# Sharing a webserver set: each client appends to a log of its own.
+	if [ "$SHARED" = 1 ] && [[ $w == webserver* ]]; then
+		for i in $(seq 1 "$n"); do
+			cmd+="; mkdir -p '$srv/c$i'; cp -a '$srv/shared/logfiles' '$srv/c$i/'"
+		done
+	fi
 	# One user per client: its directory is its own (USERS=1).
-	if [ "${USERS:-0}" = 1 ]; then
+	if [ "${USERS:-0}" = 1 ] && [ "$SHARED" = 1 ]; then
+		cmd+="; chmod -R a+rX '$srv/shared'"
+		for i in $(seq 1 "$n"); do
+			[[ $w == webserver* ]] && cmd+="; chown -R $(client_uid "$i"):$(client_uid "$i") '$srv/c$i'"
+		done
+	elif [ "${USERS:-0}" = 1 ]; then
 		for i in $(seq 1 "$n"); do
 			cmd+="; chown -R $(client_uid "$i"):$(client_uid "$i") '$srv/c$i'"
 		done
@@ -314,19 +358,23 @@ fb_sets() {
 	echo "$out"
 }
 
-# client_cmd WORKLOAD CLIDIR I SYNCDIR — the driver command for client I.
+# client_cmd WORKLOAD CELLDIR I SYNCDIR — the driver command for client I
+# (CELLDIR: the cell's directory on the client's mount).
 client_cmd() {
-	local w=$1 d=$2 i=$3 sync=$4
-	local barrier="--ready '$sync/ready.$i' --go '$sync/go'"
+	local w=$1 cell=$2 i=$3 sync=$4
+	local d barrier="--ready '$sync/ready.$i' --go '$sync/go'"
+	d=$cell/$(data_dir "$i")
 	case $w in
 	untar) echo "python3 -B '$DRIVER' untar --tar '$WORK/tree.tar' --dir '$d' $barrier" ;;
 	lslr) echo "python3 -B '$DRIVER' lslr --dir '$d' $barrier" ;;
 	build) echo "python3 -B '$DRIVER' build --dir '$d' --jobs $BUILD_JOBS $barrier" ;;
 	seqread) echo "python3 -B '$DRIVER' seqread --path '$d/seq.bin' $barrier" ;;
 	*)
-		local choice=uniform
-		[ "$w" = webserver-zipf ] && choice=zipf
-		echo "python3 -B '$DRIVER' run ${w%-zipf} --scale $SCALE $(fb_sets) --seed $i --dir '$d' --choice $choice --engine $ENGINE ${DURATION:+--duration $DURATION} $barrier"
+		# Webserver's opens draw from a generator seeded per client: each
+		# client reads its own sequence of files (webserver.f).
+		local seed=
+		[[ $w == webserver* ]] && seed="--set seed=$i"
+		echo "python3 -B '$DRIVER' run $w --filebench '$FILEBENCH' --list '$sync/list.$(data_dir "$i")' --scale $SCALE $(fb_sets) $seed --dir '$d' --logdir '$cell/c$i' ${DURATION:+--duration $DURATION} $barrier"
 		;;
 	esac
 }
@@ -397,7 +445,7 @@ run_cell() {
 	if [[ $c == nache* ]]; then
 		nache_as "$c" || { log "cell $cell: nache did not (re)start"; return 1; }
 	fi
-	prepare "$w" "$srv" "$n" >"$raw/prepare.log" 2>&1 ||
+	prepare "$w" "$srv" "$n" "$sync" >"$raw/prepare.log" 2>&1 ||
 		{ log "cell $cell: preparation failed (raw/$cell/prepare.log)"; return 1; }
 	# Cold clients: fresh mounts, empty page and dentry caches.
 	local pids=() rc=0
@@ -419,7 +467,7 @@ run_cell() {
 		local uid
 		uid=$(client_uid "$i")
 		LAB_CMD_TIMEOUT=$timeout lab_client_run_as "$i" "$uid" "$uid" \
-			"$(client_cmd "$w" "$cli/c$i" "$i" "$sync")" \
+			"$(client_cmd "$w" "$cli" "$i" "$sync")" \
 			>"$raw/client$i.json" 2>"$raw/client$i.err" &
 		pids+=($!)
 	done

@@ -3,6 +3,9 @@
 # Debian's nfs-ganesha 4.3 source (for the FSAL headers and the daemon build)
 # and Debian's Linux 6.12 kernel from bookworm-backports (for the lab's
 # knfsd under qemu). Idempotent, and silent when nothing is missing.
+# For the lab, it also builds Filebench (make bench's personalities) from
+# its source tarball in ../shared/third_party beside the repository
+# (NACHE_THIRD_PARTY names another directory) into .deps/filebench.
 #
 # usage: deploy/install-deps.sh [--runtime-only]
 set -euo pipefail
@@ -11,6 +14,11 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 deps_dir="$top/.deps"
 ganesha_tarball="nfs-ganesha_4.3.orig.tar.gz"
 ganesha_sha256=d4efd020edf4dfe65abfd0f0f66eb4390613360f99dce4354467ab297e0e1c0f
+# Filebench at upstream commit 22620e6 (github.com/filebench/filebench),
+# not packaged by Debian 12: a tarball of its source, checked by SHA-256.
+third_party_dir=${NACHE_THIRD_PARTY:-$(dirname "$top")/shared/third_party}
+filebench_tarball="filebench-22620e6.tar.gz"
+filebench_sha256=4eba4a1bf43ef4927a49d70f242648c28596f55e73eece5d5b9a3ad4605e021c
 
 runtime_pkgs=(
   libnfs13 librocksdb7.8 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
@@ -71,6 +79,8 @@ lab_pkgs=(
   # Captures on the lab's LAN link (krb5_test.sh: nothing in clear under
   # krb5p).
   tcpdump
+  # Filebench's build from its source (below; bison and flex are above).
+  autoconf automake libtool
 )
 
 want=("${runtime_pkgs[@]}")
@@ -208,6 +218,40 @@ if [ ! -x "$sd_root/lib/systemd/systemd" ]; then
     >"$sd_root.new/etc/hosts"
   rm -rf "$sd_root"
   mv "$sd_root.new" "$sd_root"
+fi
+
+# Filebench, the engine of make bench's personalities (bench/README.md),
+# for the lab only (the appliance and the package never run it): built
+# with autotools into .deps/filebench, whose bin/filebench the lab's guests
+# see (they boot the host's root).  Built once; the stamp holds the
+# tarball's SHA-256.  Without the tarball everything else still works and
+# make bench refuses the personalities.
+filebench_dir="$deps_dir/filebench"
+if [ "$(cat "$filebench_dir/.sha256" 2>/dev/null)" != "$filebench_sha256" ]; then
+  if [ ! -f "$third_party_dir/$filebench_tarball" ]; then
+    echo "install-deps: no $third_party_dir/$filebench_tarball: Filebench not built;" \
+      "make bench's personalities need it (NACHE_THIRD_PARTY: the directory holding it)" >&2
+  else
+    got=$(sha256sum "$third_party_dir/$filebench_tarball" | cut -d' ' -f1)
+    if [ "$got" != "$filebench_sha256" ]; then
+      echo "install-deps: $third_party_dir/$filebench_tarball has SHA-256 $got, expected $filebench_sha256" >&2
+      exit 1
+    fi
+    echo "install-deps: building Filebench into $filebench_dir (about a minute)"
+    src="$deps_dir/filebench-src"
+    rm -rf "$src" "$filebench_dir"
+    mkdir -p "$src"
+    tar -xzf "$third_party_dir/$filebench_tarball" -C "$src" --strip-components=1
+    if ! (cd "$src" && libtoolize && aclocal && autoheader &&
+      automake --add-missing && autoconf &&
+      ./configure --prefix="$filebench_dir" && make -j "$(nproc)" && make install) \
+      >"$deps_dir/filebench-build.log" 2>&1; then
+      echo "install-deps: Filebench's build failed, see $deps_dir/filebench-build.log" >&2
+      rm -rf "$filebench_dir"; exit 1
+    fi
+    rm -rf "$src"
+    echo "$filebench_sha256" >"$filebench_dir/.sha256"
+  fi
 fi
 
 # user-mode-linux's modprobe looks in /lib/modules/<uml version>.

@@ -5,19 +5,18 @@ Runs inside a lab client guest (or, for preparation, inside the server guest
 or on the host) and prints one JSON report on stdout.  Two families:
 
 Filebench personalities (webserver, webserver-zipf, varmail, fileserver,
-webproxy), reproduced from Filebench's workload model: a file set whose
-directory widths and file sizes are gamma distributed (shape 1.5, Filebench's
-default dirgamma/sizegamma) around meandirwidth / meanfilesize, the
-personality's flowop loop run by nthreads threads for a duration, latency
-measured per flowop.  When a `filebench` binary is present (and --engine is
-auto or filebench), the matching bench/workloads/*.f file is run by it
-instead and its report is converted to the same JSON.
+webproxy): bench/workloads/*.f run by Filebench (built by
+deploy/install-deps.sh into .deps/filebench), their `set` lines rewritten
+with the scale's values; see "filebench engine" below for how the file sets
+are made on the server and the run is held at the runner's barrier.
 
   fbdriver.py params   PERSONALITY [--scale S] [--set K=V ...]
-  fbdriver.py prealloc PERSONALITY --dir D [--scale S] [--set K=V] [--seed N]
-  fbdriver.py run      PERSONALITY --dir D [--scale S] [--set K=V] [--seed N]
-                       [--duration S] [--choice uniform|zipf] [--engine E]
-                       [--ready FILE --go FILE]
+  fbdriver.py prealloc PERSONALITY --dir D --list FILE [--filebench PATH]
+                       [--scale S] [--set K=V ...]
+  fbdriver.py run      PERSONALITY --dir D --list FILE [--logdir D]
+                       [--filebench PATH] [--scale S] [--set K=V ...]
+                       [--duration S] [--ready FILE --go FILE]
+  fbdriver.py barrier  --ready FILE --go FILE   (Filebench calls it)
 
 Fixed-work workloads (one job, timed as a whole or per I/O):
 
@@ -33,13 +32,12 @@ touching the file system under test, creates READY, waits for GO to appear
 (the runner snapshots the server's counters in between), then starts the
 clock.  Report keys: workload, engine, elapsed_s, ops, errors, bytes_read,
 bytes_written, latency ("per-op": every op timed; "per-item": only the
-elapsed time of the whole job is known; "mean-only": filebench), total and
-flowops (ops, lat_sum_s, lat_max_s, hist: {bucket: count}; bucket b holds
-latencies in [BASE**b, BASE**(b+1)) microseconds).
+elapsed time of the whole job is known), total and flowops (ops, lat_sum_s,
+lat_max_s, hist: {bucket: count}; bucket b holds latencies in
+[BASE**b, BASE**(b+1)) microseconds).
 """
 
 import argparse
-import bisect
 import json
 import math
 import os
@@ -49,6 +47,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 
@@ -58,7 +57,7 @@ MIB = 1024 * 1024
 
 # ------------------------------------------------------------ personalities
 #
-# Parameters follow the names of Filebench's workload files.  "filebench" is
+# Parameters are the `set` variables of bench/workloads/*.f.  "filebench" is
 # the stock personality; "full" is what `make bench` runs: the same file
 # counts where they fit (webserver, varmail), fewer files where the stock set
 # is gigabytes (fileserver, webproxy), and 16 threads instead of 50-100
@@ -68,22 +67,19 @@ PERSONALITIES = {
     "webserver": {
         "nfiles": 1000, "meandirwidth": 20, "meanfilesize": 16 * KIB,
         "nthreads": 100, "iosize": MIB, "meanappendsize": 16 * KIB,
-        "prealloc": 100, "logfiles": 1,
+        "logfiles": 1, "seed": 1,
     },
     "varmail": {
         "nfiles": 1000, "meandirwidth": 1000000, "meanfilesize": 16 * KIB,
         "nthreads": 16, "iosize": MIB, "meanappendsize": 16 * KIB,
-        "prealloc": 80,
     },
     "fileserver": {
         "nfiles": 10000, "meandirwidth": 20, "meanfilesize": 128 * KIB,
         "nthreads": 50, "iosize": MIB, "meanappendsize": 16 * KIB,
-        "prealloc": 80,
     },
     "webproxy": {
         "nfiles": 10000, "meandirwidth": 1000000, "meanfilesize": 16 * KIB,
         "nthreads": 100, "iosize": MIB, "meaniosize": 16 * KIB,
-        "prealloc": 80,
     },
 }
 PERSONALITIES["webserver-zipf"] = dict(PERSONALITIES["webserver"])
@@ -108,9 +104,6 @@ SCALES = {
         "webproxy": {"nfiles": 100, "nthreads": 4},
     },
 }
-
-GAMMA_SHAPE = 1.5
-
 
 def parse_size(text):
     """'16k' -> 16384; plain integers pass through."""
@@ -139,215 +132,6 @@ def resolve_params(personality, scale, sets):
     return params
 
 
-def flowops_of(personality, p):
-    """The personality's flowop loop: (name, kind, attributes)."""
-    fo = []
-    if personality.startswith("webserver"):
-        for i in range(1, 11):
-            fo += [("openfile%d" % i, "openfile", {"fileset": "big", "fd": 1}),
-                   ("readfile%d" % i, "readwholefile",
-                    {"fd": 1, "iosize": p["iosize"]}),
-                   ("closefile%d" % i, "closefile", {"fd": 1})]
-        fo.append(("appendlog", "appendfilerand",
-                   {"fileset": "log", "fd": 11,
-                    "iosize": p["meanappendsize"]}))
-    elif personality == "varmail":
-        a = p["meanappendsize"]
-        fo = [("deletefile1", "deletefile", {"fileset": "big"}),
-              ("createfile2", "createfile", {"fileset": "big", "fd": 1}),
-              ("appendfilerand2", "appendfilerand", {"fd": 1, "iosize": a}),
-              ("fsyncfile2", "fsync", {"fd": 1}),
-              ("closefile2", "closefile", {"fd": 1}),
-              ("openfile3", "openfile", {"fileset": "big", "fd": 1}),
-              ("readfile3", "readwholefile", {"fd": 1, "iosize": p["iosize"]}),
-              ("appendfilerand3", "appendfilerand", {"fd": 1, "iosize": a}),
-              ("fsyncfile3", "fsync", {"fd": 1}),
-              ("closefile3", "closefile", {"fd": 1}),
-              ("openfile4", "openfile", {"fileset": "big", "fd": 1}),
-              ("readfile4", "readwholefile", {"fd": 1, "iosize": p["iosize"]}),
-              ("closefile4", "closefile", {"fd": 1})]
-    elif personality == "fileserver":
-        fo = [("createfile1", "createfile", {"fileset": "big", "fd": 1}),
-              ("wrtfile1", "writewholefile", {"fd": 1, "iosize": p["iosize"]}),
-              ("closefile1", "closefile", {"fd": 1}),
-              ("openfile1", "openfile", {"fileset": "big", "fd": 1}),
-              ("appendfilerand1", "appendfilerand",
-               {"fd": 1, "iosize": p["meanappendsize"]}),
-              ("closefile2", "closefile", {"fd": 1}),
-              ("openfile2", "openfile", {"fileset": "big", "fd": 1}),
-              ("readfile1", "readwholefile", {"fd": 1, "iosize": p["iosize"]}),
-              ("closefile3", "closefile", {"fd": 1}),
-              ("deletefile1", "deletefile", {"fileset": "big"}),
-              ("statfile1", "statfile", {"fileset": "big"})]
-    elif personality == "webproxy":
-        fo = [("deletefile1", "deletefile", {"fileset": "big"}),
-              ("createfile1", "createfile", {"fileset": "big", "fd": 1}),
-              ("appendfilerand1", "appendfilerand",
-               {"fd": 1, "iosize": p["meaniosize"]}),
-              ("closefile1", "closefile", {"fd": 1})]
-        for i in range(2, 7):
-            fo += [("openfile%d" % i, "openfile", {"fileset": "big", "fd": 1}),
-                   ("readfile%d" % i, "readwholefile",
-                    {"fd": 1, "iosize": p["iosize"]}),
-                   ("closefile%d" % i, "closefile", {"fd": 1})]
-    return fo
-
-
-# ------------------------------------------------------------ file sets
-
-def gamma(rng, mean):
-    """Gamma variate with Filebench's shape 1.5 and the given mean."""
-    return rng.gammavariate(GAMMA_SHAPE, mean / GAMMA_SHAPE)
-
-
-class FileSet:
-    """A Filebench-style file set: a directory tree under DIR/NAME whose
-    directory widths are gamma(meandirwidth) and whose files have gamma
-    (meanfilesize) sizes.  Deterministic for a given seed, so the preparation
-    (prealloc, possibly on the server) and the run agree on every name.
-    Entry state (exists, busy) is kept in memory during a run, as Filebench
-    does."""
-
-    def __init__(self, root, name, entries, meandirwidth, meanfilesize,
-                 prealloc_pct, seed, readonly=False):
-        rng = random.Random("%s/%s/%d" % (name, seed, entries))
-        self.root = os.path.join(root, name)
-        self.readonly = readonly
-        self.paths, self.dirs = self._layout(rng, entries, meandirwidth)
-        self.sizes = [max(1, int(gamma(rng, meanfilesize)))
-                      for _ in range(entries)]
-        npre = int(round(entries * prealloc_pct / 100.0))
-        pre = set(rng.sample(range(entries), npre)) if npre < entries \
-            else set(range(entries))
-        self.preallocated = pre
-        self.lock = threading.Lock()
-        self.exists = sorted(pre)                   # dense list for picking
-        self.pos = {i: k for k, i in enumerate(self.exists)}
-        self.free = [i for i in range(entries) if i not in pre]
-        self.busy = set()
-        self.zipf_cdf = None
-
-    def _layout(self, rng, entries, width):
-        # Bottom-up: files are grouped into leaf directories of gamma(width)
-        # entries, those into parents the same way, until one level fits
-        # under the file set's root.
-        def group(n):
-            sizes = []
-            while sum(sizes) < n:
-                sizes.append(max(1, int(round(gamma(rng, width)))))
-            sizes[-1] -= sum(sizes) - n
-            return [s for s in sizes if s > 0]
-        levels = []       # levels[k][j]: children of the j-th node of level k
-        n = entries
-        while True:
-            g = group(n)
-            levels.append(g)
-            if len(g) <= max(1, width) or len(levels) > 8:
-                break
-            n = len(g)
-        # Top-down: the top level's nodes sit under the root; each node of
-        # level k holds levels[k][j] nodes of level k-1; level 0 holds files.
-        names = ["%08d" % (j + 1) for j in range(len(levels[-1]))]
-        for k in range(len(levels) - 1, 0, -1):
-            children = []
-            for parent, count in zip(names, levels[k]):
-                for _ in range(count):
-                    children.append("%s/%08d" % (parent, len(children) + 1))
-            names = children
-        prefixes = names
-        all_dirs = set()
-        paths = []
-        for d, count in zip(prefixes, levels[0]):
-            parts = d.split("/")
-            for i in range(1, len(parts) + 1):
-                all_dirs.add("/".join(parts[:i]))
-            for _ in range(count):
-                paths.append("%s/%08d" % (d, len(paths) + 1))
-        return paths, sorted(all_dirs, key=lambda s: (s.count("/"), s))
-
-    def path(self, i):
-        return os.path.join(self.root, self.paths[i])
-
-    def prealloc(self, block):
-        for d in self.dirs:
-            os.makedirs(os.path.join(self.root, d), exist_ok=True)
-        for i in sorted(self.preallocated):
-            write_file(self.path(i), self.sizes[i], block)
-
-    def set_zipf(self, s, rng):
-        # Popularity rank r (1..n) gets weight 1/r**s; ranks are assigned to
-        # files by a seeded shuffle.
-        order = list(range(len(self.paths)))
-        rng.shuffle(order)
-        self.zipf_order = order
-        acc, cdf = 0.0, []
-        for r in range(1, len(order) + 1):
-            acc += 1.0 / r ** s
-            cdf.append(acc)
-        self.zipf_cdf = [c / acc for c in cdf]
-
-    def pick_existing(self, rng, choice):
-        """An existing entry; marked busy unless the set is read-only (then
-        threads may share a file, as readers of a web server do)."""
-        with self.lock:
-            if not self.exists:
-                return None
-            for _ in range(64):
-                if choice == "zipf" and self.zipf_cdf:
-                    r = bisect.bisect_left(self.zipf_cdf, rng.random())
-                    i = self.zipf_order[min(r, len(self.zipf_order) - 1)]
-                    if i not in self.pos:
-                        continue
-                else:
-                    i = self.exists[rng.randrange(len(self.exists))]
-                if self.readonly:
-                    return i
-                if i not in self.busy:
-                    self.busy.add(i)
-                    return i
-            return None
-
-    def pick_free(self, rng):
-        with self.lock:
-            for _ in range(64):
-                if not self.free:
-                    return None
-                k = rng.randrange(len(self.free))
-                i = self.free[k]
-                if i in self.busy:
-                    continue
-                self.free[k] = self.free[-1]
-                self.free.pop()
-                self.busy.add(i)
-                return i
-            return None
-
-    def unpick_free(self, i):
-        with self.lock:
-            self.busy.discard(i)
-            self.free.append(i)
-
-    def mark_exists(self, i):
-        with self.lock:
-            if i not in self.pos:
-                self.pos[i] = len(self.exists)
-                self.exists.append(i)
-
-    def mark_deleted(self, i):
-        with self.lock:
-            k = self.pos.pop(i, None)
-            if k is not None:
-                last = self.exists.pop()
-                if last != i:
-                    self.exists[k] = last
-                    self.pos[last] = k
-            self.free.append(i)
-
-    def release(self, i):
-        with self.lock:
-            self.busy.discard(i)
-
-
 def write_file(path, size, block):
     with open(path, "wb") as f:
         left = size
@@ -355,16 +139,6 @@ def write_file(path, size, block):
             n = min(left, len(block))
             f.write(block[:n])
             left -= n
-
-
-def filesets_of(personality, p, root, seed):
-    readonly = personality.startswith("webserver")
-    sets = {"big": FileSet(root, "bigfileset", p["nfiles"], p["meandirwidth"],
-                           p["meanfilesize"], p["prealloc"], seed, readonly)}
-    if personality.startswith("webserver"):
-        sets["log"] = FileSet(root, "logfiles", p["logfiles"],
-                              p["meandirwidth"], p["meanfilesize"], 100, seed)
-    return sets
 
 
 # ------------------------------------------------------------ statistics
@@ -447,236 +221,37 @@ def report(obj):
     sys.stdout.flush()
 
 
-# ------------------------------------------------------------ python engine
-
-class Worker(threading.Thread):
-    def __init__(self, idx, flowops, sets, choice, seed, stop_at, block):
-        super().__init__(daemon=True)
-        self.flowops = flowops
-        self.sets = sets
-        self.choice = choice
-        self.rng = random.Random("%d/%d" % (seed, idx))
-        self.stop_at = stop_at
-        self.block = block
-        self.stats = {name: Stat(kind) for name, kind, _ in flowops}
-        self.fds = {}                  # fd number -> (fileset key, entry, os fd)
-        self.bytes_read = 0
-        self.bytes_written = 0
-        self.error_samples = []
-
-    def run(self):
-        try:
-            while time.monotonic() < self.stop_at:
-                for name, kind, attrs in self.flowops:
-                    if time.monotonic() >= self.stop_at:
-                        break
-                    self.one(name, kind, attrs)
-        finally:
-            for key, entry, fd in self.fds.values():
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-                if entry is not None:
-                    self.sets[key].release(entry)
-
-    def one(self, name, kind, attrs):
-        st = self.stats[name]
-        t0 = time.perf_counter()
-        try:
-            done = getattr(self, "op_" + kind)(attrs)
-        except OSError as err:
-            st.errors += 1
-            if len(self.error_samples) < 5:
-                self.error_samples.append("%s: %s" % (name, err))
-            # A failed op leaves no half-open descriptor behind.
-            fdn = attrs.get("fd")
-            if kind in ("openfile", "createfile") and fdn in self.fds:
-                self.drop_fd(fdn)
-            return
-        if done:
-            st.add(time.perf_counter() - t0)
-
-    def drop_fd(self, fdn):
-        key, entry, fd = self.fds.pop(fdn)
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-        if entry is not None:
-            self.sets[key].release(entry)
-
-    # Each op returns True when it did something (a pick can find nothing,
-    # e.g. all files busy or deleted; Filebench then also skips).
-
-    def op_openfile(self, a):
-        fs = self.sets[a["fileset"]]
-        if a["fd"] in self.fds:
-            self.drop_fd(a["fd"])
-        i = fs.pick_existing(self.rng, self.choice)
-        if i is None:
-            return False
-        flags = os.O_RDONLY if fs.readonly else os.O_RDWR
-        try:
-            fd = os.open(fs.path(i), flags)
-        except OSError:
-            if not fs.readonly:
-                fs.release(i)
-            raise
-        self.fds[a["fd"]] = (a["fileset"], None if fs.readonly else i, fd)
-        return True
-
-    def op_createfile(self, a):
-        fs = self.sets[a["fileset"]]
-        if a["fd"] in self.fds:
-            self.drop_fd(a["fd"])
-        i = fs.pick_free(self.rng)
-        if i is None:
-            return False
-        try:
-            # As Filebench: O_CREAT on a name that does not exist.
-            fd = os.open(fs.path(i), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            fs.unpick_free(i)
-            raise
-        fs.mark_exists(i)
-        self.fds[a["fd"]] = (a["fileset"], i, fd)
-        return True
-
-    def op_closefile(self, a):
-        if a["fd"] not in self.fds:
-            return False
-        key, entry, fd = self.fds.pop(a["fd"])
-        if entry is not None:
-            self.sets[key].release(entry)
-        os.close(fd)
-        return True
-
-    def op_readwholefile(self, a):
-        if a["fd"] not in self.fds:
-            return False
-        fd = self.fds[a["fd"]][2]
-        os.lseek(fd, 0, os.SEEK_SET)
-        while True:
-            data = os.read(fd, a["iosize"])
-            if not data:
-                break
-            self.bytes_read += len(data)
-        return True
-
-    def op_writewholefile(self, a):
-        if a["fd"] not in self.fds:
-            return False
-        key, entry, fd = self.fds[a["fd"]]
-        left = self.sets[key].sizes[entry]
-        os.lseek(fd, 0, os.SEEK_SET)
-        while left > 0:
-            n = os.write(fd, self.block[:min(left, a["iosize"])])
-            left -= n
-            self.bytes_written += n
-        return True
-
-    def op_appendfilerand(self, a):
-        fdn = a["fd"]
-        if fdn not in self.fds:
-            if "fileset" not in a:
-                return False
-            # Filebench opens a file of the named set on first use and keeps
-            # it open (webserver's shared log file).
-            fs = self.sets[a["fileset"]]
-            i = self.rng.randrange(len(fs.paths))
-            self.fds[fdn] = (a["fileset"], None,
-                             os.open(fs.path(i), os.O_RDWR | os.O_CREAT,
-                                     0o644))
-        fd = self.fds[fdn][2]
-        n = self.rng.randint(1, a["iosize"])
-        os.lseek(fd, 0, os.SEEK_END)
-        self.bytes_written += os.write(fd, self.block[:n])
-        return True
-
-    def op_fsync(self, a):
-        if a["fd"] not in self.fds:
-            return False
-        os.fsync(self.fds[a["fd"]][2])
-        return True
-
-    def op_deletefile(self, a):
-        fs = self.sets[a["fileset"]]
-        i = fs.pick_existing(self.rng, "uniform")
-        if i is None:
-            return False
-        try:
-            os.unlink(fs.path(i))
-        except OSError:
-            fs.release(i)
-            raise
-        fs.mark_deleted(i)
-        fs.release(i)
-        return True
-
-    def op_statfile(self, a):
-        fs = self.sets[a["fileset"]]
-        i = fs.pick_existing(self.rng, "uniform")
-        if i is None:
-            return False
-        try:
-            os.stat(fs.path(i))
-        finally:
-            fs.release(i)
-        return True
-
-
-def run_python(args, personality, p):
-    seed = args.seed
-    sets = filesets_of(personality, p, args.dir, seed)
-    if args.choice == "zipf":
-        sets["big"].set_zipf(args.zipf_s, random.Random(seed))
-    flowops = flowops_of(personality, p)
-    block = os.urandom(max(p["iosize"], MIB))
-    # Threads wait for the GIL after each system call; a short switch
-    # interval keeps that wait (part of every measured latency, the same
-    # for every configuration) near 1 ms instead of 5 ms.
-    sys.setswitchinterval(0.001)
-    wait_for_go(args)
-    t0 = time.monotonic()
-    stop_at = t0 + p["duration"]
-    workers = [Worker(k, flowops, sets, args.choice, seed, stop_at, block)
-               for k in range(p["nthreads"])]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    elapsed = time.monotonic() - t0
-    per = {name: Stat(kind) for name, kind, _ in flowops}
-    total = Stat()
-    errors = []
-    for w in workers:
-        for name, st in w.stats.items():
-            per[name].merge(st)
-            total.merge(st)
-        errors += w.error_samples
-    return {
-        "workload": "webserver-zipf" if personality == "webserver" and
-        args.choice == "zipf" else personality,
-        "engine": "python",
-        "params": p,
-        "choice": args.choice,
-        "elapsed_s": elapsed,
-        "ops": total.ops,
-        "errors": total.errors,
-        "error_samples": errors[:10],
-        "bytes_read": sum(w.bytes_read for w in workers),
-        "bytes_written": sum(w.bytes_written for w in workers),
-        "latency": "per-op",
-        "total": total.as_dict(),
-        "flowops": {name: st.as_dict() for name, st in per.items()},
-    }
-
-
 # ------------------------------------------------------------ filebench engine
+#
+# Filebench runs in two places.  On the server (the knfsd guest, or the host
+# for the VFS remote) `prealloc` runs the personality's script with `create
+# files` instead of `run`: Filebench lays its file sets out and writes them
+# where neither proxy sees them, and the driver writes the tree's listing.
+# In each client `run` makes a local shadow of that listing (empty files in
+# the guest's tmpfs) and runs one Filebench whose script says
+#
+#   create files                 (trusttree: Filebench opens every file it
+#                                 believes exists, here in the shadow)
+#   set $dir=<the mount>         (the file sets' paths follow the variable)
+#   system "fbdriver.py barrier" (ready, wait for the runner's go)
+#   run DURATION
+#
+# so the client's Filebench touches the mount only in the timed phase.  Both
+# Filebench processes lay the sets out alike: Filebench never seeds its
+# generators (Mersenne Twister's default seed, rand() without srand), so the
+# same script gives the same names, sizes and preallocated entries.
 
 WORKLOAD_DIR = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "workloads")
+# Filebench's per-flowop latency histogram (`enable lathist`): bucket i
+# counts latencies in [2**(i-1), 2**i) ns.
+FB_FLOWOP = re.compile(r"^(\S+)\s+(\d+)ops\s+([\d.]+)ops/s\s+([\d.]+)mb/s\s+"
+                       r"([\d.]+)ms/op(?:\s+\[[^\]]*\])?(?:\s+\[([\d\s]*)\])?")
+FB_SUMMARY = re.compile(r"IO Summary:\s+(\d+) ops\s+([\d.]+) ops/s\s+"
+                        r"(\d+)/(\d+) rd/wr\s+([\d.]+)mb/s\s+([\d.]+)ms/op")
+FB_RAN = re.compile(r"Run took (\d+) seconds")
+FB_DEFINED = re.compile(r"^\s*flowop\s+(\w+)\s+name=([\w-]+)", re.M)
+READ_KINDS = ("readwholefile", "read")
 
 
 def zipf_randtable(nfiles, s):
@@ -696,98 +271,182 @@ def zipf_randtable(nfiles, s):
                            for w, (a, b) in zip(pct, ranges)) + "}"
 
 
-def filebench_script(personality, p, args, phase):
-    """Our .f file with the scale's values, for phase 'prealloc' (create the
-    file sets, then exit) or 'run' (reuse the tree as it is, run)."""
-    name = personality if personality != "webserver" or \
-        args.choice == "uniform" else "webserver-zipf"
-    with open(os.path.join(WORKLOAD_DIR, name + ".f")) as f:
+def filebench_script(workload, p, zipf_s, setdir):
+    """bench/workloads/WORKLOAD.f with the scale's values, $dir and $logdir
+    set to SETDIR and without its `run` line (the caller appends what the
+    phase needs)."""
+    with open(os.path.join(WORKLOAD_DIR, workload + ".f")) as f:
         text = f.read()
     values = dict(p)
-    values["dir"] = args.dir
+    del values["duration"]
+    if "seed" in values:
+        # erand48 from nearby seeds gives nearby first draws: spread the
+        # client numbers over its 48-bit state.
+        values["seed"] = (values["seed"] * 0x9E3779B97F4A7C15) % (1 << 48)
+    values["dir"] = values["logdir"] = setdir
     for key, value in values.items():
-        text = re.sub(r"(?m)^set \$%s\s*=.*$" % re.escape(key),
-                      "set $%s=%s" % (key, value), text)
-    text = re.sub(r"randtable\s*=\s*\{.*\}\s*$",
-                  "randtable = " + zipf_randtable(p["nfiles"], args.zipf_s),
-                  text, flags=re.M)
-    if phase == "prealloc":
-        text = re.sub(r"(?m)^run\b.*$", "create files", text)
-    else:
-        text = re.sub(r"(?m)^(define fileset .*)$", r"\1,trusttree", text)
-        text = re.sub(r"(?m)^run\b.*$", "run %d" % p["duration"], text)
-    return text
+        text, n = re.subn(r"(?m)^set \$%s\s*=.*$" % re.escape(key),
+                          lambda _m, k=key, v=value: "set $%s=%s" % (k, v),
+                          text)
+        if not n and key != "logdir":
+            raise SystemExit("fbdriver: %s.f sets no $%s" % (workload, key))
+    # The open's index variable: uniform over the set (webserver) or Zipf
+    # weights (webserver-zipf), for the scale's $nfiles.
+    table = zipf_randtable(p["nfiles"], zipf_s) if workload.endswith("zipf") \
+        else "{{100, 0, %d}}" % (p["nfiles"] - 1)
+    text = re.sub(r"randtable\s*=\s*\{\{.*?\}\}", "randtable = " + table,
+                  text, flags=re.S)
+    return re.sub(r"(?m)^run\b.*$", "", text)
 
 
-FB_FLOWOP = re.compile(r"^(\S+)\s+(\d+)ops\s+([\d.]+)ops/s\s+([\d.]+)mb/s\s+"
-                       r"([\d.]+)ms/op")
-FB_SUMMARY = re.compile(r"IO Summary:\s+(\d+) ops\s+([\d.]+) ops/s.*?"
-                        r"([\d.]+)mb/s\s+([\d.]+)ms/op")
+def filebench_argv(filebench, script):
+    # Filebench's processes share memory mapped at fixed addresses: no
+    # address-space randomization for this process tree (the guest's
+    # setting stays as it is).
+    return ["setarch", os.uname().machine, "-R", filebench, "-f", script]
 
 
-def parse_filebench(out, personality, p, elapsed):
-    flowops, total_ops, lat_sum = {}, 0, 0.0
-    for line in out.splitlines():
-        m = FB_FLOWOP.match(line.strip())
-        if m:
-            ops, ms = int(m.group(2)), float(m.group(5))
-            flowops[m.group(1)] = {"ops": ops, "errors": 0,
-                                   "lat_sum_s": ops * ms / 1e3,
-                                   "lat_mean_ms": ms, "hist": {},
-                                   "kind": re.sub(r"\d+$", "", m.group(1))}
-            total_ops += ops
-            lat_sum += ops * ms / 1e3
+def cmd_prealloc(args, workload, p):
+    """Creates the file sets under DIR with Filebench and writes their
+    listing (`d PATH` / `f PATH`, relative to DIR) to LIST."""
+    os.makedirs(args.dir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="fbdriver-")
+    try:
+        script = os.path.join(work, "create.f")
+        with open(script, "w") as f:
+            f.write(filebench_script(workload, p, args.zipf_s, args.dir))
+            f.write("create files\n")
+        proc = subprocess.run(filebench_argv(args.filebench, script), cwd=work,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out = proc.stdout.decode(errors="replace")
+        if proc.returncode != 0 or \
+                "pre-allocation of filesets completed" not in out:
+            sys.stderr.write(out)
+            raise SystemExit("fbdriver: filebench did not create the file "
+                             "sets in %s" % args.dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    files = 0
+    with open(args.list + ".tmp", "w") as f:
+        for root, dirs, names in os.walk(args.dir):
+            rel = os.path.relpath(root, args.dir)
+            for d in sorted(dirs):
+                f.write("d %s\n" % os.path.normpath(os.path.join(rel, d)))
+            for n in sorted(names):
+                f.write("f %s\n" % os.path.normpath(os.path.join(rel, n)))
+                files += 1
+    os.rename(args.list + ".tmp", args.list)
+    return {"prealloc": args.dir, "files": files, "engine": "filebench"}
+
+
+def make_shadow(listing, root):
+    """Empty files and directories named as in LISTING under ROOT."""
+    with open(listing) as f:
+        for line in f:
+            kind, _, rel = line.rstrip("\n").partition(" ")
+            path = os.path.join(root, rel)
+            if kind == "d":
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "w").close()
+
+
+def lathist_to_hist(counts):
+    """Filebench's power-of-two ns buckets -> our HIST_BASE us buckets
+    (each count at its bucket's geometric middle: p99 to within a factor
+    of 1.4)."""
+    hist = {}
+    for i, c in enumerate(counts):
+        if not c:
+            continue
+        us = (2.0 ** (i - 0.5)) / 1000.0
+        b = int(math.log(us, HIST_BASE)) if us >= 1 else 0
+        hist[str(b)] = hist.get(str(b), 0) + c
+    return hist
+
+
+def parse_filebench(out, workload, p, kinds, errors):
     m = FB_SUMMARY.search(out)
     if not m:
-        raise SystemExit("fbdriver: no IO Summary in filebench output")
+        raise SystemExit("fbdriver: no IO Summary in filebench's output")
+    ran = FB_RAN.search(out)
+    if not ran or int(ran.group(1)) < p["duration"]:
+        raise SystemExit("fbdriver: filebench ran %s s of %d" % (
+            ran.group(1) if ran else "?", p["duration"]))
+    ops, rate = int(m.group(1)), float(m.group(2))
+    elapsed = ops / rate if rate > 0 else float(ran.group(1))
+    flowops, total = {}, Stat()
+    nread = nwritten = 0
+    for line in out.splitlines():
+        f = FB_FLOWOP.match(re.sub(r"^[\d.]+:\s*", "", line.strip()))
+        if not f or f.group(1) not in kinds:
+            continue
+        n, ms = int(f.group(2)), float(f.group(5))
+        hist = lathist_to_hist([int(x) for x in (f.group(6) or "").split()])
+        st = {"ops": n, "errors": 0, "lat_sum_s": n * ms / 1e3, "hist": hist,
+              "kind": kinds[f.group(1)]}
+        if n:
+            st["lat_mean_ms"] = ms
+        flowops[f.group(1)] = st
+        total.ops += n
+        total.lat_sum += n * ms / 1e3
+        for b, c in hist.items():
+            total.hist[int(b)] = total.hist.get(int(b), 0) + c
+        nbytes = float(f.group(4)) * MIB * elapsed
+        if kinds[f.group(1)] in READ_KINDS:
+            nread += nbytes
+        else:
+            nwritten += nbytes
     return {
-        "workload": personality, "engine": "filebench", "params": p,
-        "elapsed_s": float(p["duration"]), "wall_s": elapsed,
-        "ops": int(m.group(1)), "errors": 0,
-        "bytes_read": None, "bytes_written": None,
-        "mb_per_s": float(m.group(3)), "latency": "mean-only",
-        "total": {"ops": int(m.group(1)), "errors": 0,
-                  "lat_sum_s": lat_sum, "hist": {},
-                  "lat_mean_ms": float(m.group(4))},
-        "flowops": flowops,
+        "workload": workload, "engine": "filebench", "params": p,
+        "elapsed_s": elapsed, "ops": ops, "errors": errors,
+        "bytes_read": int(nread), "bytes_written": int(nwritten),
+        "mb_per_s": float(m.group(5)), "latency": "per-op",
+        "total": total.as_dict(), "flowops": flowops,
     }
 
 
-def run_filebench(args, personality, p):
-    work = "/tmp/fbdriver-%d" % os.getpid()
-    os.makedirs(work, exist_ok=True)
+def run_filebench(args, workload, p):
+    work = tempfile.mkdtemp(prefix="fbdriver-")
     try:
-        # Filebench needs a fixed address space layout (LAB.md).
-        with open("/proc/sys/kernel/randomize_va_space", "w") as f:
-            f.write("0\n")
-    except OSError:
-        pass
-    scripts = {}
-    for phase in ("prealloc", "run"):
-        scripts[phase] = os.path.join(work, phase + ".f")
-        with open(scripts[phase], "w") as f:
-            f.write(filebench_script(personality, p, args, phase))
-    subprocess.run(["filebench", "-f", scripts["prealloc"]], check=True,
-                   stdout=sys.stderr, cwd=work)
-    subprocess.run(["sync"], check=True)
-    drop_caches()
+        shadow = os.path.join(work, "shadow")
+        make_shadow(args.list, shadow)
+        text = filebench_script(workload, p, args.zipf_s, shadow)
+        kinds = {name: kind for kind, name in FB_DEFINED.findall(text)}
+        barrier = "python3 -B %s barrier" % os.path.abspath(__file__)
+        if args.ready:
+            barrier += " --ready %s --go %s --go-timeout %d" % (
+                args.ready, args.go, args.go_timeout)
+        script = os.path.join(work, "run.f")
+        with open(script, "w") as f:
+            f.write(re.sub(r"(?m)^(define fileset .*)$", r"\1,trusttree", text))
+            f.write("enable lathist\ncreate files\n")
+            f.write("set $dir=%s\nset $logdir=%s\n" % (
+                args.dir, args.logdir or args.dir))
+            f.write('system "%s"\nrun %d\n' % (barrier, p["duration"]))
+        proc = subprocess.run(filebench_argv(args.filebench, script), cwd=work,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out = proc.stdout.decode(errors="replace")
+        err = proc.stderr.decode(errors="replace")
+        sys.stderr.write(out + err)
+        if args.go and not os.path.exists(args.go):
+            raise SystemExit("fbdriver: filebench ran without the go signal")
+        # Filebench exits 0 whatever happened; its errors go to stderr.
+        errors = sum(1 for line in err.splitlines() if line.strip())
+        res = parse_filebench(out, workload, p, kinds, errors)
+        if errors:
+            res["error_samples"] = err.splitlines()[:10]
+        return res
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cmd_barrier(args):
+    """Called by Filebench's `system` between creating its file sets and
+    its run: ready, then wait for go.  (Filebench ignores the command's
+    exit status: run_filebench checks that go was given.)"""
     wait_for_go(args)
-    t0 = time.monotonic()
-    proc = subprocess.run(["filebench", "-f", scripts["run"]], check=True,
-                          stdout=subprocess.PIPE, cwd=work)
-    elapsed = time.monotonic() - t0
-    out = proc.stdout.decode(errors="replace")
-    sys.stderr.write(out)
-    shutil.rmtree(work, ignore_errors=True)
-    return parse_filebench(out, personality, p, elapsed)
-
-
-def drop_caches():
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-    except OSError:
-        pass
 
 
 # ------------------------------------------------------------ fixed work
@@ -1004,22 +663,30 @@ def main():
         p.add_argument("--set", action="append", metavar="K=V",
                        help="override a parameter (nfiles=500, "
                             "meanfilesize=32k, nthreads=8, ...)")
-        p.add_argument("--seed", type=int, default=1)
+
+    def filebench(p):
+        p.add_argument("--filebench", default=shutil.which("filebench"),
+                       help="the filebench binary (default: on PATH)")
+        p.add_argument("--list", required=True,
+                       help="the file sets' listing (written by prealloc, "
+                       "read by run)")
+        p.add_argument("--dir", required=True)
+        p.add_argument("--zipf-s", type=float, default=1.0,
+                       help="webserver-zipf's exponent")
 
     p = sub.add_parser("params", help="print the resolved parameters")
     personality(p)
     p = sub.add_parser("prealloc", help="create the file sets")
     personality(p)
-    p.add_argument("--dir", required=True)
+    filebench(p)
     p = sub.add_parser("run", help="run a personality")
     personality(p)
     barrier(p)
-    p.add_argument("--dir", required=True)
+    filebench(p)
+    p.add_argument("--logdir", help="webserver's log file set (default DIR)")
     p.add_argument("--duration", type=int)
-    p.add_argument("--choice", choices=["uniform", "zipf"])
-    p.add_argument("--zipf-s", type=float, default=1.0)
-    p.add_argument("--engine", default="auto",
-                   choices=["auto", "python", "filebench"])
+    p = sub.add_parser("barrier", help="create READY, wait for GO")
+    barrier(p)
     p = sub.add_parser("untar", help="tar -xf TAR -C DIR")
     barrier(p)
     p.add_argument("--tar", required=True)
@@ -1055,26 +722,17 @@ def main():
         if args.cmd == "params":
             report(p)
             return 0
+        if not args.filebench:
+            raise SystemExit("fbdriver: no filebench on PATH (--filebench)")
         if args.cmd == "prealloc":
-            sets = filesets_of(args.personality, p, args.dir, args.seed)
-            block = os.urandom(MIB)
-            for fs in sets.values():
-                fs.prealloc(block)
-            report({"prealloc": args.dir, "files": sum(
-                len(fs.preallocated) for fs in sets.values())})
+            report(cmd_prealloc(args, args.personality, p))
             return 0
         if args.duration:
             p["duration"] = args.duration
-        if args.choice is None:
-            args.choice = "zipf" if args.personality.endswith("zipf") \
-                else "uniform"
-        engine = args.engine
-        if engine == "auto":
-            engine = "filebench" if shutil.which("filebench") else "python"
-        if engine == "filebench":
-            report(run_filebench(args, args.personality, p))
-        else:
-            report(run_python(args, args.personality, p))
+        report(run_filebench(args, args.personality, p))
+        return 0
+    if args.cmd == "barrier":
+        cmd_barrier(args)
         return 0
     handler = {"untar": cmd_untar, "lslr": cmd_lslr,
                "genproject": cmd_genproject, "build": cmd_build,

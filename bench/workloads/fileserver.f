@@ -5,7 +5,7 @@
 # delete one, stat one; directories of ~$meandirwidth entries.
 # bench/driver/fbdriver.py rewrites the `set` lines with the chosen scale
 # (full: 1000 files of 128 KiB and 16 threads instead of 10000 and 50) and
-# replaces `run` (see webserver.f).
+# drops `run` (see webserver.f).
 
 set $dir=/tmp
 set $nfiles=10000

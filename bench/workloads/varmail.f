@@ -4,7 +4,7 @@
 # with fsync, re-open one, read it, append and fsync, open and read another.
 # File sizes are gamma distributed around $meanfilesize (Filebench's default
 # size gamma, 1.5).  bench/driver/fbdriver.py rewrites the `set` lines with
-# the chosen scale and replaces `run` (see webserver.f).
+# the chosen scale and drops `run` (see webserver.f).
 
 set $dir=/tmp
 set $nfiles=1000

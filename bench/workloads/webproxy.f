@@ -3,7 +3,7 @@
 # One flat directory: replace one object (delete, create, append), then open
 # and read five whole objects.  bench/driver/fbdriver.py rewrites the `set`
 # lines with the chosen scale (full: 2000 objects and 16 threads instead of
-# 10000 and 100) and replaces `run` (see webserver.f).
+# 10000 and 100) and drops `run` (see webserver.f).
 
 set $dir=/tmp
 set $nfiles=10000

@@ -1,18 +1,39 @@
 #!/usr/bin/env bash
 # The benchmark runner (make bench, bench/run.sh) end to end at smoke scale:
 # one workload, one client, the lan profile, the direct and nache
-# configurations against the knfsd remote.  The runner owns its lab (its
-# traps tear it down, also on failure); this test checks its outputs —
-# results.csv with the header and real numbers for both configurations
-# (timed duration, server ops counted by knfsd), summary.md, a plot when
+# configurations against the knfsd remote, the personality run by
+# Filebench.  The runner owns its lab (its traps tear it down, also on
+# failure); this test checks its outputs — results.csv with the header and
+# real numbers for both configurations (timed duration, server ops counted
+# by knfsd, Filebench's ops and p99 latency), summary.md, a plot when
 # matplotlib is importable (the clear "no plots" notice otherwise), the
 # latest symlink — and that nothing of the runner's lab is left behind.
+# Before the lab, two refusals that need none: SHARED=1 with a workload
+# that writes its set, and a missing filebench binary.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/bench-smoke.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 LOG=$OUT/run.log
+
+# refused WHY PATTERN ENV... — bench/run.sh with ENV exits 2 at once,
+# saying PATTERN, and starts no lab.
+refused() {
+	local why=$1 pattern=$2 out rc
+	shift 2
+	out=$(env "$@" BENCH_OUT="$OUT/refused" timeout 60 bash "$NACHE_SOURCE_DIR/bench/run.sh" 2>&1)
+	rc=$?
+	[ "$rc" = 2 ] || { echo "$why: exit $rc, expected 2: $out" >&2; return 1; }
+	grep -q -- "$pattern" <<<"$out" || { echo "$why: no '$pattern' in: $out" >&2; return 1; }
+	! grep -q '\] lab [0-9a-f]* in ' <<<"$out" || { echo "$why: a lab was started" >&2; return 1; }
+}
+check shared_refused_for_a_workload_that_writes \
+	refused "SHARED=1 varmail" "SHARED=1: 'varmail' writes or deletes" \
+	WORKLOAD=varmail SHARED=1
+check missing_filebench_refused \
+	refused "FILEBENCH missing" "no filebench at $OUT/none" \
+	WORKLOAD=webserver FILEBENCH="$OUT/none"
 
 echo "=== $ITEST_NAME: running bench/run.sh (output in $LOG)" >&2
 t0=$SECONDS
@@ -49,9 +70,25 @@ csv_has_header() {
 config_measured() {
 	positive "$1 duration_s" "$(value "$1" duration_s)" &&
 		positive "$1 ops" "$(value "$1" ops)" &&
+		positive "$1 latency_p99_ms" "$(value "$1" latency_p99_ms)" &&
+		expect_eq "$1 errors" "$(value "$1" errors)" 0 &&
 		positive "$1 server_ops_total" "$(value "$1" server_ops_total)" &&
 		positive "$1 server_compounds" "$(value "$1" server_compounds)" &&
 		positive "$1 server_ops_OPEN" "$(value "$1" server_ops_OPEN)"
+}
+
+# Filebench ran the personality: the run says so and each client's report
+# is Filebench's.
+filebench_ran() {
+	grep -qx 'engine=filebench (personalities)' "$RUN/params.txt" ||
+		{ echo "params.txt: $(grep engine "$RUN/params.txt")" >&2; return 1; }
+	local f n=0
+	for f in "$RUN"/raw/webserver-lan-c1-*/client1.json; do
+		grep -q '"engine": "filebench"' "$f" || { echo "$f is not Filebench's" >&2; return 1; }
+		grep -q 'IO Summary' "${f%.json}.err" || { echo "no IO Summary in ${f%.json}.err" >&2; return 1; }
+		n=$((n + 1))
+	done
+	expect_eq "client reports" "$n" 2
 }
 
 summary_written() {
@@ -94,6 +131,7 @@ check runner_exits_0 runner_succeeded
 check results_csv_has_the_header csv_has_header
 check direct_row_has_duration_and_server_ops config_measured direct
 check nache_row_has_duration_and_server_ops config_measured nache
+check filebench_ran_the_personality filebench_ran
 check summary_md_has_the_tables summary_written
 check png_plot_or_clear_notice plots_or_notice
 check latest_symlink_points_to_the_run latest_points_to_run
