@@ -16,7 +16,17 @@ ganesha_tarball="nfs-ganesha_4.3.orig.tar.gz"
 ganesha_sha256=d4efd020edf4dfe65abfd0f0f66eb4390613360f99dce4354467ab297e0e1c0f
 # Filebench at upstream commit 22620e6 (github.com/filebench/filebench),
 # not packaged by Debian 12: a tarball of its source, checked by SHA-256.
+# Where: NACHE_THIRD_PARTY, else shared/third_party beside the repository,
+# else beside the repository a clean clone was made from (its origin, when
+# that is a directory here).
 third_party_dir=${NACHE_THIRD_PARTY:-$(dirname "$top")/shared/third_party}
+if [ -z "${NACHE_THIRD_PARTY:-}" ] && [ ! -d "$third_party_dir" ]; then
+  origin=$(git -C "$top" remote get-url origin 2>/dev/null || true)
+  if [ -n "$origin" ] && [ -d "$origin" ] &&
+    [ -d "$(dirname "$(cd "$origin" && pwd)")/shared/third_party" ]; then
+    third_party_dir="$(dirname "$(cd "$origin" && pwd)")/shared/third_party"
+  fi
+fi
 filebench_tarball="filebench-22620e6.tar.gz"
 filebench_sha256=4eba4a1bf43ef4927a49d70f242648c28596f55e73eece5d5b9a3ad4605e021c
 
