@@ -312,7 +312,9 @@ Compound &Compound::Open(const OpenArgs &args) {
       b.Utf8(args.name, &claim.open_claim4_u.file_delegate_prev);
       break;
     case OpenArgs::Claim::kFh:
-      claim.claim = open_claim_type4(kClaimFh);
+      // libnfs' open_claim_type4 has no CLAIM_FH (storing 4 there would be
+      // an invalid enum value): a placeholder; the wire encoding is ours.
+      claim.claim = CLAIM_NULL;
       b.meta().open_by_fh = true;
       break;
   }
@@ -634,6 +636,8 @@ size_t Compound::size() const { return impl_->args.size(); }
 Op Compound::op(size_t i) const { return impl_->meta[i].op; }
 
 char *Compound::read_dest(size_t i) const { return impl_->meta[i].read_dest; }
+
+bool Compound::open_by_fh(size_t i) const { return impl_->meta[i].open_by_fh; }
 
 uint32_t Compound::open_seqid(size_t i) const {
   return op(i) == Op::kOpen ? impl_->args[i].nfs_argop4_u.opopen.seqid : 0;

@@ -251,6 +251,8 @@ class Compound {
   const Nfs42Args *nfs42_args(size_t i) const;
   // The seqid of operation i when it is an OPEN (else 0).
   uint32_t open_seqid(size_t i) const;
+  // Whether operation i is an OPEN by filehandle (CLAIM_FH, NFSv4.1).
+  bool open_by_fh(size_t i) const;
   // Where operation i, a READ, puts its data (else null). For upstream/
   // and tests only (a scripted server).
   char *read_dest(size_t i) const;

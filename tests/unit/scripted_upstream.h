@@ -387,8 +387,9 @@ class ScriptedUpstream : public upstream::Upstream {
                         cr.groups.end();
       r.status = guarded_ops.count(upstream::OpName(r.op)) && !member
                      ? uint32_t(upstream::kNfs4ErrAccess)
-                 : c.nfs42_args(i) ? Execute42(r.op, *c.nfs42_args(i), cur, &r)
-                                   : Execute(a, &cur, &r, g, c.read_dest(i));
+                 : c.nfs42_args(i)
+                     ? Execute42(r.op, *c.nfs42_args(i), cur, &r)
+                     : Execute(a, &cur, &r, g, c.read_dest(i), c.open_by_fh(i));
       rep->results.push_back(r);
       if (r.status) {
         rep->status = r.status;
@@ -547,8 +548,10 @@ class ScriptedUpstream : public upstream::Upstream {
   }
 
   // read_dest: where a READ puts its data.
+  // by_fh: an OPEN by filehandle (CLAIM_FH).
   uint32_t Execute(const nfs_argop4 &a, Fh *cur, OpResult *r,
-                   std::unique_lock<std::mutex> &g, char *read_dest) {
+                   std::unique_lock<std::mutex> &g, char *read_dest,
+                   bool by_fh) {
     switch (a.argop) {
       case OP_PUTROOTFH: *cur = "root"; return 0;
       case OP_PUTFH:
@@ -622,7 +625,7 @@ class ScriptedUpstream : public upstream::Upstream {
           return 0;
         }
         if (in_grace_) return upstream::kNfs4ErrGrace;
-        if (uint32_t(o.claim.claim) == upstream::kClaimFh) {
+        if (by_fh) {
           if (minor == 0) return upstream::kNfs4ErrInval;  // 4.1 only
           if (o.openhow.opentype == OPEN4_CREATE)
             return upstream::kNfs4ErrInval;
