@@ -789,20 +789,9 @@ void Connection::OnReply(PendingCall *call, rpc::ReplyStatus status,
     }
     if (seq.status == kNfs4ErrBadSession || seq.status == kNfs4ErrDeadSession ||
         seq.status == kNfs4ErrConnNotBoundToSession) {
-      // Not executed; a new session is on its way (OnSequence). The call
-      // waits for it and goes again then, so the caller sees nothing of
-      // the loss (or, with no one to take it back, retries).
-      if (!listener_->Redispatches()) {
-        Complete(call, CallStatus::kDisconnected, {});
-        return;
-      }
-      load_.fetch_sub(1, std::memory_order_relaxed);
-      if (call->user_ctx) {
-        call->user_ctx->in_flight--;
-        call->user_ctx.reset();
-      }
-      call->session.reset();
-      listener_->Redispatch(std::move(owner), session.get());
+      // Not executed; a new session is on its way (OnSequence): the
+      // caller retries.
+      Complete(call, CallStatus::kDisconnected, {});
       return;
     }
   }

@@ -154,17 +154,6 @@ class ConnectionListener {
                           Clock::time_point sent) {}
   // NFSv4.1: a slot was given back; connections waiting for one go on.
   virtual void OnSlotFreed() {}
-  // NFSv4.1: whether Redispatch takes calls back (else they fail
-  // retryably, kDisconnected).
-  virtual bool Redispatches() const { return false; }
-  // NFSv4.1: call was not executed because the server lost its session
-  // (lost; BADSESSION, DEADSESSION, CONN_NOT_BOUND_TO_SESSION), and
-  // OnSequence has been told: it is sent again once there is a new
-  // session (its deadline still bounds it). call is detached from the
-  // connection (not in flight, not counted in its load). Runs on the
-  // connection's loop thread.
-  virtual void Redispatch(std::unique_ptr<PendingCall> call,
-                          const Session41 *lost) {}
 };
 
 class Connection {

@@ -116,9 +116,6 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
     return session_;
   }
   bool Sessions() const override { return minor_.load() >= 1; }
-  bool Redispatches() const override { return true; }
-  void Redispatch(std::unique_ptr<PendingCall> call,
-                  const Session41 *lost) override;
   void OnSequence(Session41 &s, const nfs41::SequenceRes &r,
                   Clock::time_point sent) override;
   void OnSlotFreed() override {
@@ -328,29 +325,6 @@ CallStatus UpstreamImpl::CallInternal(Compound &c, CompoundReply *reply) {
   auto w = std::make_shared<Waiter>();
   Send(NewCall(&c, nullptr, Creds(), Waiter::Completion(w, reply)), false);
   return w->Wait();
-}
-
-void UpstreamImpl::Redispatch(std::unique_ptr<PendingCall> call,
-                              const Session41 *lost) {
-  Callback done;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (stopping_) {
-      done = std::move(call->done);
-    } else if (session_.get() == lost || !client_ready_ ||
-               recovery_requested_) {
-      // Held with the calls that wait for a client id: the state thread
-      // sends them once the new session is made.
-      held_.push_back(std::move(call));
-      cv_.notify_all();
-      return;
-    }
-  }
-  if (done) {
-    done(CallStatus::kShutdown, CompoundReply());
-    return;
-  }
-  if (call) Send(std::move(call), true);  // a newer session is here already
 }
 
 void UpstreamImpl::TriggerRecovery(uint64_t generation) {
