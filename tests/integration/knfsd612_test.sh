@@ -3,7 +3,8 @@
 # WRITE delegations, which the lab's UML 6.1 knfsd never does: a UML client
 # mounting knfsd directly (NFSv4.1) and holding a file open for reading and
 # writing is shown one in the server's own state file (read, not assumed).
-# nache in front of the same knfsd, its upstream in NFSv4.0 (the default):
+# nache in front of the same knfsd, its upstream in NFSv4.0 (asked for:
+# NFSv4.1 is the default):
 # its client's read-only open gets nache a read delegation; a read-write
 # open reaches knfsd as one, and knfsd gives nache no write delegation for
 # it: knfsd (since 6.6) offers write delegations only to NFSv4.1+ clients
@@ -13,6 +14,8 @@ export LAB_KNFSD_KERNEL=6.12
 # knfsd grants no delegation while any lock manager is in grace, lockd's
 # included (50 s after boot by default): shorten lockd's.
 export LAB_KNFSD_NLM_GRACE=10
+# This suite is about what knfsd offers an NFSv4.0 client.
+export LAB_NACHE_MINOR=0
 source "$(dirname "$0")/itest.sh"
 
 lab_init && lab_net_up lan && lab_remote_knfsd_start &&
