@@ -121,6 +121,19 @@ std::string GssReply(uint32_t xid, const std::string &verf,
   return b + results;
 }
 
+// A denied reply: AUTH_ERROR with an RPCSEC_GSS status (the server no
+// longer has the context).
+std::string AuthErrorReply(uint32_t xid, uint32_t gss_stat) {
+  std::string b;
+  XdrOut x(&b);
+  x.U32(xid);
+  x.U32(1);  // REPLY
+  x.U32(1);  // denied
+  x.U32(1);  // AUTH_ERROR
+  x.U32(gss_stat);
+  return b;
+}
+
 std::string Opaque(const std::string &s) {
   std::string b;
   XdrOut(&b).Opaque(s);
@@ -307,13 +320,7 @@ TEST_F(RpcsecGssTest, ARefusedContextIsAnAuthErrorAndExpiresIt) {
   CallWith("x", &o);
   GssCall c;
   ASSERT_TRUE(ParseGssCall(PeerRead(), &c));
-  std::string b;
-  XdrOut x(&b);
-  x.U32(c.xid);
-  x.U32(1);  // REPLY
-  x.U32(1);  // denied
-  x.U32(1);  // AUTH_ERROR
-  x.U32(kRpcsecGssCtxProblem);
+  const std::string b = AuthErrorReply(c.xid, kRpcsecGssCtxProblem);
   EXPECT_FALSE(gss_->expired());
   PeerWrite(b);
   ASSERT_TRUE(o.done);
@@ -480,13 +487,7 @@ TEST_F(GssConnectionTest, AContextTheServerNoLongerHasIsMadeAgain) {
   Submit(d);
   GssCall c;
   ASSERT_TRUE(ParseGssCall(peer_.ReadRecord(), &c));
-  std::string b;
-  XdrOut x(&b);
-  x.U32(c.xid);
-  x.U32(1);  // REPLY
-  x.U32(1);  // denied
-  x.U32(1);  // AUTH_ERROR
-  x.U32(kRpcsecGssCredProblem);
+  const std::string b = AuthErrorReply(c.xid, kRpcsecGssCredProblem);
   peer_.WriteRecord(b);
   // Not executed: the caller gets a retryable status ...
   ASSERT_TRUE(d->Wait());
@@ -599,13 +600,7 @@ TEST_F(GssConnectionTest, AUsersContextTheServerRefusesIsMadeAgainAlone) {
   ServeUserInit(&peer_, kAliceKey, "ctx-alice-1");
   GssCall c;
   ASSERT_TRUE(ParseGssCall(peer_.ReadRecord(), &c));
-  std::string b;
-  XdrOut x(&b);
-  x.U32(c.xid);
-  x.U32(1);  // REPLY
-  x.U32(1);  // denied
-  x.U32(1);  // AUTH_ERROR
-  x.U32(kRpcsecGssCtxProblem);
+  const std::string b = AuthErrorReply(c.xid, kRpcsecGssCtxProblem);
   peer_.WriteRecord(b);
   // Not executed, retryable; the connection stays up.
   ASSERT_TRUE(d1->Wait());
