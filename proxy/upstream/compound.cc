@@ -283,6 +283,15 @@ Compound &Compound::Open(const OpenArgs &args) {
         how.mode = GUARDED4;
         b.FattrWithOwners(args.create_attrs, &how.createhow4_u.createattrs);
         break;
+      case OpenArgs::Create::kExclusive41:
+        // libnfs' createmode4 has no EXCLUSIVE4_1: EXCLUSIVE4 with the
+        // verifier holds its place; the wire encoding is ours.
+        how.mode = EXCLUSIVE4;
+        CopyVerifier(args.create_verf, how.createhow4_u.createverf);
+        b.meta().open_excl41 = true;
+        EncodeSettableAttrs(args.create_attrs, &b.meta().excl41_bitmap,
+                            &b.meta().excl41_attrs);
+        break;
       default:
         how.mode = EXCLUSIVE4;
         CopyVerifier(args.create_verf, how.createhow4_u.createverf);
@@ -607,7 +616,7 @@ const Nfs42Args *Compound::nfs42_args(size_t i) const {
 
 bool Compound::NeedsNfs41() const {
   for (const OpMeta &m : impl_->meta)
-    if (m.open_by_fh) return true;
+    if (m.open_by_fh || m.open_excl41) return true;
   return false;
 }
 

@@ -46,10 +46,14 @@ struct OpenArgs {
     kNoCreate,
     kUnchecked,
     kGuarded,
-    kExclusive
+    kExclusive,
+    // NFSv4.1 (RFC 8881 18.16.3): the verifier and attributes together.
+    // Encoded by us (libnfs 4.0.0 knows only 4.0's modes), so never in an
+    // NFSv4.0 compound; its owners, if any, go out numeric.
+    kExclusive41
   } create = Create::kNoCreate;
-  Attrs create_attrs;    // kUnchecked/kGuarded
-  Verifier create_verf;  // kExclusive (8 bytes)
+  Attrs create_attrs;    // kUnchecked/kGuarded/kExclusive41
+  Verifier create_verf;  // kExclusive/kExclusive41 (8 bytes)
   enum class Claim {
     kNull,
     kPrevious,

@@ -34,7 +34,12 @@ struct OpMeta {
   uint32_t readdir_maxcount = 0;  // READDIR: maxcount (bound on the reply)
   bool auto_clientid = false;     // the clientid is filled in by FillClientid
   bool open_by_fh = false;        // OPEN with CLAIM_FH (encoded by us)
-  Nfs42Args v42;                  // an NFSv4.2 operation's arguments
+  // OPEN EXCLUSIVE4_1 (encoded by us): the verifier and the settable
+  // attributes' bitmap and list.
+  bool open_excl41 = false;
+  std::vector<uint32_t> excl41_bitmap;
+  std::string excl41_attrs;
+  Nfs42Args v42;  // an NFSv4.2 operation's arguments
 };
 
 // Settable attributes that carry an owner or owner_group: encoded again

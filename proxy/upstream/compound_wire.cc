@@ -2,9 +2,11 @@
 // Requests: NFSv4.0 goes through libnfs' generated COMPOUND4args encoder;
 // NFSv4.1 and 4.2 put our own SEQUENCE (nfs41.cc) in front, each further
 // operation is libnfs' 4.0 encoder, but NFSv4.2's operations and OPEN by
-// filehandle (which libnfs 4.0.0 does not know), encoded here. Replies, in both
-// minor versions, are decoded by our own bounded reader (compound_decode.cc),
-// never by libnfs: they come from a server we do not trust with lengths.
+// filehandle or EXCLUSIVE4_1 (which libnfs 4.0.0 does not know), encoded here.
+// Replies, in both minor versions, are decoded by our own bounded reader
+// (compound_decode.cc), never by libnfs: they come from a server we do not
+// trust with lengths.
+//
 // libnfs.h first: the other libnfs headers use what it defines.
 // clang-format off
 #include <nfsc/libnfs.h>
@@ -79,21 +81,38 @@ void EncodeNfs42(rpc::XdrOut *x, Op op, const Nfs42Args &a) {
   }
 }
 
-// An OPEN of the current filehandle (RFC 8881 18.16): never a create.
-void EncodeOpenByFh(rpc::XdrOut *x, const OPEN4args &o) {
+// An NFSv4.1 OPEN libnfs cannot encode (RFC 8881 18.16): of the current
+// filehandle (CLAIM_FH, never a create), or an EXCLUSIVE4_1 create by name.
+void EncodeOpen41(rpc::XdrOut *x, const OPEN4args &o, const OpMeta &m) {
   x->U32(uint32_t(Op::kOpen));
   x->U32(o.seqid);
   x->U32(o.share_access);
   x->U32(o.share_deny);
   x->U64(o.owner.clientid);
   x->Opaque(std::string(o.owner.owner.owner_val, o.owner.owner.owner_len));
-  x->U32(OPEN4_NOCREATE);
-  x->U32(kClaimFh);
+  if (m.open_excl41) {
+    x->U32(OPEN4_CREATE);
+    x->U32(kCreateExclusive41);
+    x->Fixed(o.openhow.openflag4_u.how.createhow4_u.createverf,
+             NFS4_VERIFIER_SIZE);
+    x->U32(uint32_t(m.excl41_bitmap.size()));
+    for (uint32_t w : m.excl41_bitmap) x->U32(w);
+    x->Opaque(m.excl41_attrs);
+  } else {
+    x->U32(OPEN4_NOCREATE);
+  }
+  if (m.open_by_fh) {
+    x->U32(kClaimFh);
+  } else {
+    const component4 &f = o.claim.open_claim4_u.file;
+    x->U32(CLAIM_NULL);
+    x->Opaque(std::string(f.utf8string_val, f.utf8string_len));
+  }
 }
 
-// Operations libnfs 4.0.0 cannot encode: NFSv4.2's, and 4.1's OPEN claims.
+// Operations libnfs 4.0.0 cannot encode: NFSv4.2's, and 4.1's OPENs.
 bool EncodedHere(const OpMeta &m) {
-  return IsNfs42Op(uint32_t(m.op)) || m.open_by_fh;
+  return IsNfs42Op(uint32_t(m.op)) || m.open_by_fh || m.open_excl41;
 }
 
 }  // namespace
@@ -134,8 +153,8 @@ bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq,
   const std::vector<OpMeta> &meta = impl_->meta;
   size_t i = 0;
   while (i < ops.size()) {
-    if (meta[i].open_by_fh) {
-      EncodeOpenByFh(&x, ops[i].nfs_argop4_u.opopen);
+    if (meta[i].open_by_fh || meta[i].open_excl41) {
+      EncodeOpen41(&x, ops[i].nfs_argop4_u.opopen, meta[i]);
       i++;
       continue;
     }

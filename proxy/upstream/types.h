@@ -298,6 +298,8 @@ enum : uint32_t {
 
 // open_claim_type4 of NFSv4.1's OPEN by filehandle (RFC 8881 18.16.1).
 constexpr uint32_t kClaimFh = 4;
+// createmode4 EXCLUSIVE4_1 (RFC 8881 18.16.1), new in NFSv4.1.
+constexpr uint32_t kCreateExclusive41 = 3;
 
 // ACCESS bits (RFC 7530).
 enum : uint32_t {

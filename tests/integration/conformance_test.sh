@@ -2,9 +2,9 @@
 # Protocol conformance through nache: a client must not be able to tell,
 # by any protocol behaviour, that nache sits between it and the files
 # (issue 17). tests/tools/conformance sends the COMPOUNDs of each case
-# (share reservations, an OPEN replay, UNCHECKED and EXCLUSIVE4 creates of
-# an existing file, LOCKT of one's own lock, OPEN_DOWNGRADE with locks
-# held, the change attribute across WRITEs, no read delegation while
+# (share reservations, an OPEN replay, UNCHECKED, EXCLUSIVE4 and (over
+# NFSv4.1) EXCLUSIVE4_1 creates of an existing file, LOCKT of one's own
+# lock, OPEN_DOWNGRADE with locks held, the change attribute across WRITEs, no read delegation while
 # another client writes; over NFSv4.2 also ALLOCATE, DEALLOCATE, SEEK and
 # extended attributes) to nache's front with two client ids, over NFSv4.0,
 # 4.1 and 4.2, from nache's namespace. nache runs in turn in front of the

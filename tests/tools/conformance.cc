@@ -1,11 +1,11 @@
 // conformance: sends NFSv4 COMPOUNDs to a server (nache's front, or any
 // NFSv4 server as a reference) and checks the protocol behaviour a client
-// relies on, case by case: share reservations, OPEN replays, create modes,
-// LOCKT, OPEN_DOWNGRADE, the change attribute, delegations, and NFSv4.2's
-// ALLOCATE, DEALLOCATE, SEEK and extended attributes. Built on nache's own
-// client library (proxy/upstream), which speaks NFSv4.0, 4.1 and 4.2; a
-// case that needs two clients uses two client ids (two Upstream
-// instances).
+// relies on, case by case: share reservations, OPEN replays, create modes
+// (EXCLUSIVE4_1 over NFSv4.1), LOCKT, OPEN_DOWNGRADE, the change attribute,
+// delegations, and NFSv4.2's ALLOCATE, DEALLOCATE, SEEK and extended
+// attributes. Built on nache's own client library (proxy/upstream), which
+// speaks NFSv4.0, 4.1 and 4.2; a case that needs two clients uses two
+// client ids (two Upstream instances).
 //
 //   conformance --server ADDR [--port P] [--path /export] [--minor 0|1|2]
 //               [--only REGEX] [--timeout-ms N] [--delegations]
@@ -545,6 +545,36 @@ void ExclusiveCreateResentSameVerifier(Ctx &x) {
                up::kNfs4ErrExist);
 }
 
+// NFSv4.1's EXCLUSIVE4_1: the verifier and the attributes in one create
+// (RFC 8881 18.16.3). The attributes are applied; a retry with the same
+// verifier opens the file it made; another verifier meets NFS4ERR_EXIST.
+void Exclusive41CreateResentSameVerifier(Ctx &x) {
+  Cleanup cl;
+  std::string name = x.File();
+  up::OpenArgs a = OpenArgsFor(name, up::kShareAccessBoth, up::kShareDenyNone);
+  a.create = up::OpenArgs::Create::kExclusive41;
+  a.create_verf = up::Verifier("\x21\x32\x43\x54\x65\x76\x07\x18", 8);
+  a.create_attrs.mask = up::kAttrMode;
+  a.create_attrs.mode = 0640;
+  Opened first =
+      MustOpen("EXCLUSIVE4_1 create", Open(x.a, x.dir, a, x.Owner("a")));
+  cl.Close(x.a, first);
+  up::Attrs at = Getattr(x.a, first.fh, up::kAttrMode);
+  ExpectTrue(at.mode == 0640, "mode " + std::to_string(at.mode),
+             "mode " + std::to_string(0640));
+  // The retry: a new owner, so no replay cache answers it.
+  Opened again = Open(x.a, x.dir, a, x.Owner("a-retry"));
+  cl.Close(x.a, again);
+  ExpectStatus("EXCLUSIVE4_1 create again, same verifier", again.status,
+               up::kNfs4Ok);
+  ExpectTrue(again.fh == first.fh, "another file", "the file it created");
+  a.create_verf = up::Verifier("\x98\x87\x76\x65\x54\x43\x32\x01", 8);
+  Opened other = Open(x.b, x.dir, a, x.Owner("b"));
+  cl.Close(x.b, other);
+  ExpectStatus("EXCLUSIVE4_1 create, another verifier", other.status,
+               up::kNfs4ErrExist);
+}
+
 // A write lock of [0, length) by a new lock-owner of open f, through c;
 // its LOCKU goes into cl. A failure is reported (and ends the case).
 void WriteLockNewOwner(Client *c, Cleanup *cl, const Opened &f,
@@ -875,6 +905,8 @@ const Case kCases[] = {
      UncheckedCreateOfExistingTruncates},
     {"exclusive_create_resent_same_verifier", -1,
      ExclusiveCreateResentSameVerifier},
+    {"exclusive41_create_resent_same_verifier", 1,
+     Exclusive41CreateResentSameVerifier},
     {"lockt_own_lock_is_no_conflict", -1, LocktOwnLockIsNoConflict},
     {"open_downgrade_with_locks_held", -1, OpenDowngradeWithLocksHeld},
     {"change_moves_on_every_write", -1, ChangeMovesOnEveryWrite},

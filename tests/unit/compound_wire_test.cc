@@ -391,6 +391,54 @@ TEST(CompoundWireTest, OpenByFilehandleIsEncodedForNfsV41Only) {
   EXPECT_EQ(in.left(), 0u);
 }
 
+// An EXCLUSIVE4_1 create (NFSv4.1) carries its verifier and attributes
+// together: encoded by us, never in an NFSv4.0 compound.
+TEST(CompoundWireTest, Exclusive41CreateIsEncodedForNfsV41Only) {
+  OpenArgs open;
+  open.seqid = 3;
+  open.share_access = kShareAccessBoth;
+  open.clientid = 0x0102030405060708ull;
+  open.owner = "ow";
+  open.create = OpenArgs::Create::kExclusive41;
+  open.create_verf = Verifier("ABCDEFGH", 8);
+  open.create_attrs.mask = kAttrMode;
+  open.create_attrs.mode = 0640;
+  open.name = "new";
+  Compound c;
+  c.Putfh("d").Open(open).Getfh();
+  std::string v40;
+  EXPECT_FALSE(c.EncodeWire(&v40, nullptr));
+  EXPECT_TRUE(v40.empty());
+
+  std::string v41;
+  nfs41::SequenceArgs seq;
+  ASSERT_TRUE(c.EncodeWire(&v41, &seq));
+  std::vector<uint32_t> bitmap;
+  std::string list;
+  EncodeSettableAttrs(open.create_attrs, &bitmap, &list);
+  std::string want;
+  XdrOut x(&want);
+  x.U32(kOpPutfh);
+  x.Opaque(std::string("d"));
+  for (uint32_t v : {kOpOpen, 3u, uint32_t(kShareAccessBoth), 0u}) x.U32(v);
+  x.U64(0x0102030405060708ull);
+  x.Opaque(std::string("ow"));
+  x.U32(1);  // OPEN4_CREATE
+  x.U32(3);  // EXCLUSIVE4_1
+  x.Fixed("ABCDEFGH", 8);
+  x.U32(uint32_t(bitmap.size()));
+  for (uint32_t w : bitmap) x.U32(w);
+  x.Opaque(list);
+  x.U32(0);  // CLAIM_NULL
+  x.Opaque(std::string("new"));
+  x.U32(kOpGetfh);
+  ASSERT_FALSE(list.empty());
+  ASSERT_GE(v41.size(), want.size());
+  size_t at = v41.find(want);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(at + want.size(), v41.size());  // GETFH ends the compound
+}
+
 // READDIR entries' owners decode through the codec too; one it cannot
 // map is nobody, marked unmapped.
 TEST(CompoundWireTest, ReaddirOwnersDecodeThroughTheCodec) {
