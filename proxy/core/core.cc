@@ -2223,6 +2223,10 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
     Piece &p = got_pieces[i];
     uint32_t off = i * per, len = std::min(per, bs - off);
     StateId sid = sid_in;
+    // Over NFSv4.2, READ_PLUS: runs of zeros (a sparse file's holes) come
+    // as their length alone instead of the bytes, where the remote finds
+    // them; the cache keeps them as zeros either way.
+    bool plus = Speaks42() && !read_plus_refused_.load();
     for (int attempt = 0; attempt < 2; attempt++) {
       // READ last: knfsd (seen with 6.1) can send a corrupt status word
       // for an op after a READ whose data ends just before a page
@@ -2231,19 +2235,30 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
       // a change landing in between moves them at the next look, so the
       // block is dropped, never kept as current.
       Compound c;
-      c.SetTag("read")
-          .Putfh(fh)
-          .Getattr(upstream::kAttrsObject)
-          .Read(sid, start + off, len, &(*data)[off]);
+      c.SetTag("read").Putfh(fh).Getattr(upstream::kAttrsObject);
+      if (plus)
+        c.ReadPlus(sid, start + off, len, &(*data)[off]);
+      else
+        c.Read(sid, start + off, len, &(*data)[off]);
       CompoundReply rep;
       p.st = Run(c, cr, &rep);
+      if (plus && p.st == upstream::kNfs4ErrNotsupp &&
+          rep.Find(Op::kReadPlus)) {
+        if (!read_plus_refused_.exchange(true))
+          NACHE_LOG(kLogInfo, "NACHE_UPSTREAM",
+                    "the remote has no READ_PLUS: blocks are read with READ");
+        plus = false;
+        attempt--;  // once: plus is off now
+        continue;
+      }
       if (IsStateError(p.st) && !(sid == StateId::Anonymous())) {
         sid = StateId::Anonymous();  // our open went away: stateless
         continue;
       }
       if (p.st) return;
-      p.count = rep.Find(Op::kRead)->count;
-      p.eof = rep.Find(Op::kRead)->eof;
+      const OpResult *got = rep.Find(plus ? Op::kReadPlus : Op::kRead);
+      p.count = got->count;
+      p.eof = got->eof;
       p.post = rep.Find(Op::kGetattr)->attrs;
       return;
     }

@@ -826,6 +826,9 @@ class Core {
   std::atomic<uint32_t> max_read_{1 << 20};
   std::atomic<uint32_t> max_write_{1 << 20};
   std::atomic<bool> io_limits_known_{false};
+  // The remote answered READ_PLUS with NFS4ERR_NOTSUPP (stock Ganesha
+  // VFS): blocks are fetched with READ from then on.
+  std::atomic<bool> read_plus_refused_{false};
   Mutex io_limits_mu_;  // one LearnIoLimits asks at a time (guards nothing)
   Mutex root_mu_;       // serialises ResolveRoot (guards nothing)
 

@@ -112,6 +112,10 @@ void ExportMetrics::ObserveCompound(const upstream::Compound &c,
     UpstreamOpSeries(op < kOpSlots ? op : 0, StatusSlot(r.status))->Increment();
     if (r.status == upstream::kNfs4Ok) {
       if (r.op == upstream::Op::kRead) read_bytes_->Increment(r.count);
+      if (r.op == upstream::Op::kReadPlus) {
+        read_bytes_->Increment(r.count - r.hole_bytes);
+        hole_bytes_->Increment(r.hole_bytes);
+      }
       if (r.op == upstream::Op::kWrite) write_bytes_->Increment(r.count);
     }
   }
@@ -249,9 +253,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   bytes_ = &prometheus::BuildCounter()
                 .Name("nache_upstream_bytes_total")
                 .Help(
-                    "File data moved upstream: READ data received "
-                    "(direction=read), WRITE data the server accepted "
-                    "(direction=write)")
+                    "File data moved upstream: READ and READ_PLUS data "
+                    "received (direction=read), WRITE data the server "
+                    "accepted (direction=write), READ_PLUS ranges the "
+                    "server sent as holes, zeros that never crossed the "
+                    "link (direction=hole)")
                 .Register(r);
   connected_ = &prometheus::BuildGauge()
                     .Name("nache_upstream_connected")
@@ -531,6 +537,8 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
       &bytes_->Add({{"export", e->export_label_}, {"direction", "read"}});
   e->write_bytes_ =
       &bytes_->Add({{"export", e->export_label_}, {"direction", "write"}});
+  e->hole_bytes_ =
+      &bytes_->Add({{"export", e->export_label_}, {"direction", "hole"}});
   e->connected_ = &connected_->Add(ex);
   e->epoch_ = &epoch_->Add(ex);
   e->open_files_ = &open_files_->Add(ex);

@@ -293,6 +293,7 @@ class ExportMetrics {
   prometheus::Histogram *rtt_ = nullptr;        // nache_upstream_rtt_seconds
   prometheus::Counter *read_bytes_ = nullptr;   // direction="read"
   prometheus::Counter *write_bytes_ = nullptr;  // direction="write"
+  prometheus::Counter *hole_bytes_ = nullptr;   // direction="hole"
   prometheus::Gauge *connected_ = nullptr;      // nache_upstream_connected
   prometheus::Gauge *epoch_ = nullptr;          // ..._clientid_epoch
   prometheus::Gauge *open_files_ = nullptr;     // ..._open_files

@@ -565,6 +565,19 @@ Compound &Compound::AddRangeOp(Op op, const StateId &stateid, uint64_t offset,
   return *this;
 }
 
+Compound &Compound::ReadPlus(const StateId &stateid, uint64_t offset,
+                             uint32_t count, char *dest) {
+  Builder<Impl> b{impl_.get()};
+  b.Add(Op::kReadPlus, 0);
+  Nfs42Args &a = b.meta().v42;
+  a.stateid = stateid;
+  a.offset = offset;
+  a.length = count;
+  b.meta().read_dest = dest;
+  b.meta().read_count = count;
+  return *this;
+}
+
 Compound &Compound::Seek(const StateId &stateid, uint64_t offset,
                          SeekWhat what) {
   Builder<Impl> b{impl_.get()};

@@ -90,9 +90,9 @@ struct LockArgs {
 // Arguments of one NFSv4.2 operation (compound_wire.cc encodes them; the
 // scripted server of the unit tests reads them through nfs42_args).
 struct Nfs42Args {
-  StateId stateid;                            // ALLOCATE, DEALLOCATE, SEEK
-  uint64_t offset = 0;                        // ALLOCATE, DEALLOCATE, SEEK
-  uint64_t length = 0;                        // ALLOCATE, DEALLOCATE
+  StateId stateid;      // ALLOCATE, DEALLOCATE, SEEK
+  uint64_t offset = 0;  // ALLOCATE, DEALLOCATE, SEEK, READ_PLUS
+  uint64_t length = 0;  // ALLOCATE, DEALLOCATE, READ_PLUS (its count)
   SeekWhat what = SeekWhat::kData;            // SEEK
   std::string name;                           // GETXATTR, SETXATTR, REMOVEXATTR
   std::string value;                          // SETXATTR
@@ -116,7 +116,9 @@ struct OpResult {
   ChangeInfo cinfo;          // OPEN, CREATE, REMOVE, LINK, RENAME (source),
                              // SETXATTR, REMOVEXATTR
   ChangeInfo cinfo2;         // RENAME (target)
-  uint32_t count = 0;        // READ (bytes copied), WRITE (bytes written)
+  uint32_t count = 0;        // READ (bytes copied), WRITE (bytes written),
+                             // READ_PLUS (bytes its segments cover)
+  uint32_t hole_bytes = 0;   // READ_PLUS: of count, zeros sent as holes
   bool eof = false;          // READ, READDIR, SEEK, LISTXATTRS
   uint64_t offset = 0;       // SEEK (where the data or hole starts)
   uint64_t cookie = 0;       // LISTXATTRS (where the next call goes on)
@@ -235,6 +237,11 @@ class Compound {
   Compound &Allocate(const StateId &stateid, uint64_t offset, uint64_t length);
   Compound &Deallocate(const StateId &stateid, uint64_t offset,
                        uint64_t length);
+  // READ_PLUS (RFC 7862 15.10): as READ, into dest, but the server may
+  // send runs of zeros as holes (their length alone); the holes are
+  // zeroed in dest. count bytes at most, from offset on.
+  Compound &ReadPlus(const StateId &stateid, uint64_t offset, uint32_t count,
+                     char *dest);
   // SEEK to the first byte of data (or of a hole) at or after offset.
   Compound &Seek(const StateId &stateid, uint64_t offset, SeekWhat what);
   // Extended attributes of the user namespace, by their name without the

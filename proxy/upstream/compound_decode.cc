@@ -8,6 +8,8 @@
 // read or allocated; a result of an operation this file does not know is a
 // decode error. READ data goes straight from the reply to the buffer the
 // caller gave Compound::Read (the only copy).
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "rpc/xdr.h"
@@ -41,6 +43,48 @@ bool GetVerifier(XdrIn *in, Verifier *v) {
   char b[8];
   if (!in->Fixed(b, sizeof b)) return false;
   v->assign(b, sizeof b);
+  return true;
+}
+
+// READ_PLUS4resok (RFC 7862 15.10.2): eof, then segments of data and
+// holes. They must cover the range asked for from its first byte on, in
+// order and without a gap (what a gap holds is unknown), and no data may
+// run past it (the caller's buffer ends there); a hole may start before
+// the range or end after it, and is clipped. An empty data segment (a
+// read at the end of the file) covers nothing. count is the bytes covered.
+bool GetReadPlus(XdrIn *in, const OpMeta &meta, OpResult *out) {
+  constexpr uint32_t kData = 0, kHole = 1;  // data_content4
+  const uint64_t start = meta.v42.offset;
+  const uint64_t limit = start + meta.read_count;
+  uint32_t n;
+  if (!in->Bool(&out->eof) || !in->U32(&n)) return false;
+  if (n > in->left() / 16) return false;  // a segment is 16 bytes or more
+  uint64_t at = start;  // the first byte no segment has covered yet
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t what;
+    uint64_t off;
+    if (!in->U32(&what) || !in->U64(&off)) return false;
+    if (what == kData) {
+      const char *data;
+      uint32_t len;
+      if (off != at || !in->Opaque(&data, &len, uint32_t(limit - at)))
+        return false;
+      if (len > 0) std::memcpy(meta.read_dest + (at - start), data, len);
+      at += len;
+    } else if (what == kHole) {
+      uint64_t len;
+      if (!in->U64(&len) || off > at || len == 0 || len > UINT64_MAX - off ||
+          off + len <= at)
+        return false;
+      const uint64_t end = std::min(off + len, limit);
+      std::memset(meta.read_dest + (at - start), 0, size_t(end - at));
+      out->hole_bytes += uint32_t(end - at);
+      at = end;
+    } else {
+      return false;
+    }
+  }
+  out->count = uint32_t(at - start);
   return true;
 }
 
@@ -170,6 +214,12 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
                    OpResult *out) {
   const bool ok = out->status == kNfs4Ok;
   switch (meta.op) {
+    // The session layer's own operations (nfs41.cc decodes SEQUENCE and
+    // the rest): never in a Compound's results.
+#define NACHE_SESSION_OP_CASE(e, n, s) case Op::e:
+    NACHE_SESSION_OPS(NACHE_SESSION_OP_CASE)
+#undef NACHE_SESSION_OP_CASE
+    return false;
     case Op::kAccess:
       return !ok || (in->U32(&out->access_supported) && in->U32(&out->access));
     case Op::kClose:
@@ -235,6 +285,7 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
     // NFSv4.2 (RFC 7862, RFC 8276).
     case Op::kSeek:
       return !ok || (in->Bool(&out->eof) && in->U64(&out->offset));
+    case Op::kReadPlus: return !ok || GetReadPlus(in, meta, out);
     case Op::kGetxattr: return !ok || in->Opaque(&out->data, kMaxXattrValue);
     case Op::kSetxattr:
     case Op::kRemovexattr: return !ok || GetChangeInfo(in, &out->cinfo);

@@ -66,6 +66,11 @@ void EncodeNfs42(rpc::XdrOut *x, Op op, const Nfs42Args &a) {
       x->U64(a.offset);
       x->U32(uint32_t(a.what));
       return;
+    case Op::kReadPlus:
+      PutStateid(x, a.stateid);
+      x->U64(a.offset);
+      x->U32(uint32_t(a.length));
+      return;
     case Op::kGetxattr:
     case Op::kRemovexattr: x->Opaque(a.name); return;
     case Op::kSetxattr:

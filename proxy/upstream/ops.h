@@ -57,6 +57,7 @@
 #define NACHE_COMPOUND_OPS_42(X)   \
   X(kAllocate, 59, "ALLOCATE")     \
   X(kDeallocate, 62, "DEALLOCATE") \
+  X(kReadPlus, 68, "READ_PLUS")    \
   X(kSeek, 69, "SEEK")             \
   X(kGetxattr, 72, "GETXATTR")     \
   X(kSetxattr, 73, "SETXATTR")     \

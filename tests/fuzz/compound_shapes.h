@@ -138,6 +138,7 @@ inline void MakeShape(int i, Shape *s) {
       c.Putfh("f")
           .Allocate(Sid(1), 0, 4096)
           .Seek(Sid(1), 0, SeekWhat::kHole)
+          .ReadPlus(Sid(1), 0, 48, s->Buf(48))
           .Getxattr("k")
           .Setxattr(XattrOption::kEither, "k", "v")
           .Listxattrs(0, 512)
@@ -163,6 +164,9 @@ inline void CheckReply(const Compound &c, const CompoundReply &r,
   if (r.results.size() > c.size()) Broken("more results than operations");
   for (size_t i = 0; i < r.results.size(); i++) {
     if (r.results[i].op != c.op(i)) Broken("result for another operation");
+    if (r.results[i].op == Op::kReadPlus &&
+        r.results[i].hole_bytes > r.results[i].count)
+      Broken("READ_PLUS holes beyond what it covered");
     if (i + 1 < r.results.size() && r.results[i].status != 0)
       Broken("a result after a failure");
   }

@@ -137,6 +137,16 @@ void OkBody(Op op, XdrOut *x, bool readdir_fh) {
       x->Bool(false);
       x->U64(8192);
       break;
+    case Op::kReadPlus:  // of [0, 48): 4 bytes of data, then a hole
+      x->Bool(false);
+      x->U32(2);
+      x->U32(0);  // NFS4_CONTENT_DATA
+      x->U64(0);
+      x->Opaque(std::string("abcd"));
+      x->U32(1);  // NFS4_CONTENT_HOLE
+      x->U64(4);
+      x->U64(44);
+      break;
     case Op::kGetxattr: x->Opaque(std::string("value")); break;
     case Op::kSetxattr:
     case Op::kRemovexattr: Cinfo(x); break;

@@ -83,6 +83,48 @@ TEST_F(CoreDelegationsTest, TheCacheServesNoBytesADeallocateZeroed) {
                                                10));
 }
 
+// Over NFSv4.2 blocks are fetched with READ_PLUS, whose holes cost no
+// bytes on the link; a remote without it (NOTSUPP) is read with READ from
+// then on, and the client gets its bytes either way.
+TEST_F(CoreDelegationsTest, BlocksAreFetchedWithReadPlusOverNfs42) {
+  up_->minor = 2;
+  up_->read_plus = true;
+  std::string sparse(3 * 4096, '\0');
+  sparse.replace(4096, 4, "data");
+  up_->AddFile("sparse", sparse);
+  Start(DelegationType::kNone);
+  Key k;
+  Attrs a;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "sparse", &k, &a), 0u);
+  std::string buf(sparse.size() + 10, '#');
+  size_t got = 0;
+  bool eof = false;
+  ASSERT_EQ(core_->Read(cr_, k, nullptr, 0, buf.size(), &buf[0], &got, &eof),
+            0u);
+  EXPECT_EQ(buf.substr(0, got), sparse);
+  EXPECT_EQ(up_->Sends("READ").size(), 0u);
+  EXPECT_GE(up_->Sends("READ_PLUS").size(), 1u);
+}
+
+TEST_F(CoreDelegationsTest, ARemoteWithoutReadPlusIsReadWithRead) {
+  up_->minor = 2;
+  up_->AddFile("g", "all the data");
+  up_->AddFile("h", "more data");
+  Start(DelegationType::kNone);
+  for (const char *name : {"g", "h"}) {
+    Key k;
+    Attrs a;
+    ASSERT_EQ(core_->Lookup(cr_, root_, name, &k, &a), 0u);
+    char buf[32];
+    size_t got = 0;
+    bool eof = false;
+    ASSERT_EQ(core_->Read(cr_, k, nullptr, 0, sizeof buf, buf, &got, &eof), 0u);
+    EXPECT_EQ(std::string(buf, got), up_->Data(name));
+  }
+  EXPECT_EQ(up_->Sends("READ_PLUS").size(), 1u) << "asked once";
+  EXPECT_EQ(up_->Sends("READ").size(), 2u);
+}
+
 TEST_F(CoreDelegationsTest, ASeekSeesTheFilesUnflushedData) {
   up_->minor = 2;
   StartWriteBack(DelegationType::kNone, 3600 * 1000);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,9 @@ using rpc::XdrIn;
 using rpc::XdrOut;
 
 constexpr uint32_t kOpPutfh = 22, kOpGetattr = 9, kOpSequence = 53,
-                   kOpAllocate = 59, kOpDeallocate = 62, kOpSeek = 69,
-                   kOpGetxattr = 72, kOpSetxattr = 73, kOpListxattrs = 74,
-                   kOpRemovexattr = 75;
+                   kOpAllocate = 59, kOpDeallocate = 62, kOpReadPlus = 68,
+                   kOpSeek = 69, kOpGetxattr = 72, kOpSetxattr = 73,
+                   kOpListxattrs = 74, kOpRemovexattr = 75;
 
 StateId Sid() {
   StateId s;
@@ -272,6 +273,149 @@ TEST(Nfs42WireTest, HostileRepliesAreRefused) {
     r.Result(kOpPutfh, kNfs4Ok).Result(kOpDeallocate, kNfs4Ok);
     CompoundReply out;
     EXPECT_FALSE(r.Decode(c, &out));
+  }
+}
+
+// READ_PLUS goes out as stateid, offset, count.
+TEST(Nfs42WireTest, ReadPlusGoesOutLikeRead) {
+  char buf[16];
+  Compound c;
+  c.SetTag("t42").Putfh("f").ReadPlus(Sid(), 1 << 20, sizeof buf, buf);
+  nfs41::SequenceArgs seq;
+  std::string b;
+  ASSERT_TRUE(c.EncodeWire(&b, &seq, nullptr, 2));
+  EXPECT_FALSE(c.EncodeWire(&b, &seq, nullptr, 1)) << "NFSv4.1";
+  XdrIn in(b.data(), b.size());
+  uint32_t minor, nops;
+  Header(&in, &minor, &nops);
+  EXPECT_EQ(nops, 2u);
+  EXPECT_EQ(U32(&in), kOpPutfh);
+  EXPECT_EQ(Str(&in), "f");
+  EXPECT_EQ(U32(&in), kOpReadPlus);
+  ExpectSid(&in);
+  EXPECT_EQ(U64(&in), 1u << 20);
+  EXPECT_EQ(U32(&in), sizeof buf);
+  EXPECT_EQ(in.left(), 0u);
+}
+
+// One READ_PLUS segment for a reply: data at offset, or a hole.
+void DataSegment(XdrOut *x, uint64_t offset, const std::string &data) {
+  x->U32(0);  // NFS4_CONTENT_DATA
+  x->U64(offset);
+  x->Opaque(data);
+}
+void HoleSegment(XdrOut *x, uint64_t offset, uint64_t length) {
+  x->U32(1);  // NFS4_CONTENT_HOLE
+  x->U64(offset);
+  x->U64(length);
+}
+
+// Decodes a READ_PLUS of [offset, offset + count) into buf (filled with
+// '#' first) whose reply segments add() writes after eof.
+bool DecodeReadPlus(uint64_t offset, uint32_t count, bool eof, uint32_t nsegs,
+                    const std::function<void(XdrOut *)> &add, std::string *buf,
+                    OpResult *res) {
+  buf->assign(count, '#');
+  Compound c;
+  c.Putfh("f").ReadPlus(Sid(), offset, count, &(*buf)[0]);
+  Reply r(kNfs4Ok, 2);
+  r.Result(kOpPutfh, kNfs4Ok).Result(kOpReadPlus, kNfs4Ok);
+  r.x().Bool(eof);
+  r.x().U32(nsegs);
+  add(&r.x());
+  CompoundReply out;
+  if (!r.Decode(c, &out)) return false;
+  *res = *out.Find(Op::kReadPlus);
+  return true;
+}
+
+// Data and holes land in the buffer in their places, the holes as zeros;
+// a hole that began before the range, or runs past it, is clipped.
+TEST(Nfs42WireTest, ReadPlusDataAndHolesFillTheBuffer) {
+  std::string buf;
+  OpResult res;
+  ASSERT_TRUE(DecodeReadPlus(
+      100, 12, false, 3,
+      [](XdrOut *x) {
+        HoleSegment(x, 90, 14);  // [90, 104): 4 bytes of the range
+        DataSegment(x, 104, "abcd");
+        HoleSegment(x, 108, 1000);  // runs past the range's end, 112
+      },
+      &buf, &res));
+  EXPECT_EQ(buf, std::string("\0\0\0\0abcd\0\0\0\0", 12));
+  EXPECT_EQ(res.count, 12u);
+  EXPECT_EQ(res.hole_bytes, 8u);
+  EXPECT_FALSE(res.eof);
+  // The end of the file: data up to it, eof, nothing after.
+  ASSERT_TRUE(DecodeReadPlus(
+      0, 12, true, 1, [](XdrOut *x) { DataSegment(x, 0, "xyz"); }, &buf, &res));
+  EXPECT_EQ(buf.substr(0, 4), "xyz#");
+  EXPECT_EQ(res.count, 3u);
+  EXPECT_EQ(res.hole_bytes, 0u);
+  EXPECT_TRUE(res.eof);
+  // At the end: one empty data segment (Ganesha), or none.
+  ASSERT_TRUE(DecodeReadPlus(
+      50, 12, true, 1, [](XdrOut *x) { DataSegment(x, 50, ""); }, &buf, &res));
+  EXPECT_EQ(res.count, 0u);
+  ASSERT_TRUE(DecodeReadPlus(
+      50, 12, true, 0, [](XdrOut *) {}, &buf, &res));
+  EXPECT_EQ(res.count, 0u);
+  EXPECT_EQ(buf, std::string(12, '#'));
+}
+
+// What a hostile or broken server may send is refused before a byte is
+// written outside the range: data past it, gaps, overlaps, segments out of
+// order, unknown content types, counts beyond the bytes there are.
+TEST(Nfs42WireTest, HostileReadPlusRepliesAreRefused) {
+  std::string buf;
+  OpResult res;
+  struct Bad {
+    const char *what;
+    uint32_t nsegs;
+    std::function<void(XdrOut *)> add;
+  };
+  const Bad bad[] = {
+      {"data past the range", 1,
+       [](XdrOut *x) { DataSegment(x, 100, std::string(13, 'd')); }},
+      {"data after a range already covered", 2,
+       [](XdrOut *x) {
+         HoleSegment(x, 100, 12);
+         DataSegment(x, 112, "d");
+       }},
+      {"a gap before the first segment", 1,
+       [](XdrOut *x) { DataSegment(x, 101, "d"); }},
+      {"a gap between segments", 2,
+       [](XdrOut *x) {
+         DataSegment(x, 100, "ab");
+         HoleSegment(x, 103, 4);
+       }},
+      {"overlapping data", 2,
+       [](XdrOut *x) {
+         DataSegment(x, 100, "ab");
+         DataSegment(x, 101, "cd");
+       }},
+      {"a hole wholly behind", 2,
+       [](XdrOut *x) {
+         DataSegment(x, 100, "ab");
+         HoleSegment(x, 90, 5);
+       }},
+      {"an empty hole", 1, [](XdrOut *x) { HoleSegment(x, 100, 0); }},
+      {"a hole whose end overflows", 1,
+       [](XdrOut *x) { HoleSegment(x, 100, ~0ull); }},
+      {"an unknown content type", 1,
+       [](XdrOut *x) {
+         x->U32(2);  // NFS4_CONTENT_ALLOCATE... not in RFC 7862's union
+         x->U64(100);
+       }},
+      {"a segment count beyond the bytes", 0x40000000,
+       [](XdrOut *x) { DataSegment(x, 100, "ab"); }},
+  };
+  for (const Bad &b : bad) {
+    EXPECT_FALSE(DecodeReadPlus(100, 12, false, b.nsegs, b.add, &buf, &res))
+        << b.what;
+    // Nothing was written past the buffer (it has no room to be), and
+    // what the decoder wrote, before it refused, is inside the range.
+    EXPECT_EQ(buf.size(), 12u) << b.what;
   }
 }
 
