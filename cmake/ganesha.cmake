@@ -1,5 +1,5 @@
 # Builds NFS-Ganesha 4.3 (ganesha.nfsd, FSAL_VFS, FSAL_PROXY_V4) from Debian's
-# pinned source tarball, with one change (ganesha_patch.cmake), and exposes
+# pinned source tarball, with our changes (ganesha_patch*.cmake), and exposes
 # its headers to our FSAL plugin.
 #
 # Why build the daemon instead of loading the plugin into Debian's binary: the
@@ -40,9 +40,13 @@ ExternalProject_Add(ganesha
   URL_HASH SHA256=${NACHE_GANESHA_SHA256}
   DOWNLOAD_EXTRACT_TIMESTAMP ON
   SOURCE_SUBDIR src
-  # One change to MDCACHE: see ganesha_patch.cmake.
+  # A change to MDCACHE (ganesha_patch.cmake), and NFSv4.2's COPY with a
+  # FSAL operation for it (ganesha_patch_copy.cmake, our files in ganesha/).
   PATCH_COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
     -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch.cmake
+  COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
+    -DADD=${CMAKE_SOURCE_DIR}/ganesha
+    -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_copy.cmake
   CMAKE_GENERATOR Ninja
   CMAKE_ARGS
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -77,7 +81,12 @@ ExternalProject_Add(ganesha
   BUILD_BYPRODUCTS "${NACHE_STAGE}/bin/ganesha.nfsd"
 )
 ExternalProject_Add_StepDependencies(ganesha patch
-  ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch.cmake)
+  ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_copy.cmake
+  ${CMAKE_SOURCE_DIR}/ganesha/nache_copy_types.h
+  ${CMAKE_SOURCE_DIR}/ganesha/nache_copy_xdr.h
+  ${CMAKE_SOURCE_DIR}/ganesha/nfs4_op_copy.c
+  ${CMAKE_SOURCE_DIR}/ganesha/mdcache_copy.c)
 ExternalProject_Get_Property(ganesha SOURCE_DIR BINARY_DIR)
 set(NACHE_GANESHA_INCLUDES
   "${BINARY_DIR}/include"

@@ -942,6 +942,31 @@ static fsal_status_t op_fallocate(struct fsal_obj_handle *obj,
 					    allocate));
 }
 
+/* NFSv4.2 COPY (Ganesha patched by cmake/ganesha_patch_copy.cmake): a
+ * server-side copy at the remote, each file through its own state's
+ * open. */
+static fsal_status_t op_copy(struct fsal_obj_handle *src,
+			     struct state_t *src_state, uint64_t src_offset,
+			     struct fsal_obj_handle *dst,
+			     struct state_t *dst_state, uint64_t dst_offset,
+			     uint64_t count, uint64_t *copied)
+{
+	struct nache_creds cr;
+	struct nache_open *src_open, *dst_open;
+	fsal_status_t s;
+
+	nache_caller_creds(&cr);
+	s = io_open(src, src_state, false, FSAL_O_READ, &src_open);
+	if (FSAL_IS_ERROR(s))
+		return s;
+	s = io_open(dst, dst_state, false, FSAL_O_WRITE, &dst_open);
+	if (FSAL_IS_ERROR(s))
+		return s;
+	return nache_status(nache_copy(
+		nache_ctx_export()->core, &cr, key_of(src), src_open,
+		src_offset, key_of(dst), dst_open, dst_offset, count, copied));
+}
+
 static fsal_status_t op_seek2(struct fsal_obj_handle *obj,
 			      struct state_t *state, struct io_info *info)
 {
@@ -1264,6 +1289,7 @@ void nache_handle_ops_init(struct fsal_obj_ops *ops)
 	ops->lock_op2 = op_lock_op2;
 	ops->fallocate = op_fallocate;
 	ops->seek2 = op_seek2;
+	ops->copy = op_copy;
 	ops->getxattrs = op_getxattrs;
 	ops->setxattrs = op_setxattrs;
 	ops->removexattrs = op_removexattrs;

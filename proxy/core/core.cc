@@ -2257,6 +2257,22 @@ uint32_t Core::FetchBlock(Key key, uint64_t idx, const Creds &cr,
       }
       if (p.st) return;
       const OpResult *got = rep.Find(plus ? Op::kReadPlus : Op::kRead);
+      // A READ_PLUS that ends short of the range and of the file's size
+      // (the GETATTR before it, in the same COMPOUND), eof or not: READ
+      // says what is there. Nothing at all is a READ_PLUS that does not
+      // work (Ganesha 4.3 answers it so when its FSAL has none, even
+      // with eof): not asked again.
+      const Attrs &before = rep.Find(Op::kGetattr)->attrs;
+      const uint64_t end = std::min<uint64_t>(start + off + len, before.size);
+      if (plus && start + off + got->count < end) {
+        if (got->count == 0 && !read_plus_refused_.exchange(true))
+          NACHE_LOG(kLogInfo, "NACHE_UPSTREAM",
+                    "the remote's READ_PLUS returns nothing: blocks are "
+                    "read with READ");
+        plus = false;
+        attempt--;  // once: plus is off now
+        continue;
+      }
       p.count = got->count;
       p.eof = got->eof;
       p.post = rep.Find(Op::kGetattr)->attrs;

@@ -299,6 +299,13 @@ class Core {
   // ALLOCATE (allocate) or DEALLOCATE (a hole) of [offset, offset+length).
   uint32_t Fallocate(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
                      uint64_t length, bool allocate);
+  // COPY at the remote (a server-side copy: no byte crosses the WAN) of
+  // count bytes (0: to the source's end) from src's src_offset to dst's
+  // dst_offset; *copied says how many. Both files' unflushed data goes
+  // first; dst's cached blocks are not trusted after.
+  uint32_t Copy(const Creds &cr, Key src, NacheOpen *src_open,
+                uint64_t src_offset, Key dst, NacheOpen *dst_open,
+                uint64_t dst_offset, uint64_t count, uint64_t *copied);
   // Where the first data (or hole) at or after offset starts.
   uint32_t Seek(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
                 upstream::SeekWhat what, bool *eof, uint64_t *found);
@@ -737,6 +744,10 @@ class Core {
   // caller's operation runs; SETXATTR or REMOVEXATTR (add_op) with the
   // change attributes around it.
   bool Speaks42() const;
+  // COMMIT of what an UNSTABLE COPY wrote; DELAY when the verifier is
+  // not the COPY's (the remote restarted: copy again).
+  uint32_t CommitCopy(const Creds &cr, const upstream::Fh &fh, uint64_t offset,
+                      const upstream::Verifier &verf);
   uint32_t DataToRemoteFirst(Key key, std::optional<Flusher::Ownership> *owned);
   uint32_t ChangeXattr(const Creds &cr, Key key, const char *tag,
                        const std::function<void(upstream::Compound *)> &add_op);

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "core/core.h"
+#include "util/log.h"
 
 namespace nache {
 
@@ -81,6 +82,74 @@ uint32_t Core::Fallocate(const Creds &cr, Key key, NacheOpen *open,
     sid = StateId::Anonymous();  // our open went away: retry stateless
   }
   return st;
+}
+
+uint32_t Core::Copy(const Creds &cr, Key src, NacheOpen *src_open,
+                    uint64_t src_offset, Key dst, NacheOpen *dst_open,
+                    uint64_t dst_offset, uint64_t count, uint64_t *copied) {
+  *copied = 0;
+  if (!Speaks42()) return upstream::kNfs4ErrNotsupp;
+  Fh src_fh, dst_fh;
+  uint32_t st = FhOf(src, &src_fh);
+  if (st || (st = FhOf(dst, &dst_fh))) return st;
+  delegations_->ReturnIfReadDelegated(dst);
+  // The remote copies what it holds: both files' unflushed data goes
+  // first, and neither is flushed meanwhile. Owned in key order, so that
+  // two copies between the same files in opposite directions cannot each
+  // hold one and wait for the other.
+  std::optional<Flusher::Ownership> first, second;
+  if ((st = DataToRemoteFirst(std::min(src, dst), &first))) return st;
+  if (src != dst && (st = DataToRemoteFirst(std::max(src, dst), &second)))
+    return st;
+  StateId src_sid = IoStateid(src_open), dst_sid = IoStateid(dst_open);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    cache_->BeginOwnChange(dst);
+    Compound c;
+    c.SetTag("copy")
+        .Putfh(src_fh)
+        .Savefh()
+        .Putfh(dst_fh)
+        .Copy(src_sid, dst_sid, src_offset, dst_offset, count)
+        .Getattr(upstream::kAttrsObject);
+    CompoundReply rep;
+    st = Run(c, cr, &rep);
+    const OpResult *r = rep.Find(Op::kCopy);
+    const OpResult *post = rep.Find(Op::kGetattr);
+    // dst's cached blocks in the range are the old bytes: not trusted.
+    cache_->AfterOwnChange(
+        dst, false, 0,
+        st == upstream::kNfs4Ok && post ? post->attrs : upstream::Attrs());
+    if (st == upstream::kNfs4Ok && r->copy_async) {
+      // We asked for the copy done before the reply; a remote that goes
+      // on alone would tell its end to a callback we do not serve. The
+      // client copies by reading and writing instead (the same bytes).
+      NACHE_LOG(kLogWarn, "NACHE_UPSTREAM",
+                "copy: the remote made it asynchronous; the client copies");
+      return upstream::kNfs4ErrNotsupp;
+    }
+    if (st == upstream::kNfs4Ok &&
+        r->committed != upstream::StableHow::kFileSync)
+      st = CommitCopy(cr, dst_fh, dst_offset, r->verifier);
+    if (st == upstream::kNfs4Ok) *copied = r->copied;
+    if (!IsStateError(st) ||
+        (src_sid == StateId::Anonymous() && dst_sid == StateId::Anonymous()))
+      return st;
+    src_sid = dst_sid = StateId::Anonymous();  // our opens went away
+  }
+  return st;
+}
+
+uint32_t Core::CommitCopy(const Creds &cr, const Fh &fh, uint64_t offset,
+                          const upstream::Verifier &verf) {
+  Compound c;
+  c.SetTag("copy_commit").Putfh(fh).Commit(offset, 0);  // 0: to the end
+  CompoundReply rep;
+  uint32_t st = Run(c, cr, &rep);
+  if (st) return st;
+  // Another verifier: the remote restarted between COPY and COMMIT, and
+  // the copy may be lost; the client copies again (the same bytes).
+  return rep.Find(Op::kCommit)->verifier == verf ? upstream::kNfs4Ok
+                                                 : upstream::kNfs4ErrDelay;
 }
 
 uint32_t Core::Seek(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,

@@ -683,6 +683,16 @@ uint32_t nache_fallocate(struct nache_core *core, const struct nache_creds *cr,
                                          length, allocate));
 }
 
+uint32_t nache_copy(struct nache_core *core, const struct nache_creds *cr,
+                    nache_key src, struct nache_open *src_open,
+                    uint64_t src_offset, nache_key dst,
+                    struct nache_open *dst_open, uint64_t dst_offset,
+                    uint64_t count, uint64_t *copied) {
+  LocalCall call(core, LocalOp::kCopy);
+  return call.Done(core->core->Copy(CredsFromC(cr), src, src_open, src_offset,
+                                    dst, dst_open, dst_offset, count, copied));
+}
+
 uint32_t nache_seek(struct nache_core *core, const struct nache_creds *cr,
                     nache_key key, struct nache_open *open, uint64_t offset,
                     bool hole, bool *eof, uint64_t *found) {

@@ -72,6 +72,7 @@ namespace metrics {
   X(kLock, "lock")                  \
   X(kFallocate, "fallocate")        \
   X(kSeek, "seek")                  \
+  X(kCopy, "copy")                  \
   X(kXattr, "xattr")
 
 enum class LocalOp : uint8_t {

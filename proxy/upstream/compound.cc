@@ -565,6 +565,20 @@ Compound &Compound::AddRangeOp(Op op, const StateId &stateid, uint64_t offset,
   return *this;
 }
 
+Compound &Compound::Copy(const StateId &src_stateid, const StateId &dst_stateid,
+                         uint64_t src_offset, uint64_t dst_offset,
+                         uint64_t count) {
+  Builder<Impl> b{impl_.get()};
+  b.Add(Op::kCopy, 0);
+  Nfs42Args &a = b.meta().v42;
+  a.stateid = src_stateid;
+  a.dst_stateid = dst_stateid;
+  a.offset = src_offset;
+  a.dst_offset = dst_offset;
+  a.length = count;
+  return *this;
+}
+
 Compound &Compound::ReadPlus(const StateId &stateid, uint64_t offset,
                              uint32_t count, char *dest) {
   Builder<Impl> b{impl_.get()};

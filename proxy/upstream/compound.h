@@ -90,15 +90,18 @@ struct LockArgs {
 // Arguments of one NFSv4.2 operation (compound_wire.cc encodes them; the
 // scripted server of the unit tests reads them through nfs42_args).
 struct Nfs42Args {
-  StateId stateid;      // ALLOCATE, DEALLOCATE, SEEK
-  uint64_t offset = 0;  // ALLOCATE, DEALLOCATE, SEEK, READ_PLUS
-  uint64_t length = 0;  // ALLOCATE, DEALLOCATE, READ_PLUS (its count)
+  // ALLOCATE, DEALLOCATE, SEEK, READ_PLUS; COPY's source:
+  StateId stateid;
+  uint64_t offset = 0;  // ALLOCATE, DEALLOCATE, SEEK, READ_PLUS, COPY
+  uint64_t length = 0;  // ALLOCATE, DEALLOCATE, READ_PLUS and COPY's count
   SeekWhat what = SeekWhat::kData;            // SEEK
   std::string name;                           // GETXATTR, SETXATTR, REMOVEXATTR
   std::string value;                          // SETXATTR
   XattrOption option = XattrOption::kEither;  // SETXATTR
   uint64_t cookie = 0;                        // LISTXATTRS
   uint32_t maxcount = 0;                      // LISTXATTRS (bounds the reply)
+  StateId dst_stateid;                        // COPY's destination
+  uint64_t dst_offset = 0;                    // COPY's destination
 };
 
 // One operation's decoded result. Only the fields of that operation's kind are
@@ -121,9 +124,12 @@ struct OpResult {
   uint32_t hole_bytes = 0;   // READ_PLUS: of count, zeros sent as holes
   bool eof = false;          // READ, READDIR, SEEK, LISTXATTRS
   uint64_t offset = 0;       // SEEK (where the data or hole starts)
+  uint64_t copied = 0;       // COPY: bytes copied
+  bool copy_async = false;   // COPY: the server went on alone (a callback
+                             // id came back instead of the whole copy)
   uint64_t cookie = 0;       // LISTXATTRS (where the next call goes on)
   std::vector<std::string> names;              // LISTXATTRS
-  StableHow committed = StableHow::kUnstable;  // WRITE
+  StableHow committed = StableHow::kUnstable;  // WRITE, COPY
   Verifier verifier;              // WRITE, COMMIT (write verifier); READDIR
                                   // (cookie verifier); SETCLIENTID (confirm)
   std::string data;               // READLINK (link text), GETXATTR (value)
@@ -242,6 +248,11 @@ class Compound {
   // zeroed in dest. count bytes at most, from offset on.
   Compound &ReadPlus(const StateId &stateid, uint64_t offset, uint32_t count,
                      char *dest);
+  // COPY (RFC 7862 15.2) of count bytes (0: to the end) from the saved
+  // filehandle's src_offset to the current one's dst_offset, within the
+  // server, asked synchronous and consecutive.
+  Compound &Copy(const StateId &src_stateid, const StateId &dst_stateid,
+                 uint64_t src_offset, uint64_t dst_offset, uint64_t count);
   // SEEK to the first byte of data (or of a hole) at or after offset.
   Compound &Seek(const StateId &stateid, uint64_t offset, SeekWhat what);
   // Extended attributes of the user namespace, by their name without the

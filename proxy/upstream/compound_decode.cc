@@ -51,7 +51,9 @@ bool GetVerifier(XdrIn *in, Verifier *v) {
 // order and without a gap (what a gap holds is unknown), and no data may
 // run past it (the caller's buffer ends there); a hole may start before
 // the range or end after it, and is clipped. An empty data segment (a
-// read at the end of the file) covers nothing. count is the bytes covered.
+// read at the end of the file; Ganesha 4.3's answer when its FSAL has no
+// READ_PLUS) covers nothing, whatever its offset. count is the bytes
+// covered.
 bool GetReadPlus(XdrIn *in, const OpMeta &meta, OpResult *out) {
   constexpr uint32_t kData = 0, kHole = 1;  // data_content4
   const uint64_t start = meta.v42.offset;
@@ -67,9 +69,10 @@ bool GetReadPlus(XdrIn *in, const OpMeta &meta, OpResult *out) {
     if (what == kData) {
       const char *data;
       uint32_t len;
-      if (off != at || !in->Opaque(&data, &len, uint32_t(limit - at)))
-        return false;
-      if (len > 0) std::memcpy(meta.read_dest + (at - start), data, len);
+      if (!in->Opaque(&data, &len, uint32_t(limit - at))) return false;
+      if (len == 0) continue;  // covers nothing, wherever it says it is
+      if (off != at) return false;
+      std::memcpy(meta.read_dest + (at - start), data, len);
       at += len;
     } else if (what == kHole) {
       uint64_t len;
@@ -86,6 +89,28 @@ bool GetReadPlus(XdrIn *in, const OpMeta &meta, OpResult *out) {
   }
   out->count = uint32_t(at - start);
   return true;
+}
+
+// COPY4res (RFC 7862 15.2.2): on success write_response4 (a callback id
+// when the server copies on alone, the bytes copied, how stable, the
+// verifier) and copy_requirements4; the requirements alone with
+// NFS4ERR_OFFLOAD_NO_REQS; nothing else on failure.
+bool GetCopy(XdrIn *in, OpResult *out) {
+  constexpr uint32_t kOffloadNoReqs = 10094;  // NFS4ERR_OFFLOAD_NO_REQS
+  bool consecutive, synchronous;
+  if (out->status == kOffloadNoReqs)
+    return in->Bool(&consecutive) && in->Bool(&synchronous);
+  if (out->status != kNfs4Ok) return true;
+  uint32_t ids, committed;
+  if (!in->U32(&ids) || ids > 1) return false;
+  StateId callback;
+  if (ids == 1 && !GetStateid(in, &callback)) return false;
+  out->copy_async = ids == 1;
+  if (!in->U64(&out->copied) || !in->U32(&committed) ||
+      !GetVerifier(in, &out->verifier))
+    return false;
+  out->committed = StableHow(committed);
+  return in->Bool(&consecutive) && in->Bool(&synchronous);
 }
 
 // bitmap4 into words (at most kMaxBitmapWords of them).
@@ -286,6 +311,7 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
     case Op::kSeek:
       return !ok || (in->Bool(&out->eof) && in->U64(&out->offset));
     case Op::kReadPlus: return !ok || GetReadPlus(in, meta, out);
+    case Op::kCopy: return GetCopy(in, out);
     case Op::kGetxattr: return !ok || in->Opaque(&out->data, kMaxXattrValue);
     case Op::kSetxattr:
     case Op::kRemovexattr: return !ok || GetChangeInfo(in, &out->cinfo);

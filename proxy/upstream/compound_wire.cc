@@ -66,6 +66,16 @@ void EncodeNfs42(rpc::XdrOut *x, Op op, const Nfs42Args &a) {
       x->U64(a.offset);
       x->U32(uint32_t(a.what));
       return;
+    case Op::kCopy:
+      PutStateid(x, a.stateid);
+      PutStateid(x, a.dst_stateid);
+      x->U64(a.offset);
+      x->U64(a.dst_offset);
+      x->U64(a.length);
+      x->Bool(true);  // ca_consecutive
+      x->Bool(true);  // ca_synchronous
+      x->U32(0);      // ca_source_server<>: this server
+      return;
     case Op::kReadPlus:
       PutStateid(x, a.stateid);
       x->U64(a.offset);

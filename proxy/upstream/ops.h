@@ -56,6 +56,7 @@
 // NFSv4.2 (RFC 7862 section 15; extended attributes: RFC 8276 section 8).
 #define NACHE_COMPOUND_OPS_42(X)   \
   X(kAllocate, 59, "ALLOCATE")     \
+  X(kCopy, 60, "COPY")             \
   X(kDeallocate, 62, "DEALLOCATE") \
   X(kReadPlus, 68, "READ_PLUS")    \
   X(kSeek, 69, "SEEK")             \

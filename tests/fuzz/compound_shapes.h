@@ -139,6 +139,7 @@ inline void MakeShape(int i, Shape *s) {
           .Allocate(Sid(1), 0, 4096)
           .Seek(Sid(1), 0, SeekWhat::kHole)
           .ReadPlus(Sid(1), 0, 48, s->Buf(48))
+          .Copy(Sid(1), Sid(2), 0, 4096, 0)
           .Getxattr("k")
           .Setxattr(XattrOption::kEither, "k", "v")
           .Listxattrs(0, 512)

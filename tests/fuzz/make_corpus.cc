@@ -137,6 +137,14 @@ void OkBody(Op op, XdrOut *x, bool readdir_fh) {
       x->Bool(false);
       x->U64(8192);
       break;
+    case Op::kCopy:  // done: no callback id, 4096 bytes, FILE_SYNC
+      x->U32(0);
+      x->U64(4096);
+      x->U32(2);
+      Verf(x, "wverf001");
+      x->Bool(true);
+      x->Bool(true);
+      break;
     case Op::kReadPlus:  // of [0, 48): 4 bytes of data, then a hole
       x->Bool(false);
       x->U32(2);

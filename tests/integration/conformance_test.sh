@@ -4,20 +4,21 @@
 # (issue 17). tests/tools/conformance sends the COMPOUNDs of each case
 # (share reservations, an OPEN replay, UNCHECKED, EXCLUSIVE4 and (over
 # NFSv4.1) EXCLUSIVE4_1 creates of an existing file, LOCKT of one's own
-# lock, OPEN_DOWNGRADE with locks held, the change attribute across WRITEs, no read delegation while
-# another client writes; over NFSv4.2 also ALLOCATE, DEALLOCATE, SEEK and
-# extended attributes) to nache's front with two client ids, over NFSv4.0,
-# 4.1 and 4.2, from nache's namespace. nache runs in turn in front of the
-# Ganesha VFS remote and of Linux knfsd, with an NFSv4.0, 4.1 and 4.2
-# upstream (an NFSv4.2 front only over a 4.2 upstream: the 4.2 operations
-# need one): every front, remote and upstream version must give the
-# answers a server itself gives. The same tool run against the VFS remote
-# directly (stock Ganesha 4.3 FSAL_VFS) first proves the expectations are
-# a server's, and the NFSv4.2 cases against knfsd too. (Not all against
-# knfsd: knfsd lets a READ through a write-only open pass another open's
-# DENY_READ, which Ganesha and RFC 7530 9.9 refuse.) Stock FSAL_VFS has no
-# extended attributes: in front of it, nache must refuse them as it does
-# (--no-xattrs).
+# lock, OPEN_DOWNGRADE with locks held, the change attribute across
+# WRITEs, no read delegation while another client writes; over NFSv4.2
+# also ALLOCATE, DEALLOCATE, SEEK, COPY and extended attributes) to
+# nache's front with two client ids, over NFSv4.0, 4.1 and 4.2, from
+# nache's namespace. nache runs in turn in front of the Ganesha VFS remote
+# and of Linux knfsd, with an NFSv4.0, 4.1 and 4.2 upstream (an NFSv4.2
+# front only over a 4.2 upstream: the 4.2 operations need one): every
+# front, remote and upstream version must give the answers a server itself
+# gives. The same tool run against the VFS remote directly (stock Ganesha
+# 4.3 FSAL_VFS) first proves the expectations are a server's, and the
+# NFSv4.2 cases against knfsd too. (Not all against knfsd: knfsd lets a
+# READ through a write-only open pass another open's DENY_READ, which
+# Ganesha and RFC 7530 9.9 refuse.) Stock FSAL_VFS has no extended
+# attributes and no COPY: in front of it, nache must refuse them as it
+# does (--no-xattrs, --no-copy).
 set -uo pipefail
 # knfsd refuses locks (NFS4ERR_GRACE) while lockd's grace period runs, 50 s
 # after boot by default: shorten it, and wait for its end (below).
@@ -70,7 +71,7 @@ for front in 0 1; do
 		conformance "$LAB_REMOTE_ADDR" /export "$front"
 done
 check reference_vfs_remote_front_v42 \
-	conformance "$LAB_REMOTE_ADDR" /export 2 --no-xattrs
+	conformance "$LAB_REMOTE_ADDR" /export 2 --no-xattrs --no-copy
 check reference_knfsd_nfs42_cases conformance "$LAB_KNFSD_ADDR" / 2 --only nfs42
 
 for remote in vfs knfsd; do
@@ -83,7 +84,7 @@ for remote in vfs knfsd; do
 		[ "$up" != 2 ] || fronts="0 1 2"
 		for front in $fronts; do
 			extra=()
-			[ "$remote" != vfs ] || [ "$front" != 2 ] || extra=(--no-xattrs)
+			[ "$remote" != vfs ] || [ "$front" != 2 ] || extra=(--no-xattrs --no-copy)
 			check "conformance_front_v4${front}_${remote}_upstream_v4${up}" \
 				conformance_over "$front" "${extra[@]}"
 		done

@@ -6,7 +6,8 @@
 # lseek(SEEK_DATA/SEEK_HOLE) SEEK, setfattr/getfattr the xattr operations
 # of RFC 8276: each must do at the remote what it does on a direct mount,
 # and the remote, not nache, decides who may change an xattr. nache reads
-# what it does not hold with READ_PLUS.
+# what it does not hold with READ_PLUS; copy_file_range is a COPY at the
+# remote.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -74,6 +75,37 @@ sparse_file_reads_through_nache() {
 		at_least "READ_PLUS sent" $((p1 - p0)) 8
 }
 
+# copy_file_range(2) on a vers=4.2 mount of nache (what cp does) is a
+# server-side COPY at the remote: the copy is there, byte for byte, and
+# its 4 MiB never crossed the link (neither read nor written upstream).
+copy_file_range_is_a_copy_at_the_remote() {
+	local want r0 w0 c0 r1 w1 c1
+	on 1 "head -c 4194304 /dev/urandom > /tmp/cs && cp /tmp/cs $N/t/cs && sync" || return 1
+	want=$(on 1 "sha256sum < /tmp/cs")
+	r0=$(metric nache_upstream_bytes_total 'direction="read"')
+	w0=$(metric nache_upstream_bytes_total 'direction="write"')
+	c0=$(metric nache_upstream_ops_total 'op="COPY",status="ok"')
+	on 1 "python3 -c '
+import os
+src = os.open(\"$N/t/cs\", os.O_RDONLY)
+dst = os.open(\"$N/t/cd\", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+left = os.fstat(src).st_size
+while left:
+    n = os.copy_file_range(src, dst, left)
+    assert n > 0
+    left -= n
+os.close(dst)'" || return 1
+	r1=$(metric nache_upstream_bytes_total 'direction="read"')
+	w1=$(metric nache_upstream_bytes_total 'direction="write"')
+	c1=$(metric nache_upstream_ops_total 'op="COPY",status="ok"')
+	echo "copy of 4 MiB: $((c1 - c0)) COPY, $((r1 - r0)) bytes read and $((w1 - w0)) written upstream" >&2
+	expect_eq "the copy at the remote" "$(on 2 "sha256sum < $K/t/cd")" "$want" &&
+		expect_eq "the copy through nache, another client" "$(on 3 "sha256sum < $N/t/cd")" "$want" &&
+		at_least "COPY sent" $((c1 - c0)) 1 &&
+		expect_eq "bytes read upstream for the copy" $((r1 - r0)) 0 &&
+		expect_eq "bytes written upstream for the copy" $((w1 - w0)) 0
+}
+
 xattrs_round_trip() {
 	local big
 	on 1 "echo x > $N/t/xa && setfattr -n user.color -v blue $N/t/xa" &&
@@ -105,6 +137,7 @@ check allocate_reserves_space_at_the_remote allocate_reserves_at_the_remote
 check punch_hole_reads_zeros_at_the_remote_and_through_nache punch_hole_reads_zeros
 check seek_data_and_seek_hole_find_the_remotes_holes seek_finds_data_and_holes
 check sparse_file_read_through_nache_with_read_plus sparse_file_reads_through_nache
+check copy_file_range_is_a_server_side_copy_at_the_remote copy_file_range_is_a_copy_at_the_remote
 check xattrs_set_read_and_removed_through_nache xattrs_round_trip
 check xattr_change_refused_to_another_user xattr_refused_to_another_user
 itest_finish

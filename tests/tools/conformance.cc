@@ -2,18 +2,19 @@
 // NFSv4 server as a reference) and checks the protocol behaviour a client
 // relies on, case by case: share reservations, OPEN replays, create modes
 // (EXCLUSIVE4_1 over NFSv4.1), LOCKT, OPEN_DOWNGRADE, the change attribute,
-// delegations, and NFSv4.2's ALLOCATE, DEALLOCATE, SEEK and extended
+// delegations, and NFSv4.2's ALLOCATE, DEALLOCATE, SEEK, COPY and extended
 // attributes. Built on nache's own client library (proxy/upstream), which
 // speaks NFSv4.0, 4.1 and 4.2; a case that needs two clients uses two
 // client ids (two Upstream instances).
 //
 //   conformance --server ADDR [--port P] [--path /export] [--minor 0|1|2]
 //               [--only REGEX] [--timeout-ms N] [--delegations]
-//               [--no-xattrs] [--list]
+//               [--no-xattrs] [--no-copy] [--list]
 //
 // --no-xattrs says the server has no extended attributes (stock Ganesha's
 // FSAL_VFS): the xattr case then wants NFS4ERR_NOTSUPP, as such a server
-// answers, instead of the attributes working.
+// answers, instead of the attributes working. --no-copy says the same of
+// NFSv4.2's COPY (stock FSAL_VFS has none either).
 //
 // --delegations says the server is configured to grant delegations: the
 // delegation cases run only then (NFSv4.1: the clients serve a back
@@ -59,6 +60,7 @@ struct Options {
   int timeout_ms = 20000;        // call timeout and readiness wait
   bool delegations = false;      // the server grants delegations
   bool xattrs = true;            // the server has extended attributes
+  bool copy = true;              // the server has COPY
 };
 
 // Names of the statuses the cases expect or meet (others print as numbers).
@@ -747,10 +749,11 @@ void NoReadDelegationWhileAnotherWrites(Ctx &x) {
 
 // Creates a file of the case's, open for reading and writing, written with
 // data at 0 (none when empty).
-Opened CreateWritten(Ctx &x, Cleanup *cl, const std::string &data) {
-  Opened f =
-      MustOpen("OPEN(BOTH)", Create(x.a, x, x.File(), up::kShareAccessBoth,
-                                    up::kShareDenyNone, x.Owner("a")));
+Opened CreateWritten(Ctx &x, Cleanup *cl, const std::string &data,
+                     const char *suffix = "") {
+  Opened f = MustOpen("OPEN(BOTH)",
+                      Create(x.a, x, x.File(suffix), up::kShareAccessBoth,
+                             up::kShareDenyNone, x.Owner("a")));
   cl->Close(x.a, f);
   if (!data.empty())
     ExpectStatus("WRITE", WriteAt(x.a, f, 0, data), up::kNfs4Ok);
@@ -848,6 +851,55 @@ uint32_t GetXattr(Client *c, const up::Fh &fh, const std::string &name,
   return st;
 }
 
+// COPY (RFC 7862 15.2) of src's bytes from src_off into dst_fh at dst_off
+// (count 0: to the end); the bytes copied in *copied.
+uint32_t CopyRange(Client *c, const Opened &src, const up::Fh &dst_fh,
+                   const up::StateId &dst_sid, uint64_t src_off,
+                   uint64_t dst_off, uint64_t count, uint64_t *copied) {
+  up::Compound cp;
+  cp.SetTag("copy").Putfh(src.fh).Savefh().Putfh(dst_fh).Copy(
+      src.stateid, dst_sid, src_off, dst_off, count);
+  up::CompoundReply r;
+  uint32_t st = c->Call(cp, &r);
+  if (st == up::kNfs4Ok) *copied = r.Find(up::Op::kCopy)->copied;
+  return st;
+}
+
+// A server-side COPY within the server, to the end of the source: the
+// bytes are in the destination, synchronously; a destination stateid
+// that was not opened for writing is refused (NFS4ERR_OPENMODE). A server
+// without COPY refuses it (NFS4ERR_NOTSUPP).
+void CopyWithinTheServer(Ctx &x) {
+  Cleanup cl;
+  Opened src = CreateWritten(x, &cl, "0123456789abcdef", "-src");
+  Opened dst = CreateWritten(x, &cl, "zzzz", "-dst");
+  uint64_t copied = 0;
+  uint32_t st = CopyRange(x.a, src, dst.fh, dst.stateid, 4, 2, 0, &copied);
+  if (!x.o->copy) {
+    ExpectStatus("COPY on a server without it", st, up::kNfs4ErrNotsupp);
+    return;
+  }
+  ExpectStatus("COPY [4, end) to 2", st, up::kNfs4Ok);
+  ExpectTrue(copied == 12, "copied " + std::to_string(copied), "copied 12");
+  std::string data;
+  ExpectStatus("READ", ReadAt(x.a, dst.fh, dst.stateid, 0, 32, &data),
+               up::kNfs4Ok);
+  ExpectTrue(data == "zz456789abcdef", "'" + data + "'", "'zz456789abcdef'");
+  ExpectStatus("b's READ",
+               ReadAt(x.b, dst.fh, up::StateId::Anonymous(), 0, 32, &data),
+               up::kNfs4Ok);
+  ExpectTrue(data == "zz456789abcdef", "b reads '" + data + "'",
+             "'zz456789abcdef'");
+  // Into a file opened for reading only, through that open.
+  Opened ro =
+      MustOpen("OPEN(READ)", Create(x.a, x, x.File(), up::kShareAccessRead,
+                                    up::kShareDenyNone, x.Owner("ro")));
+  cl.Close(x.a, ro);
+  ExpectStatus("COPY into a read-only open",
+               CopyRange(x.a, src, ro.fh, ro.stateid, 0, 0, 4, &copied),
+               up::kNfs4ErrOpenmode);
+}
+
 // SETXATTR's create and replace modes, GETXATTR by another client,
 // LISTXATTRS, REMOVEXATTR; a server without xattrs refuses them all alike.
 void XattrsSetGetListRemove(Ctx &x) {
@@ -917,13 +969,14 @@ const Case kCases[] = {
     {"nfs42_seek_finds_data_and_the_hole_at_the_end", 2,
      SeekFindsDataAndTheHoleAtTheEnd},
     {"nfs42_xattrs_set_get_list_remove", 2, XattrsSetGetListRemove},
+    {"nfs42_copy_within_the_server", 2, CopyWithinTheServer},
 };
 
 void Usage() {
   std::fprintf(stderr,
                "usage: conformance --server ADDR [--port P] [--path DIR] "
                "[--minor 0|1|2] [--only REGEX] [--timeout-ms N] "
-               "[--delegations] [--no-xattrs] [--list]\n");
+               "[--delegations] [--no-xattrs] [--no-copy] [--list]\n");
 }
 
 }  // namespace
@@ -942,6 +995,10 @@ int main(int argc, char **argv) {
     }
     if (flag == "--no-xattrs") {
       o.xattrs = false;
+      continue;
+    }
+    if (flag == "--no-copy") {
+      o.copy = false;
       continue;
     }
     if (i + 1 >= argc) {

@@ -248,6 +248,7 @@ TEST(CompoundTest, OpTableRowsAgreeWithTheRfcNumbers) {
   EXPECT_EQ(kCompoundOpSlots, 76u);         // REMOVEXATTR (RFC 8276) is 75
   EXPECT_EQ(uint32_t(Op::kAllocate), 59u);  // RFC 7862
   EXPECT_EQ(uint32_t(Op::kDeallocate), 62u);
+  EXPECT_EQ(uint32_t(Op::kCopy), 60u);
   EXPECT_EQ(uint32_t(Op::kReadPlus), 68u);
   EXPECT_EQ(uint32_t(Op::kSeek), 69u);
   EXPECT_EQ(uint32_t(Op::kGetxattr), 72u);  // RFC 8276
@@ -264,7 +265,7 @@ TEST(CompoundTest, OpTableRowsAgreeWithTheRfcNumbers) {
   EXPECT_STREQ(OpName(Op::e), s);
   NACHE_COMPOUND_OPS(COUNT_ROW)
 #undef COUNT_ROW
-  EXPECT_EQ(rows, 41u);
+  EXPECT_EQ(rows, 42u);
 }
 
 // --- Reply decoding -------------------------------------------------------

@@ -106,6 +106,25 @@ TEST_F(CoreDelegationsTest, BlocksAreFetchedWithReadPlusOverNfs42) {
   EXPECT_GE(up_->Sends("READ_PLUS").size(), 1u);
 }
 
+// Ganesha 4.3 as the remote answers READ_PLUS with nothing when its FSAL
+// has none, even "eof": short of the size the GETATTR before it gave, so
+// READ says what is there (the client must not take the file for empty),
+// and READ from then on.
+TEST_F(CoreDelegationsTest, AReadPlusThatReturnsNothingIsReadAgainWithRead) {
+  up_->minor = 2;
+  up_->read_plus = true;
+  up_->read_plus_empty = true;
+  Start(DelegationType::kNone);
+  char buf[32];
+  size_t got = 0;
+  bool eof = false;
+  ASSERT_EQ(core_->Read(cr_, file_, nullptr, 0, sizeof buf, buf, &got, &eof),
+            0u);
+  EXPECT_EQ(std::string(buf, got), "hello");
+  EXPECT_EQ(up_->Sends("READ_PLUS").size(), 1u);
+  EXPECT_EQ(up_->Sends("READ").size(), 1u);
+}
+
 TEST_F(CoreDelegationsTest, ARemoteWithoutReadPlusIsReadWithRead) {
   up_->minor = 2;
   up_->AddFile("g", "all the data");
@@ -123,6 +142,52 @@ TEST_F(CoreDelegationsTest, ARemoteWithoutReadPlusIsReadWithRead) {
   }
   EXPECT_EQ(up_->Sends("READ_PLUS").size(), 1u) << "asked once";
   EXPECT_EQ(up_->Sends("READ").size(), 2u);
+}
+
+// A copy_file_range is a COPY at the remote: the source's unflushed
+// data goes first, and the destination's cached blocks, which held the
+// old bytes, are not served after it.
+TEST_F(CoreDelegationsTest, ACopyIsMadeAtTheRemoteAfterTheSourcesData) {
+  up_->minor = 2;
+  up_->copy = true;
+  up_->AddFile("dst", "0123456789");
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);  // no flush by age
+  Key dst;
+  Attrs a;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "dst", &dst, &a), 0u);
+  char buf[32];
+  size_t got = 0;
+  bool eof = false;
+  ASSERT_EQ(core_->Read(cr_, dst, nullptr, 0, sizeof buf, buf, &got, &eof),
+            0u);  // dst's block is cached now
+  size_t n = 0;
+  StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, 5, "HELLO",
+                         StableHow::kFileSync, &n, &committed),
+            0u);
+  ASSERT_EQ(up_->Data("f"), "hello") << "still only here";
+  uint64_t copied = 0;
+  ASSERT_EQ(core_->Copy(cr_, file_, nullptr, 1, dst, nullptr, 2, 3, &copied),
+            0u);
+  EXPECT_EQ(copied, 3u);
+  EXPECT_EQ(up_->Data("dst"), "01ELL56789");
+  EXPECT_EQ(up_->Sends("COPY").size(), 1u);
+  ASSERT_EQ(core_->Read(cr_, dst, nullptr, 0, sizeof buf, buf, &got, &eof), 0u);
+  EXPECT_EQ(std::string(buf, got), "01ELL56789");
+}
+
+TEST_F(CoreDelegationsTest, NoCopyWithoutANfs42SessionOrARemoteCopy) {
+  up_->minor = 1;
+  Start(DelegationType::kNone);
+  uint64_t copied = 7;
+  EXPECT_EQ(core_->Copy(cr_, file_, nullptr, 0, file_, nullptr, 10, 5, &copied),
+            upstream::kNfs4ErrNotsupp);
+  EXPECT_EQ(copied, 0u);
+  EXPECT_EQ(up_->Sends("COPY").size(), 0u);
+  up_->minor = 2;  // a remote without COPY: its answer passes on
+  EXPECT_EQ(core_->Copy(cr_, file_, nullptr, 0, file_, nullptr, 10, 5, &copied),
+            upstream::kNfs4ErrNotsupp);
+  EXPECT_EQ(up_->Sends("COPY").size(), 1u);
 }
 
 TEST_F(CoreDelegationsTest, ASeekSeesTheFilesUnflushedData) {

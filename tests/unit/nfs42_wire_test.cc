@@ -20,9 +20,9 @@ using rpc::XdrIn;
 using rpc::XdrOut;
 
 constexpr uint32_t kOpPutfh = 22, kOpGetattr = 9, kOpSequence = 53,
-                   kOpAllocate = 59, kOpDeallocate = 62, kOpReadPlus = 68,
-                   kOpSeek = 69, kOpGetxattr = 72, kOpSetxattr = 73,
-                   kOpListxattrs = 74, kOpRemovexattr = 75;
+                   kOpAllocate = 59, kOpCopy = 60, kOpDeallocate = 62,
+                   kOpReadPlus = 68, kOpSeek = 69, kOpGetxattr = 72,
+                   kOpSetxattr = 73, kOpListxattrs = 74, kOpRemovexattr = 75;
 
 StateId Sid() {
   StateId s;
@@ -298,6 +298,76 @@ TEST(Nfs42WireTest, ReadPlusGoesOutLikeRead) {
   EXPECT_EQ(in.left(), 0u);
 }
 
+// COPY goes out with both stateids, offsets and count, asked consecutive
+// and synchronous, naming no source server; its result decodes whole.
+TEST(Nfs42WireTest, CopyGoesOutAndItsResultDecodes) {
+  Compound c;
+  c.SetTag("t42").Putfh("s").Savefh().Putfh("d").Copy(Sid(), Sid(), 10, 20, 30);
+  nfs41::SequenceArgs seq;
+  std::string b;
+  ASSERT_TRUE(c.EncodeWire(&b, &seq, nullptr, 2));
+  XdrIn in(b.data(), b.size());
+  uint32_t minor, nops;
+  Header(&in, &minor, &nops);
+  ASSERT_EQ(nops, 4u);
+  ASSERT_TRUE(in.Skip(4 + 4 + 4));  // PUTFH "s"
+  ASSERT_TRUE(in.Skip(4));          // SAVEFH
+  ASSERT_TRUE(in.Skip(4 + 4 + 4));  // PUTFH "d"
+  EXPECT_EQ(U32(&in), kOpCopy);
+  ExpectSid(&in);
+  ExpectSid(&in);
+  EXPECT_EQ(U64(&in), 10u);
+  EXPECT_EQ(U64(&in), 20u);
+  EXPECT_EQ(U64(&in), 30u);
+  EXPECT_EQ(U32(&in), 1u);  // consecutive
+  EXPECT_EQ(U32(&in), 1u);  // synchronous
+  EXPECT_EQ(U32(&in), 0u);  // no source server
+  EXPECT_EQ(in.left(), 0u);
+
+  Compound one;
+  one.Putfh("d").Copy(Sid(), Sid(), 0, 0, 0);
+  Reply r(kNfs4Ok, 2);
+  r.Result(kOpPutfh, kNfs4Ok).Result(kOpCopy, kNfs4Ok);
+  r.x().U32(0);  // no callback id: done
+  r.x().U64(4096);
+  r.x().U32(2);  // FILE_SYNC4
+  r.x().Fixed("verifier", 8);
+  r.x().Bool(true);
+  r.x().Bool(true);
+  CompoundReply out;
+  ASSERT_TRUE(r.Decode(one, &out));
+  const OpResult *cp = out.Find(Op::kCopy);
+  EXPECT_EQ(cp->copied, 4096u);
+  EXPECT_FALSE(cp->copy_async);
+  EXPECT_EQ(cp->committed, StableHow::kFileSync);
+  EXPECT_EQ(cp->verifier, Verifier("verifier", 8));
+
+  Reply a(kNfs4Ok, 2);  // the server goes on alone: a callback id
+  a.Result(kOpPutfh, kNfs4Ok).Result(kOpCopy, kNfs4Ok);
+  a.x().U32(1);
+  a.x().U32(1);
+  a.x().Fixed("callbackid12", 12);
+  a.x().U64(0);
+  a.x().U32(0);
+  a.x().Fixed("verifier", 8);
+  a.x().Bool(true);
+  a.x().Bool(false);
+  ASSERT_TRUE(a.Decode(one, &out));
+  EXPECT_TRUE(out.Find(Op::kCopy)->copy_async);
+
+  Reply two(kNfs4Ok, 2);  // two callback ids: not a write_response4
+  two.Result(kOpPutfh, kNfs4Ok).Result(kOpCopy, kNfs4Ok);
+  two.x().U32(2);
+  EXPECT_FALSE(two.Decode(one, &out));
+
+  Reply noreqs(10094, 2);  // NFS4ERR_OFFLOAD_NO_REQS: the requirements
+  noreqs.Result(kOpPutfh, kNfs4Ok).Result(kOpCopy, 10094);
+  noreqs.x().Bool(true);
+  noreqs.x().Bool(false);
+  ASSERT_TRUE(noreqs.Decode(one, &out));
+  EXPECT_EQ(out.status, 10094u);
+}
+
 // One READ_PLUS segment for a reply: data at offset, or a hole.
 void DataSegment(XdrOut *x, uint64_t offset, const std::string &data) {
   x->U32(0);  // NFS4_CONTENT_DATA
@@ -361,6 +431,12 @@ TEST(Nfs42WireTest, ReadPlusDataAndHolesFillTheBuffer) {
       50, 12, true, 0, [](XdrOut *) {}, &buf, &res));
   EXPECT_EQ(res.count, 0u);
   EXPECT_EQ(buf, std::string(12, '#'));
+  // Ganesha 4.3 over a FSAL without READ_PLUS: an empty data segment at
+  // offset 0, not the end: it covers nothing (the core then reads).
+  ASSERT_TRUE(DecodeReadPlus(
+      50, 12, false, 1, [](XdrOut *x) { DataSegment(x, 0, ""); }, &buf, &res));
+  EXPECT_EQ(res.count, 0u);
+  EXPECT_FALSE(res.eof);
 }
 
 // What a hostile or broken server may send is refused before a byte is

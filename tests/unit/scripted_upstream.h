@@ -180,6 +180,11 @@ class ScriptedUpstream : public upstream::Upstream {
   // NFSv4.2's READ_PLUS is answered; else it is NFS4ERR_NOTSUPP, as from
   // stock Ganesha VFS.
   std::atomic<bool> read_plus{false};
+  // ... but answered with nothing and eof, whatever the file holds (what
+  // nache saw from Ganesha 4.3 over a FSAL without READ_PLUS).
+  std::atomic<bool> read_plus_empty{false};
+  // NFSv4.2's COPY is done (synchronously, FILE_SYNC); else NOTSUPP.
+  std::atomic<bool> copy{false};
   // WRITEs asked UNSTABLE stay so (in memory until a COMMIT); else every
   // WRITE is FILE_SYNC.
   std::atomic<bool> unstable_writes{false};
@@ -507,8 +512,26 @@ class ScriptedUpstream : public upstream::Upstream {
     if (minor < 2) return upstream::kNfs4ErrOpIllegal;
     File &f = files_[cur];
     switch (op) {
+      case Op::kCopy: {  // from the saved object into cur, synchronous
+        if (!copy) return upstream::kNfs4ErrNotsupp;
+        const std::string from = files_[saved_].data;
+        if (a.offset > from.size()) return upstream::kNfs4ErrInval;
+        uint64_t n = a.length ? a.length : from.size() - a.offset;
+        n = std::min<uint64_t>(n, from.size() - a.offset);
+        if (f.data.size() < a.dst_offset + n) f.data.resize(a.dst_offset + n);
+        f.data.replace(size_t(a.dst_offset), size_t(n), from, size_t(a.offset),
+                       size_t(n));
+        f.change++;
+        r->copied = n;
+        r->committed = upstream::StableHow::kFileSync;
+        return 0;
+      }
       case Op::kReadPlus: {
         if (!read_plus) return upstream::kNfs4ErrNotsupp;
+        if (read_plus_empty) {  // nothing, yet "the end"
+          r->eof = true;
+          return 0;
+        }
         size_t from = std::min<size_t>(size_t(a.offset), f.data.size());
         size_t n = std::min<size_t>(size_t(a.length), f.data.size() - from);
         // Holes and data on the wire are nfs42_wire_test's; here the

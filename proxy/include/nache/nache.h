@@ -389,6 +389,17 @@ uint32_t nache_commit(struct nache_core *core, const struct nache_creds *cr,
 uint32_t nache_fallocate(struct nache_core *core, const struct nache_creds *cr,
 			 nache_key key, struct nache_open *open,
 			 uint64_t offset, uint64_t length, bool allocate);
+/* COPY at the remote, a server-side copy (no byte crosses the WAN): count
+ * bytes (0: to the end of src) of src from src_offset into dst at
+ * dst_offset, done and stable on return; *copied says how many. Each
+ * open may be NULL (the anonymous stateid). NFS4ERR_NOTSUPP without an
+ * NFSv4.2 upstream, or when the remote would copy asynchronously (the
+ * client then copies by reading and writing). */
+uint32_t nache_copy(struct nache_core *core, const struct nache_creds *cr,
+		    nache_key src, struct nache_open *src_open,
+		    uint64_t src_offset, nache_key dst,
+		    struct nache_open *dst_open, uint64_t dst_offset,
+		    uint64_t count, uint64_t *copied);
 /* SEEK: where the first data (hole: the first hole) at or after offset
  * starts (*found), and whether that is the end of the file (*eof). */
 uint32_t nache_seek(struct nache_core *core, const struct nache_creds *cr,
