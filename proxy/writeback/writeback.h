@@ -8,9 +8,10 @@
 // flushed as its owner. Different users writing the same file between two
 // flushes: all of it is flushed as the last of them.
 //
-// Still in Core (core_writeback.cc, core_local_*.cc, core_conflicts.cc),
-// to move here: the local write and the flusher's sends, the local
-// namespace (meta_mu_ and its sets), logged removes and renames, the
+// The namespace's write-back (the log, local names, logged removes and
+// renames, and their lock) is NamespaceWriteBack's
+// (namespace_writeback.h). Still in Core (core_writeback.cc,
+// core_conflicts.cc): the local write and the flusher's sends, the
 // conflict checks and copies themselves.
 //
 // What it needs of the rest is narrow: the store (persisted writers) and,
