@@ -278,6 +278,10 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
         c->writeback_.get(), c->metrics_, c->namespace_host_.get()));
   }
   if (cfg.write_back) {
+    c->conflicts_host_.reset(new ConflictsHost(core));
+    c->conflicts_.reset(new Conflicts(
+        c->cache_.get(), c->handles_.get(), c->writeback_.get(), c->metrics_,
+        c->conflicts_host_.get(), cfg.single_writer));
     FlusherOptions fo;
     fo.age = std::chrono::milliseconds(cfg.flush_age_ms);
     fo.dirty_max = cfg.dirty_max;
@@ -302,7 +306,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
         [core](Key key, bool patient) {
           return core->PrepareFlush(key, patient);
         },
-        [core](Key key) { return core->SaveLostFile(key); }));
+        [core](Key key) { return core->conflicts_->SaveLostFile(key); }));
     NACHE_LOG(kLogEvent, "NACHE_WRITEBACK",
               "write-back on for %s; flush after %u s or beyond %llu dirty "
               "bytes",

@@ -71,6 +71,7 @@
 #include "upstream/compound.h"
 #include "upstream/upstream.h"
 #include "util/mutex.h"
+#include "writeback/conflicts.h"
 #include "writeback/flusher.h"
 #include "writeback/local_names.h"
 #include "writeback/namespace_writeback.h"
@@ -547,43 +548,6 @@ class Core {
       upstream::CompoundReply *rep, upstream::Fh *fh,
       upstream::Delegation *deleg);
 
-  // --- conflicts (core_conflicts.cc) --------------------------------------
-  // Before the flush of a file with unflushed writes and no write
-  // delegation of ours: if its change attribute at the remote moved since
-  // our writes began (someone else wrote it: a single-writer promise
-  // broken, or a delegation lost in a long WAN cut), our version is saved
-  // beside it as NAME.nache-conflict-<UTC time> and the file follows the
-  // remote again. Nothing is overwritten silently.
-  uint32_t CheckForConflict(Key key);
-  uint32_t KeepBothVersions(Key key, const Attrs &remote);
-  // The flusher found key gone at the remote (NFS4ERR_STALE) while we
-  // hold acknowledged data of it: our version is saved where the remote
-  // keeps it visibly, NAME.nache-lost-<time> beside where it was, or in
-  // the export's nache-lost+found when that directory is gone too; an
-  // ERROR line and nache_writeback_lost_files_total say so. Non-zero:
-  // not saved (the data stays in the cache, retried later).
-  uint32_t SaveLostFile(Key key);
-  static constexpr const char *kLostAndFound = "nache-lost+found";
-  // The export's nache-lost+found (made as cr when missing, mode 01777).
-  uint32_t LostAndFound(const Creds &cr, Key *key);
-  // The directory and name key was last known by (the export root and
-  // nache-file-<key> when none).
-  void LastNameOf(Key key, Key *dir, std::string *name);
-  // Creates NAME.nache-<kind>-<time> in dir and copies our cached version
-  // of key into it; then key's state here is dropped (unless written
-  // again meanwhile: copied again). *saved_as: the name made.
-  uint32_t SaveOurVersion(Key key, Key dir, const std::string &name,
-                          const char *kind, std::string *saved_as);
-  // The conflict copy appeared in (or, failed, left) directory dir.
-  void NoteConflictCopy(Key dir, const upstream::ChangeInfo &ci,
-                        const std::string &removed, const std::string &added,
-                        Key added_key);
-  // Writes our cached version of key (holes where we hold nothing) into
-  // the remote file fh, with our size and mtime; *local_change: our change
-  // attribute of the version written.
-  uint32_t CopyOurVersion(Key key, const upstream::Fh &fh, const Creds &cr,
-                          uint64_t *local_change);
-
   // Lists dir's local entries after cookie (0: all). Their cookies have
   // the top bit set, which no remote backed by a POSIX file system uses
   // (directory offsets are non-negative 64-bit values), so a later call
@@ -663,6 +627,11 @@ class Core {
   class NamespaceHost;
   std::unique_ptr<NamespaceHost> namespace_host_;
   std::unique_ptr<NamespaceWriteBack> namespace_;
+  // Conflicts and lost files found by the flusher (writeback/conflicts.h);
+  // null unless write_back. Its host (core_hosts.h) first.
+  class ConflictsHost;
+  std::unique_ptr<ConflictsHost> conflicts_host_;
+  std::unique_ptr<Conflicts> conflicts_;
   uint8_t boot_verf_[8] = {};  // our write verifier (immutable after Open)
   // Opens lingering after their last local close, by deadline.
   Mutex linger_mu_;

@@ -3,9 +3,9 @@
 // (delegations/reclaim.h) reach the upstream, the handle map, the cache
 // and the core's opens, locks and writes, WriteBack
 // (writeback/writeback.h) the cache, and NamespaceWriteBack
-// (writeback/namespace_writeback.h) the core's lookups, handles and
-// COMPOUNDs. Private to the core's .cc files
-// (core.h only names these classes).
+// (writeback/namespace_writeback.h) and Conflicts (writeback/conflicts.h)
+// the core's lookups, handles, COMPOUNDs and WRITEs. Private to the core's .cc
+// files (core.h only names these classes).
 //
 // Thread safety: as the Host interfaces say; every method here takes only
 // the locks of the core method it calls.
@@ -207,6 +207,46 @@ class Core::NamespaceHost : public NamespaceWriteBack::Host {
     core_->NoteFlushRefused(op, key, cr, st);
   }
   uint32_t StoreFailure() const override { return core_->StoreFailure(); }
+  Key RootKey() const override { return core_->root_key_; }
+
+ private:
+  Core *core_;  // owns us
+};
+
+class Core::ConflictsHost : public Conflicts::Host {
+ public:
+  explicit ConflictsHost(Core *core) : core_(core) {}
+
+  uint32_t FhOf(Key key, upstream::Fh *fh) override {
+    return core_->FhOf(key, fh);
+  }
+  uint32_t Run(upstream::Compound &c, const Creds &cr,
+               upstream::CompoundReply *rep) override {
+    return core_->Run(c, cr, rep);
+  }
+  uint32_t WriteRange(const Creds &cr, const upstream::Fh &fh,
+                      const upstream::StateId &sid, uint64_t offset,
+                      const char *data, size_t len, upstream::StableHow stable,
+                      const char *tag) override {
+    return core_->WriteRange(cr, fh, sid, offset, data, len, stable, tag,
+                             nullptr);
+  }
+  uint32_t CreateClosedFile(
+      const Creds &cr, const upstream::Fh &pfh, const std::string &name,
+      upstream::OpenArgs::Create how, const Attrs &ca, Key key,
+      const std::function<void(upstream::Compound *)> &more,
+      upstream::CompoundReply *rep, upstream::Fh *fh,
+      upstream::Delegation *deleg) override {
+    return core_->CreateClosedFile(cr, pfh, name, how, ca, key, more, rep, fh,
+                                   deleg);
+  }
+  void NoteGrant(Key key, const upstream::Delegation &d) override {
+    core_->delegations_->NoteGrant(key, d);
+  }
+  bool WriteDelegated(Key key) override {
+    return core_->delegations_->Covers(key, upstream::kShareAccessWrite, 0,
+                                       nullptr);
+  }
   Key RootKey() const override { return core_->root_key_; }
 
  private:

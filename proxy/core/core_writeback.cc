@@ -51,7 +51,7 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
   // land before this one.
   if (unstable_writes_) unstable_writes_->Drain(key);
   // A conflict of this file being resolved: this write is made on the
-  // remote's version once ours is set aside (core_conflicts.cc).
+  // remote's version once ours is set aside (writeback/conflicts.h).
   if (!writeback_->WaitUnresolved(
           key,
           std::chrono::steady_clock::now() +
@@ -240,7 +240,7 @@ uint32_t Core::PrepareFlush(Key key, bool patient) {
         int64_t(time(nullptr)) - newest < int64_t(cfg_.flush_age_ms / 1000))
       return Flusher::kNotYet;
   }
-  return CheckForConflict(key);
+  return conflicts_->CheckForConflict(key);
 }
 
 uint32_t Core::ReaddirLocal(const Creds &cr, Key dir, uint64_t cookie,

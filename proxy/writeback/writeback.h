@@ -10,9 +10,9 @@
 //
 // The namespace's write-back (the log, local names, logged removes and
 // renames, and their lock) is NamespaceWriteBack's
-// (namespace_writeback.h). Still in Core (core_writeback.cc,
-// core_conflicts.cc): the local write and the flusher's sends, the
-// conflict checks and copies themselves.
+// (namespace_writeback.h); the conflict checks and copies are
+// Conflicts' (conflicts.h). Still in Core (core_writeback.cc): the local
+// write and the flusher's sends.
 //
 // What it needs of the rest is narrow: the store (persisted writers) and,
 // through Host, the cache's dirty mark and known attributes.
