@@ -17,6 +17,15 @@
 // back for the core's part of a return or a reclaim (opens, locks,
 // queued and unflushed writes, COMPOUNDs).
 //
+// Write-back's state is in writeback/ the same way: WriteBack (who each
+// dirty file's flush writes as, the flush open-owners, the conflict
+// gate), NamespaceWriteBack (the log, local names, logged creates,
+// removes and renames and their sends), Conflicts (conflict checks and
+// copies, lost files) and the Flusher. The core decides which way an
+// operation goes and calls into them; NamespaceWriteBack and Conflicts
+// call back through their Hosts (core_hosts.h) for lookups, handles and
+// COMPOUNDs.
+//
 // Thread safety: all methods are thread-safe and may block on the upstream.
 // Every shared field names its lock (GUARDED_BY) and every method that
 // expects one says so (REQUIRES); clang checks both (make check-locks).
@@ -32,8 +41,9 @@
 //      none nested in another but NamespaceWriteBack's mu_ ->
 //      WriteBack's writers_mu_ (a local create notes its creator);
 //   3. the leaf components' locks (FileOpen::io_mu, OpenTable,
-//      DelegationTable, Cache, HandleMap, OpLog, LocalNames, Store, the
-//      upstream client): they call back into nothing that locks.
+//      DelegationTable, WriteBack's resolving_mu_, Cache, HandleMap,
+//      OpLog, LocalNames, Store, the upstream client): they call back into
+//      nothing that locks.
 // Delegations' local_mu_ is the exception to "no call out under it": local
 // delegation recalls are queued to Ganesha under it (the up-call only
 // queues).
