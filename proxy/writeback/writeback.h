@@ -36,8 +36,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/opens.h"
 #include "handles/handle_map.h"
+#include "opens/opens.h"
 #include "store/store.h"
 #include "upstream/types.h"
 #include "util/mutex.h"
