@@ -271,22 +271,17 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   }
   if (cfg.write_back && cfg.single_writer) {
     // Before the flusher starts: it may need the log at once.
-    c->oplog_.reset(new OpLog(c->store_.get()));
-    c->local_names_.reset(new LocalNames());
-    c->local_names_->Load(c->oplog_.get());
-    // Unsent removes go out with their directory's flush: the directory's
-    // dirty mark is written after the synced log record, and a power loss
-    // may have taken it. Marked again here.
-    // (A directory removed here itself sends them with its own remove.)
-    for (Key dir : c->local_names_->DirsWithRemoved())
-      if (!c->local_names_->IsRemovedKey(dir) &&
-          !c->cache_->LocalDirEdit(dir, "", "", kNoKey))
-        NACHE_LOG(kLogWarn, kWritebackComponent,
-                  "directory %llu has unsent removes but no known "
-                  "attributes: they are sent with its next change",
-                  (unsigned long long)dir);
+    // (Its unsent removes' directories are marked dirty again.)
+    c->namespace_host_.reset(new NamespaceHost(core));
+    c->namespace_.reset(new NamespaceWriteBack(
+        c->store_.get(), c->cache_.get(), c->handles_.get(),
+        c->writeback_.get(), c->metrics_, c->namespace_host_.get()));
   }
   if (cfg.write_back) {
+    c->conflicts_host_.reset(new ConflictsHost(core));
+    c->conflicts_.reset(new Conflicts(
+        c->cache_.get(), c->handles_.get(), c->writeback_.get(), c->metrics_,
+        c->conflicts_host_.get(), cfg.single_writer));
     FlusherOptions fo;
     fo.age = std::chrono::milliseconds(cfg.flush_age_ms);
     fo.dirty_max = cfg.dirty_max;
@@ -311,7 +306,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
         [core](Key key, bool patient) {
           return core->PrepareFlush(key, patient);
         },
-        [core](Key key) { return core->SaveLostFile(key); }));
+        [core](Key key) { return core->conflicts_->SaveLostFile(key); }));
     NACHE_LOG(kLogEvent, "NACHE_WRITEBACK",
               "write-back on for %s; flush after %u s or beyond %llu dirty "
               "bytes",
@@ -490,7 +485,7 @@ upstream::CallStatus Core::ResendSeqidBearing(Compound &c, const Creds &cr,
 
 uint32_t Core::FhOf(Key key, Fh *fh) {
   // Removed here (the remote is told later): gone for our clients.
-  if (LocalNamespace() && local_names_->IsRemovedKey(key))
+  if (LocalNamespace() && namespace_->names().IsRemovedKey(key))
     return upstream::kNfs4ErrStale;
   return FhOfAny(key, fh);
 }
@@ -502,7 +497,7 @@ uint32_t Core::FhOfAny(Key key, Fh *fh) {
     if (key == root_key_) return ResolveRoot(fh);
     // Created locally: the remote gets it (and what it depends on) first.
     if (!NotAtRemote(key)) return upstream::kNfs4ErrStale;
-    uint32_t st = CreateRemotely(key);
+    uint32_t st = namespace_->CreateRemotely(key);
     if (st) return st;
     if (!handles_->Get(key, &r) || r.fh.empty())
       return upstream::kNfs4ErrStale;  // removed meanwhile
@@ -515,9 +510,10 @@ void Core::ForgetGone(Key key) {
   if (key == kNoKey || key == root_key_) return;
   if (LocalNamespace()) {
     LocalNames::Entry e;
-    if (local_names_->Get(key, &e) || local_names_->IsRemovedKey(key) ||
-        local_names_->LastChildSeq(key) != 0 ||
-        !local_names_->RemovedIn(key).empty())
+    if (namespace_->names().Get(key, &e) ||
+        namespace_->names().IsRemovedKey(key) ||
+        namespace_->names().LastChildSeq(key) != 0 ||
+        !namespace_->names().RemovedIn(key).empty())
       return;  // the log still names it
   }
   // An open of ours keeps a removed file alive at the remote, and its
@@ -619,7 +615,7 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
     // is not at the remote either, nothing else.
     LocalNames::Entry e;
     Attrs a;
-    if (local_names_->Find(dir, name, &e) &&
+    if (namespace_->names().Find(dir, name, &e) &&
         (e.moved ? Getattr(cr, e.key, &a) == upstream::kNfs4Ok
                  : cache_->KnownAttrs(e.key, &a))) {
       *key = e.key;
@@ -627,8 +623,8 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
       return upstream::kNfs4Ok;
     }
     // Not at the remote, or removed here and not told yet.
-    if (local_names_->IsLocal(dir) ||
-        local_names_->FindRemoved(dir, name, nullptr))
+    if (namespace_->names().IsLocal(dir) ||
+        namespace_->names().FindRemoved(dir, name, nullptr))
       return upstream::kNfs4ErrNoent;
   }
   if (name != ".") {
@@ -677,7 +673,7 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
 
 uint32_t Core::LookupParent(const Creds &cr, Key dir, Key *key, Attrs *attrs) {
   LocalNames::Entry e;
-  if (LocalNamespace() && local_names_->Get(dir, &e)) {
+  if (LocalNamespace() && namespace_->names().Get(dir, &e)) {
     *key = e.dir;
     return Getattr(cr, e.dir, attrs);
   }
@@ -969,9 +965,9 @@ uint32_t Core::Readdir(const Creds &cr, Key dir, uint64_t cookie,
   if (LocalNamespace()) {
     // Entries not at the remote yet come after the remote's, with cookies
     // of their own (see ReaddirLocal).
-    if (IsLocalCookie(cookie) || local_names_->IsLocal(dir))
+    if (IsLocalCookie(cookie) || namespace_->names().IsLocal(dir))
       return ReaddirLocal(cr, dir, cookie, cb, ctx, eof);
-    if (local_names_->LastChildSeq(dir) != 0) {
+    if (namespace_->names().LastChildSeq(dir) != 0) {
       bool remote_eof = false;
       uint32_t st = ReaddirRemote(cr, dir, cookie, cb, ctx, &remote_eof);
       if (st || !remote_eof) return st;
@@ -1058,7 +1054,8 @@ uint32_t Core::ReaddirRemote(const Creds &cr, Key dir, uint64_t cookie,
     SetCookieVerf(dir, verf);
     for (const auto &e : r->entries) {
       // Removed here, the remote not told yet.
-      if (LocalNamespace() && local_names_->FindRemoved(dir, e.name, nullptr)) {
+      if (LocalNamespace() &&
+          namespace_->names().FindRemoved(dir, e.name, nullptr)) {
         cookie = e.cookie;
         continue;
       }
@@ -1107,9 +1104,11 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
     if ((type == upstream::FileType::kDir ||
          type == upstream::FileType::kLnk) &&
         !Draining())
-      return CreateLocal(cr, dir, name, type, attrs, link_text, key, out);
-    if (local_names_->Find(dir, name, nullptr)) return upstream::kNfs4ErrExist;
-    if (uint32_t st = SendRemoveOf(dir, name)) return st;
+      return namespace_->CreateLocal(cr, dir, name, type, attrs, link_text, key,
+                                     out);
+    if (namespace_->names().Find(dir, name, nullptr))
+      return upstream::kNfs4ErrExist;
+    if (uint32_t st = namespace_->SendRemoveOf(dir, name)) return st;
   }
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
@@ -1157,7 +1156,7 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
 
 uint32_t Core::Readlink(const Creds &cr, Key key, std::string *text) {
   LocalNames::Entry e;
-  if (LocalNamespace() && local_names_->Get(key, &e)) {
+  if (LocalNamespace() && namespace_->names().Get(key, &e)) {
     if (e.type != upstream::FileType::kLnk) return upstream::kNfs4ErrInval;
     *text = e.text;
     return upstream::kNfs4Ok;
@@ -1176,10 +1175,11 @@ uint32_t Core::Readlink(const Creds &cr, Key key, std::string *text) {
 uint32_t Core::Link(const Creds &cr, Key key, Key dir,
                     const std::string &name) {
   // A name only we know of: the remote would link over it.
-  if (LocalNamespace() && local_names_->Find(dir, name, nullptr))
+  if (LocalNamespace() && namespace_->names().Find(dir, name, nullptr))
     return upstream::kNfs4ErrExist;
   // A name removed here: the remote must drop it before it is reused.
-  if (uint32_t st = SendRemoveOf(dir, name)) return st;
+  if (LocalNamespace())
+    if (uint32_t st = namespace_->SendRemoveOf(dir, name)) return st;
   Fh fh, dfh;
   uint32_t st = FhOf(key, &fh);
   if (st || (st = FhOf(dir, &dfh))) return st;
@@ -1208,34 +1208,34 @@ uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
                       Key newdir, const std::string &newname, Key source) {
   if (LocalNamespace()) {
     LocalNames::Entry src, target;
-    if (local_names_->Find(olddir, oldname, &src)) {
+    if (namespace_->names().Find(olddir, oldname, &src)) {
       bool done = false;
       uint32_t st = upstream::kNfs4Ok;
       if (src.moved)
-        st = RenameMoved(cr, src, newdir, newname, &done);
+        st = namespace_->RenameMoved(cr, src, newdir, newname, &done);
       else if (src.type != upstream::FileType::kDir)
-        st = RenameLocal(cr, src, newdir, newname, &done);
+        st = namespace_->RenameLocal(cr, src, newdir, newname, &done);
       if (st || done) return st;
       // Otherwise the object must be at the remote under this name first
       // (a moved one: its pending RENAME is sent).
-      if (uint32_t st = CreateRemotely(src.key)) return st;
+      if (uint32_t st = namespace_->CreateRemotely(src.key)) return st;
     }
     // Something the remote has: logged when it may be (not while
     // draining).
     bool done = false;
     if (!Draining())
-      if (uint32_t st =
-              RenameLogged(cr, olddir, oldname, newdir, newname, &done))
+      if (uint32_t st = namespace_->RenameLogged(cr, olddir, oldname, newdir,
+                                                 newname, &done))
         return st;
     if (done) return upstream::kNfs4Ok;
     // A target only we know of: the remote must know it to replace it.
-    if (local_names_->Find(newdir, newname, &target))
-      if (uint32_t st = CreateRemotely(target.key)) return st;
+    if (namespace_->names().Find(newdir, newname, &target))
+      if (uint32_t st = namespace_->CreateRemotely(target.key)) return st;
     // A target removed here: the remote drops it first.
-    if (uint32_t st = SendRemoveOf(newdir, newname)) return st;
+    if (uint32_t st = namespace_->SendRemoveOf(newdir, newname)) return st;
     // Directories moved here go first: this one, sent before them, could
     // make a cycle at the remote.
-    if (uint32_t st = SendDirRenamesBefore(UINT64_MAX)) return st;
+    if (uint32_t st = namespace_->SendDirRenamesBefore(UINT64_MAX)) return st;
   }
   Fh ofh, nfh;
   uint32_t st = FhOf(olddir, &ofh);
@@ -1320,13 +1320,13 @@ bool Core::RenamedOnce(const Creds &cr, Key source, const Fh &newdir_fh,
 uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   if (LocalNamespace()) {
     LocalNames::Entry e;
-    if (local_names_->Find(dir, name, &e)) {
+    if (namespace_->names().Find(dir, name, &e)) {
       if (e.moved) {
         // Renamed here: the remote is told only of the remove.
-        uint32_t st = RemoveMoved(cr, dir, e);
+        uint32_t st = namespace_->RemoveMoved(cr, dir, e);
         if (st != upstream::kNfs4ErrDelay) return st;
       } else {
-        uint32_t st = RemoveLocal(cr, dir, e);
+        uint32_t st = namespace_->RemoveLocal(cr, dir, e);
         if (st != upstream::kNfs4ErrDelay) return st;
         // Sent to the remote meanwhile: remove it there.
       }
@@ -1336,7 +1336,7 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   if (LocalNamespace() && !Draining()) {
     // What the remote has is removed here too, and told later.
     bool done = false;
-    uint32_t st = RemoveLogged(cr, dir, name, &done, &target);
+    uint32_t st = namespace_->RemoveLogged(cr, dir, name, &done, &target);
     if (done) return st;
   }
   Fh dfh;
@@ -1349,10 +1349,10 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
     // says so once it has them; one whose removes we have not told it
     // yet is empty only once it has them. (Such a directory is known to
     // us by name: no LOOKUP needed to find it.)
-    Key k =
-        gone != kNoKey ? gone : local_names_->DirNamed(dir, name, *handles_);
-    if (k != kNoKey &&
-        ((st = SendRemovesIn(k)) || (st = CreateEntriesRemotely(k))))
+    Key k = gone != kNoKey ? gone
+                           : namespace_->names().DirNamed(dir, name, *handles_);
+    if (k != kNoKey && ((st = namespace_->SendRemovesIn(k)) ||
+                        (st = namespace_->CreateEntriesRemotely(k))))
       return st;
   }
   delegations_->ReturnIfReadDelegated(gone);
@@ -1703,7 +1703,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     // would make another file, which the RENAME would then replace.
     LocalNames::Entry moved;
     bool renamed_here = st == upstream::kNfs4Ok &&
-                        local_names_->Find(req.key, req.name, &moved) &&
+                        namespace_->names().Find(req.key, req.name, &moved) &&
                         moved.moved && moved.key == k;
     if (st == upstream::kNfs4Ok && (NotAtRemote(k) || renamed_here)) {
       // (An exclusive create's retry opens the file it made.)
@@ -1721,11 +1721,13 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       // Draining: created at the remote below, as without write-back;
       // a remove of the name logged here goes first (the remote would
       // open the file it still has).
-      if (uint32_t rst = SendRemoveOf(req.key, req.name)) return rst;
+      if (uint32_t rst = namespace_->SendRemoveOf(req.key, req.name))
+        return rst;
     } else if (st == upstream::kNfs4ErrNoent &&
                req.mode != NACHE_OPEN_NOCREATE) {
-      st = CreateLocal(cr, req.key, req.name, upstream::FileType::kReg,
-                       create_attrs, "", &key, nullptr);
+      st = namespace_->CreateLocal(cr, req.key, req.name,
+                                   upstream::FileType::kReg, create_attrs, "",
+                                   &key, nullptr);
       if (st == upstream::kNfs4ErrExist && req.mode == NACHE_OPEN_UNCHECKED)
         return upstream::kNfs4ErrDelay;  // lost a race: the client retries
       if (st) return st;

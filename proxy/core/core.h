@@ -17,6 +17,15 @@
 // back for the core's part of a return or a reclaim (opens, locks,
 // queued and unflushed writes, COMPOUNDs).
 //
+// Write-back's state is in writeback/ the same way: WriteBack (who each
+// dirty file's flush writes as, the flush open-owners, the conflict
+// gate), NamespaceWriteBack (the log, local names, logged creates,
+// removes and renames and their sends), Conflicts (conflict checks and
+// copies, lost files) and the Flusher. The core decides which way an
+// operation goes and calls into them; NamespaceWriteBack and Conflicts
+// call back through their Hosts (core_hosts.h) for lookups, handles and
+// COMPOUNDs.
+//
 // Thread safety: all methods are thread-safe and may block on the upstream.
 // Every shared field names its lock (GUARDED_BY) and every method that
 // expects one says so (REQUIRES); clang checks both (make check-locks).
@@ -25,14 +34,16 @@
 //   1. an open-owner's OwnerSlot::mu (opens.h), one at a time, held across
 //      the upstream call of that owner's OPEN, CLOSE, OPEN_DOWNGRADE, LOCK
 //      or LOCKU (NFSv4.0 seqids);
-//   2. the core's own: meta_mu_ (local namespace), linger_mu_,
-//      listed_mu_, last_error_mu_, and the components' at this level:
-//      Delegations' local_mu_ and recall_mu_, Reclaim's mu_, WriteBack's
-//      writers_mu_; none held across an upstream call and none nested in
-//      another;
+//   2. the core's own: linger_mu_, listed_mu_, last_error_mu_, and the
+//      components' at this level: Delegations' local_mu_ and recall_mu_,
+//      Reclaim's mu_, NamespaceWriteBack's mu_ (local namespace),
+//      WriteBack's writers_mu_; none held across an upstream call and
+//      none nested in another but NamespaceWriteBack's mu_ ->
+//      WriteBack's writers_mu_ (a local create notes its creator);
 //   3. the leaf components' locks (FileOpen::io_mu, OpenTable,
-//      DelegationTable, Cache, HandleMap, OpLog, LocalNames, Store, the
-//      upstream client): they call back into nothing that locks.
+//      DelegationTable, WriteBack's resolving_mu_, Cache, HandleMap,
+//      OpLog, LocalNames, Store, the upstream client): they call back into
+//      nothing that locks.
 // Delegations' local_mu_ is the exception to "no call out under it": local
 // delegation recalls are queued to Ganesha under it (the up-call only
 // queues).
@@ -56,7 +67,6 @@
 #include "cache/reader.h"
 #include "callback/back_channel.h"
 #include "callback/callback_server.h"
-#include "core/opens.h"
 #include "core/owner_rights.h"
 #include "core/unanswered.h"
 #include "core/unstable_writes.h"
@@ -66,12 +76,15 @@
 #include "handles/handle_map.h"
 #include "metrics/metrics.h"
 #include "nache/nache.h"
+#include "opens/opens.h"
 #include "store/store.h"
 #include "upstream/compound.h"
 #include "upstream/upstream.h"
 #include "util/mutex.h"
+#include "writeback/conflicts.h"
 #include "writeback/flusher.h"
 #include "writeback/local_names.h"
+#include "writeback/namespace_writeback.h"
 #include "writeback/oplog.h"
 #include "writeback/writeback.h"
 
@@ -502,14 +515,15 @@ class Core {
   // object and the uid. Other statuses: nothing.
   void NoteFlushRefused(const char *op, Key key, const Creds &cr, uint32_t st);
 
-  // --- local namespace (core_local_names.cc) -----------------------------
+  // --- local namespace (writeback/namespace_writeback.h) ------------------
   // With write-back on a single-writer export, creates of files,
   // directories and symlinks are local: the object gets its key and
   // attributes at once and a kCreate record in the log; the flusher (or
   // the first operation that needs its remote handle, through FhOf)
   // creates it remotely, in log order. Removing or renaming such an object
   // before then edits the log instead: nothing of it is ever sent.
-  bool LocalNamespace() const { return oplog_ != nullptr; }
+  // NamespaceWriteBack owns the log, the local names and their sends.
+  bool LocalNamespace() const { return namespace_ != nullptr; }
   // The remote cannot be reached: no connection, or the lease could not be
   // renewed in time (a WAN cut).
   bool Disconnected() const;
@@ -520,7 +534,7 @@ class Core {
   bool ServingStale() const { return cfg_.serve_stale && Disconnected(); }
   // Created here and not sent yet: it has no remote handle.
   bool NotAtRemote(Key key) const {
-    return LocalNamespace() && local_names_->IsLocal(key);
+    return LocalNamespace() && namespace_->NotAtRemote(key);
   }
   // A regular file with no links left (removed or replaced at the remote
   // while an open of ours kept it alive).
@@ -533,27 +547,10 @@ class Core {
   bool DecidedLocally(Key key) const {
     return NotAtRemote(key) || ServingStale();
   }
-  // A name a local create or rename may use in dir (a directory, whose
-  // attributes come back in dir_attrs).
-  uint32_t CheckNewName(const Creds &cr, Key dir, const std::string &name,
-                        Attrs *dir_attrs);
-  uint32_t CreateLocal(const Creds &cr, Key dir, const std::string &name,
-                       upstream::FileType type, const Attrs &in,
-                       const std::string &link_text, Key *key, Attrs *out);
-  // Creates the local object key at the remote, its directory first
-  // (recursively); OK also when it is no longer local (sent by another
-  // thread meanwhile, or removed). Creates of unrelated objects proceed in
-  // parallel: only a directory's create must precede its entries'.
-  uint32_t CreateRemotely(Key key);
-  // The same for every local entry of dir.
-  uint32_t CreateEntriesRemotely(Key dir);
   // The flusher's first step for key (Flusher::PrepareFn): a local object
   // is created remotely; a directory with entries younger than the flush
   // age waits (Flusher::kNotYet) when patient.
   uint32_t PrepareFlush(Key key, bool patient);
-  // One create record sent upstream. fresh: created by this run and never
-  // tried (see never_sent_).
-  uint32_t SendCreate(const LogRecord &r, bool fresh);
   // Creates regular file name in directory pfh at the remote with one of
   // the flush open-owners (chosen by key, the object the file is for) and
   // create mode how, with the ops `more` adds after its GETFH in the same
@@ -567,132 +564,6 @@ class Core {
       const std::function<void(upstream::Compound *)> &more,
       upstream::CompoundReply *rep, upstream::Fh *fh,
       upstream::Delegation *deleg);
-
-  // --- conflicts (core_conflicts.cc) --------------------------------------
-  // Before the flush of a file with unflushed writes and no write
-  // delegation of ours: if its change attribute at the remote moved since
-  // our writes began (someone else wrote it: a single-writer promise
-  // broken, or a delegation lost in a long WAN cut), our version is saved
-  // beside it as NAME.nache-conflict-<UTC time> and the file follows the
-  // remote again. Nothing is overwritten silently.
-  uint32_t CheckForConflict(Key key);
-  uint32_t KeepBothVersions(Key key, const Attrs &remote);
-  // The flusher found key gone at the remote (NFS4ERR_STALE) while we
-  // hold acknowledged data of it: our version is saved where the remote
-  // keeps it visibly, NAME.nache-lost-<time> beside where it was, or in
-  // the export's nache-lost+found when that directory is gone too; an
-  // ERROR line and nache_writeback_lost_files_total say so. Non-zero:
-  // not saved (the data stays in the cache, retried later).
-  uint32_t SaveLostFile(Key key);
-  static constexpr const char *kLostAndFound = "nache-lost+found";
-  // The export's nache-lost+found (made as cr when missing, mode 01777).
-  uint32_t LostAndFound(const Creds &cr, Key *key);
-  // The directory and name key was last known by (the export root and
-  // nache-file-<key> when none).
-  void LastNameOf(Key key, Key *dir, std::string *name);
-  // Creates NAME.nache-<kind>-<time> in dir and copies our cached version
-  // of key into it; then key's state here is dropped (unless written
-  // again meanwhile: copied again). *saved_as: the name made.
-  uint32_t SaveOurVersion(Key key, Key dir, const std::string &name,
-                          const char *kind, std::string *saved_as);
-  // The conflict copy appeared in (or, failed, left) directory dir.
-  void NoteConflictCopy(Key dir, const upstream::ChangeInfo &ci,
-                        const std::string &removed, const std::string &added,
-                        Key added_key);
-  // Writes our cached version of key (holes where we hold nothing) into
-  // the remote file fh, with our size and mtime; *local_change: our change
-  // attribute of the version written.
-  uint32_t CopyOurVersion(Key key, const upstream::Fh &fh, const Creds &cr,
-                          uint64_t *local_change);
-  // Removes the local object e (named in dir) before it was ever created
-  // remotely: its create record is dropped, with its data.
-  uint32_t RemoveLocal(const Creds &cr, Key dir, const LocalNames::Entry &e);
-  // Renames a local non-directory object, also over a remote file or
-  // symlink (whose remove is logged with it); *done false when it must go
-  // the remote way (the target is a remote directory, or has other
-  // links).
-  uint32_t RenameLocal(const Creds &cr, const LocalNames::Entry &src,
-                       Key newdir, const std::string &newname, bool *done);
-  // --- local removes (core_local_removes.cc) -----------------------------
-  // A remove of a file or symlink the remote has, kept local: logged
-  // (synced), the name hidden here, the REMOVE sent later. *done false when
-  // it must go the remote way (a directory, a file with other links);
-  // *target: the object the name denotes (kNoKey when unknown).
-  uint32_t RemoveLogged(const Creds &cr, Key dir, const std::string &name,
-                        bool *done, Key *target);
-  // Whether directory dir (the remote has it) is empty as our clients see
-  // it: no local entries, and none of the remote's but those removed here
-  // (*empty). False when that cannot be told without asking the remote
-  // to remove it (a listing too big to keep).
-  bool EmptyHere(const Creds &cr, Key dir, bool *empty);
-  // A rename of a file or symlink (one link) or a directory the remote
-  // has, kept local: logged (synced) with the remove of a remote file it
-  // replaces, the new name shown here at once, the RENAME sent later
-  // (core_local_renames.cc). *done false when it must go the remote way.
-  uint32_t RenameLogged(const Creds &cr, Key olddir, const std::string &oldname,
-                        Key newdir, const std::string &newname, bool *done);
-  // A moved object (src) renamed again: its kRename record now names the
-  // new target (or is dropped when that is its remote name); *done false
-  // when it must go the remote way.
-  uint32_t RenameMoved(const Creds &cr, const LocalNames::Entry &src,
-                       Key newdir, const std::string &newname, bool *done);
-  // A moved object removed: its kRename record becomes the kRemove of its
-  // remote name.
-  uint32_t RemoveMoved(const Creds &cr, Key dir, const LocalNames::Entry &e);
-  // Bookkeeping of renames kept local (meta_mu_ held for the first two):
-  // the remote file or symlink `replaced` at (dir, name), whose kRemove
-  // record is seq; a moved object k (its kRename record is seq); and the
-  // cached listings of both directories.
-  void NoteReplaced(uint64_t seq, Key dir, const std::string &name,
-                    Key replaced);
-  void AddMoved(uint64_t seq, Key olddir, const std::string &oldname,
-                Key newdir, const std::string &newname, Key k,
-                upstream::FileType type);
-  void EditListingsForRename(Key olddir, const std::string &oldname, Key newdir,
-                             const std::string &newname, Key k);
-  // What a rename kept local would replace at (newdir, newname) (nda: the
-  // directory's attributes): nothing (*replaced kNoKey), or a file or
-  // symlink of the remote's whose remove is logged with it; *remote when
-  // the rename must go the remote way (a directory, a file with other
-  // links).
-  uint32_t ReplacedByRename(const Creds &cr, Key newdir,
-                            const std::string &newname, const Attrs &nda,
-                            Key *replaced, bool *remote);
-  // Whether directory k may move from olddir into newdir, decided here:
-  // not into itself or its subtree (INVAL), and with write permission on
-  // k when its parent changes. *remote when only the remote can tell (an
-  // ancestor of newdir unknown here).
-  uint32_t MayMoveDir(const Creds &cr, Key k, Key olddir, Key newdir,
-                      bool *remote);
-  // Sends the RENAMEs of moved directories logged before seq, oldest
-  // first (UINT64_MAX: all of them).
-  uint32_t SendDirRenamesBefore(uint64_t seq);
-  // Whether cr may rename entries from olddir to newdir (write and search
-  // permission on both), decided here by their access bits.
-  uint32_t MayRenameBetween(const Creds &cr, Key olddir, Key newdir);
-  // Sends a kRename record's RENAME (its directories are at the remote).
-  // A reply that does not answer the RENAME leaves the record to be sent
-  // again; NOENT then is success when the new name holds our object (the
-  // try whose reply was lost went through: NamedAtRemote).
-  uint32_t SendRename(const LogRecord &r);
-  bool NamedAtRemote(const Creds &cr, const upstream::Fh &dir,
-                     const std::string &name, Key k);
-  // Whether a remove of k (attributes a) may be logged instead of sent: a
-  // file or symlink with one link that the remote has.
-  bool RemoveMayBeLogged(Key k, const Attrs &a);
-  // Whether a REMOVE failing with status is refused for good (a logged
-  // remove that fails so is dropped, and logged, not retried forever).
-  static bool RemoveRefused(uint32_t status);
-  // The kRemove record of (dir, name) = k, removed by cr.
-  static LogRecord RemoveRecord(const Creds &cr, Key dir,
-                                const std::string &name, Key k);
-  // Sends the unsent remove of (dir, name), if any: before anything that
-  // needs the name free at the remote.
-  uint32_t SendRemoveOf(Key dir, const std::string &name);
-  // Sends dir's unsent removes (its flush; its own removal).
-  uint32_t SendRemovesIn(Key dir);
-  // Sends these removes of names in dir (in one COMPOUND per remover).
-  uint32_t SendRemoves(Key dir, const std::vector<LocalNames::Removed> &ws);
 
   // Lists dir's local entries after cookie (0: all). Their cookies have
   // the top bit set, which no remote backed by a POSIX file system uses
@@ -761,24 +632,6 @@ class Core {
   std::unique_ptr<BlockReader> reader_;  // uses cache_ (destroyed first)
   std::unique_ptr<UnstableWrites> unstable_writes_;  // null when disabled
   std::unique_ptr<Flusher> flusher_;                 // null unless write_back
-  // The log and its index of local names: null unless write_back and
-  // single_writer (LocalNamespace()).
-  std::unique_ptr<OpLog> oplog_;
-  std::unique_ptr<LocalNames> local_names_;
-  // Serialises local namespace changes: a change's log records and its
-  // local_names_ entries are made under it as one step (OpLog and
-  // LocalNames lock themselves; meta_mu_ makes the pair atomic), and it
-  // guards the three sets below. Held for local work only, never across an
-  // upstream call. Taken before Cache::mu_, HandleMap's and OpLog's locks
-  // (it calls into them), never after.
-  Mutex meta_mu_;
-  CondVar meta_cv_{&meta_mu_};                  // sending_ or removing_ changed
-  std::set<Key> sending_ GUARDED_BY(meta_mu_);  // creates being sent
-  std::set<uint64_t> removing_ GUARDED_BY(meta_mu_);  // remove records sent
-  // Local objects created by this run whose create was never tried: their
-  // name must be free at the remote (else a conflict). After a restart
-  // every record counts as possibly sent.
-  std::set<Key> never_sent_ GUARDED_BY(meta_mu_);
   // Write-through removes and creates that got no answer (unanswered.h).
   UnansweredNames unanswered_;
   // Write-back's own state (writeback/writeback.h: so far the flush
@@ -787,6 +640,19 @@ class Core {
   class WriteBackHost;
   std::unique_ptr<WriteBackHost> writeback_host_;
   std::unique_ptr<WriteBack> writeback_;
+  // The write-back of the namespace: the log, its index of local names,
+  // logged creates, removes and renames and their sends
+  // (writeback/namespace_writeback.h); null unless write_back and
+  // single_writer (LocalNamespace()). Its host (core_hosts.h) first: it
+  // outlives it.
+  class NamespaceHost;
+  std::unique_ptr<NamespaceHost> namespace_host_;
+  std::unique_ptr<NamespaceWriteBack> namespace_;
+  // Conflicts and lost files found by the flusher (writeback/conflicts.h);
+  // null unless write_back. Its host (core_hosts.h) first.
+  class ConflictsHost;
+  std::unique_ptr<ConflictsHost> conflicts_host_;
+  std::unique_ptr<Conflicts> conflicts_;
   uint8_t boot_verf_[8] = {};  // our write verifier (immutable after Open)
   // Opens lingering after their last local close, by deadline.
   Mutex linger_mu_;

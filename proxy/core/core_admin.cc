@@ -269,7 +269,7 @@ bool Core::Below(Key k, Key top, std::unordered_map<Key, bool> *memo) {
     Key parent = kNoKey;
     LocalNames::Entry e;
     HandleRecord r;
-    if (LocalNamespace() && local_names_->Get(k, &e))
+    if (LocalNamespace() && namespace_->names().Get(k, &e))
       parent = e.dir;  // where it is here, not (yet) at the remote
     else if (handles_->Get(k, &r))
       parent = r.parent;
@@ -421,8 +421,8 @@ bool Core::AdminEvict(const std::string &path_in, bool unpin,
     // What the write-back log names stays as it is: not at the remote
     // yet, or removed or moved here and not there yet.
     LocalNames::Entry e;
-    if (LocalNamespace() &&
-        (local_names_->IsRemovedKey(k) || local_names_->Get(k, &e))) {
+    if (LocalNamespace() && (namespace_->names().IsRemovedKey(k) ||
+                             namespace_->names().Get(k, &e))) {
       dirty++;
       continue;
     }

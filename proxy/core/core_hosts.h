@@ -1,16 +1,20 @@
 // The core as its components see it: the Host interfaces through which
 // Delegations (delegations/delegations.h) and Reclaim
 // (delegations/reclaim.h) reach the upstream, the handle map, the cache
-// and the core's opens, locks and writes, and WriteBack
-// (writeback/writeback.h) the cache. Private to the core's .cc files
-// (core.h only names these classes).
+// and the core's opens, locks and writes, WriteBack
+// (writeback/writeback.h) the cache, and NamespaceWriteBack
+// (writeback/namespace_writeback.h) and Conflicts (writeback/conflicts.h)
+// the core's lookups, handles, COMPOUNDs and WRITEs. Private to the core's .cc
+// files (core.h only names these classes).
 //
 // Thread safety: as the Host interfaces say; every method here takes only
 // the locks of the core method it calls.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/core.h"
@@ -146,6 +150,104 @@ class Core::WriteBackHost : public WriteBack::Host {
   bool KnownAttrs(Key key, upstream::Attrs *attrs) override {
     return core_->cache_->KnownAttrs(key, attrs);
   }
+
+ private:
+  Core *core_;  // owns us
+};
+
+class Core::NamespaceHost : public NamespaceWriteBack::Host {
+ public:
+  explicit NamespaceHost(Core *core) : core_(core) {}
+
+  uint32_t Lookup(const Creds &cr, Key dir, const std::string &name, Key *key,
+                  Attrs *attrs) override {
+    return core_->Lookup(cr, dir, name, key, attrs);
+  }
+  uint32_t Getattr(const Creds &cr, Key key, Attrs *attrs) override {
+    return core_->Getattr(cr, key, attrs);
+  }
+  uint32_t Access(const Creds &cr, Key key, uint32_t want,
+                  uint32_t *allowed) override {
+    return core_->Access(cr, key, want, allowed);
+  }
+  void PrefetchListing(const Creds &cr, Key dir) override {
+    core_->PrefetchListing(cr, dir);
+  }
+  uint32_t FhOf(Key key, upstream::Fh *fh) override {
+    return core_->FhOf(key, fh);
+  }
+  uint32_t FhOfAny(Key key, upstream::Fh *fh) override {
+    return core_->FhOfAny(key, fh);
+  }
+  uint32_t Run(upstream::Compound &c, const Creds &cr,
+               upstream::CompoundReply *rep) override {
+    return core_->Run(c, cr, rep);
+  }
+  uint32_t MaxWrite() override {
+    core_->LearnIoLimits();
+    return core_->max_write_.load();
+  }
+  uint32_t CreateClosedFile(
+      const Creds &cr, const upstream::Fh &pfh, const std::string &name,
+      upstream::OpenArgs::Create how, const Attrs &ca, Key key,
+      const std::function<void(upstream::Compound *)> &more,
+      upstream::CompoundReply *rep, upstream::Fh *fh,
+      upstream::Delegation *deleg) override {
+    return core_->CreateClosedFile(cr, pfh, name, how, ca, key, more, rep, fh,
+                                   deleg);
+  }
+  void NoteGrant(Key key, const upstream::Delegation &d) override {
+    core_->delegations_->NoteGrant(key, d);
+  }
+  void ReturnIfReadDelegated(Key key) override {
+    core_->delegations_->ReturnIfReadDelegated(key);
+  }
+  void NoteFlushRefused(const char *op, Key key, const Creds &cr,
+                        uint32_t st) override {
+    core_->NoteFlushRefused(op, key, cr, st);
+  }
+  uint32_t StoreFailure() const override { return core_->StoreFailure(); }
+  Key RootKey() const override { return core_->root_key_; }
+
+ private:
+  Core *core_;  // owns us
+};
+
+class Core::ConflictsHost : public Conflicts::Host {
+ public:
+  explicit ConflictsHost(Core *core) : core_(core) {}
+
+  uint32_t FhOf(Key key, upstream::Fh *fh) override {
+    return core_->FhOf(key, fh);
+  }
+  uint32_t Run(upstream::Compound &c, const Creds &cr,
+               upstream::CompoundReply *rep) override {
+    return core_->Run(c, cr, rep);
+  }
+  uint32_t WriteRange(const Creds &cr, const upstream::Fh &fh,
+                      const upstream::StateId &sid, uint64_t offset,
+                      const char *data, size_t len, upstream::StableHow stable,
+                      const char *tag) override {
+    return core_->WriteRange(cr, fh, sid, offset, data, len, stable, tag,
+                             nullptr);
+  }
+  uint32_t CreateClosedFile(
+      const Creds &cr, const upstream::Fh &pfh, const std::string &name,
+      upstream::OpenArgs::Create how, const Attrs &ca, Key key,
+      const std::function<void(upstream::Compound *)> &more,
+      upstream::CompoundReply *rep, upstream::Fh *fh,
+      upstream::Delegation *deleg) override {
+    return core_->CreateClosedFile(cr, pfh, name, how, ca, key, more, rep, fh,
+                                   deleg);
+  }
+  void NoteGrant(Key key, const upstream::Delegation &d) override {
+    core_->delegations_->NoteGrant(key, d);
+  }
+  bool WriteDelegated(Key key) override {
+    return core_->delegations_->Covers(key, upstream::kShareAccessWrite, 0,
+                                       nullptr);
+  }
+  Key RootKey() const override { return core_->root_key_; }
 
  private:
   Core *core_;  // owns us

@@ -1,9 +1,15 @@
 // The core's side of write-back (proxy/writeback/DESIGN.md): which writes
-// stay local, the local write itself, and the flusher's sends. Namespace
-// operations kept local are in core_local_names.cc.
+// stay local, the local write itself, the flusher's sends and first step,
+// the listing of local entries, and the create of a closed file with a
+// flush open-owner. The namespace's write-back itself (the log, local
+// names, logged removes and renames) is NamespaceWriteBack's
+// (writeback/namespace_writeback.h).
+#include <time.h>
+
 #include <algorithm>
 #include <cstdint>
 
+#include "core/convert.h"
 #include "core/core.h"
 #include "util/bytes.h"
 #include "util/log.h"
@@ -14,6 +20,7 @@ using upstream::Compound;
 using upstream::CompoundReply;
 using upstream::Fh;
 using upstream::Op;
+using upstream::OpResult;
 using upstream::StateId;
 
 bool Core::WriteBackFor(Key key) {
@@ -44,7 +51,7 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
   // land before this one.
   if (unstable_writes_) unstable_writes_->Drain(key);
   // A conflict of this file being resolved: this write is made on the
-  // remote's version once ours is set aside (core_conflicts.cc).
+  // remote's version once ours is set aside (writeback/conflicts.h).
   if (!writeback_->WaitUnresolved(
           key,
           std::chrono::steady_clock::now() +
@@ -179,8 +186,8 @@ uint32_t Core::FlushSetattr(Key key, const Attrs &set, Attrs *after) {
   if (st) return st;
   // A directory's mtime is set after its entries are removed and created
   // there (that would move it again).
-  if (LocalNamespace() &&
-      ((st = SendRemovesIn(key)) || (st = CreateEntriesRemotely(key))))
+  if (LocalNamespace() && ((st = namespace_->SendRemovesIn(key)) ||
+                           (st = namespace_->CreateEntriesRemotely(key))))
     return st;
   delegations_->ReturnIfReadDelegated(key);
   Compound c;
@@ -218,6 +225,93 @@ bool Core::RefusedDirectoryTimes(Key key, const Attrs &set, uint32_t st) {
             "its own times stand",
             (unsigned long long)key, nache_status_name(st));
   return true;
+}
+
+uint32_t Core::PrepareFlush(Key key, bool patient) {
+  if (LocalNamespace()) {
+    // Created here: create it remotely first (with its data when small),
+    // its directory before it.
+    if (namespace_->names().IsLocal(key))
+      return namespace_->CreateRemotely(key);
+    // A directory's mtime waits until its local entries are old enough to
+    // be sent (those that die young never are).
+    int64_t newest = namespace_->names().NewestChildTime(key);
+    if (patient && newest != 0 &&
+        int64_t(time(nullptr)) - newest < int64_t(cfg_.flush_age_ms / 1000))
+      return Flusher::kNotYet;
+  }
+  return conflicts_->CheckForConflict(key);
+}
+
+uint32_t Core::ReaddirLocal(const Creds &cr, Key dir, uint64_t cookie,
+                            nache_dirent_cb cb, void *ctx, bool *eof) {
+  // Cookies are the entries' log sequence numbers, marked: increasing in
+  // listing order, never reused.
+  uint64_t after = IsLocalCookie(cookie) ? cookie & ~kLocalCookie : 0;
+  for (const LocalNames::Entry &e : namespace_->names().Children(dir)) {
+    if (e.seq <= after) continue;
+    uint64_t c = kLocalCookie | e.seq;
+    Attrs a;
+    // (An object renamed here is the remote's: its attributes may need
+    // asking for.)
+    if (e.moved ? Getattr(cr, e.key, &a) != upstream::kNfs4Ok
+                : !cache_->KnownAttrs(e.key, &a))
+      continue;  // removed meanwhile
+    nache_attrs ca;
+    AttrsToC(a, e.key, &ca);
+    if (!cb(ctx, e.name.c_str(), e.key, &ca, c)) return upstream::kNfs4Ok;
+  }
+  *eof = true;
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::CreateClosedFile(const Creds &cr, const Fh &pfh,
+                                const std::string &name,
+                                upstream::OpenArgs::Create how, const Attrs &ca,
+                                Key key,
+                                const std::function<void(Compound *)> &more,
+                                CompoundReply *rep, Fh *fh,
+                                upstream::Delegation *deleg) {
+  // NFSv4.0 creates regular files by OPEN; this one is closed at once
+  // (local opens of the file have their own).
+  OwnerSlot *owner = writeback_->FlushOwner(key);
+  MutexLock og(&owner->mu);
+  uint64_t epoch = up_->epoch();
+  if (owner->epoch != epoch) {
+    owner->seqid = 0;
+    owner->epoch = epoch;
+    owner->name = owner_prefix_ + "-flush" +
+                  std::to_string(writeback_->FlushOwnerIndex(owner));
+  }
+  upstream::OpenArgs a;
+  a.seqid = owner->seqid;
+  a.share_access = upstream::kShareAccessWrite;
+  a.share_deny = upstream::kShareDenyNone;
+  a.owner = owner->name;
+  a.name = name;
+  a.create = how;
+  a.create_attrs = ca;
+  Compound c;
+  c.SetTag("flush_create").Putfh(pfh).Open(a).Getfh();
+  more(&c);
+  c.Getattr(upstream::kAttrsObject);
+  uint32_t st = Run(c, cr, rep);
+  const OpResult *o = rep->Find(Op::kOpen);
+  if (o) OpenTable::AdvanceSeqid(&owner->seqid, o->status);
+  if (!o || o->status) return o ? o->status : st;
+  if (!rep->Find(Op::kGetfh)) return st ? st : upstream::kNfs4ErrServerfault;
+  *fh = rep->Find(Op::kGetfh)->fh;
+  StateId sid = o->stateid;
+  if ((st = ConfirmIfAsked(cr, *o, *fh, owner, &sid, ReopenAfterConfirm(),
+                           deleg)))
+    return st;
+  Compound cl;
+  cl.SetTag("flush_create_close").Putfh(*fh).Close(owner->seqid, sid);
+  CompoundReply clrep;
+  Run(cl, cr, &clrep);  // a failed CLOSE: the state dies with the lease
+  if (const OpResult *x = clrep.Find(Op::kClose))
+    OpenTable::AdvanceSeqid(&owner->seqid, x->status);
+  return upstream::kNfs4Ok;
 }
 
 }  // namespace nache

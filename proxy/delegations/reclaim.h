@@ -35,9 +35,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/opens.h"
 #include "delegations/delegation_table.h"
 #include "metrics/metrics.h"
+#include "opens/opens.h"
 #include "upstream/compound.h"
 #include "upstream/types.h"
 #include "util/mutex.h"

@@ -8,10 +8,11 @@
 // flushed as its owner. Different users writing the same file between two
 // flushes: all of it is flushed as the last of them.
 //
-// Still in Core (core_writeback.cc, core_local_*.cc, core_conflicts.cc),
-// to move here: the local write and the flusher's sends, the local
-// namespace (meta_mu_ and its sets), logged removes and renames, the
-// conflict checks and copies themselves.
+// The namespace's write-back (the log, local names, logged removes and
+// renames, and their lock) is NamespaceWriteBack's
+// (namespace_writeback.h); the conflict checks and copies are
+// Conflicts' (conflicts.h). Still in Core (core_writeback.cc): the local
+// write and the flusher's sends.
 //
 // What it needs of the rest is narrow: the store (persisted writers) and,
 // through Host, the cache's dirty mark and known attributes.
@@ -35,8 +36,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/opens.h"
 #include "handles/handle_map.h"
+#include "opens/opens.h"
 #include "store/store.h"
 #include "upstream/types.h"
 #include "util/mutex.h"

@@ -1,6 +1,6 @@
 // Open table: owners are sticky per file, entries live while pinned or
 // open, and seqids advance exactly as RFC 7530 9.1.7 prescribes.
-#include "core/opens.h"
+#include "opens/opens.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Upstream open bookkeeping. See opens.h.
-#include "core/opens.h"
+#include "opens/opens.h"
 
 #include <algorithm>
 #include <functional>

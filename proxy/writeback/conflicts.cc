@@ -1,12 +1,9 @@
-// Conflicts of write-back (proxy/writeback/DESIGN.md, "Disconnected
-// operation and conflicts"): a file we hold unflushed writes for changed
-// at the remote meanwhile. The remote's version stays; ours is written
-// beside it as NAME.nache-conflict-<UTC time>, logged and counted. (A
-// local create whose name was taken at the remote meanwhile is the other
-// kind of conflict: SendCreate puts ours beside theirs the same way.)
+// Conflicts of write-back (see conflicts.h).
+#include "writeback/conflicts.h"
+
+#include <algorithm>
 #include <ctime>
 
-#include "core/core.h"
 #include "util/log.h"
 
 namespace nache {
@@ -16,15 +13,14 @@ using upstream::Fh;
 using upstream::Op;
 using upstream::StateId;
 
-uint32_t Core::CheckForConflict(Key key) {
+uint32_t Conflicts::CheckForConflict(Key key) {
   Cache::DirtyBase base;
   // Created here (nothing to conflict with), clean, or only attributes set
   // (those simply apply: the last setter wins, as at any server).
   if (!cache_->GetDirtyBase(key, &base) || !base.has_data)
     return upstream::kNfs4Ok;
   // Under our write delegation nobody else can have written it.
-  if (delegations_->Covers(key, upstream::kShareAccessWrite, 0, nullptr))
-    return upstream::kNfs4Ok;
+  if (host_->WriteDelegated(key)) return upstream::kNfs4Ok;
   if (base.uncertain) {
     // A flush of it was cut off: the remote may hold part of our writes
     // under a change attribute we never saw, so a moved one proves
@@ -35,12 +31,12 @@ uint32_t Core::CheckForConflict(Key key) {
     return upstream::kNfs4Ok;
   }
   Fh fh;
-  uint32_t st = FhOf(key, &fh);
+  uint32_t st = host_->FhOf(key, &fh);
   if (st) return st;
   Compound c;
   c.SetTag("flush_check").Putfh(fh).Getattr(upstream::kAttrsObject);
   CompoundReply rep;
-  if ((st = Run(c, writeback_->FlushCreds(key), &rep))) return st;
+  if ((st = host_->Run(c, writeback_->FlushCreds(key), &rep))) return st;
   const Attrs &now = rep.Find(Op::kGetattr)->attrs;
   if (!(now.mask & upstream::kAttrChange) || now.change == base.change)
     return upstream::kNfs4Ok;
@@ -60,8 +56,8 @@ uint32_t Core::CheckForConflict(Key key) {
   return KeepBothVersions(key, now);
 }
 
-void Core::LastNameOf(Key key, Key *dir, std::string *name) {
-  *dir = root_key_;
+void Conflicts::LastNameOf(Key key, Key *dir, std::string *name) {
+  *dir = host_->RootKey();
   *name = "nache-file-" + std::to_string(key);
   HandleRecord rec;
   if (handles_->Get(key, &rec) && rec.parent != kNoKey && !rec.name.empty()) {
@@ -70,7 +66,7 @@ void Core::LastNameOf(Key key, Key *dir, std::string *name) {
   }
 }
 
-uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
+uint32_t Conflicts::KeepBothVersions(Key key, const Attrs &remote) {
   // Beside the file, under the name we last saw it by.
   Key dir;
   std::string name, cname;
@@ -88,7 +84,7 @@ uint32_t Core::KeepBothVersions(Key key, const Attrs &remote) {
   return upstream::kNfs4Ok;
 }
 
-uint32_t Core::SaveLostFile(Key key) {
+uint32_t Conflicts::SaveLostFile(Key key) {
   Key dir;
   std::string name, cname;
   LastNameOf(key, &dir, &name);
@@ -121,9 +117,9 @@ uint32_t Core::SaveLostFile(Key key) {
   return upstream::kNfs4Ok;
 }
 
-uint32_t Core::LostAndFound(const Creds &cr, Key *key) {
+uint32_t Conflicts::LostAndFound(const Creds &cr, Key *key) {
   Fh root;
-  uint32_t st = FhOf(root_key_, &root);
+  uint32_t st = host_->FhOf(host_->RootKey(), &root);
   if (st) return st;
   Attrs ca;
   ca.mask = upstream::kAttrMode;
@@ -136,23 +132,24 @@ uint32_t Core::LostAndFound(const Creds &cr, Key *key) {
       .Create(upstream::FileType::kDir, kLostAndFound, ca, "")
       .Getfh();
   CompoundReply rep;
-  st = Run(c, cr, &rep);
+  st = host_->Run(c, cr, &rep);
   if (st == upstream::kNfs4ErrExist) {
     Compound l;
     l.SetTag("lost_found").Putfh(root).Lookup(kLostAndFound).Getfh();
     rep = CompoundReply();
-    st = Run(l, cr, &rep);
+    st = host_->Run(l, cr, &rep);
   }
   if (st) return st;
-  *key = handles_->Intern(rep.Find(Op::kGetfh)->fh, root_key_, kLostAndFound);
-  cache_->ExpireAttrs(root_key_);
+  *key = handles_->Intern(rep.Find(Op::kGetfh)->fh, host_->RootKey(),
+                          kLostAndFound);
+  cache_->ExpireAttrs(host_->RootKey());
   return upstream::kNfs4Ok;
 }
 
-uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
-                              const char *kind, std::string *saved_as) {
+uint32_t Conflicts::SaveOurVersion(Key key, Key dir, const std::string &name,
+                                   const char *kind, std::string *saved_as) {
   Fh pfh;
-  uint32_t st = FhOf(dir, &pfh);
+  uint32_t st = host_->FhOf(dir, &pfh);
   if (st) return st;
   Attrs mine;
   if (!cache_->KnownAttrs(key, &mine)) return upstream::kNfs4Ok;  // gone
@@ -173,7 +170,7 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
   for (int n = 0; n < 100 && st == upstream::kNfs4ErrExist; n++) {
     cname = WriteBack::CopyName(name, kind, stamp, n);
     rep = CompoundReply();
-    st = CreateClosedFile(
+    st = host_->CreateClosedFile(
         cr, pfh, cname, upstream::OpenArgs::Create::kGuarded, ca, key,
         [](Compound *) {}, &rep, &fh, &deleg);
   }
@@ -185,7 +182,7 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
     return st;
   }
   Key copy = handles_->Intern(fh, dir, cname);
-  delegations_->NoteGrant(copy, deleg);
+  host_->NoteGrant(copy, deleg);
   NoteConflictCopy(dir, rep.Find(Op::kOpen)->cinfo, "", cname, copy);
   // Local writes that began before the resolution (and so were made on
   // our version) may land while the copy is made: then copy again, so
@@ -203,7 +200,7 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
       Compound rm;
       rm.SetTag("conflict_copy_remove").Putfh(pfh).Remove(cname);
       CompoundReply rmrep;
-      Run(rm, cr, &rmrep);
+      host_->Run(rm, cr, &rmrep);
       if (const upstream::OpResult *r = rmrep.Find(Op::kRemove))
         if (r->status == upstream::kNfs4Ok)
           NoteConflictCopy(dir, r->cinfo, cname, "", kNoKey);
@@ -218,9 +215,9 @@ uint32_t Core::SaveOurVersion(Key key, Key dir, const std::string &name,
   return upstream::kNfs4Ok;
 }
 
-void Core::NoteConflictCopy(Key dir, const upstream::ChangeInfo &ci,
-                            const std::string &removed,
-                            const std::string &added, Key added_key) {
+void Conflicts::NoteConflictCopy(Key dir, const upstream::ChangeInfo &ci,
+                                 const std::string &removed,
+                                 const std::string &added, Key added_key) {
   // The directory's change attribute must move where our clients (and
   // Ganesha's directory cache) see it: a directory with unflushed local
   // entries is ours (a local edit), any other follows the remote.
@@ -229,12 +226,12 @@ void Core::NoteConflictCopy(Key dir, const upstream::ChangeInfo &ci,
     return;
   }
   cache_->OwnDirChange(dir, ci, Attrs(), removed, added, added_key,
-                       cfg_.single_writer);
+                       single_writer_);
   cache_->ExpireAttrs(dir);
 }
 
-uint32_t Core::CopyOurVersion(Key key, const Fh &fh, const Creds &cr,
-                              uint64_t *copied_change) {
+uint32_t Conflicts::CopyOurVersion(Key key, const Fh &fh, const Creds &cr,
+                                   uint64_t *copied_change) {
   Attrs mine;
   if (!cache_->KnownAttrs(key, &mine)) return upstream::kNfs4ErrStale;
   *copied_change = mine.change;
@@ -249,9 +246,9 @@ uint32_t Core::CopyOurVersion(Key key, const Fh &fh, const Creds &cr,
         missing += std::min<uint64_t>(bs, mine.size - idx * bs);
       continue;
     }
-    if (uint32_t st = WriteRange(
+    if (uint32_t st = host_->WriteRange(
             cr, fh, StateId::Anonymous(), idx * bs, b.data(), b.size(),
-            upstream::StableHow::kFileSync, "conflict_copy", nullptr))
+            upstream::StableHow::kFileSync, "conflict_copy"))
       return st;
   }
   // Our size (a hole may end it) and our mtime.
@@ -264,7 +261,7 @@ uint32_t Core::CopyOurVersion(Key key, const Fh &fh, const Creds &cr,
       .Putfh(fh)
       .Setattr(StateId::Anonymous(), set);
   CompoundReply rep;
-  if (uint32_t st = Run(c, cr, &rep)) return st;
+  if (uint32_t st = host_->Run(c, cr, &rep)) return st;
   if (missing)
     NACHE_LOG(kLogWarn, kWritebackComponent,
               "conflict copy of key %llu: %llu bytes of the file were never "
