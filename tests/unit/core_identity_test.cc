@@ -153,6 +153,29 @@ TEST_F(WriteBackIdentityTest, ARefusalAtFlushIsCounted) {
   EXPECT_EQ(up_->Data("f"), "hello");
 }
 
+// The flush of data to a file the remote has begins with a check of the
+// file's change attribute, as the writer: refused there (with
+// Upstream_Identity = user, when the writer's credentials cannot be had,
+// every call as the writer is), the data's flush is refused, counted and
+// logged, and the data waits. (Before, a refused check was only "a flush
+// failed": the metric never said so.)
+TEST_F(WriteBackIdentityTest, ARefusalOfTheFlushsFirstCheckIsCounted) {
+  StartSentWhenNeeded();
+  size_t n = 0;
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(User(2001, 2001, {}), file_, nullptr, 0, 5, "OURS!",
+                         upstream::StableHow::kFileSync, &n, &committed),
+            0u);
+  up_->Guard({"GETATTR"}, 3000);
+  EXPECT_NE(SetSize(file_, 4), 0u);
+  EXPECT_GE(CounterValue(metrics_, "nache_writeback_refused_total",
+                         {{"op", "write"}}),
+            1);
+  EXPECT_EQ(up_->Sends("WRITE").size(), 0u);
+  EXPECT_TRUE(core_->cache()->IsDirty(file_)) << "the data waits";
+  EXPECT_EQ(up_->Data("f"), "hello");
+}
+
 // An owner or group the remote named and the core could not map shows as
 // nobody (65534), and nobody (an office client's root, squashed) gets no
 // owner or group rights from it here: a chmod it makes is not kept
