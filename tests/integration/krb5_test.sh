@@ -257,6 +257,21 @@ sys_refused() {
 check knfsd_exports_with_kerberos_only knfsd_krb5_only
 check nache_with_auth_sys_cannot_write_to_the_kerberos_only_export sys_refused
 check nache_writes_to_knfsd_under_upstream_krb5_bytes_in_clear_on_the_wan in_clear wan_write krb5
+
+# made_as_nobody_warned — knfsd maps nache's principal (nfs/nache...) to
+# nobody: the file root wrote through nache under krb5 just now is
+# nobody's there. nache counts it and says once why and what to do.
+made_as_nobody_warned() {
+	local log
+	log=$(lab_nache_log)
+	expect_eq "owner at knfsd (the lab's mapping)" \
+		"$(lab_knfsd_run "stat -c %u $K/k/wan-krb5")" 65534 &&
+		at_least "objects made as nobody" "$(metric nache_upstream_created_as_nobody_total)" 1 &&
+		expect_eq "warnings" "$(grep -c 'owned by nobody' "$log")" 1 &&
+		grep 'owned by nobody' "$log" | grep -q 'Upstream_Identity = user' ||
+		{ grep -i 'nobody' "$log" | tail -5 >&2; return 1; }
+}
+check nache_warns_once_when_knfsd_maps_its_principal_to_nobody made_as_nobody_warned
 check nache_writes_to_knfsd_under_upstream_krb5i_bytes_in_clear_on_the_wan in_clear wan_write krb5i
 check nache_writes_to_knfsd_under_upstream_krb5p_no_file_bytes_in_clear_on_the_wan \
 	never_in_clear wan_write krb5p

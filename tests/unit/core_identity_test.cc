@@ -1,6 +1,7 @@
 // Write-back under the right identity, and owners the remote named that
 // nache could not map (issue 16).
 #include "scripted_upstream.h"
+#include "util/log.h"
 
 namespace nache {
 namespace coretest {
@@ -285,6 +286,68 @@ TEST_F(UnmappedOwnerTest, ASetgidDirectorysUnmappedGroupPassesOnUnmapped) {
   EXPECT_EQ(allowed, 0u) << "no group rights from an unmapped group";
   ASSERT_EQ(core_->Access(alice, k, upstream::kAccessRead, &allowed), 0u);
   EXPECT_EQ(allowed, upstream::kAccessRead) << "its creator owns it";
+}
+
+// What nache's log says while a test runs (its warnings about owners).
+class LogCapture {
+ public:
+  LogCapture() {
+    Lines().clear();
+    nache_log_set_sink(&Sink);
+  }
+  ~LogCapture() { nache_log_set_sink(nullptr); }
+  // The messages so far that contain text.
+  static int Count(const std::string &text) {
+    std::lock_guard<std::mutex> g(Mu());
+    int n = 0;
+    for (const std::string &l : Lines())
+      if (l.find(text) != std::string::npos) n++;
+    return n;
+  }
+
+ private:
+  static void Sink(int level, const char *component, const char *message) {
+    std::lock_guard<std::mutex> g(Mu());
+    Lines().push_back(std::string(component) + ": " + message);
+  }
+  static std::mutex &Mu() {
+    static std::mutex mu;
+    return mu;
+  }
+  static std::vector<std::string> &Lines() {
+    static std::vector<std::string> lines;
+    return lines;
+  }
+};
+
+// Upstream_Sec krb5* as nache's own principal, at a remote that maps that
+// principal to nobody: what nache makes there is nobody's. Each such
+// object is counted, and the log says once what is wrong and what to do.
+TEST_F(CoreDelegationsTest, ObjectsMadeAsNobodyUnderNachesPrincipalWarnOnce) {
+  LogCapture log;
+  Start(DelegationType::kNone,
+        [](CoreConfig *cfg) { cfg->remote_sees_machine = true; });
+  up_->new_owner = upstream::kNobodyId;
+  Attrs mode, got;
+  mode.mask = upstream::kAttrMode;
+  mode.mode = 0755;
+  Key sub = kNoKey;
+  ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
+                          &sub, &got),
+            0u);
+  bool created = false;
+  WriteNamed(cr_, "made", NACHE_OPEN_GUARDED, "data", &created);
+  ASSERT_TRUE(created);
+  EXPECT_EQ(CounterValue(metrics_, "nache_upstream_created_as_nobody_total"),
+            2);
+  EXPECT_EQ(LogCapture::Count("owned by nobody"), 1) << "logged once";
+  EXPECT_EQ(LogCapture::Count("Upstream_Identity = user"), 1) << "the fix";
+  // A remote that maps nache to someone: nothing more.
+  up_->new_owner = 0;
+  WriteNamed(cr_, "made2", NACHE_OPEN_GUARDED, "data", &created);
+  ASSERT_TRUE(created);
+  EXPECT_EQ(CounterValue(metrics_, "nache_upstream_created_as_nobody_total"),
+            2);
 }
 
 }  // namespace
