@@ -183,13 +183,19 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     ko.service = cfg.gss_principal.empty() ? "nfs@" + cfg.upstream_server
                                            : cfg.gss_principal;
     ko.ccache_name = "nache-export-" + std::to_string(cfg.export_id);
-    std::string why;
+    std::string why, deferred;
     std::shared_ptr<rpc::KrbCredentials> creds =
-        rpc::KrbCredentials::Acquire(ko, &why);
+        rpc::KrbCredentials::Acquire(ko, &why, &deferred);
     if (!creds) {
       *err = "Upstream_Keytab: " + why;
       return nullptr;
     }
+    if (!deferred.empty())
+      NACHE_LOG(kLogWarn, "NACHE_UPSTREAM",
+                "the KDC is out of reach (%s): the export starts anyway, "
+                "as %s; its upstream calls fail retryably until a ticket "
+                "is had, tried at each connection attempt",
+                deferred.c_str(), creds->principal().c_str());
     uo.gss_initiator = [creds] { return creds->NewInitiator(); };
     uo.gss_service = cfg.gss_service;
     NACHE_LOG(kLogEvent, "NACHE_UPSTREAM",

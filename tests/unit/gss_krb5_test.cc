@@ -211,6 +211,31 @@ TEST_F(KrbImpersonateTest, AMalformedUserNameIsRefusedNamingIt) {
   EXPECT_FALSE(err.transient);
 }
 
+// A branch box booting while the WAN is down: no ticket in the cache yet
+// and the KDC out of reach. The keytab's credentials are had anyway (the
+// export starts), naming the keytab's principal and saying why they are
+// deferred; each use tries the KDC again and fails, retryably, while it
+// stays away. (Before: Acquire failed, and the export was refused.)
+TEST_F(KrbImpersonateTest, AKdcOutOfReachAtStartDefersTheKeytabsTicket) {
+  KrbOptions o;
+  o.keytab = keytab_;
+  o.service = std::string("nfs/remote.unit.test@") + kRealm;
+  o.ccache_name = "nache-unit-no-kdc-yet";  // empty: no ticket had yet
+  std::string err;
+  auto machine = KrbCredentials::Acquire(o, &err);
+  ASSERT_NE(machine, nullptr) << err;
+  EXPECT_EQ(machine->principal(), std::string("nfs/nache.unit.test@") + kRealm);
+  std::unique_ptr<GssInitiator> init = machine->NewInitiator();
+  ASSERT_NE(init, nullptr);
+  std::string token, why;
+  EXPECT_EQ(init->Next("", &token, &why), GssInitiator::Step::kFailed);
+  EXPECT_NE(why.find("KDC"), std::string::npos) << why;
+  KrbError kerr;
+  EXPECT_EQ(machine->Impersonate(std::string("alice@") + kRealm, &kerr),
+            nullptr);
+  EXPECT_TRUE(kerr.transient) << kerr.message;
+}
+
 }  // namespace
 }  // namespace rpc
 }  // namespace nache
