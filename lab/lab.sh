@@ -1575,7 +1575,13 @@ lab_krb5_start() {
 		_lab_krb5_keytab "$user" "$user" &&
 			chown "$uid:$uid" "$dir/$user.keytab" || return 1
 	done
-	_lab_spawn krb5kdc "$LAB_NS_REMOTE" "$dir" "$LAB_DIR/logs/krb5kdc.stdout" \
+	lab_krb5_kdc_start
+}
+
+# lab_krb5_kdc_start — (re)start the realm's KDC made by lab_krb5_start;
+# returns once it hands out a ticket.
+lab_krb5_kdc_start() {
+	_lab_spawn krb5kdc "$LAB_NS_REMOTE" "$LAB_KRB5_DIR" "$LAB_DIR/logs/krb5kdc.stdout" \
 		env KRB5_CONFIG="$LAB_KRB5_CONF" KRB5_KDC_PROFILE="$LAB_KRB5_KDC_PROFILE" \
 		krb5kdc -n || return 1
 	# Ready: an AS exchange for nache's principal from its keytab, across
@@ -1584,6 +1590,18 @@ lab_krb5_start() {
 		_lab_err "the KDC hands out no ticket (see $LAB_DIR/logs/krb5kdc.log)" ||
 		return 1
 	_lab_log "KDC of $LAB_KRB5_REALM serving on $LAB_REMOTE_ADDR:88${LAB_KRB5_S4U:+ (LDAP, S4U for nache)}"
+}
+
+# lab_krb5_kdc_stop — stop the realm's KDC (a KDC out of reach: its port
+# closed); returns once it has exited.
+lab_krb5_kdc_stop() {
+	local pid
+	pid=$(_lab_pid_of krb5kdc)
+	_lab_kill_spawned krb5kdc TERM
+	[ -z "$pid" ] || _lab_wait_dead 20 "$pid" ||
+		_lab_err "the KDC (pid $pid) still runs after SIGTERM" || return 1
+	rm -f "$LAB_DIR/run/krb5kdc.pid"
+	_lab_log "KDC of $LAB_KRB5_REALM stopped"
 }
 
 # The LDAP directory of LAB_KRB5_S4U=1: its suffix, the realm's container

@@ -183,13 +183,19 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
     ko.service = cfg.gss_principal.empty() ? "nfs@" + cfg.upstream_server
                                            : cfg.gss_principal;
     ko.ccache_name = "nache-export-" + std::to_string(cfg.export_id);
-    std::string why;
+    std::string why, deferred;
     std::shared_ptr<rpc::KrbCredentials> creds =
-        rpc::KrbCredentials::Acquire(ko, &why);
+        rpc::KrbCredentials::Acquire(ko, &why, &deferred);
     if (!creds) {
       *err = "Upstream_Keytab: " + why;
       return nullptr;
     }
+    if (!deferred.empty())
+      NACHE_LOG(kLogWarn, "NACHE_UPSTREAM",
+                "the KDC is out of reach (%s): the export starts anyway, "
+                "as %s; its upstream calls fail retryably until a ticket "
+                "is had, tried at each connection attempt",
+                deferred.c_str(), creds->principal().c_str());
     uo.gss_initiator = [creds] { return creds->NewInitiator(); };
     uo.gss_service = cfg.gss_service;
     NACHE_LOG(kLogEvent, "NACHE_UPSTREAM",
@@ -205,7 +211,15 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
             return upstream::GlobalIdMapper()->IdToName(upstream::IdKind::kUser,
                                                         uid, name);
           },
-          upstream::UserIdentities::Options());
+          [&] {
+            upstream::UserIdentities::Options o;
+            // A worker waits for a user's credentials no longer than for
+            // a reply; then NFS4ERR_DELAY, and the client retries.
+            o.wait = std::chrono::milliseconds(cfg.call_timeout_ms);
+            metrics::ExportMetrics *m = c->metrics_;
+            o.on_wait_expired = [m] { m->CountIdentityWaitExpired(); };
+            return o;
+          }());
       uo.user_identity = [users](const Creds &cr) { return users->Get(cr); };
     }
   }
@@ -1146,12 +1160,36 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
   *key = handles_->Intern(rep.Find(Op::kGetfh)->fh, dir, name);
   const Attrs &na = rep.Find(Op::kGetattr)->attrs;
   cache_->Validated(*key, na);
+  NoteNewObjectOwner(*key, na);
   NoteDirAfter(dir, rep, 1, rep.Find(Op::kCreate)->cinfo, "", name, *key);
   // A new directory is empty: lookups in it need not ask.
   if (type == upstream::FileType::kDir && (na.mask & upstream::kAttrChange))
     cache_->PutListing(*key, na.change, {}, cache_->ListingEpoch(*key));
   if (out) *out = rep.Find(Op::kGetattr)->attrs;
   return st;
+}
+
+void Core::NoteNewObjectOwner(Key key, const Attrs &a) {
+  if (!cfg_.remote_sees_machine || !(a.mask & upstream::kAttrOwner) ||
+      a.uid != upstream::kNobodyId)
+    return;
+  metrics_->CountCreatedAsNobody();
+  if (warned_created_as_nobody_.exchange(true)) return;
+  // Whatever the caller asked for, the remote sees nache's principal
+  // (Upstream_Sec krb5*, Upstream_Identity = machine) and gave the object
+  // to its anonymous user: nache's writes, chmods and chowns of what it
+  // makes there may then be refused, and the remote's owners mean nothing.
+  NACHE_LOG(kLogWarn, "NACHE_UPSTREAM",
+            "the remote %s made key %llu for nache's own principal owned by "
+            "nobody (uid %u%s): it maps that principal to its anonymous "
+            "user. Map nache's principal to a trusted identity at the "
+            "remote (Linux knfsd: an idmapd or gssproxy mapping to root), "
+            "or set Upstream_Identity = user. Logged once; counted in "
+            "nache_upstream_created_as_nobody_total",
+            cfg_.upstream_server.c_str(), (unsigned long long)key, a.uid,
+            (a.mask & upstream::kAttrOwnerUnmapped)
+                ? ", an owner nache cannot map, shown as nobody"
+                : "");
 }
 
 uint32_t Core::Readlink(const Creds &cr, Key key, std::string *text) {
@@ -1840,6 +1878,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     if (const OpResult *g = rep.Find(Op::kGetattr)) {
       if (!g->status) {
         cache_->Validated(key, g->attrs);
+        if (*created) NoteNewObjectOwner(key, g->attrs);
         NoteAccessAnswer(key, cr, rep);
         if (attrs) *attrs = g->attrs;
         have_attrs = true;

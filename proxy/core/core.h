@@ -514,6 +514,12 @@ class Core {
   // it is sent as (ACCESS, PERM): counted and logged, naming op, the
   // object and the uid. Other statuses: nothing.
   void NoteFlushRefused(const char *op, Key key, const Creds &cr, uint32_t st);
+  // An object we just made at the remote (a create, an open that created,
+  // a write-back create), with its attributes from the same reply: under
+  // nache's own principal (remote_sees_machine), one owned by nobody says
+  // the remote maps that principal to its anonymous user. Counted each
+  // time, logged once with the cause and the fix.
+  void NoteNewObjectOwner(Key key, const Attrs &a);
 
   // --- local namespace (writeback/namespace_writeback.h) ------------------
   // With write-back on a single-writer export, creates of files,
@@ -673,6 +679,8 @@ class Core {
   metrics::ExportMetrics *metrics_ = nullptr;  // owned by the registry
   // nachectl drain is in force (SetDraining).
   std::atomic<bool> draining_{false};
+  // NoteNewObjectOwner has warned (once per export).
+  std::atomic<bool> warned_created_as_nobody_{false};
   // Our entry in the admin registry (core_admin.cc); removed first in
   // ~Core, which waits for a status or flush under way.
   std::unique_ptr<admin::ExportControl> admin_control_;

@@ -206,6 +206,9 @@ class Core::NamespaceHost : public NamespaceWriteBack::Host {
                         uint32_t st) override {
     core_->NoteFlushRefused(op, key, cr, st);
   }
+  void NoteNewObjectOwner(Key key, const Attrs &a) override {
+    core_->NoteNewObjectOwner(key, a);
+  }
   uint32_t StoreFailure() const override { return core_->StoreFailure(); }
   Key RootKey() const override { return core_->root_key_; }
 
@@ -246,6 +249,10 @@ class Core::ConflictsHost : public Conflicts::Host {
   bool WriteDelegated(Key key) override {
     return core_->delegations_->Covers(key, upstream::kShareAccessWrite, 0,
                                        nullptr);
+  }
+  void NoteFlushRefused(const char *op, Key key, const Creds &cr,
+                        uint32_t st) override {
+    core_->NoteFlushRefused(op, key, cr, st);
   }
   Key RootKey() const override { return core_->root_key_; }
 

@@ -416,6 +416,22 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                              "copied aside), to go on the remote's "
                              "version")
                          .Register(r);
+  created_as_nobody_ = &prometheus::BuildCounter()
+                            .Name("nache_upstream_created_as_nobody_total")
+                            .Help(
+                                "Objects nache made at the remote under its "
+                                "own principal (Upstream_Sec krb5*) that the "
+                                "remote gave to nobody: it maps nache's "
+                                "principal to its anonymous user")
+                            .Register(r);
+  identity_waits_expired_ =
+      &prometheus::BuildCounter()
+           .Name("nache_upstream_identity_waits_expired_total")
+           .Help(
+               "Upstream_Identity = user: calls that waited the call "
+               "timeout for their user's credentials (a slow or "
+               "unreachable KDC) and were answered NFS4ERR_DELAY")
+           .Register(r);
   flush_resent_ = &prometheus::BuildCounter()
                        .Name("nache_writeback_flush_resent_total")
                        .Help(
@@ -574,6 +590,8 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->full_disk_writes_ = &full_disk_writes_->Add(ex);
   e->flush_resent_ = &flush_resent_->Add(ex);
   e->conflict_waits_ = &conflict_waits_->Add(ex);
+  e->created_as_nobody_ = &created_as_nobody_->Add(ex);
+  e->identity_waits_expired_ = &identity_waits_expired_->Add(ex);
   for (size_t i = 0; i < e->seqid_resends_.size(); i++)
     e->seqid_resends_[i] = &seqid_resends_->Add(
         with("outcome", ExportMetrics::kSeqidResendOutcomes[i]));

@@ -209,6 +209,13 @@ class ExportMetrics {
   // Write-back: a local write that waited while a conflict of its file
   // was being resolved.
   void CountConflictWait() { conflict_waits_->Increment(); }
+  // Upstream_Sec krb5* as nache's own principal: an object nache made at
+  // the remote came back owned by nobody (the remote maps nache's
+  // principal to its anonymous user).
+  void CountCreatedAsNobody() { created_as_nobody_->Increment(); }
+  // Upstream_Identity = user: a call that waited the call timeout for its
+  // user's credentials (a slow KDC) and was answered NFS4ERR_DELAY.
+  void CountIdentityWaitExpired() { identity_waits_expired_->Increment(); }
   // Write-back: ranges sent UNSTABLE whose COMMIT came back with another
   // verifier (the remote restarted), sent again FILE_SYNC.
   void CountFlushResent(size_t ranges) {
@@ -335,6 +342,10 @@ class ExportMetrics {
       nullptr;                                     // ..._full_disk_writes_total
   prometheus::Counter *flush_resent_ = nullptr;    // ..._flush_resent_total
   prometheus::Counter *conflict_waits_ = nullptr;  // ..._conflict_waits_total
+  // nache_upstream_created_as_nobody_total
+  prometheus::Counter *created_as_nobody_ = nullptr;
+  // nache_upstream_identity_waits_expired_total
+  prometheus::Counter *identity_waits_expired_ = nullptr;
   // nache_upstream_reclaims_total{state, outcome}
   std::array<std::array<prometheus::Counter *, size_t(ReclaimOutcome::kCount)>,
              size_t(ReclaimState::kCount)>
@@ -428,6 +439,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *full_disk_writes_ = nullptr;
   prometheus::Family<prometheus::Counter> *flush_resent_ = nullptr;
   prometheus::Family<prometheus::Counter> *conflict_waits_ = nullptr;
+  prometheus::Family<prometheus::Counter> *created_as_nobody_ = nullptr;
+  prometheus::Family<prometheus::Counter> *identity_waits_expired_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *flush_lag_ = nullptr;

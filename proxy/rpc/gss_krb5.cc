@@ -4,9 +4,11 @@
 #include <gssapi/gssapi.h>
 #include <gssapi/gssapi_ext.h>
 #include <gssapi/gssapi_krb5.h>
-#include <krb5/krb5.h>  // error codes only (no libkrb5 call)
+#include <krb5/krb5.h>  // error codes, and a keytab's first principal
 
 #include <limits>
+
+#include "util/mutex.h"
 
 namespace nache {
 namespace rpc {
@@ -186,6 +188,48 @@ class KrbInitiator : public GssInitiator {
   bool transient_ = false;  // the last failure was the KDC's absence
 };
 
+// An initiator that cannot start: its credentials could not be had.
+class FailedInitiator : public GssInitiator {
+ public:
+  explicit FailedInitiator(std::string why) : why_(std::move(why)) {}
+  Step Next(const std::string &, std::string *out, std::string *err) override {
+    out->clear();
+    *err = why_;
+    return Step::kFailed;
+  }
+  std::unique_ptr<GssContext> TakeContext() override { return nullptr; }
+
+ private:
+  const std::string why_;
+};
+
+// The first principal of a keytab ("nfs/box.example.org@REALM"; "" when
+// it cannot be read): read from the file, no KDC asked.
+std::string KeytabPrincipal(const std::string &keytab) {
+  krb5_context ctx;
+  if (krb5_init_context(&ctx)) return "";
+  std::string out;
+  krb5_keytab kt;
+  if (!krb5_kt_resolve(ctx, ("FILE:" + keytab).c_str(), &kt)) {
+    krb5_kt_cursor cursor;
+    if (!krb5_kt_start_seq_get(ctx, kt, &cursor)) {
+      krb5_keytab_entry entry;
+      if (!krb5_kt_next_entry(ctx, kt, &entry, &cursor)) {
+        char *name = nullptr;
+        if (!krb5_unparse_name(ctx, entry.principal, &name)) {
+          out = name;
+          krb5_free_unparsed_name(ctx, name);
+        }
+        krb5_free_keytab_entry_contents(ctx, &entry);
+      }
+      krb5_kt_end_seq_get(ctx, kt, &cursor);
+    }
+    krb5_kt_close(ctx, kt);
+  }
+  krb5_free_context(ctx);
+  return out;
+}
+
 class KrbCredentialsImpl
     : public KrbCredentials,
       public std::enable_shared_from_this<KrbCredentialsImpl> {
@@ -194,34 +238,45 @@ class KrbCredentialsImpl
     OM_uint32 m;
     if (cred_ != GSS_C_NO_CREDENTIAL) gss_release_cred(&m, &cred_);
   }
-  bool Init(const KrbOptions &o, std::string *err) {
+  bool Init(const KrbOptions &o, std::string *err, std::string *deferred) {
     service_ = o.service;
     target_ = std::make_shared<Name>();
     if (!target_->Import(o.service, true, err)) return false;
-    Name me;
+    me_ = std::make_shared<Name>();
     if (!o.client_principal.empty() &&
-        !me.Import(o.client_principal, false, err))
+        !me_->Import(o.client_principal, false, err))
       return false;
     // The keytab for the keys; tickets in a memory cache of ours.
-    std::string ccache = "MEMORY:" + o.ccache_name;
-    gss_key_value_element_desc elems[2] = {{"client_keytab", o.keytab.c_str()},
-                                           {"ccache", ccache.c_str()}};
-    gss_key_value_set_desc store = {2, elems};
-    gss_OID_set_desc mechs = {1, gss_mech_krb5};
-    OM_uint32 major, minor;
-    major =
-        gss_acquire_cred_from(&minor, me.get(), GSS_C_INDEFINITE, &mechs,
-                              GSS_C_INITIATE, &store, &cred_, nullptr, nullptr);
-    if (GSS_ERROR(major)) {
-      *err = GssError(("keytab " + o.keytab).c_str(), major, minor);
+    keytab_ = o.keytab;
+    ccache_ = "MEMORY:" + o.ccache_name;
+    bool transient = false;
+    MutexLock lk(&cred_mu_);
+    if (AcquireLocked(err, &transient)) {
+      principal_ = CredName(cred_);
+      return true;
+    }
+    // MIT gets a first ticket from the KDC now. Out of reach (a branch
+    // box booting while the WAN is down), the export starts anyway: the
+    // credentials are got at the first context (each connection attempt,
+    // with the connection's backoff), calls fail retryably meanwhile.
+    if (!transient) return false;
+    principal_ = o.client_principal.empty() ? KeytabPrincipal(o.keytab)
+                                            : o.client_principal;
+    if (principal_.empty()) {
+      *err += "; and the keytab names no principal";
       return false;
     }
-    principal_ = CredName(cred_);
+    *deferred = *err;
+    err->clear();
     return true;
   }
   std::unique_ptr<GssInitiator> NewInitiator() override {
+    std::string why;
+    gss_cred_id_t cred = Cred(&why, nullptr);
+    if (cred == GSS_C_NO_CREDENTIAL)
+      return std::unique_ptr<GssInitiator>(new FailedInitiator(why));
     return std::unique_ptr<GssInitiator>(
-        new KrbInitiator(shared_from_this(), cred_, target_->get()));
+        new KrbInitiator(shared_from_this(), cred, target_->get()));
   }
   std::string principal() const override { return principal_; }
   TimePoint expires() const override { return expires_; }
@@ -240,13 +295,18 @@ class KrbCredentialsImpl
       err->message = what + ": " + why;
       return nullptr;
     }
+    gss_cred_id_t mine = Cred(&why, &err->transient);
+    if (mine == GSS_C_NO_CREDENTIAL) {
+      err->message = what + ": " + why;
+      return nullptr;
+    }
     gss_OID_set_desc mechs = {1, gss_mech_krb5};
     gss_cred_id_t cred = GSS_C_NO_CREDENTIAL;
     OM_uint32 major, minor, lifetime = 0;
     // S4U2Self: a ticket to ourselves as user (and our own TGT first, from
     // the keytab, when the one in our cache has expired).
     major = gss_acquire_cred_impersonate_name(
-        &minor, cred_, who.get(), GSS_C_INDEFINITE, &mechs, GSS_C_INITIATE,
+        &minor, mine, who.get(), GSS_C_INDEFINITE, &mechs, GSS_C_INITIATE,
         &cred, nullptr, &lifetime);
     if (GSS_ERROR(major)) {
       err->message = GssError(
@@ -255,7 +315,10 @@ class KrbCredentialsImpl
       return nullptr;
     }
     auto c = std::make_shared<KrbCredentialsImpl>();
-    c->cred_ = cred;
+    {
+      MutexLock lk(&c->cred_mu_);
+      c->cred_ = cred;
+    }
     c->target_ = target_;
     c->service_ = service_;
     c->principal_ = user;
@@ -293,9 +356,47 @@ class KrbCredentialsImpl
     return out;
   }
 
+  // The library's credentials, got now if they were not at Init (the KDC
+  // was out of reach then); GSS_C_NO_CREDENTIAL with *why (and
+  // *transient: the KDC still out of reach) when they cannot be had.
+  gss_cred_id_t Cred(std::string *why, bool *transient) EXCLUDES(cred_mu_) {
+    MutexLock lk(&cred_mu_);
+    bool kdc_away = false;
+    if (cred_ == GSS_C_NO_CREDENTIAL && !AcquireLocked(why, &kdc_away)) {
+      if (transient) *transient = kdc_away;
+      return GSS_C_NO_CREDENTIAL;
+    }
+    return cred_;
+  }
+  // gss_acquire_cred_from on the keytab into our memory cache (MIT asks
+  // the KDC for a first ticket); false with *why, *transient when the KDC
+  // was out of reach.
+  bool AcquireLocked(std::string *why, bool *transient) REQUIRES(cred_mu_) {
+    gss_key_value_element_desc elems[2] = {{"client_keytab", keytab_.c_str()},
+                                           {"ccache", ccache_.c_str()}};
+    gss_key_value_set_desc store = {2, elems};
+    gss_OID_set_desc mechs = {1, gss_mech_krb5};
+    OM_uint32 major, minor;
+    major =
+        gss_acquire_cred_from(&minor, me_->get(), GSS_C_INDEFINITE, &mechs,
+                              GSS_C_INITIATE, &store, &cred_, nullptr, nullptr);
+    if (!GSS_ERROR(major)) return true;
+    cred_ = GSS_C_NO_CREDENTIAL;
+    *why = GssError(("keytab " + keytab_).c_str(), major, minor);
+    *transient = TransientKdcFailure(minor);
+    return false;
+  }
+
   std::shared_ptr<Name> target_;  // the server's name (shared with users')
   std::string service_;           // as configured, for messages
-  gss_cred_id_t cred_ = GSS_C_NO_CREDENTIAL;
+  // The keytab's: the keytab, our memory cache, and the principal to be
+  // (no name: the keytab's first), for a later acquisition.
+  std::string keytab_, ccache_;
+  std::shared_ptr<Name> me_;
+  // Held across a lazy acquisition (a KDC exchange): whoever needs the
+  // credentials waits for it, as none can do without them.
+  Mutex cred_mu_;
+  gss_cred_id_t cred_ GUARDED_BY(cred_mu_) = GSS_C_NO_CREDENTIAL;
   std::string principal_;      // who these credentials are
   bool impersonated_ = false;  // a user's, by Impersonate
   TimePoint expires_ = TimePoint::max();
@@ -304,9 +405,12 @@ class KrbCredentialsImpl
 }  // namespace
 
 std::shared_ptr<KrbCredentials> KrbCredentials::Acquire(const KrbOptions &o,
-                                                        std::string *err) {
+                                                        std::string *err,
+                                                        std::string *deferred) {
   auto c = std::make_shared<KrbCredentialsImpl>();
-  if (!c->Init(o, err)) return nullptr;
+  std::string later;
+  if (!c->Init(o, err, &later)) return nullptr;
+  if (deferred) *deferred = later;
   return c;
 }
 

@@ -12,7 +12,10 @@
 // each initiator and context belongs to one connection's loop thread.
 // Acquire and Impersonate talk to the KDC (blocking, up to the library's
 // KDC timeout): never call them under a lock another thread waits for,
-// nor on a loop thread.
+// nor on a loop thread. NewInitiator does too while the keytab's first
+// ticket is still to be had (Acquire deferred it): on a loop thread that
+// is one more blocking step of the connection's set-up, which blocks for
+// its context anyway.
 #pragma once
 
 #include <chrono>
@@ -51,11 +54,15 @@ struct KrbError {
 class KrbCredentials : public GssCredentials {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
-  // Acquires the initiator credentials (reads the keytab; talks to the
-  // KDC later, at the first context). Null with *err when the keytab or
-  // the names are unusable.
-  static std::shared_ptr<KrbCredentials> Acquire(const KrbOptions &o,
-                                                 std::string *err);
+  // Acquires the initiator credentials: reads the keytab and gets a
+  // first ticket from the KDC (MIT does at once). A KDC out of reach does
+  // not fail it (a branch box may boot while the WAN is down): *deferred
+  // (when given) then says why, and the credentials are got at their
+  // first use instead (NewInitiator, Impersonate: each try talks to the
+  // KDC, and fails, transiently, while it stays out of reach). Null with
+  // *err when the keytab or the names are unusable, or the KDC refuses.
+  static std::shared_ptr<KrbCredentials> Acquire(
+      const KrbOptions &o, std::string *err, std::string *deferred = nullptr);
   ~KrbCredentials() override = default;
   // A new context establishment with the server, on these credentials.
   std::unique_ptr<GssInitiator> NewInitiator() override = 0;

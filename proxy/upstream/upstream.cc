@@ -247,7 +247,8 @@ std::unique_ptr<PendingCall> UpstreamImpl::NewCall(
   call->deadline =
       Clock::now() + std::chrono::milliseconds(opts_.call_timeout_ms);
   if (opts_.user_identity && creds.uid != 0 && !creds.as_machine) {
-    // Here, on the caller's thread: this may wait for the KDC.
+    // Here, on the caller's thread: this may wait for the KDC, at most
+    // the call timeout (user_identity.h), then fails retryably.
     UpstreamOptions::UserIdentity id = opts_.user_identity(creds);
     if (id.creds) {
       call->user = std::move(id.principal);

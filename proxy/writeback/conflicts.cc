@@ -36,7 +36,14 @@ uint32_t Conflicts::CheckForConflict(Key key) {
   Compound c;
   c.SetTag("flush_check").Putfh(fh).Getattr(upstream::kAttrsObject);
   CompoundReply rep;
-  if ((st = host_->Run(c, writeback_->FlushCreds(key), &rep))) return st;
+  const Creds cr = writeback_->FlushCreds(key);
+  if ((st = host_->Run(c, cr, &rep))) {
+    // The data's flush begins here, as its writer: refused (the remote
+    // refuses the writer, or with Upstream_Identity = user the writer's
+    // credentials cannot be had), it is that flush that is refused.
+    host_->NoteFlushRefused("write", key, cr, st);
+    return st;
+  }
   const Attrs &now = rep.Find(Op::kGetattr)->attrs;
   if (!(now.mask & upstream::kAttrChange) || now.change == base.change)
     return upstream::kNfs4Ok;

@@ -68,6 +68,9 @@ class Conflicts {
     // write delegation (nobody else can have written it).
     virtual void NoteGrant(Key key, const upstream::Delegation &d) = 0;
     virtual bool WriteDelegated(Key key) = 0;
+    // A send refused for the permissions of cr: counted and logged.
+    virtual void NoteFlushRefused(const char *op, Key key, const Creds &cr,
+                                  uint32_t st) = 0;
     // The export root's key.
     virtual Key RootKey() const = 0;
   };

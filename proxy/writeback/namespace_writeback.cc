@@ -436,6 +436,7 @@ uint32_t NamespaceWriteBack::SendCreate(const LogRecord &r, bool fresh) {
   // The object stays dirty (its data and mtime follow); the remote's
   // attributes only tell what it has.
   cache_->Validated(r.key2, after);
+  host_->NoteNewObjectOwner(r.key2, after);
   metrics_->CountFlushedCreate();
   return upstream::kNfs4Ok;
 }

@@ -115,6 +115,9 @@ class NamespaceWriteBack {
     // A send refused for the permissions of cr: counted and logged.
     virtual void NoteFlushRefused(const char *op, Key key, const Creds &cr,
                                   uint32_t st) = 0;
+    // An object nache created at the remote, with the attributes the
+    // remote gave it: a warning when they say nobody (Core's).
+    virtual void NoteNewObjectOwner(Key key, const Attrs &a) = 0;
     // The client's answer to a failed write to the store (NOSPC or IO).
     virtual uint32_t StoreFailure() const = 0;
     // The export root's key.

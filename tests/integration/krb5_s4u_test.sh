@@ -22,6 +22,15 @@
 #  - knfsd forgets every context mid-run: alice's next call through nache
 #    is refused by knfsd (RPCSEC_GSS_CREDPROBLEM), not executed, and
 #    nache makes her a new context on which her create goes through.
+#  - writing back (nache restarted with Write_Policy = write_back on a
+#    single-writer export, flushed only by nachectl): a file alice writes
+#    reaches knfsd as hers (owner, mode 600, its bytes), bob's as his;
+#    knfsd forgets every context in the middle of the flush of alice's 40
+#    MiB over the shaped WAN: every byte arrives, no conflict copy; alice
+#    leaves the realm while her data is dirty and nache restarts: her data
+#    waits (still dirty), the refusal is counted
+#    (nache_writeback_refused_total{op="write"}) and the log names her;
+#    back in the realm, her data goes.
 # S4U_TEST_IDENTITY=machine runs the same checks with nache's principal
 # upstream: the per-user ones then fail (how the test was checked).
 set -uo pipefail
@@ -171,5 +180,117 @@ context_lost() {
 			"$(lab_nache_log)"
 }
 check a_users_context_knfsd_forgets_is_made_anew context_lost
+
+# ---------------------------------------------------------------- write-back
+# nache again, writing back (single writer, nothing flushed by age: only
+# nachectl flushes): each user's dirty data goes to knfsd under that
+# user's delegated credentials.
+
+NACHECTL=$NACHE_BUILD_DIR/stage/bin/nachectl
+ctl() { "$NACHECTL" --socket "$LAB_DIR/nache/nache.sock" "$@"; }
+WB_CONF="Upstream_Sec = krb5; Upstream_Keytab = \"$LAB_KRB5_NACHE_KEYTAB\";
+	Upstream_Principal = \"$LAB_KRB5_KNFSD_PRINCIPAL\"; Upstream_Minor_Version = 1;
+	Upstream_Identity = $IDENTITY;
+	Write_Policy = write_back; Single_Writer = true; Flush_Age = 3600;"
+wb_nache_start() {
+	LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
+		LAB_NACHE_GLOBAL="NACHE { Idmapd_Conf = \"$LAB_KRB5_DIR/idmapd.conf\"; }
+			LOG { COMPONENTS { FSAL = INFO; } }" \
+		lab_nache_start "$WB_CONF"
+}
+# A directory everyone may write in, made at knfsd before nache (a single
+# writer from now on) starts.
+lab_knfsd_run "mkdir -m 1777 $K/wb" >&2 && lab_nache_stop && wb_nache_start ||
+	{ echo "nache did not restart writing back"; exit 1; }
+
+knfsd_sha() { lab_knfsd_run "sha256sum $K/wb/$1" | cut -d' ' -f1; }
+dirty() { metric nache_dirty_bytes; }
+nothing_dirty() { [ "$(dirty)" = 0 ]; }
+# (Polled: quiet when not yet.)
+sent_at_least() { [ "$(metric nache_upstream_bytes_total 'direction="write"')" -ge "$1" ]; }
+refused_writes_at_least() { [ "$(metric nache_writeback_refused_total 'op="write"')" -ge "$1" ]; }
+knfsd_head_sha() { lab_knfsd_run "head -c 4096 $K/wb/$1 | sha256sum" | cut -d' ' -f1; }
+refusals() { grep -c "RPCSEC_GSS context for alice@$LAB_KRB5_REALM refused by the server" "$(lab_nache_log)"; }
+no_conflict_copy() {
+	local out
+	out=$(lab_knfsd_run "ls -a $K/wb") || return 1
+	! grep -q 'nache-conflict' <<<"$out" || { echo "conflict copy at knfsd: $out" >&2; return 1; }
+}
+
+# written_back UID NAME — UID writes wb/NAME (mode 600: no one else could
+# write its data at knfsd) through nache; it is not at knfsd until a flush,
+# and after it knfsd has it, owned by UID, mode 600, with UID's bytes.
+written_back() {
+	local want
+	head -c 65536 /dev/urandom >"$LAB_DIR/wb-$2" && chmod 644 "$LAB_DIR/wb-$2" &&
+		want=$(sha256sum "$LAB_DIR/wb-$2" | cut -d' ' -f1) &&
+		as_user "$1" "umask 077; cp $LAB_DIR/wb-$2 $M/wb/$2 && sync" || return 1
+	step "not at knfsd before the flush" lab_knfsd_run "test ! -e $K/wb/$2" &&
+		step "dirty before the flush" at_least "dirty bytes" "$(dirty)" 65536 &&
+		ctl flush --wait --timeout 120 >&2 &&
+		expect_eq "owner and mode at knfsd" \
+			"$(lab_knfsd_run "stat -c '%u %a' $K/wb/$2")" "$1 600" &&
+		expect_eq "bytes at knfsd" "$(knfsd_sha "$2")" "$want"
+}
+check alices_written_back_file_reaches_knfsd_as_hers written_back $ALICE alices
+check bobs_written_back_file_reaches_knfsd_as_his written_back $BOB bobs
+
+# context_lost_mid_flush — alice's 40 MiB go over the shaped WAN (about 8
+# s); once some of it is at knfsd and the rest still dirty, knfsd forgets
+# every context. The flush's calls on alice's lost context are refused,
+# not executed; nache makes her a new one and every byte arrives, with no
+# conflict copy.
+context_lost_mid_flush() {
+	local want rc=0 before sent0
+	head -c $((40 << 20)) /dev/urandom >"$LAB_DIR/wb-big" && chmod 644 "$LAB_DIR/wb-big" &&
+		want=$(sha256sum "$LAB_DIR/wb-big" | cut -d' ' -f1) &&
+		as_user $ALICE "umask 077; cp $LAB_DIR/wb-big $M/wb/big && sync" || return 1
+	before=$(refusals)
+	sent0=$(metric nache_upstream_bytes_total 'direction="write"') || return 1
+	lab_set_profile wan || return 1
+	ctl flush >&2 || rc=1
+	# Under way: 4 MiB at knfsd.
+	step "the flush starts" lab_wait_until 60 sent_at_least $((sent0 + (4 << 20))) || rc=1
+	lab_knfsd_run 'echo $(( $(date +%s) + 1 )) > /proc/net/rpc/auth.rpcsec.context/flush' || rc=1
+	step "contexts dropped mid-flush (dirty left)" at_least "dirty bytes" "$(dirty)" 1 || rc=1
+	ctl flush --wait --timeout 180 >&2 || rc=1
+	lab_set_profile lan || rc=1
+	[ $rc = 0 ] || return 1
+	echo "alice's contexts refused: $before before the flush, $(refusals) after" >&2
+	step "a context of alice's refused during the flush" test "$(refusals)" -gt "$before" &&
+		expect_eq "bytes at knfsd" "$(knfsd_sha big)" "$want" &&
+		expect_eq "owner at knfsd" "$(lab_knfsd_run "stat -c %u $K/wb/big")" $ALICE &&
+		expect_eq "dirty after" "$(dirty)" 0 &&
+		no_conflict_copy
+}
+check alices_context_lost_mid_flush_loses_nothing context_lost_mid_flush
+
+# no_credentials_at_flush — alice's write is acknowledged; nache stops
+# (kill -9: nothing flushed at shutdown) and alice leaves the realm; the
+# restarted nache cannot have her credentials: her data stays dirty, the
+# refusal is counted, the log names her. Back in the realm, her data goes.
+no_credentials_at_flush() {
+	local want rc=0
+	head -c 4096 /dev/urandom >"$LAB_DIR/wb-later" && chmod 644 "$LAB_DIR/wb-later" &&
+		want=$(sha256sum "$LAB_DIR/wb-later" | cut -d' ' -f1) &&
+		as_user $ALICE "dd if=$LAB_DIR/wb-later of=$M/wb/alices conv=notrunc status=none && sync" ||
+		return 1
+	step "dirty before the flush" at_least "dirty bytes" "$(dirty)" 4096 &&
+		lab_nache_kill &&
+		_lab_krb5_admin kadmin.local -r "$LAB_KRB5_REALM" -q "delprinc -force alice" >&2 &&
+		wb_nache_start || return 1
+	ctl flush >&2 || rc=1
+	step "the refusal is counted" lab_wait_until 60 refused_writes_at_least 1 || rc=1
+	step "the log names alice" grep "no upstream identity for uid $ALICE (alice@$LAB_KRB5_REALM)" \
+		"$(lab_nache_log)" >&2 || rc=1
+	step "her data waits" at_least "dirty bytes" "$(dirty)" 4096 || rc=1
+	step "not at knfsd" test "$(knfsd_head_sha alices)" != "$want" || rc=1
+	# Back in the realm (with a new key: her keytab gets it too).
+	_lab_krb5_keytab alice alice || return 1
+	step "flushed once she is back" lab_wait_until 120 nothing_dirty || rc=1
+	[ $rc = 0 ] && expect_eq "bytes at knfsd" "$(knfsd_head_sha alices)" "$want" &&
+		no_conflict_copy
+}
+check alices_data_waits_while_her_credentials_cannot_be_had no_credentials_at_flush
 
 itest_finish

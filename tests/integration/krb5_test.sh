@@ -198,15 +198,15 @@ check krb5p_carries_no_file_bytes_in_clear_on_the_office_lan never_in_clear capt
 # (RPCSEC_GSS_CREDPROBLEM), not executed, and nache makes a new context
 # and the client's write goes through.
 
-# upstream_nache FLAVOUR — nache restarted with Upstream_Sec = FLAVOUR to
-# knfsd.
+# upstream_nache FLAVOUR [MORE] — nache restarted with Upstream_Sec =
+# FLAVOUR to knfsd (and the export options MORE).
 upstream_nache() {
 	lab_nache_stop || return 1
 	LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
 		LAB_NACHE_GLOBAL='LOG { COMPONENTS { FSAL = INFO; } }' \
 		lab_nache_start "Upstream_Sec = $1; Upstream_Keytab = \"$LAB_KRB5_NACHE_KEYTAB\";
 		Upstream_Principal = \"$LAB_KRB5_KNFSD_PRINCIPAL\"; Upstream_Minor_Version = 1;
-		Cache_Reset_On_Upstream_Change = true;"
+		Cache_Reset_On_Upstream_Change = true; ${2:-}"
 }
 
 # knfsd_krb5_only — knfsd exports with Kerberos flavours only: AUTH_SYS
@@ -257,6 +257,21 @@ sys_refused() {
 check knfsd_exports_with_kerberos_only knfsd_krb5_only
 check nache_with_auth_sys_cannot_write_to_the_kerberos_only_export sys_refused
 check nache_writes_to_knfsd_under_upstream_krb5_bytes_in_clear_on_the_wan in_clear wan_write krb5
+
+# made_as_nobody_warned — knfsd maps nache's principal (nfs/nache...) to
+# nobody: the file root wrote through nache under krb5 just now is
+# nobody's there. nache counts it and says once why and what to do.
+made_as_nobody_warned() {
+	local log
+	log=$(lab_nache_log)
+	expect_eq "owner at knfsd (the lab's mapping)" \
+		"$(lab_knfsd_run "stat -c %u $K/k/wan-krb5")" 65534 &&
+		at_least "objects made as nobody" "$(metric nache_upstream_created_as_nobody_total)" 1 &&
+		expect_eq "warnings" "$(grep -c 'owned by nobody' "$log")" 1 &&
+		grep 'owned by nobody' "$log" | grep -q 'Upstream_Identity = user' ||
+		{ grep -i 'nobody' "$log" | tail -5 >&2; return 1; }
+}
+check nache_warns_once_when_knfsd_maps_its_principal_to_nobody made_as_nobody_warned
 check nache_writes_to_knfsd_under_upstream_krb5i_bytes_in_clear_on_the_wan in_clear wan_write krb5i
 check nache_writes_to_knfsd_under_upstream_krb5p_no_file_bytes_in_clear_on_the_wan \
 	never_in_clear wan_write krb5p
@@ -282,5 +297,30 @@ context_lost() {
 	return $rc
 }
 check a_context_knfsd_forgets_is_made_anew_and_the_write_goes_through context_lost
+
+# kdc_down_at_start — the branch box boots while the KDC is out of reach
+# (stopped): nache starts anyway, saying why; once the KDC is back, a
+# write through nache reaches knfsd, with no restart of nache. (With the
+# remote out of reach each call Ganesha makes while it starts waits
+# Upstream_Timeout, as in resilience_test.sh's upstream_down_at_start:
+# 5 s here, so that it serves within the lab's start timeout.)
+kdc_down_at_start() {
+	local m=/mnt/up-kdc rc=0
+	lab_krb5_kdc_stop || return 1
+	step "nache starts while the KDC is down" \
+		upstream_nache krb5 "Upstream_Timeout = 5000;" &&
+		step "the log says why" grep -q 'the KDC is out of reach' "$(lab_nache_log)" ||
+		rc=1
+	lab_krb5_kdc_start || return 1
+	[ $rc = 0 ] || return 1
+	lab_client_mount 1 "$LAB_NACHE_ADDR" /export "$m" "vers=4.1,sec=sys" || return 1
+	step "a write once the KDC is back" \
+		on 1 "head -c 65536 /dev/urandom > /tmp/kdc-a && cp /tmp/kdc-a $m/k/kdc-a" &&
+		expect_eq "kdc-a at knfsd" "$(lab_knfsd_run "md5sum < $K/k/kdc-a")" \
+			"$(on 1 "md5sum < /tmp/kdc-a")" || rc=1
+	lab_client_umount 1 "$m"
+	return $rc
+}
+check nache_started_while_the_kdc_is_down_serves_once_it_is_back kdc_down_at_start
 
 itest_finish

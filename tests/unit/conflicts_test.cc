@@ -71,6 +71,7 @@ class FakeCore : public Conflicts::Host, public WriteBack::Host {
   }
   void NoteGrant(Key, const upstream::Delegation &) override {}
   bool WriteDelegated(Key) override { return write_delegated; }
+  void NoteFlushRefused(const char *, Key, const Creds &, uint32_t) override {}
   Key RootKey() const override { return root; }
 
   // WriteBack::Host

@@ -1,6 +1,7 @@
 // Write-back under the right identity, and owners the remote named that
 // nache could not map (issue 16).
 #include "scripted_upstream.h"
+#include "util/log.h"
 
 namespace nache {
 namespace coretest {
@@ -153,6 +154,29 @@ TEST_F(WriteBackIdentityTest, ARefusalAtFlushIsCounted) {
   EXPECT_EQ(up_->Data("f"), "hello");
 }
 
+// The flush of data to a file the remote has begins with a check of the
+// file's change attribute, as the writer: refused there (with
+// Upstream_Identity = user, when the writer's credentials cannot be had,
+// every call as the writer is), the data's flush is refused, counted and
+// logged, and the data waits. (Before, a refused check was only "a flush
+// failed": the metric never said so.)
+TEST_F(WriteBackIdentityTest, ARefusalOfTheFlushsFirstCheckIsCounted) {
+  StartSentWhenNeeded();
+  size_t n = 0;
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(User(2001, 2001, {}), file_, nullptr, 0, 5, "OURS!",
+                         upstream::StableHow::kFileSync, &n, &committed),
+            0u);
+  up_->Guard({"GETATTR"}, 3000);
+  EXPECT_NE(SetSize(file_, 4), 0u);
+  EXPECT_GE(CounterValue(metrics_, "nache_writeback_refused_total",
+                         {{"op", "write"}}),
+            1);
+  EXPECT_EQ(up_->Sends("WRITE").size(), 0u);
+  EXPECT_TRUE(core_->cache()->IsDirty(file_)) << "the data waits";
+  EXPECT_EQ(up_->Data("f"), "hello");
+}
+
 // An owner or group the remote named and the core could not map shows as
 // nobody (65534), and nobody (an office client's root, squashed) gets no
 // owner or group rights from it here: a chmod it makes is not kept
@@ -262,6 +286,68 @@ TEST_F(UnmappedOwnerTest, ASetgidDirectorysUnmappedGroupPassesOnUnmapped) {
   EXPECT_EQ(allowed, 0u) << "no group rights from an unmapped group";
   ASSERT_EQ(core_->Access(alice, k, upstream::kAccessRead, &allowed), 0u);
   EXPECT_EQ(allowed, upstream::kAccessRead) << "its creator owns it";
+}
+
+// What nache's log says while a test runs (its warnings about owners).
+class LogCapture {
+ public:
+  LogCapture() {
+    Lines().clear();
+    nache_log_set_sink(&Sink);
+  }
+  ~LogCapture() { nache_log_set_sink(nullptr); }
+  // The messages so far that contain text.
+  static int Count(const std::string &text) {
+    std::lock_guard<std::mutex> g(Mu());
+    int n = 0;
+    for (const std::string &l : Lines())
+      if (l.find(text) != std::string::npos) n++;
+    return n;
+  }
+
+ private:
+  static void Sink(int level, const char *component, const char *message) {
+    std::lock_guard<std::mutex> g(Mu());
+    Lines().push_back(std::string(component) + ": " + message);
+  }
+  static std::mutex &Mu() {
+    static std::mutex mu;
+    return mu;
+  }
+  static std::vector<std::string> &Lines() {
+    static std::vector<std::string> lines;
+    return lines;
+  }
+};
+
+// Upstream_Sec krb5* as nache's own principal, at a remote that maps that
+// principal to nobody: what nache makes there is nobody's. Each such
+// object is counted, and the log says once what is wrong and what to do.
+TEST_F(CoreDelegationsTest, ObjectsMadeAsNobodyUnderNachesPrincipalWarnOnce) {
+  LogCapture log;
+  Start(DelegationType::kNone,
+        [](CoreConfig *cfg) { cfg->remote_sees_machine = true; });
+  up_->new_owner = upstream::kNobodyId;
+  Attrs mode, got;
+  mode.mask = upstream::kAttrMode;
+  mode.mode = 0755;
+  Key sub = kNoKey;
+  ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
+                          &sub, &got),
+            0u);
+  bool created = false;
+  WriteNamed(cr_, "made", NACHE_OPEN_GUARDED, "data", &created);
+  ASSERT_TRUE(created);
+  EXPECT_EQ(CounterValue(metrics_, "nache_upstream_created_as_nobody_total"),
+            2);
+  EXPECT_EQ(LogCapture::Count("owned by nobody"), 1) << "logged once";
+  EXPECT_EQ(LogCapture::Count("Upstream_Identity = user"), 1) << "the fix";
+  // A remote that maps nache to someone: nothing more.
+  up_->new_owner = 0;
+  WriteNamed(cr_, "made2", NACHE_OPEN_GUARDED, "data", &created);
+  ASSERT_TRUE(created);
+  EXPECT_EQ(CounterValue(metrics_, "nache_upstream_created_as_nobody_total"),
+            2);
 }
 
 }  // namespace

@@ -11,16 +11,21 @@
 // proved in the lab: tests/integration/krb5_s4u_test.sh.)
 #include "rpc/gss_krb5.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <krb5/krb5.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace nache {
@@ -209,6 +214,136 @@ TEST_F(KrbImpersonateTest, AMalformedUserNameIsRefusedNamingIt) {
   EXPECT_EQ(machine->Impersonate("alice@A@B", &err), nullptr);
   EXPECT_NE(err.message.find("alice@A@B"), std::string::npos) << err.message;
   EXPECT_FALSE(err.transient);
+}
+
+// A branch box booting while the WAN is down: no ticket in the cache yet
+// and the KDC out of reach. The keytab's credentials are had anyway (the
+// export starts), naming the keytab's principal and saying why they are
+// deferred; each use tries the KDC again and fails, retryably, while it
+// stays away. (Before: Acquire failed, and the export was refused.)
+TEST_F(KrbImpersonateTest, AKdcOutOfReachAtStartDefersTheKeytabsTicket) {
+  KrbOptions o;
+  o.keytab = keytab_;
+  o.service = std::string("nfs/remote.unit.test@") + kRealm;
+  o.ccache_name = "nache-unit-no-kdc-yet";  // empty: no ticket had yet
+  std::string err;
+  auto machine = KrbCredentials::Acquire(o, &err);
+  ASSERT_NE(machine, nullptr) << err;
+  EXPECT_EQ(machine->principal(), std::string("nfs/nache.unit.test@") + kRealm);
+  std::unique_ptr<GssInitiator> init = machine->NewInitiator();
+  ASSERT_NE(init, nullptr);
+  std::string token, why;
+  EXPECT_EQ(init->Next("", &token, &why), GssInitiator::Step::kFailed);
+  EXPECT_NE(why.find("KDC"), std::string::npos) << why;
+  KrbError kerr;
+  EXPECT_EQ(machine->Impersonate(std::string("alice@") + kRealm, &kerr),
+            nullptr);
+  EXPECT_TRUE(kerr.transient) << kerr.message;
+}
+
+// A KDC that refuses every request with the error code given (a
+// KRB-ERROR, RFC 4120 5.9.1), over UDP on a loopback port of its own: what
+// nache meets when its keytab's principal has no right to act for users.
+class RefusingKdc {
+ public:
+  explicit RefusingKdc(uint8_t code) : code_(code) {
+    fd_ = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr *>(&a), sizeof(a)) ||
+        getsockname(fd_, reinterpret_cast<sockaddr *>(&a), &len))
+      return;
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~RefusingKdc() {
+    stop_ = true;
+    shutdown(fd_, SHUT_RDWR);
+    // (A datagram to itself wakes recvfrom where shutdown does not.)
+    if (port_) {
+      int w = socket(AF_INET, SOCK_DGRAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(port_);
+      sendto(w, "", 0, 0, reinterpret_cast<sockaddr *>(&a), sizeof(a));
+      close(w);
+    }
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) close(fd_);
+  }
+  uint16_t port() const { return port_; }
+  int requests() const { return requests_; }
+
+ private:
+  void Serve() {
+    char buf[8192];
+    while (!stop_) {
+      sockaddr_in from{};
+      socklen_t len = sizeof(from);
+      ssize_t n = recvfrom(fd_, buf, sizeof(buf), 0,
+                           reinterpret_cast<sockaddr *>(&from), &len);
+      if (n <= 0 || stop_) continue;
+      requests_++;
+      std::string e = Error();
+      sendto(fd_, e.data(), e.size(), 0, reinterpret_cast<sockaddr *>(&from),
+             len);
+    }
+  }
+  std::string Error() const {
+    char now[32];
+    time_t t = time(nullptr);
+    strftime(now, sizeof(now), "%Y%m%d%H%M%SZ", gmtime(&t));
+    std::string sname =
+        Der(0x30,
+            Der(0xa0, DerInt(2)) +
+                Der(0xa1, Der(0x30, Der(0x1b, "krbtgt") + Der(0x1b, kRealm))));
+    return Der(0x7e,
+               Der(0x30, Der(0xa0, DerInt(5)) + Der(0xa1, DerInt(30)) +
+                             Der(0xa4, Der(0x18, now)) + Der(0xa5, DerInt(0)) +
+                             Der(0xa6, DerInt(code_)) +
+                             Der(0xa9, Der(0x1b, kRealm)) + Der(0xaa, sname)));
+  }
+
+  const uint8_t code_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+// nache's keytab principal without the right to act for users: the KDC
+// refuses its S4U2Self (KDC_ERR_BADOPTION, 13, as MIT's does for a
+// delegation it does not allow). The impersonation fails for good (not
+// retryable: the caller gets NFS4ERR_ACCESS, and the refusal is kept for
+// a while), naming the user, the step and the KDC's reason. (Before,
+// only the lab proved a refusal: every unit test met a KDC out of reach.)
+TEST_F(KrbImpersonateTest, AKeytabWithoutS4URightsIsRefusedForGood) {
+  RefusingKdc kdc(13);
+  ASSERT_NE(kdc.port(), 0) << "no loopback UDP port";
+  std::ofstream(dir_ + "/krb5.conf")
+      << "[libdefaults]\n default_realm = " << kRealm
+      << "\n dns_lookup_kdc = false\n dns_lookup_realm = false\n"
+      << " kdc_timeout = 1000\n max_retries = 1\n"
+      << " udp_preference_limit = 65535\n"
+      << "[realms]\n " << kRealm << " = {\n  kdc = 127.0.0.1:" << kdc.port()
+      << "\n }\n";
+  auto machine = Machine();
+  ASSERT_NE(machine, nullptr);
+  KrbError err;
+  const std::string alice = std::string("alice@") + kRealm;
+  EXPECT_EQ(machine->Impersonate(alice, &err), nullptr);
+  EXPECT_GE(kdc.requests(), 1) << "the KDC was asked";
+  EXPECT_NE(err.message.find("credentials for " + alice), std::string::npos)
+      << err.message;
+  EXPECT_NE(err.message.find("S4U2Self"), std::string::npos) << err.message;
+  EXPECT_NE(err.message.find("option"), std::string::npos)
+      << "the KDC's reason (KDC can't fulfill requested option): "
+      << err.message;
+  EXPECT_FALSE(err.transient) << err.message;
 }
 
 }  // namespace

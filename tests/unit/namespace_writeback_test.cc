@@ -96,6 +96,7 @@ class FakeCore : public NamespaceWriteBack::Host, public WriteBack::Host {
   void NoteGrant(Key, const upstream::Delegation &) override {}
   void ReturnIfReadDelegated(Key) override {}
   void NoteFlushRefused(const char *, Key, const Creds &, uint32_t) override {}
+  void NoteNewObjectOwner(Key, const Attrs &) override {}
   uint32_t StoreFailure() const override { return upstream::kNfs4ErrIo; }
   Key RootKey() const override { return root; }
 

@@ -76,6 +76,10 @@ class ScriptedUpstream : public upstream::Upstream {
   bool recall_reclaimed = false;
   // REMOVEs of these names fail with the status given.
   std::map<std::string, uint32_t> remove_refused;
+  // The owner (uid and gid) of objects OPEN and CREATE make: the identity
+  // the server maps its caller to (65534: a remote that squashes nache's
+  // principal to nobody).
+  std::atomic<uint32_t> new_owner{0};
   // Set by the core: called by Restart like the real client's state
   // thread after it confirmed a new client id.
   std::function<void(uint64_t)> on_new_clientid;
@@ -691,6 +695,7 @@ class ScriptedUpstream : public upstream::Upstream {
           if (files_.count(fh)) fh += "#" + std::to_string(++renamed_);
           files_[fh].name = name;
           files_[fh].parent = *cur;
+          files_[fh].uid = files_[fh].gid = new_owner.load();
           aliases_[*cur + "/" + name] = fh;
         }
         *cur = fh;
@@ -742,6 +747,7 @@ class ScriptedUpstream : public upstream::Upstream {
         f.name = name;
         f.parent = *cur;
         f.dir = true;
+        f.uid = f.gid = new_owner.load();
         aliases_[*cur + "/" + name] = fh;
         *cur = fh;
         return 0;

@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -124,6 +128,88 @@ TEST_F(UserIdentityTest, AKdcOutOfReachIsRetryableAndNotKept) {
   machine_->unreachable = false;
   EXPECT_NE(users_->Get(As(1000)).creds, nullptr);
   EXPECT_EQ(machine_->asked.size(), 2u);
+}
+
+// A KDC that answers only when the test lets it: Impersonate waits at a
+// gate (held until Release).
+class SlowKrb : public rpc::KrbCredentials {
+ public:
+  explicit SlowKrb(std::string principal) : principal_(std::move(principal)) {}
+  std::unique_ptr<rpc::GssInitiator> NewInitiator() override { return nullptr; }
+  std::string principal() const override { return principal_; }
+  TimePoint expires() const override { return TimePoint::max(); }
+  std::shared_ptr<rpc::KrbCredentials> Impersonate(
+      const std::string &user, rpc::KrbError *err) override {
+    asked++;
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [this] { return !held_; });
+    return std::make_shared<SlowKrb>(user);
+  }
+  void Release() {
+    std::lock_guard<std::mutex> g(mu_);
+    held_ = false;
+    cv_.notify_all();
+  }
+  std::atomic<int> asked{0};
+
+ private:
+  const std::string principal_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = true;
+};
+
+// A Ganesha worker whose call needs a user's credentials from a KDC that
+// does not answer waits no longer than the bound (the call timeout): it
+// gets a retryable answer (NFS4ERR_DELAY), counted; a second caller meanwhile
+// waits for the same making (one KDC exchange, not two); once the KDC
+// answers, the credentials made are kept for the retry. (Before the bound,
+// Get waited for the KDC as long as the library did.)
+TEST(UserIdentitySlowKdcTest, AWorkerWaitsNoLongerThanTheBoundForTheKdc) {
+  auto machine = std::make_shared<SlowKrb>("nfs/box.example.org@EXAMPLE.ORG");
+  std::atomic<int> expired{0};
+  UserIdentities::Options o;
+  o.wait = std::chrono::milliseconds(200);
+  o.on_wait_expired = [&] { expired++; };
+  auto users = std::make_unique<UserIdentities>(
+      machine,
+      [](uint32_t uid, std::string *name) {
+        *name = "alice@example.org";
+        return true;
+      },
+      o);
+  Creds alice;
+  alice.uid = alice.gid = 1000;
+  auto get = [&] {
+    return std::async(std::launch::async, [&] { return users->Get(alice); });
+  };
+  auto first = get();
+  if (first.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    machine->Release();  // (so that the test ends)
+    FAIL() << "the caller still waits for the KDC after 10 s";
+  }
+  UpstreamOptions::UserIdentity id = first.get();
+  EXPECT_EQ(id.creds, nullptr);
+  EXPECT_TRUE(id.transient) << "retryable: NFS4ERR_DELAY";
+  EXPECT_NE(id.error.find("uid 1000"), std::string::npos) << id.error;
+  EXPECT_EQ(expired.load(), 1);
+  auto second = get();
+  ASSERT_EQ(second.wait_for(std::chrono::seconds(10)),
+            std::future_status::ready);
+  EXPECT_TRUE(second.get().transient);
+  EXPECT_EQ(machine->asked.load(), 1) << "one making for both callers";
+  machine->Release();
+  // The client's retries (each bounded) get what the KDC gave, once it
+  // has, without asking it again.
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    id = users->Get(alice);
+  } while (!id.creds && std::chrono::steady_clock::now() < until);
+  ASSERT_NE(id.creds, nullptr) << id.error;
+  EXPECT_EQ(id.principal, "alice@EXAMPLE.ORG");
+  EXPECT_EQ(machine->asked.load(), 1);
+  EXPECT_GE(expired.load(), 2);
 }
 
 }  // namespace
