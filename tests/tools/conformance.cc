@@ -523,6 +523,25 @@ void UncheckedCreateOfExistingTruncates(Ctx &x) {
       "size 0 mode " + std::to_string(0644));
 }
 
+// After an exclusive create a (mode: its name) made first: the same
+// create sent again by a new owner (so no replay cache answers it) opens
+// the file it made; with another verifier (8 bytes), from the other
+// client, it meets NFS4ERR_EXIST.
+void ExpectTheVerifierDecides(Ctx &x, Cleanup *cl, up::OpenArgs a,
+                              const Opened &first, const std::string &mode,
+                              const char *other_verf) {
+  Opened again = Open(x.a, x.dir, a, x.Owner("a-retry"));
+  cl->Close(x.a, again);
+  ExpectStatus((mode + " create again, same verifier").c_str(), again.status,
+               up::kNfs4Ok);
+  ExpectTrue(again.fh == first.fh, "another file", "the file it created");
+  a.create_verf = up::Verifier(other_verf, 8);
+  Opened other = Open(x.b, x.dir, a, x.Owner("b"));
+  cl->Close(x.b, other);
+  ExpectStatus((mode + " create, another verifier").c_str(), other.status,
+               up::kNfs4ErrExist);
+}
+
 // An EXCLUSIVE4 create sent again with the same verifier (a retry whose
 // reply was lost) opens the file it made; another verifier gets EXIST.
 void ExclusiveCreateResentSameVerifier(Ctx &x) {
@@ -534,17 +553,8 @@ void ExclusiveCreateResentSameVerifier(Ctx &x) {
   Opened first =
       MustOpen("EXCLUSIVE4 create", Open(x.a, x.dir, a, x.Owner("a")));
   cl.Close(x.a, first);
-  // The retry: a new owner, so no replay cache answers it.
-  Opened again = Open(x.a, x.dir, a, x.Owner("a-retry"));
-  cl.Close(x.a, again);
-  ExpectStatus("EXCLUSIVE4 create again, same verifier", again.status,
-               up::kNfs4Ok);
-  ExpectTrue(again.fh == first.fh, "another file", "the file it created");
-  a.create_verf = up::Verifier("\x99\x88\x77\x66\x55\x44\x33\x02", 8);
-  Opened other = Open(x.b, x.dir, a, x.Owner("b"));
-  cl.Close(x.b, other);
-  ExpectStatus("EXCLUSIVE4 create, another verifier", other.status,
-               up::kNfs4ErrExist);
+  ExpectTheVerifierDecides(x, &cl, a, first, "EXCLUSIVE4",
+                           "\x99\x88\x77\x66\x55\x44\x33\x02");
 }
 
 // NFSv4.1's EXCLUSIVE4_1: the verifier and the attributes in one create
@@ -564,17 +574,8 @@ void Exclusive41CreateResentSameVerifier(Ctx &x) {
   up::Attrs at = Getattr(x.a, first.fh, up::kAttrMode);
   ExpectTrue(at.mode == 0640, "mode " + std::to_string(at.mode),
              "mode " + std::to_string(0640));
-  // The retry: a new owner, so no replay cache answers it.
-  Opened again = Open(x.a, x.dir, a, x.Owner("a-retry"));
-  cl.Close(x.a, again);
-  ExpectStatus("EXCLUSIVE4_1 create again, same verifier", again.status,
-               up::kNfs4Ok);
-  ExpectTrue(again.fh == first.fh, "another file", "the file it created");
-  a.create_verf = up::Verifier("\x98\x87\x76\x65\x54\x43\x32\x01", 8);
-  Opened other = Open(x.b, x.dir, a, x.Owner("b"));
-  cl.Close(x.b, other);
-  ExpectStatus("EXCLUSIVE4_1 create, another verifier", other.status,
-               up::kNfs4ErrExist);
+  ExpectTheVerifierDecides(x, &cl, a, first, "EXCLUSIVE4_1",
+                           "\x98\x87\x76\x65\x54\x43\x32\x01");
 }
 
 // A write lock of [0, length) by a new lock-owner of open f, through c;
