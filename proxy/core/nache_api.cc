@@ -93,8 +93,9 @@ std::string CanonicalDir(const char *dir) {
   return out.empty() ? "/" : out;
 }
 
-// One C API call, in nache_local_ops_total (an atomic add); and, when it
-// succeeds without the calling thread waiting for the upstream, in
+// One C API call, in nache_local_ops_total (an atomic add); its round
+// trips in nache_local_op_round_trips_total; and, when it succeeds without
+// the calling thread waiting for the upstream, in
 // nache_local_ops_without_upstream_total (round_trips.h).
 class LocalCall {
  public:
@@ -108,8 +109,9 @@ class LocalCall {
   LocalCall &operator=(const LocalCall &) = delete;
   // The call's status; returns it.
   uint32_t Done(uint32_t status) {
-    if (status == 0 && nache::UpstreamWaitsOnThisThread() == waits_before_)
-      metrics_->CountWithoutUpstream(op_);
+    const uint64_t trips = nache::UpstreamWaitsOnThisThread() - waits_before_;
+    metrics_->CountRoundTrips(op_, trips);
+    if (status == 0 && trips == 0) metrics_->CountWithoutUpstream(op_);
     return status;
   }
 

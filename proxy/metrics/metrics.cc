@@ -214,6 +214,15 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                "no upstream round trip of their own (answered from the "
                "cache, the local names or a delegation), by operation")
            .Register(r);
+  round_trips_ =
+      &prometheus::BuildCounter()
+           .Name("nache_local_op_round_trips_total")
+           .Help(
+               "Upstream round trips the operations of "
+               "nache_local_ops_total sent or waited for themselves, by "
+               "operation (divided by nache_local_ops_total: the round "
+               "trips one operation costs)")
+           .Register(r);
   lease_age_ = &prometheus::BuildGauge()
                     .Name("nache_upstream_lease_age_seconds")
                     .Help(
@@ -539,6 +548,8 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
     e->local_[i] = &local_ops_->Add(
         {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
     e->without_upstream_[i] = &without_upstream_->Add(
+        {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
+    e->round_trips_[i] = &round_trips_->Add(
         {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
   }
   e->upstream_ops_.reset(new std::atomic<Counter *>[kOpSlots * kStatusSlots]());

@@ -151,6 +151,12 @@ class ExportMetrics {
   void CountWithoutUpstream(LocalOp op) {
     without_upstream_[size_t(op)]->Increment();
   }
+  // The round trips one call sent or waited for (round_trips.h), summed per
+  // operation: with nache_local_ops_total, the round trips an operation
+  // costs on average (the write-through audit).
+  void CountRoundTrips(LocalOp op, uint64_t n) {
+    if (n) round_trips_[size_t(op)]->Increment(double(n));
+  }
 
   // The counters nachectl status shows.
   ExportCounters Counters() const;
@@ -294,6 +300,8 @@ class ExportMetrics {
   // nache_local_ops_without_upstream_total per LocalOp (immutable).
   std::array<prometheus::Counter *, size_t(LocalOp::kCount)>
       without_upstream_{};
+  // nache_local_op_round_trips_total per LocalOp (immutable).
+  std::array<prometheus::Counter *, size_t(LocalOp::kCount)> round_trips_{};
   // nache_upstream_ops_total by [op][status]; null until first use.
   std::unique_ptr<std::atomic<prometheus::Counter *>[]> upstream_ops_;
   // nache_upstream_compounds_total by status; null until first use.
@@ -405,6 +413,7 @@ class Metrics {
   // Families (owned by registry_; immutable after construction).
   prometheus::Family<prometheus::Counter> *local_ops_ = nullptr;
   prometheus::Family<prometheus::Counter> *without_upstream_ = nullptr;
+  prometheus::Family<prometheus::Counter> *round_trips_ = nullptr;
   prometheus::Family<prometheus::Gauge> *lease_age_ = nullptr;
   prometheus::Family<prometheus::Gauge> *lease_time_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_max_ = nullptr;

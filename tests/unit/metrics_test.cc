@@ -123,6 +123,20 @@ TEST(MetricsTest, LocalOpsCountedPerOperationAndExport) {
             0);
 }
 
+TEST(MetricsTest, RoundTripsSummedPerOperation) {
+  Metrics m;
+  ExportMetrics *e = m.ForExport(2);
+  e->CountRoundTrips(LocalOp::kOpen, 2);
+  e->CountRoundTrips(LocalOp::kOpen, 1);
+  e->CountRoundTrips(LocalOp::kLookup, 0);  // answered here: nothing added
+  EXPECT_EQ(CounterValue(m, "nache_local_op_round_trips_total",
+                         {{"export", "2"}, {"op", "open"}}),
+            3);
+  EXPECT_EQ(CounterValue(m, "nache_local_op_round_trips_total",
+                         {{"export", "2"}, {"op", "lookup"}}),
+            0);
+}
+
 TEST(MetricsTest, UpstreamOpsCountedByStatusWithBytesAndRtt) {
   Metrics m;
   ExportMetrics *e = m.ForExport(1);
