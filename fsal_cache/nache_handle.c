@@ -248,6 +248,58 @@ static void op_handle_to_key(struct fsal_obj_handle *obj,
 	fh_desc->len = sizeof(h->wire);
 }
 
+/* --- a name found absent, within one request ----------------------------- */
+
+/*
+ * Ganesha looks a name up twice while one OPEN (or NFSv3 CREATE) creates
+ * it: nfs4_op_open checks whether it exists, then MDCACHE's open2 looks
+ * again before calling ours. The second question, asked a few microseconds
+ * later within the same request, would cost another round trip to the
+ * remote for the answer it just gave; the OPEN that follows is what the
+ * remote decides by (it answers EXIST, or opens the file, if the name has
+ * appeared since). So the thread keeps the last name the remote said was
+ * absent, with the request it was asked in (op_ctx and its start time), and
+ * answers the same question again within that request only. Any operation
+ * of this thread that adds, removes or moves a name forgets it.
+ */
+struct absent_name {
+	const struct req_op_context *ctx; /* the request; NULL: nothing kept */
+	struct timespec start;		  /* its start time */
+	nache_key dir;
+	char name[NAME_MAX + 1];
+};
+
+static __thread struct absent_name last_absent;
+
+static bool same_request(const struct absent_name *n)
+{
+	return n->ctx == op_ctx && n->start.tv_sec == op_ctx->start_time.tv_sec &&
+	       n->start.tv_nsec == op_ctx->start_time.tv_nsec;
+}
+
+static bool known_absent(nache_key dir, const char *name)
+{
+	return last_absent.ctx != NULL && same_request(&last_absent) &&
+	       last_absent.dir == dir && strcmp(last_absent.name, name) == 0;
+}
+
+static void note_absent(nache_key dir, const char *name)
+{
+	if (strlen(name) > NAME_MAX) {
+		last_absent.ctx = NULL;
+		return;
+	}
+	last_absent.ctx = op_ctx;
+	last_absent.start = op_ctx->start_time;
+	last_absent.dir = dir;
+	strcpy(last_absent.name, name);
+}
+
+static void forget_absent(void)
+{
+	last_absent.ctx = NULL;
+}
+
 /* --- metadata ------------------------------------------------------------ */
 
 static fsal_status_t op_lookup(struct fsal_obj_handle *dir, const char *path,
@@ -260,10 +312,17 @@ static fsal_status_t op_lookup(struct fsal_obj_handle *dir, const char *path,
 	nache_key key;
 	uint32_t st;
 
+	if (known_absent(key_of(dir), path))
+		return fsalstat(ERR_FSAL_NOENT, 0);
 	nache_caller_creds(&cr);
 	st = nache_lookup(exp->core, &cr, key_of(dir), path, &key, &a);
-	if (st != 0)
-		return nache_status(st);
+	if (st != 0) {
+		fsal_status_t s = nache_status(st);
+
+		if (s.major == ERR_FSAL_NOENT)
+			note_absent(key_of(dir), path);
+		return s;
+	}
 	*handle = &nache_alloc_handle(exp, key, &a)->obj_handle;
 	return give_attrs(0, &a, attrs_out);
 }
@@ -380,6 +439,7 @@ static fsal_status_t create_object(struct fsal_obj_handle *dir,
 	nache_key key;
 	uint32_t st;
 
+	forget_absent();
 	nache_caller_creds(&cr);
 	fsal_to_nache_set(attrs_in, &set);
 	set.type = type;
@@ -447,6 +507,7 @@ static fsal_status_t op_link(struct fsal_obj_handle *obj,
 {
 	struct nache_creds cr;
 
+	forget_absent();
 	nache_caller_creds(&cr);
 	return nache_status(nache_link(nache_ctx_export()->core, &cr,
 				       key_of(obj), key_of(destdir), name));
@@ -460,6 +521,7 @@ static fsal_status_t op_rename(struct fsal_obj_handle *obj,
 {
 	struct nache_creds cr;
 
+	forget_absent();
 	nache_caller_creds(&cr);
 	return nache_status(nache_rename(nache_ctx_export()->core, &cr,
 					 key_of(obj), key_of(olddir), old_name,
@@ -471,6 +533,7 @@ static fsal_status_t op_unlink(struct fsal_obj_handle *dir,
 {
 	struct nache_creds cr;
 
+	forget_absent();
 	nache_caller_creds(&cr);
 	return nache_status(
 		nache_remove(nache_ctx_export()->core, &cr, key_of(dir), name));
@@ -575,6 +638,8 @@ op_open2(struct fsal_obj_handle *obj, struct state_t *state,
 	fsal_status_t s;
 	uint32_t st;
 
+	if (name != NULL)
+		forget_absent();
 	nache_caller_creds(&cr);
 	openflags &= ~FSAL_O_TRUNC;
 

@@ -5,7 +5,8 @@
 # Cache_Size bound holds under a working set three times its size; `ls -l`
 # of a directory costs a few COMPOUNDs, not one per file; after a
 # two-client open/read/close workload every upstream OPEN has its CLOSE
-# once the linger expires.
+# once the linger expires; an exclusive create (tar's) asks the remote
+# once, not twice, whether its name exists.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -108,6 +109,32 @@ every_open_gets_its_close() {
 		{ echo "no open was reused ($opens upstream for $local_opens local)" >&2; return 1; }
 }
 
+# Ganesha looks a new name up twice per OPEN that creates it; the second
+# time, within the same request, nache answers from the first reply.
+exclusive_create_looks_up_once() {
+	local l0 l1 i
+	mkdir -p "$R/excl" || return 1
+	on 1 "ls $M/excl && rm -rf /tmp/excl && mkdir /tmp/excl && cd /tmp/excl &&
+		for i in \$(seq 1 10); do echo \$i > f\$i; done && tar -cf /tmp/excl.tar f*" >/dev/null || return 1
+	l0=$(metric nache_upstream_ops_total 'op="LOOKUP",status="NFS4ERR_NOENT"')
+	# tar creates each file with O_CREAT|O_EXCL, and asks nothing first.
+	on 1 "tar -C $M/excl -xf /tmp/excl.tar" || return 1
+	l1=$(metric nache_upstream_ops_total 'op="LOOKUP",status="NFS4ERR_NOENT"')
+	echo "tar x of 10 files: $((l1 - l0)) upstream LOOKUPs of absent names"
+	for i in 1 5 10; do
+		expect_eq "f$i at the remote" "$(cat "$R/excl/f$i")" "$i" || return 1
+	done
+	# The name exists now: an exclusive create of it (bash's noclobber
+	# opens with O_EXCL) is refused.
+	if on 1 "set -C; echo again > $M/excl/f1" 2>/dev/null; then
+		echo "an exclusive create of an existing name succeeded" >&2
+		return 1
+	fi
+	expect_eq "f1 kept" "$(cat "$R/excl/f1")" 1 &&
+		[ $((l1 - l0)) -le 10 ] ||
+		{ echo "tar x of 10 files asked $((l1 - l0)) LOOKUPs (at most 10)" >&2; return 1; }
+}
+
 check reread_costs_no_upstream_READ reread_costs_no_read
 check read_after_write_is_a_hit read_after_write_is_a_hit
 check restart_keeps_the_cache restart_keeps_the_cache
@@ -115,4 +142,5 @@ check close_to_open_sees_remote_changes sees_a_change_made_at_the_remote
 check cache_bound_holds_under_3x_working_set bound_holds_under_three_times_the_working_set
 check ls_l_of_200_files_costs_few_compounds ls_l_costs_a_few_compounds
 check upstream_CLOSEs_equal_OPENs_after_linger every_open_gets_its_close
+check exclusive_create_asks_the_remote_once exclusive_create_looks_up_once
 itest_finish
