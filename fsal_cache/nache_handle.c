@@ -273,7 +273,8 @@ static __thread struct absent_name last_absent;
 
 static bool same_request(const struct absent_name *n)
 {
-	return n->ctx == op_ctx && n->start.tv_sec == op_ctx->start_time.tv_sec &&
+	return n->ctx == op_ctx &&
+	       n->start.tv_sec == op_ctx->start_time.tv_sec &&
 	       n->start.tv_nsec == op_ctx->start_time.tv_nsec;
 }
 
