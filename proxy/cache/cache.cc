@@ -137,12 +137,20 @@ bool DecodeBlockMeta(const rocksdb::Slice &s, uint64_t *gen, uint32_t *len,
 }
 
 // What of a change of attributes invalidates access results.
-bool AccessInvariantChanged(const upstream::Attrs &a,
-                            const upstream::Attrs &b) {
+// Whether the attributes that decide a caller's rights differ, leaving
+// the change attribute aside.
+bool RightsAttrsChanged(const upstream::Attrs &a, const upstream::Attrs &b) {
   const uint64_t unmapped =
       upstream::kAttrOwnerUnmapped | upstream::kAttrGroupUnmapped;
   return a.mode != b.mode || a.uid != b.uid || a.gid != b.gid ||
-         ((a.mask ^ b.mask) & unmapped) || a.change != b.change;
+         ((a.mask ^ b.mask) & unmapped);
+}
+
+// Whether ACCESS answers given under a may not hold under b: rights
+// attributes, or any change (an ACL moves only the change attribute).
+bool AccessInvariantChanged(const upstream::Attrs &a,
+                            const upstream::Attrs &b) {
+  return RightsAttrsChanged(a, b) || a.change != b.change;
 }
 
 // FNV-1a: a cheap, stable hash for in-memory identities (credentials,
@@ -841,9 +849,12 @@ void Cache::OwnDirChange(Key dir, const upstream::ChangeInfo &ci,
   {
     Locked g(this);
     Object *o = Obj(dir);
-    bool exactly_ours = ci.atomic && o->listing_change == ci.before &&
-                        o->have_attrs && o->attrs.change == ci.before &&
-                        (!have_post || post.change == ci.after);
+    // The directory moved by our operation alone (atomic change info
+    // starting from the change we know).
+    const bool only_ours = ci.atomic && o->have_attrs &&
+                           o->attrs.change == ci.before &&
+                           (!have_post || post.change == ci.after);
+    bool exactly_ours = only_ours && o->listing_change == ci.before;
     o->listing_epoch = NextStampLocked();
     if (o->listing && o->have_attrs && (exactly_ours || sole_writer)) {
       // Exactly our change happened: edit the listing.
@@ -858,6 +869,19 @@ void Cache::OwnDirChange(Key dir, const upstream::ChangeInfo &ci,
         o->attrs.change = ci.after;
         o->validated = Clock::time_point();  // the rest is unknown
       }
+      return;
+    }
+    if (only_ours && have_post && !o->listing &&
+        !RightsAttrsChanged(o->attrs, post)) {
+      // No listing to edit, but only names moved, by us: the callers'
+      // rights answered for the directory still hold (its next create
+      // is checked without asking again).
+      o->attrs = post;
+      o->validated = Clock::now();
+      SeenRemoteLocked(o, post);
+      WriteBatch batch;
+      PersistAttrs(dir, *o, &batch);
+      Commit(&batch);
       return;
     }
   }

@@ -1127,14 +1127,17 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
   if (st) return st;
+  // The new object's attributes and the caller's rights to it (a new
+  // directory is filled next: its rights are asked at once), then the
+  // directory's attributes.
   Compound c;
   c.SetTag("create")
       .Putfh(dfh)
       .Create(type, name, attrs, link_text)
       .Getfh()
-      .Getattr(upstream::kAttrsObject)
-      .Putfh(dfh)
       .Getattr(upstream::kAttrsObject);
+  AskAccess(c);
+  c.Putfh(dfh).Getattr(upstream::kAttrsObject);
   CompoundReply rep;
   st = Run(c, cr, &rep);
   if (!rep.Find(Op::kGetattr)) {
@@ -1160,6 +1163,7 @@ uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
   *key = handles_->Intern(rep.Find(Op::kGetfh)->fh, dir, name);
   const Attrs &na = rep.Find(Op::kGetattr)->attrs;
   cache_->Validated(*key, na);
+  NoteAccessAnswer(*key, cr, rep);
   NoteNewObjectOwner(*key, na);
   NoteDirAfter(dir, rep, 1, rep.Find(Op::kCreate)->cinfo, "", name, *key);
   // A new directory is empty: lookups in it need not ask.

@@ -864,6 +864,45 @@ TEST_F(CacheTest, OwnDirectoryChangesEditTheListingForLookups) {
   EXPECT_FALSE(cache_->Listing(2));
 }
 
+// A create of ours in a directory with no listing kept: only names moved,
+// so the rights answered for it still hold; a change that was not ours
+// alone drops them.
+TEST_F(CacheTest, OwnDirectoryChangesKeepTheRightsAnswered) {
+  Attrs dir = FileAttrs(5, 0);
+  dir.type = upstream::FileType::kDir;
+  cache_->Validated(2, dir);
+  upstream::Creds alice;
+  alice.uid = 1000;
+  cache_->NoteAccess(2, Cache::CredId(alice), 0x3f, 0x1f);
+  upstream::ChangeInfo ci;
+  ci.atomic = true;
+  ci.before = 5;
+  ci.after = 6;
+  Attrs after = dir;
+  after.change = 6;
+  cache_->OwnDirChange(2, ci, after, "", "c", 12);
+  uint32_t allowed = 0;
+  ASSERT_TRUE(cache_->CachedAccess(2, Cache::CredId(alice), 0x0c, &allowed));
+  EXPECT_EQ(allowed, 0x0cu);
+  Attrs a;
+  ASSERT_TRUE(cache_->FreshAttrs(2, &a));
+  EXPECT_EQ(a.change, 6u);
+  // Someone else's change came in between (6 -> 7): the answers go.
+  ci.before = 7;
+  ci.after = 8;
+  after.change = 8;
+  cache_->OwnDirChange(2, ci, after, "", "d", 13);
+  EXPECT_FALSE(cache_->CachedAccess(2, Cache::CredId(alice), 0x0c, &allowed));
+  // Ours alone, but the mode moved too: they go.
+  cache_->NoteAccess(2, Cache::CredId(alice), 0x3f, 0x1f);
+  ci.before = 8;
+  ci.after = 9;
+  after.change = 9;
+  after.mode = 0700;
+  cache_->OwnDirChange(2, ci, after, "", "e", 14);
+  EXPECT_FALSE(cache_->CachedAccess(2, Cache::CredId(alice), 0x0c, &allowed));
+}
+
 // --- block reader -----------------------------------------------------------
 
 class ReaderTest : public CacheTest {};

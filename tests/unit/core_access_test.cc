@@ -42,6 +42,28 @@ TEST_F(CoreDelegationsTest, OpensWithoutAnUpstreamOpenAreAskedPerCaller) {
   EXPECT_EQ(core_->CloseFile(first), 0u);
 }
 
+// A directory made here is filled next (tar, mkdir -p): the caller's
+// rights to it come back with its CREATE, so the checks of the creates in
+// it cost no round trip of their own.
+TEST_F(CoreDelegationsTest, TheRightsToANewDirectoryComeWithItsCreate) {
+  Start(DelegationType::kNone,
+        [](CoreConfig *cfg) { cfg->cache.attr_timeout_ms = 60000; });
+  Attrs mode, got;
+  mode.mask = upstream::kAttrMode;
+  mode.mode = 0755;
+  Key sub = kNoKey;
+  ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
+                          &sub, &got),
+            0u);
+  const int asked = up_->Count("ACCESS");
+  const uint32_t want = upstream::kAccessModify | upstream::kAccessExtend |
+                        upstream::kAccessLookup | upstream::kAccessDelete;
+  uint32_t bits = 0;
+  ASSERT_EQ(core_->Access(cr_, sub, want, &bits), 0u);
+  EXPECT_EQ(bits, want);
+  EXPECT_EQ(up_->Count("ACCESS"), asked) << "the remote was asked again";
+}
+
 // A user the remote lets write a file but not read it opens it write-only
 // while another user's read open is upstream: the upgrade of that open
 // asks for this caller's access only (WRITE), which the remote grants;
