@@ -62,12 +62,12 @@
 #include <thread>
 #include <unordered_map>
 
+#include "access/owner_rights.h"
 #include "admin/registry.h"
 #include "cache/cache.h"
 #include "cache/reader.h"
 #include "callback/back_channel.h"
 #include "callback/callback_server.h"
-#include "core/owner_rights.h"
 #include "core/unanswered.h"
 #include "core/unstable_writes.h"
 #include "core/warm.h"
