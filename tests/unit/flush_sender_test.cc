@@ -15,10 +15,12 @@
 #include <vector>
 
 #include "temp_dir.h"
+#include "writeback_fixture.h"
 
 namespace nache {
 namespace {
 
+using testing_util::ObjectAttrs;
 using upstream::Attrs;
 using upstream::Compound;
 using upstream::CompoundReply;
@@ -130,29 +132,11 @@ class FakeCore : public FlushSender::Host,
   std::vector<Call> calls;
 };
 
-Attrs ObjectAttrs(Key key, FileType type) {
-  Attrs a;
-  a.mask = upstream::kAttrsObject;
-  a.type = type;
-  a.mode = type == FileType::kDir ? 0777 : 0644;
-  a.nlink = type == FileType::kDir ? 2 : 1;
-  a.fileid = key;
-  a.change = 1;
-  return a;
-}
-
 class FlushSenderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string err;
-    store_ = Store::Open(dir_.path() + "/db", &err);
-    ASSERT_TRUE(store_) << err;
-    CacheOptions o;
-    o.size_bytes = 1 << 20;
-    o.block_size = 4096;
-    o.attr_timeout_ms = 60000;
-    cache_.reset(new Cache(store_.get(), o, nullptr));
-    handles_.reset(new HandleMap(store_.get()));
+    ASSERT_NO_FATAL_FAILURE(testing_util::OpenWriteBackStore(
+        dir_.path(), &store_, &cache_, &handles_));
     core_.cache = cache_.get();
     wb_.reset(new WriteBack(store_.get(), &core_));
     conflicts_.reset(new Conflicts(cache_.get(), handles_.get(), wb_.get(),
@@ -163,9 +147,9 @@ class FlushSenderTest : public ::testing::Test {
                                   conflicts_.get(), registry_.ForExport(1),
                                   &core_, so));
     dir_key_ = handles_->Intern("dir-d", kNoKey, "d");
-    cache_->Validated(dir_key_, ObjectAttrs(dir_key_, FileType::kDir));
+    cache_->Validated(dir_key_, ObjectAttrs(dir_key_, FileType::kDir, 1));
     file_ = handles_->Intern("file-f", dir_key_, "f");
-    cache_->Validated(file_, ObjectAttrs(file_, FileType::kReg));
+    cache_->Validated(file_, ObjectAttrs(file_, FileType::kReg, 1));
   }
   static Attrs Mtime() {
     Attrs set;
