@@ -286,41 +286,25 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   if (cfg.write_back && cfg.single_writer) {
     // Before the flusher starts: it may need the log at once.
     // (Its unsent removes' directories are marked dirty again.)
-    c->namespace_host_.reset(new NamespaceHost(core));
     c->namespace_.reset(new NamespaceWriteBack(
         c->store_.get(), c->cache_.get(), c->handles_.get(),
-        c->writeback_.get(), c->metrics_, c->namespace_host_.get()));
+        c->writeback_.get(), c->metrics_, c->writeback_host_.get()));
   }
   if (cfg.write_back) {
-    c->conflicts_host_.reset(new ConflictsHost(core));
     c->conflicts_.reset(new Conflicts(
         c->cache_.get(), c->handles_.get(), c->writeback_.get(), c->metrics_,
-        c->conflicts_host_.get(), cfg.single_writer));
+        c->writeback_host_.get(), cfg.single_writer));
+    FlushSender::Options fso;
+    fso.owner_prefix = c->owner_prefix_;
+    fso.flush_age_ms = cfg.flush_age_ms;
+    c->flush_sender_.reset(new FlushSender(
+        c->cache_.get(), c->writeback_.get(), c->namespace_.get(),
+        c->conflicts_.get(), c->metrics_, c->writeback_host_.get(), fso));
     FlusherOptions fo;
     fo.age = std::chrono::milliseconds(cfg.flush_age_ms);
     fo.dirty_max = cfg.dirty_max;
-    fo.max_send = [core]() -> uint64_t {
-      core->LearnIoLimits();
-      return core->max_write_.load();
-    };
     fo.metrics = c->metrics_;
-    c->flusher_.reset(new Flusher(
-        c->cache_.get(),
-        [core](Key key, uint64_t off, const std::string &data,
-               upstream::StableHow stable, Flusher::Sent *sent) {
-          return core->FlushRange(key, off, data, stable, sent);
-        },
-        [core](Key key, upstream::Verifier *verf, Attrs *after) {
-          return core->FlushCommit(key, verf, after);
-        },
-        [core](Key key, const Attrs &set, Attrs *after) {
-          return core->FlushSetattr(key, set, after);
-        },
-        fo,
-        [core](Key key, bool patient) {
-          return core->PrepareFlush(key, patient);
-        },
-        [core](Key key) { return core->conflicts_->SaveLostFile(key); }));
+    c->flusher_ = c->flush_sender_->NewFlusher(fo);
     NACHE_LOG(kLogEvent, "NACHE_WRITEBACK",
               "write-back on for %s; flush after %u s or beyond %llu dirty "
               "bytes",

@@ -21,10 +21,10 @@
 // dirty file's flush writes as, the flush open-owners, the conflict
 // gate), NamespaceWriteBack (the log, local names, logged creates,
 // removes and renames and their sends), Conflicts (conflict checks and
-// copies, lost files) and the Flusher. The core decides which way an
-// operation goes and calls into them; NamespaceWriteBack and Conflicts
-// call back through their Hosts (core_hosts.h) for lookups, handles and
-// COMPOUNDs.
+// copies, lost files), the Flusher and its sends (FlushSender). The core
+// decides which way an operation goes and calls into them; they call back
+// through one Host (core_hosts.h) for lookups, handles, COMPOUNDs and the
+// delegation checks.
 //
 // Thread safety: all methods are thread-safe and may block on the upstream.
 // Every shared field names its lock (GUARDED_BY) and every method that
@@ -62,12 +62,12 @@
 #include <thread>
 #include <unordered_map>
 
+#include "access/owner_rights.h"
 #include "admin/registry.h"
 #include "cache/cache.h"
 #include "cache/reader.h"
 #include "callback/back_channel.h"
 #include "callback/callback_server.h"
-#include "core/owner_rights.h"
 #include "core/unanswered.h"
 #include "core/unstable_writes.h"
 #include "core/warm.h"
@@ -82,6 +82,7 @@
 #include "upstream/upstream.h"
 #include "util/mutex.h"
 #include "writeback/conflicts.h"
+#include "writeback/flush_sender.h"
 #include "writeback/flusher.h"
 #include "writeback/local_names.h"
 #include "writeback/namespace_writeback.h"
@@ -489,31 +490,10 @@ class Core {
   uint32_t WriteLocal(const Creds &cr, Key key, NacheOpen *open,
                       uint64_t offset, size_t len, const char *buf,
                       size_t *nwritten, upstream::StableHow *committed);
-  // The flusher's send: one dirty range upstream (Flusher::SendFn).
-  uint32_t FlushRange(Key key, uint64_t offset, const std::string &data,
-                      upstream::StableHow stable, Flusher::Sent *sent);
-  // The flusher's COMMIT of a file (Flusher::CommitFn).
-  uint32_t FlushCommit(Key key, upstream::Verifier *verf, Attrs *after);
-  // Writes [offset, offset+len) to fh with the stability asked, in WRITEs
-  // no bigger than the server takes; *sent (unless null): what the server
-  // said (the attributes after the last WRITE are fetched only then).
-  uint32_t WriteRange(const Creds &cr, const upstream::Fh &fh,
-                      const upstream::StateId &sid, uint64_t offset,
-                      const char *data, size_t len, upstream::StableHow stable,
-                      const char *tag, Flusher::Sent *sent);
-  // The flusher's SETATTR of attributes set locally.
-  uint32_t FlushSetattr(Key key, const Attrs &set, Attrs *after);
-  // Whether st is the remote's refusal of set, only times, on a directory:
-  // given up (the remote's times stand), never retried.
-  bool RefusedDirectoryTimes(Key key, const Attrs &set, uint32_t st);
   // The file with unflushed data known as name in dir, or kNoKey (one
   // look at each dirty file's recorded name: for the rare truncating open
   // by name).
   Key DirtyFileNamed(Key dir, const std::string &name);
-  // A flush send refused by the remote for the permissions of the caller
-  // it is sent as (ACCESS, PERM): counted and logged, naming op, the
-  // object and the uid. Other statuses: nothing.
-  void NoteFlushRefused(const char *op, Key key, const Creds &cr, uint32_t st);
   // An object we just made at the remote (a create, an open that created,
   // a write-back create), with its attributes from the same reply: under
   // nache's own principal (remote_sees_machine), one owned by nobody says
@@ -553,23 +533,6 @@ class Core {
   bool DecidedLocally(Key key) const {
     return NotAtRemote(key) || ServingStale();
   }
-  // The flusher's first step for key (Flusher::PrepareFn): a local object
-  // is created remotely; a directory with entries younger than the flush
-  // age waits (Flusher::kNotYet) when patient.
-  uint32_t PrepareFlush(Key key, bool patient);
-  // Creates regular file name in directory pfh at the remote with one of
-  // the flush open-owners (chosen by key, the object the file is for) and
-  // create mode how, with the ops `more` adds after its GETFH in the same
-  // COMPOUND, then a GETATTR; confirms and closes the open. *rep: that
-  // COMPOUND's reply (its status tells whether the ops after the OPEN
-  // went through); *fh: the file's handle; *deleg: a delegation the OPEN
-  // brought (for the caller's NoteGrant). Returns the OPEN's status.
-  uint32_t CreateClosedFile(
-      const Creds &cr, const upstream::Fh &pfh, const std::string &name,
-      upstream::OpenArgs::Create how, const Attrs &ca, Key key,
-      const std::function<void(upstream::Compound *)> &more,
-      upstream::CompoundReply *rep, upstream::Fh *fh,
-      upstream::Delegation *deleg);
 
   // Lists dir's local entries after cookie (0: all). Their cookies have
   // the top bit set, which no remote backed by a POSIX file system uses
@@ -640,25 +603,19 @@ class Core {
   std::unique_ptr<Flusher> flusher_;                 // null unless write_back
   // Write-through removes and creates that got no answer (unanswered.h).
   UnansweredNames unanswered_;
-  // Write-back's own state (writeback/writeback.h: so far the flush
-  // open-owners, copy names, who each dirty file's flush writes as), and its
-  // view of the cache (core_hosts.h), declared first: it outlives it.
+  // Write-back's components (writeback/), each owning its state and
+  // locks: WriteBack (who each dirty file's flush writes as, the flush
+  // open-owners, the conflict gate); NamespaceWriteBack (the log, local
+  // names, logged creates, removes and renames and their sends; null
+  // unless write_back and single_writer: LocalNamespace()); Conflicts and
+  // FlushSender (the flusher's sends; both null unless write_back). Their
+  // one host (core_hosts.h) is declared first: it outlives them.
   class WriteBackHost;
   std::unique_ptr<WriteBackHost> writeback_host_;
   std::unique_ptr<WriteBack> writeback_;
-  // The write-back of the namespace: the log, its index of local names,
-  // logged creates, removes and renames and their sends
-  // (writeback/namespace_writeback.h); null unless write_back and
-  // single_writer (LocalNamespace()). Its host (core_hosts.h) first: it
-  // outlives it.
-  class NamespaceHost;
-  std::unique_ptr<NamespaceHost> namespace_host_;
   std::unique_ptr<NamespaceWriteBack> namespace_;
-  // Conflicts and lost files found by the flusher (writeback/conflicts.h);
-  // null unless write_back. Its host (core_hosts.h) first.
-  class ConflictsHost;
-  std::unique_ptr<ConflictsHost> conflicts_host_;
   std::unique_ptr<Conflicts> conflicts_;
+  std::unique_ptr<FlushSender> flush_sender_;
   uint8_t boot_verf_[8] = {};  // our write verifier (immutable after Open)
   // Opens lingering after their last local close, by deadline.
   Mutex linger_mu_;

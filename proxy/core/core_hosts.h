@@ -1,11 +1,11 @@
 // The core as its components see it: the Host interfaces through which
 // Delegations (delegations/delegations.h) and Reclaim
 // (delegations/reclaim.h) reach the upstream, the handle map, the cache
-// and the core's opens, locks and writes, WriteBack
-// (writeback/writeback.h) the cache, and NamespaceWriteBack
-// (writeback/namespace_writeback.h) and Conflicts (writeback/conflicts.h)
-// the core's lookups, handles, COMPOUNDs and WRITEs. Private to the core's .cc
-// files (core.h only names these classes).
+// and the core's opens, locks and writes, and the one through which the
+// write-back components (writeback/: WriteBack, NamespaceWriteBack,
+// Conflicts, FlushSender) reach the cache, the core's lookups, handles
+// and COMPOUNDs and the delegation checks. Private to the core's .cc files
+// (core.h only names these classes).
 //
 // Thread safety: as the Host interfaces say; every method here takes only
 // the locks of the core method it calls.
@@ -142,23 +142,25 @@ class Core::ReclaimHost : public Reclaim::Host {
   Core *core_;  // owns us
 };
 
-class Core::WriteBackHost : public WriteBack::Host {
+// Write-back's one view of the core: what WriteBack, NamespaceWriteBack,
+// Conflicts and FlushSender need (each sees only its own Host's part). The
+// sends they share (a closed file's create, WRITEs of a range, a refused
+// send's note) are FlushSender's.
+class Core::WriteBackHost : public WriteBack::Host,
+                            public NamespaceWriteBack::Host,
+                            public Conflicts::Host,
+                            public FlushSender::Host {
  public:
   explicit WriteBackHost(Core *core) : core_(core) {}
 
+  // The cache.
   bool IsDirty(Key key) override { return core_->cache_->IsDirty(key); }
   bool KnownAttrs(Key key, upstream::Attrs *attrs) override {
     return core_->cache_->KnownAttrs(key, attrs);
   }
+  uint32_t StoreFailure() const override { return core_->StoreFailure(); }
 
- private:
-  Core *core_;  // owns us
-};
-
-class Core::NamespaceHost : public NamespaceWriteBack::Host {
- public:
-  explicit NamespaceHost(Core *core) : core_(core) {}
-
+  // The core's own operations, as a client's.
   uint32_t Lookup(const Creds &cr, Key dir, const std::string &name, Key *key,
                   Attrs *attrs) override {
     return core_->Lookup(cr, dir, name, key, attrs);
@@ -173,6 +175,12 @@ class Core::NamespaceHost : public NamespaceWriteBack::Host {
   void PrefetchListing(const Creds &cr, Key dir) override {
     core_->PrefetchListing(cr, dir);
   }
+  void NoteNewObjectOwner(Key key, const Attrs &a) override {
+    core_->NoteNewObjectOwner(key, a);
+  }
+  Key RootKey() const override { return core_->root_key_; }
+
+  // The upstream.
   uint32_t FhOf(Key key, upstream::Fh *fh) override {
     return core_->FhOf(key, fh);
   }
@@ -187,74 +195,51 @@ class Core::NamespaceHost : public NamespaceWriteBack::Host {
     core_->LearnIoLimits();
     return core_->max_write_.load();
   }
-  uint32_t CreateClosedFile(
-      const Creds &cr, const upstream::Fh &pfh, const std::string &name,
-      upstream::OpenArgs::Create how, const Attrs &ca, Key key,
-      const std::function<void(upstream::Compound *)> &more,
-      upstream::CompoundReply *rep, upstream::Fh *fh,
-      upstream::Delegation *deleg) override {
-    return core_->CreateClosedFile(cr, pfh, name, how, ca, key, more, rep, fh,
-                                   deleg);
+  uint64_t Epoch() const override { return core_->up_->epoch(); }
+  uint32_t ConfirmIfAsked(const Creds &cr, const upstream::OpResult &open,
+                          const upstream::Fh &fh, OwnerSlot *owner,
+                          upstream::StateId *sid, upstream::Delegation *deleg)
+      REQUIRES(owner->mu) override {
+    return core_->ConfirmIfAsked(cr, open, fh, owner, sid, {}, deleg);
   }
+
+  // Delegations.
   void NoteGrant(Key key, const upstream::Delegation &d) override {
     core_->delegations_->NoteGrant(key, d);
   }
   void ReturnIfReadDelegated(Key key) override {
     core_->delegations_->ReturnIfReadDelegated(key);
   }
-  void NoteFlushRefused(const char *op, Key key, const Creds &cr,
-                        uint32_t st) override {
-    core_->NoteFlushRefused(op, key, cr, st);
+  bool WriteDelegated(Key key) override {
+    return core_->delegations_->Covers(key, upstream::kShareAccessWrite, 0,
+                                       nullptr);
   }
-  void NoteNewObjectOwner(Key key, const Attrs &a) override {
-    core_->NoteNewObjectOwner(key, a);
+  bool WriteDelegation(Key key, upstream::StateId *sid) override {
+    return core_->delegations_->Covers(key, upstream::kShareAccessWrite, 0,
+                                       sid);
   }
-  uint32_t StoreFailure() const override { return core_->StoreFailure(); }
-  Key RootKey() const override { return core_->root_key_; }
 
- private:
-  Core *core_;  // owns us
-};
-
-class Core::ConflictsHost : public Conflicts::Host {
- public:
-  explicit ConflictsHost(Core *core) : core_(core) {}
-
-  uint32_t FhOf(Key key, upstream::Fh *fh) override {
-    return core_->FhOf(key, fh);
-  }
-  uint32_t Run(upstream::Compound &c, const Creds &cr,
-               upstream::CompoundReply *rep) override {
-    return core_->Run(c, cr, rep);
-  }
-  uint32_t WriteRange(const Creds &cr, const upstream::Fh &fh,
-                      const upstream::StateId &sid, uint64_t offset,
-                      const char *data, size_t len, upstream::StableHow stable,
-                      const char *tag) override {
-    return core_->WriteRange(cr, fh, sid, offset, data, len, stable, tag,
-                             nullptr);
-  }
+  // FlushSender's, for NamespaceWriteBack and Conflicts.
   uint32_t CreateClosedFile(
       const Creds &cr, const upstream::Fh &pfh, const std::string &name,
       upstream::OpenArgs::Create how, const Attrs &ca, Key key,
       const std::function<void(upstream::Compound *)> &more,
       upstream::CompoundReply *rep, upstream::Fh *fh,
       upstream::Delegation *deleg) override {
-    return core_->CreateClosedFile(cr, pfh, name, how, ca, key, more, rep, fh,
-                                   deleg);
+    return core_->flush_sender_->CreateClosedFile(cr, pfh, name, how, ca, key,
+                                                  more, rep, fh, deleg);
   }
-  void NoteGrant(Key key, const upstream::Delegation &d) override {
-    core_->delegations_->NoteGrant(key, d);
-  }
-  bool WriteDelegated(Key key) override {
-    return core_->delegations_->Covers(key, upstream::kShareAccessWrite, 0,
-                                       nullptr);
+  uint32_t WriteRange(const Creds &cr, const upstream::Fh &fh,
+                      const upstream::StateId &sid, uint64_t offset,
+                      const char *data, size_t len, upstream::StableHow stable,
+                      const char *tag) override {
+    return core_->flush_sender_->WriteRange(cr, fh, sid, offset, data, len,
+                                            stable, tag, nullptr);
   }
   void NoteFlushRefused(const char *op, Key key, const Creds &cr,
                         uint32_t st) override {
-    core_->NoteFlushRefused(op, key, cr, st);
+    core_->flush_sender_->NoteRefused(op, key, cr, st);
   }
-  Key RootKey() const override { return core_->root_key_; }
 
  private:
   Core *core_;  // owns us

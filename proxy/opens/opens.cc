@@ -44,30 +44,38 @@ std::shared_ptr<FileOpen> OpenTable::Get(Key key) {
 
 std::shared_ptr<FileOpen> OpenTable::GetOrAdopt(Key key, OwnerSlot *owner) {
   MutexLock g(&mu_);
-  auto &slot = files_[key];
-  if (!slot) {
+  Entry &e = files_[key];
+  if (!e.file) {
     // New: nobody else can hold it yet, so its owner may be chosen freely.
-    slot = std::make_shared<FileOpen>();
-    slot->key = key;
-    slot->owner = owner != nullptr ? owner : OwnerForKey(key);
+    e.file = std::make_shared<FileOpen>();
+    e.file->key = key;
+    e.file->owner = owner != nullptr ? owner : OwnerForKey(key);
   }
-  slot->pins++;
-  return slot;
+  e.pins++;
+  return e.file;
 }
 
 void OpenTable::Unpin(const std::shared_ptr<FileOpen> &f) {
   MutexLock g(&mu_);
-  // With no pin left nobody can be using f, so reading f->open() is safe.
-  if (--f->pins > 0 || f->HoldsUpstreamOpen()) return;
   auto it = files_.find(f->key);
-  if (it != files_.end() && it->second == f) files_.erase(it);
+  // (A pinned file is in the table: it is dropped only unpinned.)
+  if (it == files_.end() || it->second.file != f) return;
+  it->second.pins--;
+  EraseIfIdle(f);
 }
 
 void OpenTable::DropIfIdle(const std::shared_ptr<FileOpen> &f) {
   MutexLock g(&mu_);
-  if (f->pins > 0 || f->HoldsUpstreamOpen()) return;
+  EraseIfIdle(f);
+}
+
+void OpenTable::EraseIfIdle(const std::shared_ptr<FileOpen> &f) {
   auto it = files_.find(f->key);
-  if (it != files_.end() && it->second == f) files_.erase(it);
+  if (it == files_.end() || it->second.file != f) return;
+  // With no pin left nobody can be using f, so reading whether it is open
+  // is safe.
+  if (it->second.pins > 0 || f->HoldsUpstreamOpen()) return;
+  files_.erase(it);
 }
 
 size_t OpenTable::size() const {
@@ -84,7 +92,7 @@ std::vector<std::shared_ptr<FileOpen>> OpenTable::Snapshot() const {
   MutexLock g(&mu_);
   std::vector<std::shared_ptr<FileOpen>> out;
   out.reserve(files_.size());
-  for (const auto &kv : files_) out.push_back(kv.second);
+  for (const auto &kv : files_) out.push_back(kv.second.file);
   return out;
 }
 

@@ -10,12 +10,14 @@
 // lock seqid never spans files.
 //
 // Thread safety (checked by clang's analysis, make check-locks): OpenTable's
-// map is guarded by its mu_; a FileOpen's fields by its owner's mutex
-// (OwnerSlot::mu), which is held across the upstream call, except pins
-// (OpenTable::mu_) and the open's stateid, also readable under the
-// FileOpen's own io_mu (see FileOpen). Lock order: OwnerSlot::mu, then
-// FileOpen::io_mu or OpenTable::mu_ (never the reverse, and never two
-// owners at once). No lock of Ganesha's is held by callers here.
+// map and each file's pins are guarded by its mu_; a FileOpen's fields by
+// its owner's mutex (OwnerSlot::mu), which is held across the upstream
+// call, but key and owner (set once, before the FileOpen is shared) and
+// the open itself (open, stateid, epoch), guarded by the FileOpen's own
+// io_mu and written only with owner->mu held too (see FileOpen). Lock
+// order: OwnerSlot::mu, then OpenTable::mu_, then FileOpen::io_mu (never
+// the reverse, and never two owners at once). No lock of Ganesha's is held
+// by callers here.
 #pragma once
 
 #include <chrono>
@@ -75,19 +77,30 @@ struct LockOwnerState {
 
 // The upstream open of one file. Its fields are guarded by owner->mu,
 // held across the upstream call that changes them. The open itself (open,
-// stateid, epoch) is also written under io_mu, through the setters below,
-// so that I/O can read the stateid under io_mu alone (IoStateid) without
-// waiting for an OPEN or CLOSE in progress on the owner.
+// stateid, epoch) is guarded by io_mu and written only through the setters
+// below, which also require owner->mu: so it changes only with the
+// upstream call that changes it, and I/O can read the stateid under io_mu
+// alone (IoStateid) without waiting for an OPEN or CLOSE in progress on
+// the owner. io_mu is a leaf, held for a copy only.
 class FileOpen {
  public:
   Key key = kNoKey;
   OwnerSlot *owner = nullptr;  // fixed at creation
 
-  bool open() const REQUIRES(owner->mu) { return open_; }  // stateid held
-  const upstream::StateId &stateid() const REQUIRES(owner->mu) {
+  // The open as the holder of owner->mu knows it (it cannot change
+  // meanwhile): whether a stateid is held, the stateid, its epoch.
+  bool open() const REQUIRES(owner->mu) EXCLUDES(io_mu) {
+    MutexLock g(&io_mu);
+    return open_;
+  }
+  upstream::StateId stateid() const REQUIRES(owner->mu) EXCLUDES(io_mu) {
+    MutexLock g(&io_mu);
     return stateid_;
   }
-  uint64_t epoch() const REQUIRES(owner->mu) { return epoch_; }
+  uint64_t epoch() const REQUIRES(owner->mu) EXCLUDES(io_mu) {
+    MutexLock g(&io_mu);
+    return epoch_;
+  }
   void SetOpen(const upstream::StateId &sid, uint64_t epoch) REQUIRES(owner->mu)
       EXCLUDES(io_mu) {
     MutexLock g(&io_mu);
@@ -104,11 +117,8 @@ class FileOpen {
     MutexLock g(&io_mu);
     open_ = false;
   }
-  // Under io_mu alone (the setters hold it with owner->mu, so this read
-  // is consistent; the analysis cannot express "either lock"):
-  // the open stateid when f is open under epoch.
-  bool IoStateid(uint64_t epoch, upstream::StateId *sid) const
-      EXCLUDES(io_mu) NO_THREAD_SAFETY_ANALYSIS {
+  // Without owner->mu: the open stateid when f is open under epoch.
+  bool IoStateid(uint64_t epoch, upstream::StateId *sid) const EXCLUDES(io_mu) {
     MutexLock g(&io_mu);
     if (!open_ || epoch_ != epoch) return false;
     *sid = stateid_;
@@ -116,7 +126,7 @@ class FileOpen {
   }
   // Whether an upstream open is held (for the table's bookkeeping, which
   // holds no owner mutex).
-  bool HoldsUpstreamOpen() const EXCLUDES(io_mu) NO_THREAD_SAFETY_ANALYSIS {
+  bool HoldsUpstreamOpen() const EXCLUDES(io_mu) {
     MutexLock g(&io_mu);
     return open_;
   }
@@ -146,7 +156,6 @@ class FileOpen {
   uint32_t n_deny_read GUARDED_BY(owner->mu) = 0;
   uint32_t n_deny_write GUARDED_BY(owner->mu) = 0;
   uint32_t n_local GUARDED_BY(owner->mu) = 0;  // local opens in all
-  int pins = 0;  // users between Get and Unpin (OpenTable::mu_)
   // When the last local close left the upstream open lingering: the time
   // its CLOSE is due.
   std::chrono::steady_clock::time_point linger_until GUARDED_BY(owner->mu);
@@ -176,10 +185,10 @@ class FileOpen {
   }
 
  private:
-  mutable Mutex io_mu;  // with owner->mu, to write the three below
-  bool open_ GUARDED_BY(owner->mu) = false;
-  upstream::StateId stateid_ GUARDED_BY(owner->mu);
-  uint64_t epoch_ GUARDED_BY(owner->mu) = 0;  // upstream epoch of stateid_
+  mutable Mutex io_mu;                   // guards the three below (a leaf)
+  bool open_ GUARDED_BY(io_mu) = false;  // an upstream open is held
+  upstream::StateId stateid_ GUARDED_BY(io_mu);  // its stateid
+  uint64_t epoch_ GUARDED_BY(io_mu) = 0;         // upstream epoch of stateid_
 };
 
 class OpenTable {
@@ -226,11 +235,19 @@ class OpenTable {
  private:
   OwnerSlot *PickOwner(size_t start);
 
+  // A file in the table and its pins (users between Get and Unpin).
+  struct Entry {
+    std::shared_ptr<FileOpen> file;
+    int pins = 0;
+  };
+
   std::unique_ptr<OwnerSlot[]> owners_;  // immutable array, slots own locks
   int n_owners_;
   std::function<uint64_t()> epoch_;  // immutable
   mutable Mutex mu_;
-  std::unordered_map<Key, std::shared_ptr<FileOpen>> files_ GUARDED_BY(mu_);
+  std::unordered_map<Key, Entry> files_ GUARDED_BY(mu_);
+  // Drops f's entry when nobody pins it and it holds no upstream open.
+  void EraseIfIdle(const std::shared_ptr<FileOpen> &f) REQUIRES(mu_);
 };
 
 }  // namespace nache

@@ -30,6 +30,7 @@
 #include "metrics/metrics.h"
 #include "upstream/compound.h"
 #include "upstream/types.h"
+#include "writeback/remote.h"
 #include "writeback/writeback.h"
 
 namespace nache {
@@ -40,24 +41,18 @@ class Conflicts {
   using Attrs = upstream::Attrs;
 
   // What conflict handling needs of the core.
-  class Host {
+  // (The remote handle of an object and running a COMPOUND: the base's.)
+  class Host : public WriteBackRemote {
    public:
-    virtual ~Host() = default;
-    // The remote filehandle of key, or NFS4ERR_STALE (a local object is
-    // created remotely first).
-    virtual uint32_t FhOf(Key key, upstream::Fh *fh) = 0;
-    // Sends c as cr; the compound's NFS status.
-    virtual uint32_t Run(upstream::Compound &c, const Creds &cr,
-                         upstream::CompoundReply *rep) = 0;
     // Writes [offset, offset+len) to fh with sid and the stability asked,
-    // in WRITEs no bigger than the server takes (Core::WriteRange).
+    // in WRITEs no bigger than the server takes (FlushSender::WriteRange).
     virtual uint32_t WriteRange(const Creds &cr, const upstream::Fh &fh,
                                 const upstream::StateId &sid, uint64_t offset,
                                 const char *data, size_t len,
                                 upstream::StableHow stable,
                                 const char *tag) = 0;
     // Creates regular file name in pfh with one of the flush open-owners
-    // (chosen by key), closed at once (Core::CreateClosedFile).
+    // (chosen by key), closed at once (FlushSender::CreateClosedFile).
     virtual uint32_t CreateClosedFile(
         const Creds &cr, const upstream::Fh &pfh, const std::string &name,
         upstream::OpenArgs::Create how, const Attrs &ca, Key key,

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "core/owner_rights.h"
+#include "access/owner_rights.h"
 #include "nache/nache.h"
 #include "util/log.h"
 #include "util/parallel.h"

@@ -66,6 +66,7 @@
 #include "util/mutex.h"
 #include "writeback/local_names.h"
 #include "writeback/oplog.h"
+#include "writeback/remote.h"
 #include "writeback/writeback.h"
 
 namespace nache {
@@ -75,10 +76,11 @@ class NamespaceWriteBack {
   using Creds = upstream::Creds;
   using Attrs = upstream::Attrs;
 
-  // What the namespace's write-back needs of the core.
-  class Host {
+  // What the namespace's write-back needs of the core (and the remote
+  // handle of an object, through which a local one is created remotely
+  // first, back into CreateRemotely, and running a COMPOUND: the base's).
+  class Host : public WriteBackRemote {
    public:
-    virtual ~Host() = default;
     // The core's own operations, answered for cr as for a client: a name
     // in a directory (local names included), attributes, access.
     virtual uint32_t Lookup(const Creds &cr, Key dir, const std::string &name,
@@ -88,20 +90,13 @@ class NamespaceWriteBack {
                             uint32_t *allowed) = 0;
     // Reads dir's whole listing into the cache (when it can be kept).
     virtual void PrefetchListing(const Creds &cr, Key dir) = 0;
-    // The remote filehandle of key, or NFS4ERR_STALE (also for an object
-    // removed here); a local object is created remotely first (back into
-    // CreateRemotely). FhOfAny: also for an object removed here.
-    virtual uint32_t FhOf(Key key, upstream::Fh *fh) = 0;
+    // FhOf, also for an object removed here.
     virtual uint32_t FhOfAny(Key key, upstream::Fh *fh) = 0;
-    // Sends c as cr; the compound's NFS status (transport failures are
-    // NFS4ERR_DELAY).
-    virtual uint32_t Run(upstream::Compound &c, const Creds &cr,
-                         upstream::CompoundReply *rep) = 0;
     // The largest WRITE the server takes (learnt first when not known).
     virtual uint32_t MaxWrite() = 0;
     // Creates regular file name in pfh with one of the flush open-owners
     // (chosen by key), the ops `more` adds after its GETFH, then a
-    // GETATTR; confirms and closes the open (Core::CreateClosedFile).
+    // GETATTR; confirms and closes the open (FlushSender::CreateClosedFile).
     virtual uint32_t CreateClosedFile(
         const Creds &cr, const upstream::Fh &pfh, const std::string &name,
         upstream::OpenArgs::Create how, const Attrs &ca, Key key,

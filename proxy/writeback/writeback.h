@@ -11,8 +11,8 @@
 // The namespace's write-back (the log, local names, logged removes and
 // renames, and their lock) is NamespaceWriteBack's
 // (namespace_writeback.h); the conflict checks and copies are
-// Conflicts' (conflicts.h). Still in Core (core_writeback.cc): the local
-// write and the flusher's sends.
+// Conflicts' (conflicts.h); the flusher's sends are FlushSender's
+// (flush_sender.h). Still in Core (core_writeback.cc): the local write.
 //
 // What it needs of the rest is narrow: the store (persisted writers) and,
 // through Host, the cache's dirty mark and known attributes.

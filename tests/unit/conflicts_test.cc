@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "temp_dir.h"
+#include "writeback_fixture.h"
 
 namespace nache {
 namespace {
 
+using testing_util::ObjectAttrs;
 using upstream::Attrs;
 using upstream::Compound;
 using upstream::CompoundReply;
@@ -90,30 +92,11 @@ class FakeCore : public Conflicts::Host, public WriteBack::Host {
   std::vector<std::string> written;  // data written into them
 };
 
-Attrs ObjectAttrs(Key key, FileType type, uint64_t change) {
-  Attrs a;
-  a.mask = upstream::kAttrsObject;
-  a.type = type;
-  a.mode = type == FileType::kDir ? 0777 : 0644;
-  a.nlink = type == FileType::kDir ? 2 : 1;
-  a.fileid = key;
-  a.change = change;
-  a.size = 0;
-  return a;
-}
-
 class ConflictsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string err;
-    store_ = Store::Open(dir_.path() + "/db", &err);
-    ASSERT_TRUE(store_) << err;
-    CacheOptions o;
-    o.size_bytes = 1 << 20;
-    o.block_size = 4096;
-    o.attr_timeout_ms = 60000;
-    cache_.reset(new Cache(store_.get(), o, nullptr));
-    handles_.reset(new HandleMap(store_.get()));
+    ASSERT_NO_FATAL_FAILURE(testing_util::OpenWriteBackStore(
+        dir_.path(), &store_, &cache_, &handles_));
     core_.cache = cache_.get();
     core_.handles = handles_.get();
     wb_.reset(new WriteBack(store_.get(), &core_));

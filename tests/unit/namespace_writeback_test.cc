@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "temp_dir.h"
+#include "writeback_fixture.h"
 
 namespace nache {
 namespace {
@@ -160,15 +161,8 @@ class NamespaceWriteBackTest : public ::testing::Test {
     cache_.reset();
     handles_.reset();
     store_.reset();
-    std::string err;
-    store_ = Store::Open(dir_.path() + "/db", &err);
-    ASSERT_TRUE(store_) << err;
-    CacheOptions o;
-    o.size_bytes = 1 << 20;
-    o.block_size = 4096;
-    o.attr_timeout_ms = 60000;
-    cache_.reset(new Cache(store_.get(), o, nullptr));
-    handles_.reset(new HandleMap(store_.get()));
+    ASSERT_NO_FATAL_FAILURE(testing_util::OpenWriteBackStore(
+        dir_.path(), &store_, &cache_, &handles_));
     core_.cache = cache_.get();
     core_.handles = handles_.get();
     wb_.reset(new WriteBack(store_.get(), &core_));

@@ -1,9 +1,9 @@
-// The decisions nache makes from an object's owner (core/owner_rights.h):
+// The decisions nache makes from an object's owner (access/owner_rights.h):
 // an owner or group the remote named and nache could not map shows as
 // nobody (65534), and nobody (an office client's root, squashed) gets no
 // owner or group rights from it; the remote's own nobody (65534 by number)
 // keeps them.
-#include "core/owner_rights.h"
+#include "access/owner_rights.h"
 
 #include <gtest/gtest.h>
 

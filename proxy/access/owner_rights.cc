@@ -1,5 +1,5 @@
 // Owner and group rights (see owner_rights.h).
-#include "core/owner_rights.h"
+#include "access/owner_rights.h"
 
 #include <algorithm>
 

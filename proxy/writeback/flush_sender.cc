@@ -1,0 +1,241 @@
+// The flusher's sends (see flush_sender.h).
+#include "writeback/flush_sender.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "nache/nache.h"
+#include "util/log.h"
+
+namespace nache {
+
+using upstream::Compound;
+using upstream::CompoundReply;
+using upstream::Fh;
+using upstream::Op;
+using upstream::OpResult;
+using upstream::StateId;
+
+FlushSender::FlushSender(Cache *cache, WriteBack *writeback,
+                         NamespaceWriteBack *namespace_wb, Conflicts *conflicts,
+                         metrics::ExportMetrics *metrics, Host *host,
+                         Options opts)
+    : cache_(cache),
+      writeback_(writeback),
+      namespace_(namespace_wb),
+      conflicts_(conflicts),
+      metrics_(metrics),
+      host_(host),
+      opts_(std::move(opts)) {}
+
+std::unique_ptr<Flusher> FlushSender::NewFlusher(const FlusherOptions &opts) {
+  FlusherOptions o = opts;
+  // WRITEs as big as the remote takes.
+  if (!o.max_send)
+    o.max_send = [this]() -> uint64_t { return host_->MaxWrite(); };
+  return std::unique_ptr<Flusher>(new Flusher(
+      cache_,
+      [this](Key key, uint64_t off, const std::string &data,
+             upstream::StableHow stable, Flusher::Sent *sent) {
+        return SendRange(key, off, data, stable, sent);
+      },
+      [this](Key key, upstream::Verifier *verf, Attrs *after) {
+        return Commit(key, verf, after);
+      },
+      [this](Key key, const Attrs &set, Attrs *after) {
+        return Setattr(key, set, after);
+      },
+      o, [this](Key key, bool patient) { return Prepare(key, patient); },
+      [this](Key key) { return conflicts_->SaveLostFile(key); }));
+}
+
+uint32_t FlushSender::Prepare(Key key, bool patient) {
+  if (namespace_) {
+    // Created here: create it remotely first (with its data when small),
+    // its directory before it.
+    if (namespace_->names().IsLocal(key))
+      return namespace_->CreateRemotely(key);
+    // A directory's mtime waits until its local entries are old enough to
+    // be sent (those that die young never are).
+    int64_t newest = namespace_->names().NewestChildTime(key);
+    if (patient && newest != 0 &&
+        int64_t(time(nullptr)) - newest < int64_t(opts_.flush_age_ms / 1000))
+      return Flusher::kNotYet;
+  }
+  return conflicts_->CheckForConflict(key);
+}
+
+uint32_t FlushSender::SendRange(Key key, uint64_t offset,
+                                const std::string &data,
+                                upstream::StableHow stable,
+                                Flusher::Sent *sent) {
+  Fh fh;
+  uint32_t st = host_->FhOf(key, &fh);
+  if (st) return st;
+  // A read delegation of ours, not a write one.
+  host_->ReturnIfReadDelegated(key);
+  Creds cr = writeback_->FlushCreds(key);
+  StateId sid;
+  if (!host_->WriteDelegation(key, &sid)) sid = StateId::Anonymous();
+  st = WriteRange(cr, fh, sid, offset, data.data(), data.size(), stable,
+                  "flush", sent);
+  NoteRefused("write", key, cr, st);
+  return st;
+}
+
+uint32_t FlushSender::Commit(Key key, upstream::Verifier *verf, Attrs *after) {
+  Fh fh;
+  uint32_t st = host_->FhOf(key, &fh);
+  if (st) return st;
+  Compound c;
+  c.SetTag("flush_commit")
+      .Putfh(fh)
+      .Commit(0, 0)
+      .Getattr(upstream::kAttrsObject);
+  CompoundReply rep;
+  st = host_->Run(c, writeback_->FlushCreds(key), &rep);
+  if (st) return st;
+  *verf = rep.Find(Op::kCommit)->verifier;
+  *after = rep.Find(Op::kGetattr)->attrs;
+  return upstream::kNfs4Ok;
+}
+
+uint32_t FlushSender::Setattr(Key key, const Attrs &set, Attrs *after) {
+  Fh fh;
+  uint32_t st = host_->FhOf(key, &fh);
+  if (st) return st;
+  // A directory's mtime is set after its entries are removed and created
+  // there (that would move it again).
+  if (namespace_ && ((st = namespace_->SendRemovesIn(key)) ||
+                     (st = namespace_->CreateEntriesRemotely(key))))
+    return st;
+  host_->ReturnIfReadDelegated(key);
+  Compound c;
+  c.SetTag("flush_setattr").Putfh(fh);
+  // Nothing to set (an object created here, whose create was all): its
+  // attributes at the remote, to follow from now on.
+  if (set.mask != 0) c.Setattr(StateId::Anonymous(), set);
+  c.Getattr(upstream::kAttrsObject);
+  CompoundReply rep;
+  Creds cr = writeback_->FlushCreds(key);
+  st = host_->Run(c, cr, &rep);
+  if (st == upstream::kNfs4Ok) *after = rep.Find(Op::kGetattr)->attrs;
+  if (RefusedDirectoryTimes(key, set, st))
+    return Setattr(key, Attrs(), after);  // the remote's times stand
+  NoteRefused("setattr", key, cr, st);
+  return st;
+}
+
+bool FlushSender::RefusedDirectoryTimes(Key key, const Attrs &set,
+                                        uint32_t st) {
+  // A directory's times follow from the creates and removes in it, which
+  // the remote applied itself, moving them. Set explicitly they need the
+  // owner's rights (utimes), which the caller they are sent as may lack
+  // (nobody wrote the directory here but to add entries; a squashed root
+  // owns nothing): refused, they would be retried for ever and keep the
+  // directory dirty. Given up instead, logged: nothing a user wrote is in
+  // them.
+  const uint64_t times = upstream::kAttrAtime | upstream::kAttrMtime;
+  Attrs a;
+  if ((st != upstream::kNfs4ErrAccess && st != upstream::kNfs4ErrPerm) ||
+      set.mask == 0 || (set.mask & ~times) != 0 ||
+      !cache_->KnownAttrs(key, &a) || a.type != upstream::FileType::kDir)
+    return false;
+  NACHE_LOG(kLogWarn, kWritebackComponent,
+            "the remote refuses to set the times of directory %llu (%s): "
+            "its own times stand",
+            (unsigned long long)key, nache_status_name(st));
+  return true;
+}
+
+void FlushSender::NoteRefused(const char *op, Key key, const Creds &cr,
+                              uint32_t st) {
+  if (st != upstream::kNfs4ErrAccess && st != upstream::kNfs4ErrPerm) return;
+  metrics_->CountWritebackRefused(op);
+  NACHE_LOG(kLogCrit, kWritebackComponent,
+            "the remote refuses the %s of key %llu, acknowledged here "
+            "earlier, to uid %u gid %u with %zu group(s) (%s): kept, "
+            "retried later",
+            op, (unsigned long long)key, cr.uid, cr.gid, cr.groups.size(),
+            nache_status_name(st));
+}
+
+uint32_t FlushSender::WriteRange(const Creds &cr, const Fh &fh,
+                                 const StateId &sid, uint64_t offset,
+                                 const char *data, size_t len,
+                                 upstream::StableHow stable, const char *tag,
+                                 Flusher::Sent *sent) {
+  const size_t per = std::max<size_t>(4096, host_->MaxWrite());
+  bool first = true;
+  for (size_t done = 0; done < len;) {
+    size_t n = std::min(per, len - done);
+    bool last = done + n == len;
+    Compound c;
+    c.SetTag(tag).Putfh(fh).Write(sid, offset + done, stable, data + done,
+                                  uint32_t(n));
+    if (last && sent) c.Getattr(upstream::kAttrsObject);
+    CompoundReply rep;
+    uint32_t st = host_->Run(c, cr, &rep);
+    if (st) return st;
+    const OpResult &w = *rep.Find(Op::kWrite);
+    if (w.count == 0) return upstream::kNfs4ErrIo;
+    done += w.count;
+    if (!sent) continue;
+    if (uint32_t(w.committed) < uint32_t(sent->committed))
+      sent->committed = w.committed;
+    if (!first && w.verifier != sent->verifier) sent->mixed = true;
+    sent->verifier = w.verifier;
+    first = false;
+    if (last && w.count == n) sent->after = rep.Find(Op::kGetattr)->attrs;
+  }
+  return upstream::kNfs4Ok;
+}
+
+uint32_t FlushSender::CreateClosedFile(
+    const Creds &cr, const Fh &pfh, const std::string &name,
+    upstream::OpenArgs::Create how, const Attrs &ca, Key key,
+    const std::function<void(Compound *)> &more, CompoundReply *rep, Fh *fh,
+    upstream::Delegation *deleg) {
+  // NFSv4.0 creates regular files by OPEN; this one is closed at once
+  // (local opens of the file have their own).
+  OwnerSlot *owner = writeback_->FlushOwner(key);
+  MutexLock og(&owner->mu);
+  uint64_t epoch = host_->Epoch();
+  if (owner->epoch != epoch) {
+    owner->seqid = 0;
+    owner->epoch = epoch;
+    owner->name = opts_.owner_prefix + "-flush" +
+                  std::to_string(writeback_->FlushOwnerIndex(owner));
+  }
+  upstream::OpenArgs a;
+  a.seqid = owner->seqid;
+  a.share_access = upstream::kShareAccessWrite;
+  a.share_deny = upstream::kShareDenyNone;
+  a.owner = owner->name;
+  a.name = name;
+  a.create = how;
+  a.create_attrs = ca;
+  Compound c;
+  c.SetTag("flush_create").Putfh(pfh).Open(a).Getfh();
+  more(&c);
+  c.Getattr(upstream::kAttrsObject);
+  uint32_t st = host_->Run(c, cr, rep);
+  const OpResult *o = rep->Find(Op::kOpen);
+  if (o) OpenTable::AdvanceSeqid(&owner->seqid, o->status);
+  if (!o || o->status) return o ? o->status : st;
+  if (!rep->Find(Op::kGetfh)) return st ? st : upstream::kNfs4ErrServerfault;
+  *fh = rep->Find(Op::kGetfh)->fh;
+  StateId sid = o->stateid;
+  if ((st = host_->ConfirmIfAsked(cr, *o, *fh, owner, &sid, deleg))) return st;
+  Compound cl;
+  cl.SetTag("flush_create_close").Putfh(*fh).Close(owner->seqid, sid);
+  CompoundReply clrep;
+  host_->Run(cl, cr, &clrep);  // a failed CLOSE: the state dies with the lease
+  if (const OpResult *x = clrep.Find(Op::kClose))
+    OpenTable::AdvanceSeqid(&owner->seqid, x->status);
+  return upstream::kNfs4Ok;
+}
+
+}  // namespace nache
