@@ -629,7 +629,15 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
     o->own_changes.clear();
     o->parked.clear();
   } else if (have_pre && known(pre)) {
+    // A SETATTR of ours on a directory, alone and straight after the
+    // change its listing was taken at, changes no entry: the listing
+    // stays (a create in it next is not preceded by a READDIR again).
+    const bool listing_stays = len == 0 && o->listing &&
+                               o->attrs.type == upstream::FileType::kDir &&
+                               o->own_inflight == 0 && o->attrs.change == pre &&
+                               o->listing_change == pre && post.change >= pre;
     ApplyOwnLocked(key, o, post, off, buf, len, &batch);
+    if (listing_stays) o->listing_change = post.change;
     // Parked completions may follow on from this one.
     for (bool progress = true; progress;) {
       progress = false;

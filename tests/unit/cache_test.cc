@@ -903,6 +903,33 @@ TEST_F(CacheTest, OwnDirectoryChangesKeepTheRightsAnswered) {
   EXPECT_FALSE(cache_->CachedAccess(2, Cache::CredId(alice), 0x0c, &allowed));
 }
 
+// A SETATTR of ours on a directory (tar sets a new directory's owner and
+// mode) changes no entry: its listing stays. One that did not start from
+// the listing's change does not keep it.
+TEST_F(CacheTest, OwnSetattrOfADirectoryKeepsItsListing) {
+  Attrs dir = FileAttrs(5, 0);
+  dir.type = upstream::FileType::kDir;
+  cache_->Validated(2, dir);
+  cache_->PutListing(2, 5, {{"a", 10, 1}}, cache_->ListingEpoch(2));
+  Attrs after = dir;
+  after.change = 6;
+  after.mode = 0700;
+  cache_->BeginOwnChange(2);
+  cache_->AfterOwnChange(2, true, 5, after);
+  auto l = cache_->Listing(2);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->size(), 1u);
+  // Two of ours in flight at once: which came first is not known here.
+  after.change = 7;
+  Attrs later = dir;
+  later.change = 8;
+  cache_->BeginOwnChange(2);
+  cache_->BeginOwnChange(2);
+  cache_->AfterOwnChange(2, true, 6, after);
+  cache_->AfterOwnChange(2, true, 7, later);
+  EXPECT_FALSE(cache_->Listing(2));
+}
+
 // --- block reader -----------------------------------------------------------
 
 class ReaderTest : public CacheTest {};
