@@ -85,6 +85,7 @@ class GssServer : public PeerSecurity {
   bool Seal(const Reply &reply, const std::string &results,
             std::string *out) override;
 
+  // Contexts kept (made or being made); the owning thread's only.
   size_t contexts() const { return contexts_.size(); }
   // Contexts made with the allowed principal.
   uint64_t established() const { return established_.load(); }
