@@ -137,13 +137,17 @@ wait_for_fd() {
 	return 1
 }
 
-# client_gssd — rpc.gssd for the kernel's RPCSEC_GSS upcalls (pipefs in
-# /run/rpc_pipefs, nfs.conf's pipefs-directory): users' tickets from
-# /tmp/krb5cc_<uid>, root's and the lease's from the guest's keytab.
-# Returns once it watches pipefs (inotify), before anything mounts.
-client_gssd() {
+# gssd — rpc.gssd for the kernel's RPCSEC_GSS upcalls (pipefs in
+# /run/rpc_pipefs, nfs.conf's pipefs-directory): on a client, users'
+# tickets from /tmp/krb5cc_<uid>, root's and the lease's from the guest's
+# keytab; on the knfsd server, the callback client's (knfsd calls an
+# NFSv4.0 client back under the flavour of its SETCLIENTID, as its own
+# nfs/ principal from the keytab). Returns once it watches pipefs
+# (inotify), before anything mounts.
+gssd() {
 	mkdir -p /run/rpc_pipefs
-	mount -t rpc_pipefs sunrpc /run/rpc_pipefs || fail "rpc_pipefs"
+	mountpoint -q /run/rpc_pipefs ||
+		mount -t rpc_pipefs sunrpc /run/rpc_pipefs || fail "rpc_pipefs"
 	rpc.gssd -f -v -k "$LAB_GUEST_KRB5_KEYTAB" \
 		>"$LAB_DIR/logs/$LAB_GUEST_NAME.gssd.log" 2>&1 &
 	wait_for_fd $! inotify || fail "rpc.gssd did not start"
@@ -223,7 +227,7 @@ client)
 		rpcbind -w || fail "rpcbind"
 		rpc.statd --no-notify || fail "rpc.statd"
 	fi
-	[ -z "${LAB_GUEST_KRB5_DIR:-}" ] || client_gssd
+	[ -z "${LAB_GUEST_KRB5_DIR:-}" ] || gssd
 	;;
 router)
 	sysctl -qw net.ipv4.ip_forward=1
@@ -258,7 +262,7 @@ knfsd)
 	mount -t rpc_pipefs sunrpc /run/rpc_pipefs &&
 		nfsdcld -s "$LAB_KNFSD_CLD_DIR" ||
 		log "nfsdcld failed (grace period will run)"
-	[ -z "${LAB_GUEST_KRB5_DIR:-}" ] || knfsd_svcgssd
+	[ -z "${LAB_GUEST_KRB5_DIR:-}" ] || { knfsd_svcgssd && gssd; }
 	rpcbind -w || log "rpcbind failed (continuing)"
 	# LAB_KNFSD_MANAGE_GIDS: empty keeps the host's nfs.conf; y or n.
 	mountd_opts=()

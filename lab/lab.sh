@@ -1776,6 +1776,9 @@ _lab_krb5_write_hosts() {
 	{
 		printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n'
 		printf '%s\t%s\n' "$LAB_NACHE_ADDR" "$LAB_NACHE_HOSTNAME"
+		# nache's WAN side too (after its LAN side, which the name resolves
+		# to): knfsd's rpc.gssd names the NFSv4.0 callback address it calls.
+		printf '%s\t%s\n' "$LAB_NACHE_WAN_ADDR" "$LAB_NACHE_HOSTNAME"
 		printf '%s\tproxyv4.%s\n' "$LAB_PROXYV4_ADDR" "$d"
 		printf '%s\t%s kdc.%s\n' "$LAB_REMOTE_ADDR" "$LAB_REMOTE_HOSTNAME" "$d"
 		printf '%s\t%s lab-knfsd\n' "$LAB_KNFSD_ADDR" "$LAB_KNFSD_HOSTNAME"

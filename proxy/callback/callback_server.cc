@@ -110,6 +110,7 @@ std::unique_ptr<CallbackServer> CallbackServer::Start(
     return nullptr;
   }
   s->port_ = ntohs(sa.sin_port);
+  if (opts.gss.new_acceptor) s->gss_.reset(new rpc::GssServer(opts.gss));
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (s->wake_fd_ < 0) {
     *err = std::string("eventfd: ") + std::strerror(errno);
@@ -119,11 +120,14 @@ std::unique_ptr<CallbackServer> CallbackServer::Start(
     MutexLock lk(&s->stop_mu_);  // (no Stop yet: for the analysis)
     s->thread_ = std::thread([srv = s.get()] { srv->Loop(); });
   }
-  nache_log(kLogInfo, kComponent,
-            "listening on %s:%u for program 0x%x version %d, %zu allowed "
-            "peer(s)",
-            s->address_.c_str(), unsigned(s->port_), unsigned(opts.program),
-            kCbVersion, s->allowed_.size());
+  nache_log(
+      kLogInfo, kComponent,
+      "listening on %s:%u for program 0x%x version %d, %zu allowed "
+      "peer(s), %s",
+      s->address_.c_str(), unsigned(s->port_), unsigned(opts.program),
+      kCbVersion, s->allowed_.size(),
+      s->gss_ ? ("RPCSEC_GSS only, from " + opts.gss.allowed_principal).c_str()
+              : "AUTH_SYS or AUTH_NONE");
   return s;
 }
 
@@ -210,6 +214,7 @@ void CallbackServer::AcceptAll() {
     }
     Conn c{std::make_unique<rpc::Transport>(fd, kMaxRecord), peer};
     c.rpc->set_max_queued(kMaxQueued);
+    c.rpc->SetPeerSecurity(gss_.get());
     c.rpc->SetCallHandler([this, peer](const rpc::PeerCall &call, XdrIn *args,
                                        std::string *results) {
       return Serve(peer, call, args, results);
@@ -228,6 +233,16 @@ ReplyStatus CallbackServer::Serve(const std::string &peer,
               peer.c_str(), unsigned(call.prog), unsigned(call.vers),
               rpc::ReplyStatusName(program));
     return program;
+  }
+  // Only the flavour we asked for (our SETCLIENTID's): a Kerberos
+  // remote's callbacks come under RPCSEC_GSS, and a call under AUTH_SYS
+  // then is not the remote's.
+  if (gss_ && call.cred_flavor != rpc::kAuthRpcsecGss) {
+    weak_calls_.fetch_add(1);
+    nache_log(kLogWarn, kComponent,
+              "%s: a call under flavour %u refused: RPCSEC_GSS only",
+              peer.c_str(), unsigned(call.cred_flavor));
+    return ReplyStatus::kAuthError;
   }
   if (call.proc != kCbProcNull && call.proc != kCbProcCompound)
     return ReplyStatus::kProcUnavail;

@@ -12,6 +12,12 @@
 // that is neither call nor reply) is closed alone. The handler runs on that
 // thread and must not block. Other threads only Start()/Stop() the service
 // and read its counters.
+//
+// Security: as the remote calls us back under the flavour of our
+// SETCLIENTID, the service accepts either AUTH_SYS and AUTH_NONE (a remote
+// spoken to with AUTH_SYS), or only RPCSEC_GSS (CallbackOptions::gss set:
+// a Kerberos remote), whose contexts rpc::GssServer makes and checks; a
+// call under another flavour is then refused (AUTH_ERROR, AUTH_TOOWEAK).
 #pragma once
 
 #include <atomic>
@@ -23,6 +29,7 @@
 
 #include "callback/cb_ops.h"
 #include "rpc/rpc_transport.h"
+#include "rpc/rpcsec_gss_server.h"
 #include "rpc/xdr.h"
 #include "util/mutex.h"
 
@@ -45,6 +52,9 @@ struct CallbackOptions {
   std::vector<std::string> allowed_peers;
   // Connections kept at once; one more is closed at accept.
   size_t max_connections = 64;
+  // RPCSEC_GSS only, with these contexts (gss.new_acceptor set: the
+  // remote is spoken to under Kerberos); unset: AUTH_SYS and AUTH_NONE.
+  rpc::GssServerOptions gss;
 };
 
 class CallbackServer {
@@ -67,6 +77,10 @@ class CallbackServer {
   // Calls to our program and version (those the handler sees).
   uint64_t calls() const { return calls_.load(); }
   uint64_t rejected() const { return rejected_.load(); }  // peers refused
+  // Calls refused for their flavour (not RPCSEC_GSS while gss is set).
+  uint64_t weak_calls() const { return weak_calls_.load(); }
+  // The RPCSEC_GSS side (gss set), else null; its counters may be read.
+  const rpc::GssServer *gss() const { return gss_.get(); }
 
  private:
   struct Conn {
@@ -95,7 +109,10 @@ class CallbackServer {
   std::thread thread_ GUARDED_BY(stop_mu_);  // the service thread
   std::atomic<uint64_t> calls_{0};           // written by the thread only
   std::atomic<uint64_t> rejected_{0};        // written by the thread only
-  std::vector<Conn> conns_;                  // service thread only
+  std::atomic<uint64_t> weak_calls_{0};      // written by the thread only
+  // Set before the thread starts (opts_.gss), then the thread's only.
+  std::unique_ptr<rpc::GssServer> gss_;
+  std::vector<Conn> conns_;  // service thread only
 };
 
 }  // namespace callback

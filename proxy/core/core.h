@@ -578,6 +578,9 @@ class Core {
   // Starts the callback service when configured; false with *err when it
   // cannot listen. Fills the address to advertise in *uaddr.
   bool StartCallbackService(std::string *uaddr, std::string *err);
+  // The callback service's RPCSEC_GSS side (NFSv4.0 to a Kerberos
+  // remote): nache's keytab as acceptor, the remote's principal allowed.
+  bool CallbackGss(rpc::GssServerOptions *o, std::string *err);
 
   // core_nfs42.cc: whether the session speaks NFSv4.2; the file's
   // unflushed data sent first, and its flushing owned by *owned while the

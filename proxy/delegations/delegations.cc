@@ -124,6 +124,7 @@ bool Delegations::StartCallbacks(const CallbackConfig &cfg, std::string *uaddr,
               cfg.upstream_server.c_str());
     o.allowed_peers.push_back("0.0.0.0");
   }
+  o.gss = cfg.gss;
   cb_server_ = callback::CallbackServer::Start(o, glue_.get(), err);
   if (!cb_server_) return false;
   *uaddr = cb_server_->uaddr();

@@ -89,6 +89,9 @@ class Delegations {
     std::string address;          // NFSv4.0: our callback service's address
     uint32_t port = 0;            // and port (0: no delegations)
     std::string upstream_server;  // the only peer the service accepts
+    // NFSv4.0 to a Kerberos remote: its callbacks come under RPCSEC_GSS,
+    // and only those are accepted (callback_server.h); unset: AUTH_SYS.
+    rpc::GssServerOptions gss;
   };
 
   // host and metrics outlive this.

@@ -354,6 +354,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Name("nache_delegation_recalls_total")
                   .Help("CB_RECALLs received from the upstream server")
                   .Register(r);
+  cb_gss_contexts_ =
+      &prometheus::BuildCounter()
+           .Name("nache_callback_gss_contexts_total")
+           .Help(
+               "RPCSEC_GSS contexts made with the NFSv4.0 callback service: "
+               "accepted (the remote's principal) or refused (any other)")
+           .Register(r);
   local_locks_ = &prometheus::BuildCounter()
                       .Name("nache_delegation_local_locks_total")
                       .Help(
@@ -592,6 +599,8 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->deleg_granted_read_ = &deleg_granted_->Add(with("type", "read"));
   e->deleg_granted_write_ = &deleg_granted_->Add(with("type", "write"));
   e->recalls_ = &recalls_->Add(ex);
+  e->cb_gss_contexts_[0] = &cb_gss_contexts_->Add(with("result", "accepted"));
+  e->cb_gss_contexts_[1] = &cb_gss_contexts_->Add(with("result", "refused"));
   e->local_locks_ = &local_locks_->Add(ex);
   e->conflicts_ = &conflicts_->Add(ex);
   e->flush_waits_ = &flush_waits_->Add(ex);

@@ -174,6 +174,11 @@ class ExportMetrics {
   }
   // A CB_RECALL received.
   void CountRecall() { recalls_->Increment(); }
+  // An RPCSEC_GSS context made with our NFSv4.0 callback service, kept
+  // (its initiator is the remote's principal) or refused (any other).
+  void CountCallbackGssContext(bool refused) {
+    cb_gss_contexts_[refused ? 1 : 0]->Increment();
+  }
   // A byte-range lock granted here under our write delegation.
   void CountLocalLock() { local_locks_->Increment(); }
   // Write-back namespace: a create kept local, sent to the remote later, or
@@ -332,6 +337,8 @@ class ExportMetrics {
   prometheus::Gauge *dirty_bytes_ = nullptr;   // nache_dirty_bytes
   prometheus::Gauge *flush_lag_ = nullptr;     // nache_flush_lag_seconds
   prometheus::Counter *recalls_ = nullptr;     // nache_delegation_recalls_total
+  // nache_callback_gss_contexts_total{result="accepted"|"refused"}
+  std::array<prometheus::Counter *, 2> cb_gss_contexts_{};
   prometheus::Counter *local_locks_ = nullptr;  // ..._local_locks_total
   prometheus::Counter *conflicts_ = nullptr;  // nache_writeback_conflicts_total
   prometheus::Counter *flush_waits_ = nullptr;  // ..._flush_waits_total
@@ -434,6 +441,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge> *deleg_held_ = nullptr;
   prometheus::Family<prometheus::Counter> *deleg_granted_ = nullptr;
   prometheus::Family<prometheus::Counter> *recalls_ = nullptr;
+  prometheus::Family<prometheus::Counter> *cb_gss_contexts_ = nullptr;
   prometheus::Family<prometheus::Counter> *local_locks_ = nullptr;
   prometheus::Family<prometheus::Counter> *conflicts_ = nullptr;
   prometheus::Family<prometheus::Counter> *flush_waits_ = nullptr;

@@ -402,7 +402,101 @@ class KrbCredentialsImpl
   TimePoint expires_ = TimePoint::max();
 };
 
+class KrbAcceptor : public GssAcceptor {
+ public:
+  KrbAcceptor(std::shared_ptr<const KrbAcceptorCredentials> owner,
+              gss_cred_id_t cred)
+      : owner_(std::move(owner)), cred_(cred) {}
+  ~KrbAcceptor() override {
+    OM_uint32 m;
+    if (ctx_ != GSS_C_NO_CONTEXT)
+      gss_delete_sec_context(&m, &ctx_, GSS_C_NO_BUFFER);
+  }
+  Step Next(const std::string &in, std::string *out,
+            std::string *err) override {
+    OM_uint32 major, minor, m, flags = 0;
+    gss_buffer_desc in_tok = Buffer(in.data(), in.size());
+    gss_buffer_desc out_tok = GSS_C_EMPTY_BUFFER;
+    gss_name_t src = GSS_C_NO_NAME;
+    major = gss_accept_sec_context(&minor, &ctx_, cred_, &in_tok,
+                                   GSS_C_NO_CHANNEL_BINDINGS, &src, nullptr,
+                                   &out_tok, &flags, nullptr, nullptr);
+    out->clear();
+    if (out_tok.length) Take(&out_tok, out);
+    if (GSS_ERROR(major)) {
+      *err = GssError("gss_accept_sec_context", major, minor);
+      if (src != GSS_C_NO_NAME) gss_release_name(&m, &src);
+      return Step::kFailed;
+    }
+    if (src != GSS_C_NO_NAME) {
+      gss_buffer_desc text = GSS_C_EMPTY_BUFFER;
+      if (!GSS_ERROR(gss_display_name(&minor, src, &text, nullptr)))
+        Take(&text, &peer_);
+      gss_release_name(&m, &src);
+    }
+    if (major & GSS_S_CONTINUE_NEEDED) return Step::kContinue;
+    if (!(flags & GSS_C_INTEG_FLAG)) {
+      *err = "the context offers no integrity";
+      return Step::kFailed;
+    }
+    return Step::kComplete;
+  }
+  std::string peer() const override { return peer_; }
+  std::unique_ptr<GssContext> TakeContext() override {
+    std::unique_ptr<GssContext> c(new KrbContext(ctx_));
+    ctx_ = GSS_C_NO_CONTEXT;
+    return c;
+  }
+
+ private:
+  std::shared_ptr<const KrbAcceptorCredentials> owner_;  // keeps cred_
+  gss_cred_id_t cred_;
+  gss_ctx_id_t ctx_ = GSS_C_NO_CONTEXT;
+  std::string peer_;  // the initiator's principal, once known
+};
+
+class KrbAcceptorCredentialsImpl
+    : public KrbAcceptorCredentials,
+      public std::enable_shared_from_this<KrbAcceptorCredentialsImpl> {
+ public:
+  ~KrbAcceptorCredentialsImpl() override {
+    OM_uint32 m;
+    if (cred_ != GSS_C_NO_CREDENTIAL) gss_release_cred(&m, &cred_);
+  }
+  bool Init(const std::string &keytab, const std::string &principal,
+            std::string *err) {
+    Name me;
+    if (!principal.empty() && !me.Import(principal, false, err)) return false;
+    gss_key_value_element_desc elems[1] = {{"keytab", keytab.c_str()}};
+    gss_key_value_set_desc store = {1, elems};
+    gss_OID_set_desc mechs = {1, gss_mech_krb5};
+    OM_uint32 major, minor;
+    major =
+        gss_acquire_cred_from(&minor, me.get(), GSS_C_INDEFINITE, &mechs,
+                              GSS_C_ACCEPT, &store, &cred_, nullptr, nullptr);
+    if (!GSS_ERROR(major)) return true;
+    cred_ = GSS_C_NO_CREDENTIAL;
+    *err =
+        GssError(("keytab " + keytab + " (to accept)").c_str(), major, minor);
+    return false;
+  }
+  std::unique_ptr<GssAcceptor> NewAcceptor() override {
+    return std::unique_ptr<GssAcceptor>(
+        new KrbAcceptor(shared_from_this(), cred_));
+  }
+
+ private:
+  gss_cred_id_t cred_ = GSS_C_NO_CREDENTIAL;  // set by Init, then read-only
+};
+
 }  // namespace
+
+std::shared_ptr<KrbAcceptorCredentials> KrbAcceptorCredentials::Acquire(
+    const std::string &keytab, const std::string &principal, std::string *err) {
+  auto c = std::make_shared<KrbAcceptorCredentialsImpl>();
+  if (!c->Init(keytab, principal, err)) return nullptr;
+  return c;
+}
 
 std::shared_ptr<KrbCredentials> KrbCredentials::Acquire(const KrbOptions &o,
                                                         std::string *err,

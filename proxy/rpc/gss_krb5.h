@@ -23,6 +23,7 @@
 #include <string>
 
 #include "rpc/rpcsec_gss.h"
+#include "rpc/rpcsec_gss_server.h"
 
 namespace nache {
 namespace rpc {
@@ -83,6 +84,24 @@ class KrbCredentials : public GssCredentials {
   // tickets' end for impersonated ones (then impersonate again),
   // TimePoint::max() for the keytab's (the library renews them).
   virtual TimePoint expires() const = 0;
+};
+
+// nache's keys from its keytab, as an acceptor: the contexts a peer makes
+// with us (the remote calling our NFSv4.0 callback service back under
+// RPCSEC_GSS: rpcsec_gss_server.h). No KDC is asked: accepting needs only
+// the keys (and the replay cache MIT keeps, as Ganesha's own acceptor
+// does). Thread safety: NewAcceptor may be called from any thread; each
+// acceptor, and its context, belongs to the thread that drives it.
+class KrbAcceptorCredentials {
+ public:
+  // keytab: absolute path. principal: ours ("nfs/box.example.org@REALM"),
+  // the only one whose tickets are taken; empty: any the keytab holds.
+  // Null with *err when the keytab or the name is unusable.
+  static std::shared_ptr<KrbAcceptorCredentials> Acquire(
+      const std::string &keytab, const std::string &principal,
+      std::string *err);
+  virtual ~KrbAcceptorCredentials() = default;
+  virtual std::unique_ptr<GssAcceptor> NewAcceptor() = 0;
 };
 
 }  // namespace rpc

@@ -24,6 +24,7 @@ constexpr uint32_t kRpcVersion = 2;
 constexpr uint32_t kMsgCall = 0, kMsgReply = 1;
 constexpr uint32_t kMsgAccepted = 0, kMsgDenied = 1;
 constexpr uint32_t kAuthNone = 0, kAuthSys = 1;
+constexpr uint32_t kAuthBadCred = 1, kAuthTooWeak = 5;  // auth_stat
 constexpr uint32_t kMaxAuthBytes = 400;
 constexpr uint32_t kAcceptSuccess = 0, kAcceptProgUnavail = 1,
                    kAcceptProgMismatch = 2, kAcceptProcUnavail = 3,
@@ -68,6 +69,29 @@ size_t PutCallHeader(XdrOut *x, uint32_t xid, uint32_t prog, uint32_t vers,
   x->U32(vers);
   x->U32(proc);
   return hdr;
+}
+
+// MSG_DENIED, AUTH_ERROR with auth_stat.
+void PutDenied(XdrOut *x, uint32_t auth_stat) {
+  x->U32(kMsgDenied);
+  x->U32(kRejectAuthError);
+  x->U32(auth_stat);
+}
+
+// An accepted reply's status and, for a success and PROG_MISMATCH, what
+// the handler made of it (the verifier is written already). A success too
+// large to send is SYSTEM_ERR; a PROG_MISMATCH without its two versions
+// is too.
+void PutAccepted(XdrOut *x, ReplyStatus *st, const std::string &results,
+                 size_t max_record) {
+  // (The record so far, its marker, the status and the results.)
+  if (*st == ReplyStatus::kOk && x->pos() + results.size() > max_record)
+    *st = ReplyStatus::kSystemErr;
+  if (*st == ReplyStatus::kProgMismatch && results.size() != 8)
+    *st = ReplyStatus::kSystemErr;
+  x->U32(AcceptStatOf(*st));
+  if (*st == ReplyStatus::kOk || *st == ReplyStatus::kProgMismatch)
+    x->Raw(results);
 }
 
 // SplitMix64's finalizer: every input bit reaches every output bit.
@@ -388,18 +412,20 @@ void Transport::HandleReply(uint32_t xid, XdrIn *in) {
 void Transport::ServePeerCall(uint32_t xid, XdrIn *in) {
   PeerCall c;
   c.xid = xid;
-  uint32_t rpcvers, verf_flavor;
-  const char *body;
-  uint32_t body_len;
+  PeerSecurity::Call sc;
+  sc.call = &c;
+  sc.header = in->pos() - 8;  // the XID and the message type, read
+  uint32_t rpcvers;
   std::string rec(4, '\0');
   XdrOut x(&rec);
   x.U32(xid);
   x.U32(kMsgReply);
   bool parsed = in->U32(&rpcvers) && in->U32(&c.prog) && in->U32(&c.vers) &&
                 in->U32(&c.proc) && in->U32(&c.cred_flavor) &&
-                in->Opaque(&body, &body_len, kMaxAuthBytes) &&
-                in->U32(&verf_flavor) &&
-                in->Opaque(&body, &body_len, kMaxAuthBytes);
+                in->Opaque(&sc.cred, &sc.cred_len, kMaxAuthBytes);
+  if (parsed) sc.header_len = size_t(in->pos() - sc.header);
+  parsed = parsed && in->U32(&sc.verf_flavor) &&
+           in->Opaque(&sc.verf, &sc.verf_len, kMaxAuthBytes);
   if (parsed && rpcvers != kRpcVersion) {
     x.U32(kMsgDenied);
     x.U32(kRejectRpcMismatch);
@@ -408,24 +434,61 @@ void Transport::ServePeerCall(uint32_t xid, XdrIn *in) {
     QueueRecord(std::move(rec));
     return;
   }
-  x.U32(kMsgAccepted);
-  x.U32(kAuthNone);  // our verifier
-  x.U32(0);
-  const size_t stat_at = x.pos();
-  x.U32(kAcceptGarbageArgs);
+  if (parsed && c.cred_flavor == kAuthRpcsecGss) {
+    if (ServeSecureCall(sc, in, &rec)) QueueRecord(std::move(rec));
+    return;
+  }
+  ReplyStatus st = ReplyStatus::kGarbageArgs;
+  std::string results;
   if (parsed) {
-    ReplyStatus st = ReplyStatus::kProgUnavail;
-    if (handler_) st = handler_(c, in, &rec);
-    if (st == ReplyStatus::kOk && rec.size() - 4 > max_record_)
-      st = ReplyStatus::kSystemErr;  // results too large to send
-    if (st == ReplyStatus::kProgMismatch && rec.size() != stat_at + 4 + 8)
-      st = ReplyStatus::kSystemErr;  // no mismatch_info to send
-    // Only a success and PROG_MISMATCH carry what the handler appended.
-    if (st != ReplyStatus::kOk && st != ReplyStatus::kProgMismatch)
-      rec.resize(stat_at + 4);
-    x.PatchU32(stat_at, AcceptStatOf(st));
+    st = ReplyStatus::kProgUnavail;
+    if (handler_) st = handler_(c, in, &results);
+  }
+  if (st == ReplyStatus::kAuthError) {
+    PutDenied(&x, kAuthTooWeak);
+  } else {
+    x.U32(kMsgAccepted);
+    x.U32(kAuthNone);  // our verifier
+    x.U32(0);
+    PutAccepted(&x, &st, results, max_record_);
   }
   QueueRecord(std::move(rec));
+}
+
+bool Transport::ServeSecureCall(const PeerSecurity::Call &c, XdrIn *in,
+                                std::string *rec) {
+  XdrOut x(rec);
+  if (peer_security_ == nullptr) {
+    PutDenied(&x, kAuthBadCred);
+    return true;
+  }
+  std::string plain, results;
+  PeerSecurity::Reply reply;
+  XdrIn args = *in;
+  const PeerSecurity::Verdict v =
+      peer_security_->Open(c, &args, &plain, &results, &reply);
+  if (v == PeerSecurity::Verdict::kDrop) return false;
+  if (v == PeerSecurity::Verdict::kDenied) {
+    PutDenied(&x, reply.auth_stat);
+    return true;
+  }
+  x.U32(kMsgAccepted);
+  x.U32(reply.verf_flavor);
+  x.Opaque(reply.verf);
+  ReplyStatus st = v == PeerSecurity::Verdict::kGarbageArgs
+                       ? ReplyStatus::kGarbageArgs
+                       : ReplyStatus::kOk;
+  if (v == PeerSecurity::Verdict::kServe) {
+    std::string raw;
+    st = handler_ ? handler_(*c.call, &args, &raw) : ReplyStatus::kProgUnavail;
+    // Only a success's results are sealed (mismatch_info goes as it is).
+    if (st == ReplyStatus::kOk && !peer_security_->Seal(reply, raw, &results))
+      st = ReplyStatus::kSystemErr;
+    if (st == ReplyStatus::kProgMismatch) results = raw;
+    if (st == ReplyStatus::kAuthError) st = ReplyStatus::kSystemErr;
+  }
+  PutAccepted(&x, &st, results, max_record_);
+  return true;
 }
 
 void Transport::QueueRecord(std::string rec) {

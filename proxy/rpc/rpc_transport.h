@@ -46,7 +46,7 @@ enum class ReplyStatus {
   kGarbageArgs,   // accepted, GARBAGE_ARGS
   kSystemErr,     // accepted, SYSTEM_ERR
   kRpcMismatch,   // denied, RPC_MISMATCH
-  kAuthError,     // denied, AUTH_ERROR
+  kAuthError,     // denied, AUTH_ERROR (a handler's: AUTH_TOOWEAK)
   kBadReply,      // the reply to it did not parse
   kDisconnected,  // the transport failed or closed before a reply came
 };
@@ -58,11 +58,58 @@ const char *ReplyStatusName(ReplyStatus s);
 // still hold with another call's reply.
 uint32_t InitialXid();
 
+// RPCSEC_GSS's flavour number (RFC 2203; rpcsec_gss.h).
+constexpr uint32_t kAuthRpcsecGss = 6;
+
 // A call the peer made to us.
 struct PeerCall {
   uint32_t xid = 0;
   uint32_t prog = 0, vers = 0, proc = 0;
   uint32_t cred_flavor = 0;  // AUTH_NONE 0, AUTH_SYS 1, ...
+};
+
+// The server's side of a call's security beyond AUTH_NONE and AUTH_SYS
+// (RPCSEC_GSS, rpcsec_gss_server.h): it checks a call's credential and
+// verifier, opens its arguments, answers what is its own business (a
+// context's creation and destruction), and seals the results. Used on the
+// transport's thread only; Open and Seal of one call run in one Service.
+class PeerSecurity {
+ public:
+  enum class Verdict {
+    kServe,        // the handler serves the call, *args are its arguments
+    kAnswered,     // *results are the reply's; the handler is not asked
+    kGarbageArgs,  // GARBAGE_ARGS (arguments that do not open)
+    kDrop,         // no reply at all (RFC 2203 5.3.3.1: a replayed call)
+    kDenied,       // MSG_DENIED, AUTH_ERROR with reply->auth_stat
+  };
+  // What the transport read of the call; pointers into its record.
+  struct Call {
+    const PeerCall *call = nullptr;
+    const char *header = nullptr;  // from the XID through the credential
+    size_t header_len = 0;
+    const char *cred = nullptr;  // the credential's body
+    uint32_t cred_len = 0;
+    uint32_t verf_flavor = 0;
+    const char *verf = nullptr;  // the verifier's body
+    uint32_t verf_len = 0;
+  };
+  // The reply Open decided on: its verifier, and what Seal needs.
+  struct Reply {
+    uint32_t verf_flavor = 0;  // AUTH_NONE unless Open says otherwise
+    std::string verf;          // the verifier's body
+    uint32_t auth_stat = 0;    // kDenied's
+    uint64_t context = 0;      // the security's own: whose call this is
+    uint32_t seq = 0;          // and its sequence number
+    uint32_t service = 0;      // and how its results are sealed
+  };
+  virtual ~PeerSecurity() = default;
+  // *plain: storage for unwrapped arguments (*args then reads from it).
+  virtual Verdict Open(const Call &c, XdrIn *args, std::string *plain,
+                       std::string *results, Reply *reply) = 0;
+  // After the handler succeeded: its results, sealed, appended to *out.
+  // False: they cannot be (the reply is SYSTEM_ERR).
+  virtual bool Seal(const Reply &reply, const std::string &results,
+                    std::string *out) = 0;
 };
 
 // Appends a call's arguments to its record; false: nothing to send.
@@ -100,9 +147,12 @@ class Transport {
   // *results and returns kOk; or appends the lowest and the highest version
   // of the program it serves (two XDR unsigned ints, RFC 5531's
   // mismatch_info) and returns kProgMismatch; or returns kProgUnavail,
-  // kProcUnavail, kGarbageArgs or kSystemErr (nothing appended). args: the
-  // arguments. A call whose header (credential, verifier) does not parse
-  // is answered GARBAGE_ARGS without the handler.
+  // kProcUnavail, kGarbageArgs or kSystemErr (nothing appended), or
+  // kAuthError (refused: AUTH_ERROR, AUTH_TOOWEAK, for a call whose
+  // flavour the service does not accept). args: the arguments. A call
+  // whose header (credential, verifier) does not parse is answered
+  // GARBAGE_ARGS without the handler. An RPCSEC_GSS call goes through the
+  // PeerSecurity first, and without one is refused (AUTH_BADCRED).
   using CallHandler = std::function<ReplyStatus(const PeerCall &, XdrIn *args,
                                                 std::string *results)>;
 
@@ -125,6 +175,9 @@ class Transport {
   // Calls from the peer go to h; without one they are answered
   // PROG_UNAVAIL.
   void SetCallHandler(CallHandler h) { handler_ = std::move(h); }
+  // RPCSEC_GSS calls from the peer go through sec (not owned: it outlives
+  // the transport, and may be shared by transports of one thread).
+  void SetPeerSecurity(PeerSecurity *sec) { peer_security_ = sec; }
 
   // Queues a call (prog, vers, proc) with XDR-encoded args, as auth (null:
   // AUTH_NONE); done runs once with the outcome. Returns the call's XID.
@@ -174,6 +227,9 @@ class Transport {
   bool Parse();
   bool Dispatch(const char *rec, size_t len);
   void ServePeerCall(uint32_t xid, XdrIn *in);
+  // The reply to a peer's call under peer_security_; false: none.
+  bool ServeSecureCall(const PeerSecurity::Call &c, XdrIn *in,
+                       std::string *rec);
   void HandleReply(uint32_t xid, XdrIn *in);
   void QueueRecord(std::string rec);
 
@@ -183,6 +239,7 @@ class Transport {
   // Parse stopped at max_queued_ with input left in in_.
   bool parse_paused_ = false;
   CallHandler handler_;
+  PeerSecurity *peer_security_ = nullptr;  // SetPeerSecurity; not owned
   uint32_t next_xid_;
   // A call waiting for its reply.
   struct Pending {

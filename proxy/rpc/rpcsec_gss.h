@@ -21,8 +21,7 @@
 namespace nache {
 namespace rpc {
 
-// RFC 2203's numbers.
-constexpr uint32_t kAuthRpcsecGss = 6;
+// RFC 2203's numbers (the flavour's, kAuthRpcsecGss: rpc_transport.h).
 enum class GssProc : uint32_t {
   kData = 0,
   kInit = 1,

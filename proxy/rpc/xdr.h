@@ -37,6 +37,8 @@ class XdrOut {
     Fixed(p, n);
   }
   void Opaque(const std::string &s) { Opaque(s.data(), s.size()); }
+  // Bytes already in XDR, as they are.
+  void Raw(const std::string &s) { out_->append(s); }
   // Where the next byte goes (to patch a count written before the items).
   size_t pos() const { return out_->size(); }
   void PatchU32(size_t at, uint32_t v) {

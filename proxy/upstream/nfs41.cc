@@ -122,7 +122,10 @@ void EncodeCreateSession(XdrOut *x, const CreateSessionArgs &a) {
   PutChannelAttrs(x, a.fore);
   PutChannelAttrs(x, a.back);
   x->U32(a.cb_program);
-  x->U32(2);  // csa_sec_parms: AUTH_SYS, then AUTH_NONE
+  // csa_sec_parms: AUTH_SYS, then AUTH_NONE, also under Kerberos: Linux
+  // knfsd refuses RPCSEC_GSS here (NFS4ERR_ENCR_ALG_UNSUPP); the back
+  // channel is our own connection (config/README.md).
+  x->U32(2);
   x->U32(kAuthSys);
   x->U32(0);  // stamp
   x->Opaque(a.cb_machine.data(), std::min<size_t>(a.cb_machine.size(), 255));

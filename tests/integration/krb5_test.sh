@@ -22,6 +22,9 @@ source "$(dirname "$0")/itest.sh"
 # A command stuck in an upcall fails the check instead of the whole run.
 export LAB_CMD_TIMEOUT=60
 export LAB_NACHE_KRB5=1 LAB_REMOTE_KRB5=1
+# knfsd grants no delegation while lockd is in grace (50 s after its boot
+# by default): shorten it, for the callback check.
+export LAB_KNFSD_NLM_GRACE=10
 export LAB_KNFSD_EXPORT_OPTS="rw,fsid=0,no_root_squash,insecure,no_subtree_check,sync,sec=sys:krb5:krb5i:krb5p"
 FLAVOURS="krb5 krb5i krb5p"
 ALICE=1000
@@ -199,13 +202,15 @@ check krb5p_carries_no_file_bytes_in_clear_on_the_office_lan never_in_clear capt
 # and the client's write goes through.
 
 # upstream_nache FLAVOUR [MORE] — nache restarted with Upstream_Sec =
-# FLAVOUR to knfsd (and the export options MORE).
+# FLAVOUR to knfsd (and the export options MORE), in NFSv4.1 (UPSTREAM_MINOR
+# says another minor version).
 upstream_nache() {
 	lab_nache_stop || return 1
 	LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
 		LAB_NACHE_GLOBAL='LOG { COMPONENTS { FSAL = INFO; } }' \
 		lab_nache_start "Upstream_Sec = $1; Upstream_Keytab = \"$LAB_KRB5_NACHE_KEYTAB\";
-		Upstream_Principal = \"$LAB_KRB5_KNFSD_PRINCIPAL\"; Upstream_Minor_Version = 1;
+		Upstream_Principal = \"$LAB_KRB5_KNFSD_PRINCIPAL\";
+		Upstream_Minor_Version = ${UPSTREAM_MINOR:-1};
 		Cache_Reset_On_Upstream_Change = true; ${2:-}"
 }
 
@@ -322,5 +327,70 @@ kdc_down_at_start() {
 	return $rc
 }
 check nache_started_while_the_kdc_is_down_serves_once_it_is_back kdc_down_at_start
+
+# ---------------------------------------------------------------- callbacks
+# NFSv4.0 to a Kerberos remote: knfsd calls nache back under the flavour
+# and principal of nache's SETCLIENTID (rpc.gssd in the knfsd guest makes
+# the context as nfs/knfsd..., towards nache's principal), and nache's
+# callback service accepts RPCSEC_GSS from knfsd's principal only. Under
+# krb5i: the callback path comes up (knfsd's CB_NULL under the context:
+# nache_callback_path_up 1, one context accepted, none refused); knfsd
+# delegates to nache a file the client reads (and says the callback path
+# is up); a write to it made at knfsd
+# itself (a local open for writing breaks the delegation) recalls it
+# through the GSS callback well before knfsd's lease-break timeout (45 s),
+# and the client reads the new data through nache.
+
+callback_up() { [ "$(metric nache_callback_path_up)" = 1 ]; }
+# read_until_delegated FILE — reads FILE through nache, each time nache
+# holds no upstream open (Open_Linger, 2 s, closed the last): a new
+# upstream OPEN, which knfsd delegates once its grace periods end. True
+# once nache holds a read delegation.
+read_until_delegated() {
+	if [ "$(metric nache_upstream_open_files)" = 0 ]; then
+		on 1 "cat $1" >/dev/null || return 1
+	fi
+	[ "$(metric nache_delegations_held 'type="read"')" -ge 1 ]
+}
+# knfsd_callback_up — knfsd's own view: the NFSv4.0 client nache made says
+# "callback state: UP" (its info file, Linux 6.1 and later).
+knfsd_callback_up() {
+	lab_knfsd_states | awk '/^# client/ { ours = 0; v0 = 0 }
+		/name: "nache\// { ours = 1 } /minor version: 0$/ { v0 = 1 }
+		ours && v0 && /callback state: UP/ { up = 1 } END { exit !up }'
+}
+gss_callbacks() {
+	local m=/mnt/up-cb rc=0 rec0 t0 t1
+	lab_knfsd_run "echo cb-old > $K/k/cb-file && chmod 644 $K/k/cb-file" || return 1
+	UPSTREAM_MINOR=0 upstream_nache krb5i "Open_Linger = 2;" || return 1
+	step "the callback path comes up" lab_wait_until 60 callback_up || return 1
+	lab_client_mount 1 "$LAB_NACHE_ADDR" /export "$m" "vers=4.1,sec=sys" || return 1
+	step "knfsd delegates the file to nache" \
+		lab_wait_until 90 read_until_delegated "$m/k/cb-file" &&
+		step "knfsd sees nache's callback path up" knfsd_callback_up ||
+		{ lab_knfsd_states >&2; rc=1; }
+	if [ $rc = 0 ]; then
+		rec0=$(metric nache_delegation_recalls_total)
+		t0=$(date +%s)
+		lab_knfsd_run "echo cb-new > $K/k/cb-file" || rc=1
+		t1=$(date +%s)
+		echo "the write at knfsd took $((t1 - t0)) s" >&2
+		[ $rc = 0 ] &&
+			at_least "recalls" "$(metric nache_delegation_recalls_total)" $((rec0 + 1)) &&
+			step "recalled, not timed out" [ $((t1 - t0)) -lt 30 ] &&
+			expect_eq "through nache after the recall" "$(on 1 "cat $m/k/cb-file")" cb-new ||
+			rc=1
+	fi
+	lab_client_umount 1 "$m"
+	echo "callback path up: $(metric nache_callback_path_up); GSS contexts accepted:" \
+		"$(metric nache_callback_gss_contexts_total 'result="accepted"'), refused:" \
+		"$(metric nache_callback_gss_contexts_total 'result="refused"')" >&2
+	[ $rc = 0 ] &&
+		at_least "callback contexts accepted" \
+			"$(metric nache_callback_gss_contexts_total 'result="accepted"')" 1 &&
+		expect_eq "callback contexts refused" \
+			"$(metric nache_callback_gss_contexts_total 'result="refused"')" 0
+}
+check nfsv40_callbacks_come_under_rpcsec_gss_and_recall_a_delegation gss_callbacks
 
 itest_finish

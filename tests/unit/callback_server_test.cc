@@ -3,8 +3,9 @@
 // encoded by libnfs' XDR) and by raw bytes no client would send: CB_NULL,
 // CB_RECALL, CB_GETATTR, op errors, illegal ops, garbage arguments,
 // hostile and truncated credentials, RPC-level errors, misbehaving
-// connections, the connection bound, peer filtering and Stop(). Only the
-// handler is a fake.
+// connections, the connection bound, peer filtering and Stop(); and, for a
+// Kerberos remote, RPCSEC_GSS only (the mechanism a fake, fake_gss.h).
+// Only the handler and the mechanism are fakes.
 #include "callback/callback_server.h"
 
 #include <arpa/inet.h>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "cb_client.h"
+#include "fake_gss.h"
 #include "rpc/xdr.h"
 
 namespace nache {
@@ -445,29 +447,32 @@ TEST_F(CallbackServerTest, AHugeCredentialLengthIsRefusedAndTheServiceLives) {
   EXPECT_EQ(server_->calls(), 1u);
 }
 
+// A CB_NULL call's header up to its credential (program 0x40000000,
+// version 1, procedure 0).
+std::string CallHeader(uint32_t xid) {
+  std::string b;
+  rpc::XdrOut x(&b);
+  for (uint32_t v : {xid, 0u, 2u, 0x40000000u, 1u, 0u}) x.U32(v);
+  return b;
+}
+
 // A record that ends inside the credential or the verifier is GARBAGE_ARGS
 // for that call; the connection goes on serving.
 TEST_F(CallbackServerTest, ATruncatedCredentialOrVerifierIsGarbage) {
   ASSERT_TRUE(StartServer());
   RawConn raw;
   ASSERT_TRUE(raw.Connect(server_->port()));
-  auto start = [](uint32_t xid) {
-    std::string b;
-    rpc::XdrOut x(&b);
-    for (uint32_t v : {xid, 0u, 2u, 0x40000000u, 1u, 0u}) x.U32(v);
-    return b;
-  };
-  std::string cut_cred = start(10);  // AUTH_SYS of 20 bytes, 8 sent
+  std::string cut_cred = CallHeader(10);  // AUTH_SYS of 20 bytes, 8 sent
   rpc::XdrOut(&cut_cred).U32(1);
   rpc::XdrOut(&cut_cred).U32(20);
   cut_cred.append(8, '\x01');
-  std::string no_verf_len = start(11);  // verifier flavor, then nothing
+  std::string no_verf_len = CallHeader(11);  // verifier flavor, then nothing
   for (uint32_t v : {0u, 0u, 0u}) rpc::XdrOut(&no_verf_len).U32(v);
-  std::string cut_verf = start(12);  // a verifier of 8 bytes, 4 sent
+  std::string cut_verf = CallHeader(12);  // a verifier of 8 bytes, 4 sent
   for (uint32_t v : {0u, 0u, 0u, 8u, 7u}) rpc::XdrOut(&cut_verf).U32(v);
   // A verifier of 0xfffffff0 bytes, 4 sent: a bound check computing where
   // it ends in 32 bits wraps (libnfs 4.0.0's did).
-  std::string wrap_verf = start(14);
+  std::string wrap_verf = CallHeader(14);
   for (uint32_t v : {0u, 0u, 0u, 0xfffffff0u, 7u})
     rpc::XdrOut(&wrap_verf).U32(v);
   for (const std::string &call : {cut_cred, no_verf_len, cut_verf, wrap_verf}) {
@@ -609,6 +614,94 @@ TEST_F(CallbackServerTest, StartOnABusyPortNamesIt) {
   o.address = "not-an-address";
   EXPECT_EQ(CallbackServer::Start(o, &other, &err), nullptr);
   EXPECT_NE(err.find("not-an-address"), std::string::npos) << err;
+}
+
+// A Kerberos remote's service: CB_NULL under a context of the remote's
+// principal is served (and is the remote's contact); the same call under
+// AUTH_SYS is refused (AUTH_ERROR, AUTH_TOOWEAK) and never reaches the
+// handler: only the flavour we asked for.
+TEST_F(CallbackServerTest, UnderKerberosOnlyRpcsecGssCallsAreServed) {
+  CallbackOptions o;
+  o.address = "127.0.0.1";
+  o.gss.new_acceptor = [] {
+    return std::unique_ptr<rpc::GssAcceptor>(
+        new rpc::FakeAcceptor("nfs/files.example.org@EXAMPLE.ORG", 0x21));
+  };
+  o.gss.allowed_principal = "nfs@files.example.org";
+  std::string err;
+  server_ = CallbackServer::Start(o, &handler_, &err);
+  ASSERT_NE(server_, nullptr) << err;
+  ASSERT_NE(server_->gss(), nullptr);
+  RawConn raw;
+  ASSERT_TRUE(raw.Connect(server_->port()));
+  auto reply_words = [&raw](std::vector<uint32_t> *w) {
+    std::string rec;
+    if (!raw.Next(&rec)) return false;
+    rpc::XdrIn in(rec.data(), rec.size());
+    uint32_t v;
+    w->clear();
+    while (in.U32(&v)) w->push_back(v);
+    return true;
+  };
+  // CB_NULL under AUTH_SYS: denied, AUTH_ERROR, AUTH_TOOWEAK.
+  std::string sys = CallHeader(1);
+  {
+    rpc::XdrOut x(&sys);
+    x.U32(1);  // AUTH_SYS: stamp, machine "m", uid, gid, no gids
+    std::string body;
+    rpc::XdrOut b(&body);
+    b.U32(0);
+    b.Opaque("m");
+    b.U32(0);
+    b.U32(0);
+    b.U32(0);
+    x.Opaque(body);
+    x.U32(0);
+    x.U32(0);
+  }
+  ASSERT_TRUE(raw.Send(sys));
+  std::vector<uint32_t> w;
+  ASSERT_TRUE(reply_words(&w));
+  ASSERT_EQ(w.size(), 5u);
+  EXPECT_EQ(w[2], 1u) << "MSG_DENIED";
+  EXPECT_EQ(w[3], 1u) << "AUTH_ERROR";
+  EXPECT_EQ(w[4], 5u) << "AUTH_TOOWEAK";
+  EXPECT_EQ(handler_.contacts.load(), 0);
+  EXPECT_EQ(server_->weak_calls(), 1u);
+  // The handshake, then CB_NULL under the context.
+  std::string handle;
+  for (const char *token : {"tok1", "tok2"}) {
+    std::string rec = CallHeader(2);
+    rpc::GssInitCall init(handle);
+    uint32_t seq;
+    ASSERT_TRUE(init.PutCredVerf(&rec, 0, &seq));
+    rpc::XdrOut(&rec).Opaque(token);
+    ASSERT_TRUE(raw.Send(rec));
+    std::string reply;
+    ASSERT_TRUE(raw.Next(&reply));
+    rpc::XdrIn in(reply.data(), reply.size());
+    uint32_t xid, type, stat, flavor, accept;
+    std::string verf;
+    ASSERT_TRUE(in.U32(&xid) && in.U32(&type) && in.U32(&stat) &&
+                in.U32(&flavor) && in.Opaque(&verf, 400) && in.U32(&accept));
+    ASSERT_EQ(stat, 0u);
+    rpc::GssInitRes res;
+    ASSERT_TRUE(rpc::DecodeGssInitRes(&in, &res));
+    handle = res.handle;
+  }
+  rpc::RpcsecGss gss(std::make_unique<rpc::FakeContext>(0x21), handle, 128,
+                     rpc::GssService::kNone);
+  std::string null = CallHeader(3);
+  uint32_t seq;
+  ASSERT_TRUE(gss.PutCredVerf(&null, 0, &seq));
+  ASSERT_TRUE(raw.Send(null));
+  ASSERT_TRUE(reply_words(&w));
+  ASSERT_GE(w.size(), 4u);
+  EXPECT_EQ(w[2], 0u) << "MSG_ACCEPTED";
+  EXPECT_EQ(w[3], rpc::kAuthRpcsecGss) << "the verifier: the MIC of seq";
+  EXPECT_EQ(w.back(), 0u) << "SUCCESS";
+  EXPECT_EQ(handler_.contacts.load(), 1);
+  EXPECT_EQ(server_->gss()->established(), 1u);
 }
 
 }  // namespace

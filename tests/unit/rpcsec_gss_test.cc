@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 
+#include "fake_gss.h"
 #include "rpc/gss_krb5.h"
 #include "rpc/rpc_transport.h"
 #include "rpc/xdr.h"
@@ -29,45 +30,6 @@ namespace rpc {
 namespace {
 
 constexpr uint32_t kNfsProg = 100003;
-
-// A mechanism with a key: the MIC of m is "mic:" and a hash of key and m;
-// a wrap token is "wrap:" and m with every byte xor'ed with the key.
-class FakeContext : public GssContext {
- public:
-  explicit FakeContext(char key) : key_(key) {}
-  static std::string Mic(char key, const std::string &m) {
-    uint64_t h = 1469598103934665603ull ^ uint8_t(key);
-    for (char c : m) h = (h ^ uint8_t(c)) * 1099511628211ull;
-    return "mic:" + std::to_string(h);
-  }
-  static std::string WrapWith(char key, const std::string &m) {
-    std::string t = "wrap:";
-    for (char c : m) t += char(c ^ key);
-    return t;
-  }
-  bool GetMic(const std::string &msg, std::string *mic) override {
-    *mic = Mic(key_, msg);
-    return true;
-  }
-  bool VerifyMic(const char *msg, size_t len, const char *mic,
-                 size_t mic_len) override {
-    return Mic(key_, std::string(msg, len)) == std::string(mic, mic_len);
-  }
-  bool Wrap(const std::string &msg, std::string *token) override {
-    *token = WrapWith(key_, msg);
-    return true;
-  }
-  bool Unwrap(const char *token, size_t len, std::string *msg) override {
-    std::string t(token, len);
-    if (t.compare(0, 5, "wrap:") != 0) return false;
-    msg->clear();
-    for (size_t i = 5; i < t.size(); i++) *msg += char(t[i] ^ key_);
-    return true;
-  }
-
- private:
-  char key_;
-};
 
 constexpr char kKey = 0x5a;
 
