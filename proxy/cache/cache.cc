@@ -700,8 +700,12 @@ void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
     DropData(key, o, batch);  // truncated
   }
   if (newest && AccessInvariantChanged(o->attrs, post)) o->access.clear();
-  if (o->own_changes.size() >= 64) o->own_changes.erase(o->own_changes.begin());
-  o->own_changes.push_back(post.change);
+  // The change this one moves on from was ours to know too: another of
+  // ours running at once at the server may have read it as its "before"
+  // (both read the change attribute before either wrote).
+  if (newest && o->have_attrs && o->attrs.change != post.change)
+    NoteOwnChangeLocked(o, o->attrs.change);
+  NoteOwnChangeLocked(o, post.change);
   if (newest) {
     o->attrs = post;
     o->have_attrs = true;
@@ -709,6 +713,14 @@ void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
     SeenRemoteLocked(o, post);
     PersistAttrs(key, *o, batch);
   }
+}
+
+void Cache::NoteOwnChangeLocked(Object *o, uint64_t change) {
+  if (std::find(o->own_changes.begin(), o->own_changes.end(), change) !=
+      o->own_changes.end())
+    return;
+  if (o->own_changes.size() >= 64) o->own_changes.erase(o->own_changes.begin());
+  o->own_changes.push_back(change);
 }
 
 void Cache::ExpireAttrs(Key key) {

@@ -558,6 +558,8 @@ class Cache {
   // The remote's attributes a were seen: a clean o remembers them (the
   // base of its next local change). True when that changed what o holds.
   bool SeenRemoteLocked(Object *o, const Attrs &a) REQUIRES(mu_);
+  // Adds change to o's own_changes (bounded; the oldest goes).
+  void NoteOwnChangeLocked(Object *o, uint64_t change) REQUIRES(mu_);
   // Applies one of our completed operations whose "before" is known.
   void ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
                       const char *buf, size_t len, void *batch) REQUIRES(mu_);
