@@ -48,13 +48,8 @@ TEST_F(CoreDelegationsTest, OpensWithoutAnUpstreamOpenAreAskedPerCaller) {
 TEST_F(CoreDelegationsTest, TheRightsToANewDirectoryComeWithItsCreate) {
   Start(DelegationType::kNone,
         [](CoreConfig *cfg) { cfg->cache.attr_timeout_ms = 60000; });
-  Attrs mode, got;
-  mode.mask = upstream::kAttrMode;
-  mode.mode = 0755;
   Key sub = kNoKey;
-  ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
-                          &sub, &got),
-            0u);
+  ASSERT_EQ(Mkdir("sub", &sub), 0u);
   const int asked = up_->Count("ACCESS");
   const uint32_t want = upstream::kAccessModify | upstream::kAccessExtend |
                         upstream::kAccessLookup | upstream::kAccessDelete;

@@ -79,13 +79,8 @@ TEST_F(WriteBackIdentityTest, ACreateLoggedBeforeARestartIsSentAsItsCreator) {
 TEST_F(CoreDelegationsTest, RefusedDirectoryTimesAreGivenUp) {
   StartWriteBack(DelegationType::kNone, 0);  // flushed at once
   up_->Guard({"SETATTR"}, 3000);
-  Attrs mode, got;
-  mode.mask = upstream::kAttrMode;
-  mode.mode = 0755;
   Key sub = kNoKey;
-  ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
-                          &sub, &got),
-            0u);
+  ASSERT_EQ(Mkdir("sub", &sub), 0u);
   ASSERT_TRUE(cb_client::WaitFor(
       [&] { return up_->Tree().find("sub/") != std::string::npos; }));
   EXPECT_TRUE(cb_client::WaitFor([&] {
@@ -328,13 +323,8 @@ TEST_F(CoreDelegationsTest, ObjectsMadeAsNobodyUnderNachesPrincipalWarnOnce) {
   Start(DelegationType::kNone,
         [](CoreConfig *cfg) { cfg->remote_sees_machine = true; });
   up_->new_owner = upstream::kNobodyId;
-  Attrs mode, got;
-  mode.mask = upstream::kAttrMode;
-  mode.mode = 0755;
   Key sub = kNoKey;
-  ASSERT_EQ(core_->Create(cr_, root_, "sub", upstream::FileType::kDir, mode, "",
-                          &sub, &got),
-            0u);
+  ASSERT_EQ(Mkdir("sub", &sub), 0u);
   bool created = false;
   WriteNamed(cr_, "made", NACHE_OPEN_GUARDED, "data", &created);
   ASSERT_TRUE(created);

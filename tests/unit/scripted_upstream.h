@@ -1094,6 +1094,15 @@ class CoreDelegationsTest : public ::testing::Test {
     bool created;
     return core_->OpenFile(cr, req, out, &key, nullptr, &created);
   }
+  // Makes directory name (mode 0755) in the root as cr_: its status;
+  // *key, the new directory's key.
+  uint32_t Mkdir(const std::string &name, Key *key) {
+    Attrs mode, got;
+    mode.mask = upstream::kAttrMode;
+    mode.mode = 0755;
+    return core_->Create(cr_, root_, name, upstream::FileType::kDir, mode, "",
+                         key, &got);
+  }
   NacheOpen *OpenF(uint32_t access) {
     Core::OpenRequest req;
     req.key = file_;
