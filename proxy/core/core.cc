@@ -918,19 +918,8 @@ bool Core::WorthListing(Key dir) {
   Attrs da;
   if (!cache_->KnownAttrs(dir, &da) || da.size > kListingPrefetchMaxBytes)
     return false;
-  MutexLock g(&listed_mu_);
-  const auto now = std::chrono::steady_clock::now();
-  const auto window = std::chrono::milliseconds(
-      std::max<uint32_t>(1000, cfg_.cache.attr_timeout_ms));
-  auto &at = listed_at_[dir];
-  if (at != std::chrono::steady_clock::time_point() && now - at < window)
-    return false;
-  at = now;
-  if (listed_at_.size() > 4096) {
-    for (auto it = listed_at_.begin(); it != listed_at_.end();)
-      it = now - it->second >= window ? listed_at_.erase(it) : std::next(it);
-  }
-  return true;
+  return cache_->ListingDue(dir, std::chrono::milliseconds(std::max<uint32_t>(
+                                     1000, cfg_.cache.attr_timeout_ms)));
 }
 
 void Core::PrefetchListing(const Creds &cr, Key dir) {

@@ -35,11 +35,11 @@
 //   1. an open-owner's OwnerSlot::mu (opens.h), one at a time, held across
 //      the upstream call of that owner's OPEN, CLOSE, OPEN_DOWNGRADE, LOCK
 //      or LOCKU (NFSv4.0 seqids);
-//   2. the core's own: listed_mu_, last_error_mu_, and the components' at
-//      this level: LingeringOpens' mu_, Delegations' local_mu_ and
-//      recall_mu_, Reclaim's mu_, NamespaceWriteBack's mu_ (local
-//      namespace), WriteBack's writers_mu_; none held across an upstream
-//      call and none nested in another but NamespaceWriteBack's mu_ ->
+//   2. the core's own last_error_mu_, and the components' at this level:
+//      LingeringOpens' mu_, Delegations' local_mu_ and recall_mu_,
+//      Reclaim's mu_, NamespaceWriteBack's mu_ (local namespace),
+//      WriteBack's writers_mu_; none held across an upstream call and
+//      none nested in another but NamespaceWriteBack's mu_ ->
 //      WriteBack's writers_mu_ (a local create notes its creator);
 //   3. the leaf components' locks (FileOpen::io_mu, OpenTable,
 //      DelegationTable, WriteBack's resolving_mu_, Cache, HandleMap,
@@ -55,7 +55,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -664,14 +663,6 @@ class Core {
   Mutex io_limits_mu_;  // one LearnIoLimits asks at a time (guards nothing)
   Mutex root_mu_;       // serialises ResolveRoot (guards nothing)
 
-  // When a lookup last read each directory's listing (WorthListing;
-  // pruned of entries older than the window beyond 4096). Directories too
-  // big to list and their cookie verifiers are kept by the cache, with the
-  // directory's object (Cache::SetUnlistable, SetCookieVerf): bounded by
-  // its objects in memory.
-  Mutex listed_mu_;
-  std::map<Key, std::chrono::steady_clock::time_point> listed_at_
-      GUARDED_BY(listed_mu_);
   std::atomic<uint64_t> lock_serial_{0};  // numbers our lock-owner names
   std::string owner_prefix_;              // unique per proxy start (immutable)
 };
