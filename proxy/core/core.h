@@ -189,12 +189,10 @@ class Core {
   // admin::ExportControl::FlushUntil).
   bool AdminFlush(std::chrono::steady_clock::time_point deadline,
                   std::string *error);
-  // Draining (nachectl drain): no new data, attribute or namespace change
-  // is kept for write-back; what is dirty already stays write-back until
-  // flushed (a write-through write landing before an older flush would be
-  // overwritten by it).
-  void SetDraining(bool draining) { draining_.store(draining); }
-  bool Draining() const { return draining_.load(); }
+  // Draining (nachectl drain, WriteBack::Draining): nothing new is kept
+  // for write-back.
+  void SetDraining(bool draining) { writeback_->SetDraining(draining); }
+  bool Draining() const { return writeback_->Draining(); }
   // nachectl warm, pin, unpin, evict and flush PATH: *path is a path
   // inside the export as its clients see it below the export's root ("/"
   // is the root), resolved with the core's own lookups as root; it is
@@ -623,8 +621,6 @@ class Core {
   std::unique_ptr<Delegations> delegations_;
   std::unique_ptr<Reclaim> reclaim_;
   metrics::ExportMetrics *metrics_ = nullptr;  // owned by the registry
-  // nachectl drain is in force (SetDraining).
-  std::atomic<bool> draining_{false};
   // NoteNewObjectOwner has warned (once per export).
   std::atomic<bool> warned_created_as_nobody_{false};
   // Our entry in the admin registry (core_admin.cc); removed first in
