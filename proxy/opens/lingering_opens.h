@@ -87,14 +87,16 @@ class LingeringOpens {
       EXCLUDES(mu_);
 
   const std::chrono::milliseconds linger_;  // Open_Linger (immutable)
-  OpenTable *const opens_;
-  Host *const host_;
-  mutable Mutex mu_;
-  CondVar cv_{&mu_};  // queue_ or stop_ changed
+  OpenTable *const opens_;                  // drops closed opens (not owned)
+  Host *const host_;                        // the core (not owned)
+  mutable Mutex mu_;                        // guards queue_ and stop_
+  CondVar cv_{&mu_};                        // queue_ or stop_ changed
   // Lingering opens by the time their CLOSE is due.
   Queue queue_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;  // Stop() was called
-  std::thread thread_;                 // Run (started by Start, joined by Stop)
+  // Run: started by Start, joined by Stop (the owner's calls, never made
+  // concurrently: no lock guards it).
+  std::thread thread_;
 };
 
 }  // namespace nache
