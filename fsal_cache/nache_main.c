@@ -437,7 +437,7 @@ static fsal_status_t nache_create_export(struct fsal_module *fsal_hdl,
 				   cfg->cache_dir, err, sizeof(err)))
 		nache_refuse("export %d: %s", cfg->export_id, err);
 
-	st = nache_core_open(cfg, &exp->core, err, sizeof(err));
+	st = nache_core_open_validated(cfg, &exp->core, err, sizeof(err));
 	if (st != 0)
 		nache_refuse("export %d: %s", cfg->export_id, err);
 	exp->incarnation = nache_core_incarnation(exp->core);

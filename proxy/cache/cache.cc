@@ -938,6 +938,19 @@ bool Cache::Unlistable(Key dir) {
   return o && o->unlistable;
 }
 
+bool Cache::ListingDue(Key dir, Clock::duration window) {
+  MutexLock g(&listed_mu_);
+  const auto now = Clock::now();
+  auto &at = listed_at_[dir];
+  if (at != Clock::time_point() && now - at < window) return false;
+  at = now;
+  if (listed_at_.size() > 4096) {
+    for (auto it = listed_at_.begin(); it != listed_at_.end();)
+      it = now - it->second >= window ? listed_at_.erase(it) : std::next(it);
+  }
+  return true;
+}
+
 void Cache::SetCookieVerf(Key dir, const upstream::Verifier &v) {
   Locked g(this);
   uint64_t raw = 0;

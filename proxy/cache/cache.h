@@ -68,7 +68,10 @@
 // sent every dirty range (Flushed).
 //
 // Thread safety: all methods are thread-safe. One mutex guards the
-// in-memory index; block bytes are read from RocksDB outside it.
+// in-memory index; block bytes are read from RocksDB outside it. A second,
+// listed_mu_, guards only when each directory was last listed
+// (ListingDue); neither is held while the other is taken, and both are
+// leaves of the core's lock order (core.h).
 #pragma once
 
 #include <chrono>
@@ -234,6 +237,11 @@ class Cache {
   // is known).
   void SetCookieVerf(Key dir, const upstream::Verifier &v);
   upstream::Verifier CookieVerf(Key dir);
+  // Whether dir's listing is due to be read: not read (by this call's
+  // say-so) within window. When due, notes it read now. The times are kept
+  // apart from the objects (an object dropped from memory keeps its time),
+  // pruned of those older than the window beyond 4096 directories.
+  bool ListingDue(Key dir, Clock::duration window) EXCLUDES(listed_mu_);
 
   // --- data ---------------------------------------------------------------
   uint32_t block_size() const { return opts_.block_size; }
@@ -608,6 +616,9 @@ class Cache {
     uint64_t size = 0;
   };
   std::unordered_map<Key, PinCount> pinned_ GUARDED_BY(mu_);
+  // When ListingDue last said each directory's listing was due.
+  Mutex listed_mu_;
+  std::map<Key, Clock::time_point> listed_at_ GUARDED_BY(listed_mu_);
 };
 
 }  // namespace nache

@@ -81,17 +81,12 @@ Core::~Core() {
   // No more recalls; those queued are still answered with a DELEGRETURN.
   if (delegations_) delegations_->StopCallbacks();
   if (reclaim_) reclaim_->Stop();
-  if (linger_thread_.joinable()) {
-    {
-      MutexLock g(&linger_mu_);
-      linger_stop_ = true;
-    }
-    linger_cv_.SignalAll();
-    linger_thread_.join();
+  if (lingering_) {
+    lingering_->Stop();
     // The remote sees a CLOSE for every OPEN, also at shutdown (when it is
     // reachable; otherwise the state dies with our lease).
     if (up_ && up_->state() == upstream::UpstreamState::kReady)
-      CloseIdleOpens();
+      lingering_->CloseAll();
   }
   unstable_writes_.reset();  // sends what clients were told is queued
   if (flusher_) {
@@ -252,7 +247,11 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
         return core->FetchBlock(key, idx, cr, sid, data);
       },
       ra_blocks, ra_blocks > 0 ? int(std::min<uint32_t>(ra_blocks, 8)) : 0));
-  c->linger_thread_ = std::thread([core] { core->LingerLoop(); });
+  c->lingering_host_.reset(new LingeringHost(core));
+  c->lingering_.reset(
+      new LingeringOpens(std::chrono::milliseconds(cfg.open_linger_ms),
+                         c->opens_.get(), c->lingering_host_.get()));
+  c->lingering_->Start();
   // Our own write verifier: a restart (which loses queued writes) changes
   // it, so clients resend what they had not seen committed.
   for (auto &b : c->boot_verf_) b = uint8_t(rd());
@@ -919,19 +918,8 @@ bool Core::WorthListing(Key dir) {
   Attrs da;
   if (!cache_->KnownAttrs(dir, &da) || da.size > kListingPrefetchMaxBytes)
     return false;
-  MutexLock g(&listed_mu_);
-  const auto now = std::chrono::steady_clock::now();
-  const auto window = std::chrono::milliseconds(
-      std::max<uint32_t>(1000, cfg_.cache.attr_timeout_ms));
-  auto &at = listed_at_[dir];
-  if (at != std::chrono::steady_clock::time_point() && now - at < window)
-    return false;
-  at = now;
-  if (listed_at_.size() > 4096) {
-    for (auto it = listed_at_.begin(); it != listed_at_.end();)
-      it = now - it->second >= window ? listed_at_.erase(it) : std::next(it);
-  }
-  return true;
+  return cache_->ListingDue(dir, std::chrono::milliseconds(std::max<uint32_t>(
+                                     1000, cfg_.cache.attr_timeout_ms)));
 }
 
 void Core::PrefetchListing(const Creds &cr, Key dir) {
@@ -2076,19 +2064,10 @@ uint32_t Core::CloseFile(NacheOpen *open) {
     ResetIfStale(f.get());
     f->Count(open->access, open->deny, -1);
     if (f->open()) {
-      if (f->n_local == 0 && cfg_.open_linger_ms > 0) {
+      if (f->n_local == 0) {
         // Linger: a reopen before the deadline reuses this open with no
-        // OPEN; the linger thread sends the CLOSE otherwise.
-        auto due = std::chrono::steady_clock::now() +
-                   std::chrono::milliseconds(cfg_.open_linger_ms);
-        f->linger_until = due;
-        {
-          MutexLock g(&linger_mu_);
-          lingering_.emplace(due, f);
-        }
-        linger_cv_.SignalAll();
-      } else if (f->n_local == 0) {
-        st = UpstreamCloseLocked(root, f.get());
+        // OPEN; LingeringOpens sends the CLOSE otherwise.
+        if (!lingering_->Linger(f)) st = UpstreamCloseLocked(root, f.get());
       } else if (f->up_access != f->WantAccess() ||
                  f->up_deny != f->WantDeny()) {
         st = UpstreamDowngrade(root, f.get(), f->WantAccess(), f->WantDeny());
@@ -2100,56 +2079,6 @@ uint32_t Core::CloseFile(NacheOpen *open) {
   // A failed CLOSE is not the client's problem: the state dies with the
   // lease. Only report transport trouble, so the client may retry.
   return st == upstream::kNfs4ErrDelay ? st : upstream::kNfs4Ok;
-}
-
-void Core::LingerLoop() {
-  MutexLock g(&linger_mu_);
-  while (!linger_stop_) {
-    if (lingering_.empty()) {
-      linger_cv_.Wait();
-      continue;
-    }
-    auto due = lingering_.begin()->first;
-    if (std::chrono::steady_clock::now() < due) {
-      linger_cv_.WaitUntil(due);
-      continue;
-    }
-    std::shared_ptr<FileOpen> f = lingering_.begin()->second;
-    lingering_.erase(lingering_.begin());
-    g.Unlock();
-    CloseIfIdle(f, true);
-    g.Lock();
-  }
-}
-
-bool Core::CloseIfIdle(const std::shared_ptr<FileOpen> &f, bool only_if_due) {
-  bool closed = false;
-  {
-    MutexLock fg(&f->owner->mu);
-    ResetIfStale(f.get());
-    // Not when reopened meanwhile, nor (only_if_due) when closed again
-    // later: a newer linger entry is due then.
-    if (f->open() && f->n_local == 0 &&
-        (!only_if_due || f->linger_until <= std::chrono::steady_clock::now())) {
-      UpstreamCloseLocked(Creds(), f.get());
-      closed = true;
-    }
-  }
-  opens_->DropIfIdle(f);
-  return closed;
-}
-
-size_t Core::CloseIdleOpens() {
-  std::multimap<std::chrono::steady_clock::time_point,
-                std::shared_ptr<FileOpen>>
-      all;
-  {
-    MutexLock g(&linger_mu_);
-    all.swap(lingering_);
-  }
-  size_t n = 0;
-  for (auto &kv : all) n += CloseIfIdle(kv.second, false);
-  return n;
 }
 
 // --- data -----------------------------------------------------------------

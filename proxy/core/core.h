@@ -7,7 +7,8 @@
 // change attribute, and data blocks of the current data generation. A
 // local open always revalidates (close-to-open) in one COMPOUND. Upstream
 // opens linger after the last local close (open_linger_ms), so a reopen
-// costs no OPEN. Round trips per operation are listed in the README.
+// costs no OPEN (opens/lingering_opens.h). Round trips per operation are
+// listed in the README.
 //
 // Delegations (delegations/delegations.h) and reclaims after a remote
 // restart (delegations/reclaim.h) are components the core owns: they keep
@@ -34,8 +35,8 @@
 //   1. an open-owner's OwnerSlot::mu (opens.h), one at a time, held across
 //      the upstream call of that owner's OPEN, CLOSE, OPEN_DOWNGRADE, LOCK
 //      or LOCKU (NFSv4.0 seqids);
-//   2. the core's own: linger_mu_, listed_mu_, last_error_mu_, and the
-//      components' at this level: Delegations' local_mu_ and recall_mu_,
+//   2. the core's own last_error_mu_, and the components' at this level:
+//      LingeringOpens' mu_, Delegations' local_mu_ and recall_mu_,
 //      Reclaim's mu_, NamespaceWriteBack's mu_ (local namespace),
 //      WriteBack's writers_mu_; none held across an upstream call and
 //      none nested in another but NamespaceWriteBack's mu_ ->
@@ -54,12 +55,10 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <unordered_map>
 
 #include "access/owner_rights.h"
@@ -76,6 +75,7 @@
 #include "handles/handle_map.h"
 #include "metrics/metrics.h"
 #include "nache/nache.h"
+#include "opens/lingering_opens.h"
 #include "opens/opens.h"
 #include "store/store.h"
 #include "upstream/compound.h"
@@ -181,9 +181,6 @@ class Core {
   // This export's series (for the C API wrappers' local op counts).
   metrics::ExportMetrics *metrics() const { return metrics_; }
   Cache *cache() const { return cache_.get(); }
-  // Sends CLOSE for every upstream open whose local opens are all gone
-  // (the linger cut short); returns how many were closed.
-  size_t CloseIdleOpens();
 
   // --- the admin socket's view (core_admin.cc) ----------------------------
   // This export as nachectl status shows it.
@@ -192,12 +189,10 @@ class Core {
   // admin::ExportControl::FlushUntil).
   bool AdminFlush(std::chrono::steady_clock::time_point deadline,
                   std::string *error);
-  // Draining (nachectl drain): no new data, attribute or namespace change
-  // is kept for write-back; what is dirty already stays write-back until
-  // flushed (a write-through write landing before an older flush would be
-  // overwritten by it).
-  void SetDraining(bool draining) { draining_.store(draining); }
-  bool Draining() const { return draining_.load(); }
+  // Draining (nachectl drain, WriteBack::Draining): nothing new is kept
+  // for write-back.
+  void SetDraining(bool draining) { writeback_->SetDraining(draining); }
+  bool Draining() const { return writeback_->Draining(); }
   // nachectl warm, pin, unpin, evict and flush PATH: *path is a path
   // inside the export as its clients see it below the export's root ("/"
   // is the root), resolved with the core's own lookups as root; it is
@@ -403,12 +398,6 @@ class Core {
                          upstream::StableHow stable, size_t *nwritten,
                          upstream::StableHow *committed,
                          upstream::Verifier *verf);
-  // Sends CLOSE for f's upstream open when no local open is left (and,
-  // with only_if_due, its linger has expired); drops f from the open table
-  // when idle. True when it closed.
-  bool CloseIfIdle(const std::shared_ptr<FileOpen> &f, bool only_if_due);
-  // The linger thread: closes upstream opens whose linger expired.
-  void LingerLoop();
   // Looks the export's path up on the remote and records its handle.
   uint32_t ResolveRoot(upstream::Fh *fh);
   // The server's READ/WRITE limits, learnt once per start (the root's
@@ -620,14 +609,12 @@ class Core {
   std::unique_ptr<Conflicts> conflicts_;
   std::unique_ptr<FlushSender> flush_sender_;
   uint8_t boot_verf_[8] = {};  // our write verifier (immutable after Open)
-  // Opens lingering after their last local close, by deadline.
-  Mutex linger_mu_;
-  CondVar linger_cv_{&linger_mu_};  // lingering_ or linger_stop_ changed
-  std::multimap<std::chrono::steady_clock::time_point,
-                std::shared_ptr<FileOpen>>
-      lingering_ GUARDED_BY(linger_mu_);
-  bool linger_stop_ GUARDED_BY(linger_mu_) = false;
-  std::thread linger_thread_;
+  // Upstream opens lingering after their last local close, and the thread
+  // that closes them (opens/lingering_opens.h; null until Open started
+  // it). Its host is declared first: it outlives it.
+  class LingeringHost;
+  std::unique_ptr<LingeringHost> lingering_host_;
+  std::unique_ptr<LingeringOpens> lingering_;
   // Upstream delegations, the local ones under them, the callback service
   // and the recall thread (delegations/delegations.h); reclaims after a
   // remote restart and their thread (delegations/reclaim.h). Their hosts
@@ -637,8 +624,6 @@ class Core {
   std::unique_ptr<Delegations> delegations_;
   std::unique_ptr<Reclaim> reclaim_;
   metrics::ExportMetrics *metrics_ = nullptr;  // owned by the registry
-  // nachectl drain is in force (SetDraining).
-  std::atomic<bool> draining_{false};
   // NoteNewObjectOwner has warned (once per export).
   std::atomic<bool> warned_created_as_nobody_{false};
   // Our entry in the admin registry (core_admin.cc); removed first in
@@ -677,14 +662,6 @@ class Core {
   Mutex io_limits_mu_;  // one LearnIoLimits asks at a time (guards nothing)
   Mutex root_mu_;       // serialises ResolveRoot (guards nothing)
 
-  // When a lookup last read each directory's listing (WorthListing;
-  // pruned of entries older than the window beyond 4096). Directories too
-  // big to list and their cookie verifiers are kept by the cache, with the
-  // directory's object (Cache::SetUnlistable, SetCookieVerf): bounded by
-  // its objects in memory.
-  Mutex listed_mu_;
-  std::map<Key, std::chrono::steady_clock::time_point> listed_at_
-      GUARDED_BY(listed_mu_);
   std::atomic<uint64_t> lock_serial_{0};  // numbers our lock-owner names
   std::string owner_prefix_;              // unique per proxy start (immutable)
 };

@@ -1,11 +1,12 @@
 // The core as its components see it: the Host interfaces through which
 // Delegations (delegations/delegations.h) and Reclaim
 // (delegations/reclaim.h) reach the upstream, the handle map, the cache
-// and the core's opens, locks and writes, and the one through which the
-// write-back components (writeback/: WriteBack, NamespaceWriteBack,
-// Conflicts, FlushSender) reach the cache, the core's lookups, handles
-// and COMPOUNDs and the delegation checks. Private to the core's .cc files
-// (core.h only names these classes).
+// and the core's opens, locks and writes, the one through which
+// LingeringOpens (opens/lingering_opens.h) closes an open, and the one
+// through which the write-back components (writeback/: WriteBack,
+// NamespaceWriteBack, Conflicts, FlushSender) reach the cache, the core's
+// lookups, handles and COMPOUNDs and the delegation checks. Private to the
+// core's .cc files (core.h only names these classes).
 //
 // Thread safety: as the Host interfaces say; every method here takes only
 // the locks of the core method it calls.
@@ -136,6 +137,21 @@ class Core::ReclaimHost : public Reclaim::Host {
   }
   void NoteGrant(Key key, const upstream::Delegation &d) override {
     core_->delegations_->NoteGrant(key, d);
+  }
+
+ private:
+  Core *core_;  // owns us
+};
+
+class Core::LingeringHost : public LingeringOpens::Host {
+ public:
+  explicit LingeringHost(Core *core) : core_(core) {}
+
+  void ResetIfStale(FileOpen *f) REQUIRES(f->owner->mu) override {
+    core_->ResetIfStale(f);
+  }
+  void CloseUpstream(FileOpen *f) REQUIRES(f->owner->mu) override {
+    core_->UpstreamCloseLocked(Creds(), f);
   }
 
  private:

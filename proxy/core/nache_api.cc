@@ -345,6 +345,12 @@ uint32_t nache_core_open(const struct nache_config *cfg,
                          struct nache_core **out, char *err, size_t errlen) {
   if (!nache_config_validate(cfg, err, errlen))
     return nache::upstream::kNfs4ErrInval;
+  return nache_core_open_validated(cfg, out, err, errlen);
+}
+
+uint32_t nache_core_open_validated(const struct nache_config *cfg,
+                                   struct nache_core **out, char *err,
+                                   size_t errlen) {
   nache::CoreConfig c;
   c.upstream_server = cfg->upstream_server;
   c.upstream_port = cfg->upstream_port;

@@ -18,7 +18,8 @@
 // through Host, the cache's dirty mark and known attributes.
 //
 // It also gates local writes while a conflict of their file is being
-// resolved (BeginResolving, WaitUnresolved).
+// resolved (BeginResolving, WaitUnresolved), and says whether nachectl
+// drain is in force (Draining: nothing new is kept for write-back).
 //
 // Thread safety: all methods are thread-safe. A flush open-owner's mutex
 // (OwnerSlot::mu) is the caller's to take, at level 1 of the core's lock
@@ -29,6 +30,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -109,6 +111,13 @@ class WriteBack {
                       const std::function<void()> &on_wait)
       EXCLUDES(resolving_mu_);
 
+  // Draining (nachectl drain): no new data, attribute or namespace change
+  // is kept for write-back; what is dirty already stays write-back until
+  // flushed (a write-through write landing before an older flush would be
+  // overwritten by it).
+  void SetDraining(bool draining) { draining_.store(draining); }
+  bool Draining() const { return draining_.load(); }
+
   // NAME.nache-<kind>-<stamp>[-n], the copy a conflict ("conflict") or a
   // lost file ("lost") leaves; ConflictName: kind "conflict".
   static std::string CopyName(const std::string &name, const char *kind,
@@ -134,6 +143,7 @@ class WriteBack {
   Mutex resolving_mu_;
   CondVar resolving_cv_{&resolving_mu_};
   std::unordered_multiset<Key> resolving_ GUARDED_BY(resolving_mu_);
+  std::atomic<bool> draining_{false};  // nachectl drain is in force
 };
 
 }  // namespace nache

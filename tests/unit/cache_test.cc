@@ -1059,5 +1059,17 @@ TEST_F(ReaderTest, SequentialReadsPrefetchAhead) {
   for (uint64_t idx : fetched) EXPECT_LE(idx, 7u);
 }
 
+// A directory's listing is due once per window (WorthListing's rule: a
+// lookup reads a small directory's listing at most once per attribute
+// window), each directory on its own.
+TEST_F(CacheTest, AListingIsDueOncePerWindow) {
+  const auto window = std::chrono::milliseconds(200);
+  EXPECT_TRUE(cache_->ListingDue(3, window));
+  EXPECT_FALSE(cache_->ListingDue(3, window)) << "within the window";
+  EXPECT_TRUE(cache_->ListingDue(4, window)) << "another directory";
+  std::this_thread::sleep_for(window);
+  EXPECT_TRUE(cache_->ListingDue(3, window)) << "the window is over";
+}
+
 }  // namespace
 }  // namespace nache

@@ -26,6 +26,19 @@ std::string Error(const nache_config &c) {
   return err;
 }
 
+// nache_core_open validates for a caller that did not (the FSAL validates
+// first and calls nache_core_open_validated): a bad value refuses the
+// start and names its parameter, before the store is touched.
+TEST(ConfigTest, CoreOpenRefusesABadConfigByName) {
+  nache_config c = Good();
+  c.open_linger_s = 4000;
+  char err[256] = "";
+  nache_core *core = nullptr;
+  EXPECT_NE(nache_core_open(&c, &core, err, sizeof(err)), 0u);
+  EXPECT_EQ(std::string(err).rfind("Open_Linger:", 0), 0u) << err;
+  EXPECT_EQ(core, nullptr);
+}
+
 TEST(ConfigTest, GoodConfigIsAccepted) {
   nache_config c = Good();
   char err[256] = "";

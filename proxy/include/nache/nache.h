@@ -208,11 +208,17 @@ struct nache_statfs {
 };
 
 /* Opens the core of one export: the persistent store in cfg->cache_dir and
- * the upstream client (which connects in the background). Fails only on a
- * local problem (store cannot be created); an unreachable upstream is not an
- * error here. */
+ * the upstream client (which connects in the background). Validates cfg
+ * first (nache_config_validate: a bad value fails, naming its parameter in
+ * err). Otherwise fails only on a local problem (store cannot be created);
+ * an unreachable upstream is not an error here. */
 uint32_t nache_core_open(const struct nache_config *cfg,
 			 struct nache_core **out, char *err, size_t errlen);
+/* nache_core_open for a cfg the caller has just validated (the FSAL
+ * validates before it claims the cache directory): not validated again. */
+uint32_t nache_core_open_validated(const struct nache_config *cfg,
+				   struct nache_core **out, char *err,
+				   size_t errlen);
 void nache_core_close(struct nache_core *core);
 
 /* Metrics (Prometheus), process-wide: every export's core counts into one
