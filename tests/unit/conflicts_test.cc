@@ -27,7 +27,8 @@ using upstream::FileType;
 using upstream::Op;
 using upstream::OpResult;
 
-class FakeCore : public Conflicts::Host, public WriteBack::Host {
+class FakeCore : public Conflicts::Host,
+                 public testing_util::CacheWriteBackHost {
  public:
   // Conflicts::Host
   uint32_t FhOf(Key key, Fh *fh) override {
@@ -76,13 +77,6 @@ class FakeCore : public Conflicts::Host, public WriteBack::Host {
   void NoteFlushRefused(const char *, Key, const Creds &, uint32_t) override {}
   Key RootKey() const override { return root; }
 
-  // WriteBack::Host
-  bool IsDirty(Key key) override { return cache->IsDirty(key); }
-  bool KnownAttrs(Key key, Attrs *attrs) override {
-    return cache->KnownAttrs(key, attrs);
-  }
-
-  Cache *cache = nullptr;
   HandleMap *handles = nullptr;
   Key root = kNoKey;
   uint64_t remote_change = 0;  // the change attribute the remote answers

@@ -33,7 +33,7 @@ using upstream::StableHow;
 
 class FakeCore : public FlushSender::Host,
                  public Conflicts::Host,
-                 public WriteBack::Host {
+                 public testing_util::CacheWriteBackHost {
  public:
   // What one COMPOUND asked for.
   struct Call {
@@ -117,13 +117,6 @@ class FakeCore : public FlushSender::Host,
   void NoteFlushRefused(const char *, Key, const Creds &, uint32_t) override {}
   Key RootKey() const override { return kNoKey; }
 
-  // WriteBack::Host
-  bool IsDirty(Key key) override { return cache->IsDirty(key); }
-  bool KnownAttrs(Key key, Attrs *attrs) override {
-    return cache->KnownAttrs(key, attrs);
-  }
-
-  Cache *cache = nullptr;
   uint32_t max_write = 1 << 20;
   uint64_t epoch = 1;
   bool refuse_setattr = false;  // SETATTR answered NFS4ERR_PERM

@@ -27,7 +27,8 @@ using upstream::FileType;
 using upstream::Op;
 using upstream::OpResult;
 
-class FakeCore : public NamespaceWriteBack::Host, public WriteBack::Host {
+class FakeCore : public NamespaceWriteBack::Host,
+                 public testing_util::CacheWriteBackHost {
  public:
   // NamespaceWriteBack::Host
   uint32_t Lookup(const Creds &, Key dir, const std::string &name, Key *key,
@@ -101,12 +102,6 @@ class FakeCore : public NamespaceWriteBack::Host, public WriteBack::Host {
   uint32_t StoreFailure() const override { return upstream::kNfs4ErrIo; }
   Key RootKey() const override { return root; }
 
-  // WriteBack::Host
-  bool IsDirty(Key key) override { return cache->IsDirty(key); }
-  bool KnownAttrs(Key key, Attrs *attrs) override {
-    return cache->KnownAttrs(key, attrs);
-  }
-
   Fh NextFh() {
     Fh fh;
     fh.push_back(uint8_t(++fhs));
@@ -114,7 +109,6 @@ class FakeCore : public NamespaceWriteBack::Host, public WriteBack::Host {
     return fh;
   }
 
-  Cache *cache = nullptr;
   HandleMap *handles = nullptr;
   NamespaceWriteBack *ns = nullptr;
   Key root = kNoKey;

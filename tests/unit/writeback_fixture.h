@@ -13,6 +13,7 @@
 #include "handles/handle_map.h"
 #include "store/store.h"
 #include "upstream/types.h"
+#include "writeback/writeback.h"
 
 namespace nache {
 namespace testing_util {
@@ -49,6 +50,18 @@ inline upstream::Attrs ObjectAttrs(Key key, upstream::FileType type,
   a.size = 0;
   return a;
 }
+
+// WriteBack::Host answered from a cache, as the core's own does: the
+// base of the tests' fake cores (set cache before use).
+class CacheWriteBackHost : public WriteBack::Host {
+ public:
+  bool IsDirty(Key key) override { return cache->IsDirty(key); }
+  bool KnownAttrs(Key key, upstream::Attrs *attrs) override {
+    return cache->KnownAttrs(key, attrs);
+  }
+
+  Cache *cache = nullptr;
+};
 
 }  // namespace testing_util
 }  // namespace nache
