@@ -617,18 +617,11 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
     Commit(&batch);
     return;
   }
-  auto known = [o](uint64_t c) {
-    return o->have_attrs &&
-           (o->attrs.change == c ||
-            std::find(o->own_changes.begin(), o->own_changes.end(), c) !=
-                o->own_changes.end());
-  };
   if (!(post.mask & upstream::kAttrChange)) {
     DropData(key, o, &batch);  // cannot tell: trust nothing
     o->have_attrs = false;
-    o->own_changes.clear();
-    o->parked.clear();
-  } else if (have_pre && known(pre)) {
+    ForgetOwnChangesLocked(o);
+  } else if (have_pre && OursLocked(*o, pre, post.change)) {
     // A SETATTR of ours on a directory, alone and straight after the
     // change its listing was taken at, changes no entry: the listing
     // stays (a create in it next is not preceded by a READDIR again).
@@ -636,20 +629,21 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
                                o->attrs.type == upstream::FileType::kDir &&
                                o->own_inflight == 0 && o->attrs.change == pre &&
                                o->listing_change == pre && post.change >= pre;
-    ApplyOwnLocked(key, o, post, off, buf, len, &batch);
+    ApplyOwnLocked(key, o, pre, post, off, buf, len, &batch);
     if (listing_stays) o->listing_change = post.change;
     // Parked completions may follow on from this one.
     for (bool progress = true; progress;) {
       progress = false;
       for (size_t i = 0; i < o->parked.size(); i++) {
-        if (!known(o->parked[i].pre)) continue;
+        if (!OursLocked(*o, o->parked[i].pre, o->parked[i].post.change))
+          continue;
         Object::Parked p = std::move(o->parked[i]);
         o->parked.erase(o->parked.begin() + i);
         // Applying reads the cached blocks back: write what is pending.
         Commit(&batch);
         batch.Clear();
-        ApplyOwnLocked(key, o, p.post, p.off, p.data.data(), p.data.size(),
-                       &batch);
+        ApplyOwnLocked(key, o, p.pre, p.post, p.off, p.data.data(),
+                       p.data.size(), &batch);
         progress = true;
         break;
       }
@@ -660,8 +654,7 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
   } else {
     // Someone else changed the object before our operation.
     DropData(key, o, &batch);
-    o->own_changes.clear();
-    o->parked.clear();
+    ForgetOwnChangesLocked(o);
     o->own_changes.push_back(post.change);
     o->attrs = post;
     o->have_attrs = true;
@@ -675,8 +668,7 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
     for (const auto &p : o->parked)
       if (!o->have_attrs || p.post.change > newest.change) newest = p.post;
     DropData(key, o, &batch);
-    o->own_changes.clear();
-    o->parked.clear();
+    ForgetOwnChangesLocked(o);
     o->attrs = newest;
     o->have_attrs = true;
     o->validated = Clock::now();
@@ -687,8 +679,9 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
   EvictLocked();
 }
 
-void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
-                           const char *buf, size_t len, void *batch) {
+void Cache::ApplyOwnLocked(Key key, Object *o, uint64_t pre, const Attrs &post,
+                           uint64_t off, const char *buf, size_t len,
+                           void *batch) {
   // Replies of parallel operations arrive in any order: the attributes
   // with the highest change are the newest (servers' change attributes
   // grow).
@@ -706,6 +699,15 @@ void Cache::ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
   if (newest && o->have_attrs && o->attrs.change != post.change)
     NoteOwnChangeLocked(o, o->attrs.change);
   NoteOwnChangeLocked(o, post.change);
+  if (post.change < pre && changes_grow_) {
+    changes_grow_ = false;
+    NACHE_LOG(kLogWarn, "NACHE_CACHE",
+              "the remote's change attribute went down (%llu to %llu) "
+              "across an operation of ours: it is no longer taken to grow",
+              (unsigned long long)pre, (unsigned long long)post.change);
+  }
+  if (o->own_spans.size() >= 64) o->own_spans.erase(o->own_spans.begin());
+  o->own_spans.push_back(Object::Span{pre, post.change});
   if (newest) {
     o->attrs = post;
     o->have_attrs = true;
@@ -721,6 +723,25 @@ void Cache::NoteOwnChangeLocked(Object *o, uint64_t change) {
     return;
   if (o->own_changes.size() >= 64) o->own_changes.erase(o->own_changes.begin());
   o->own_changes.push_back(change);
+}
+
+bool Cache::OursLocked(const Object &o, uint64_t before, uint64_t after) const {
+  if (!o.have_attrs) return false;
+  if (o.attrs.change == before ||
+      std::find(o.own_changes.begin(), o.own_changes.end(), before) !=
+          o.own_changes.end())
+    return true;
+  for (const Object::Span &s : o.own_spans) {
+    if (after == s.after) return true;
+    if (changes_grow_ && s.before < before && before <= s.after) return true;
+  }
+  return false;
+}
+
+void Cache::ForgetOwnChangesLocked(Object *o) {
+  o->own_changes.clear();
+  o->own_spans.clear();
+  o->parked.clear();
 }
 
 void Cache::ExpireAttrs(Key key) {
@@ -1371,6 +1392,7 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
       o->validated = Clock::time_point();  // revalidate before use
     }
     o->own_changes.clear();
+    o->own_spans.clear();
     // What the remote holds now is the base of the next local change,
     // even when our view differs from it (it is then revalidated first).
     o->base_known = o->base_uncertain = false;

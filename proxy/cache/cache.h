@@ -137,9 +137,10 @@ class Cache {
   void Validated(Key key, const Attrs &a);
   // After an operation of ours changed the object: pre is the change
   // attribute fetched in the same COMPOUND just before the operation
-  // (have_pre false when there was none). When pre equals the cached change,
-  // the cached data stays valid and the written bytes [off, off+len) (len 0
-  // for none) are applied to it; otherwise as Validated(post).
+  // (have_pre false when there was none). When the operation is known to be
+  // ours alone (pre equals the cached change, or see OursLocked), the cached
+  // data stays valid and the written bytes [off, off+len) (len 0 for none)
+  // are applied to it; otherwise as Validated(post).
   // Every AfterOwnChange (or Forget) is preceded by a BeginOwnChange when
   // the operation is sent, so that parallel operations can vouch for each
   // other.
@@ -457,6 +458,15 @@ class Cache {
     // Change attributes our own recent writes and setattrs produced: a
     // concurrent write of ours may see one of them as its "before".
     std::vector<uint64_t> own_changes;
+    // The spans (before, after] of our operations taken as ours. Everything
+    // the server did between one's "before" and "after" is taken as ours
+    // (the GETATTRs around a WRITE are not atomic with it), so a
+    // completion whose "before" or "after" lies inside one of them is ours
+    // too (OursLocked).
+    struct Span {
+      uint64_t before, after;
+    };
+    std::vector<Span> own_spans;
     int own_inflight = 0;  // our operations between Begin and After
     // Completions whose "before" is not known yet but may be the "after"
     // of one of ours still in flight.
@@ -568,9 +578,22 @@ class Cache {
   bool SeenRemoteLocked(Object *o, const Attrs &a) REQUIRES(mu_);
   // Adds change to o's own_changes (bounded; the oldest goes).
   void NoteOwnChangeLocked(Object *o, uint64_t change) REQUIRES(mu_);
+  // Whether an operation of ours that went from before to after is known
+  // to be ours alone: its "before" is a change we know, or it ran inside
+  // the span of one already taken as ours (its "after" is one of theirs,
+  // with no assumption on the server's change attributes; or, while they
+  // are seen to grow, its "before" lies inside one). Two of ours can
+  // interleave at the server so that one's "before" is a state nobody
+  // reported: X reads c1 and writes (c2), Y reads c2 and writes (c3), X's
+  // closing GETATTR runs last; X says c1 -> c3, Y c2 -> c3.
+  bool OursLocked(const Object &o, uint64_t before, uint64_t after) const
+      REQUIRES(mu_);
+  // Forgets o's own changes and parked completions (after a foreign one).
+  void ForgetOwnChangesLocked(Object *o) REQUIRES(mu_);
   // Applies one of our completed operations whose "before" is known.
-  void ApplyOwnLocked(Key key, Object *o, const Attrs &post, uint64_t off,
-                      const char *buf, size_t len, void *batch) REQUIRES(mu_);
+  void ApplyOwnLocked(Key key, Object *o, uint64_t pre, const Attrs &post,
+                      uint64_t off, const char *buf, size_t len, void *batch)
+      REQUIRES(mu_);
   bool PutBlockLocked(Key key, Object *o, uint64_t idx, const std::string &data,
                       uint64_t change, bool dirty, void *batch) REQUIRES(mu_);
   // Reads block idx's stored bytes (false when absent or short).
@@ -600,6 +623,10 @@ class Cache {
   uint64_t nblocks_ GUARDED_BY(mu_) = 0;
   uint64_t evictions_ GUARDED_BY(mu_) = 0;
   uint64_t dirty_bytes_ GUARDED_BY(mu_) = 0;  // sum of dirty ranges
+  // Cleared for good once an operation of ours saw the remote's change
+  // attribute go down: a "before" inside one of our spans then proves
+  // nothing (OursLocked).
+  bool changes_grow_ GUARDED_BY(mu_) = true;
   // The next stamp: data generations, block dirty epochs and setattr
   // epochs all come from it, so none repeats for any object, ever (a
   // flush that read epoch e can never mistake a later write for its own).

@@ -168,6 +168,88 @@ TEST_F(CacheTest, ParallelOwnWritesFromTheSameBaseStayCached) {
   EXPECT_EQ(d, b);
 }
 
+// Two writes of ours interleave at the server so that one's "before" was
+// never seen: X reads 10 and writes (11), Y reads 11 and writes (12), X's
+// closing GETATTR runs after Y's write. X says 10 -> 12, Y 11 -> 12; 11
+// is nobody's "after". Y ran inside X's span: ours, in either reply order.
+// (Seen as a re-read of a whole file just written, once in 8 runs of
+// cache_test's read_after_write_is_a_hit.)
+TEST_F(CacheTest, OwnWriteInsideAnotherOwnWritesSpanStaysCached) {
+  for (bool x_first : {true, false}) {
+    SCOPED_TRACE(x_first ? "X's reply first" : "Y's reply first");
+    const Key key = x_first ? 21 : 22;
+    Fill(key, 10, 2, 'a');
+    std::string x(kBs, 'X'), y(kBs, 'Y');
+    cache_->BeginOwnChange(key);
+    cache_->BeginOwnChange(key);
+    auto reply_x = [&] {
+      cache_->AfterOwnChange(key, true, 10, FileAttrs(12, 2 * kBs), 0, x.data(),
+                             x.size());
+    };
+    auto reply_y = [&] {
+      cache_->AfterOwnChange(key, true, 11, FileAttrs(12, 2 * kBs), kBs,
+                             y.data(), y.size());
+    };
+    if (x_first) {
+      reply_x();
+      reply_y();
+    } else {
+      reply_y();
+      reply_x();
+    }
+    std::string d;
+    Attrs now;
+    ASSERT_TRUE(cache_->FreshAttrs(key, &now));
+    EXPECT_EQ(now.change, 12u);
+    ASSERT_TRUE(cache_->GetBlock(key, 0, &d));
+    EXPECT_EQ(d, x);
+    ASSERT_TRUE(cache_->GetBlock(key, 1, &d));
+    EXPECT_EQ(d, y);
+  }
+}
+
+// Four writes of ours at once (seen in read_after_write_is_a_hit, replies
+// in this order): A 3 -> 5, B 0 -> 3, C 2 -> 4, D 4 -> 5. C's "before" (2)
+// is nobody's "before" or "after", but lies inside B's span (0, 3]; D's
+// "before" is C's "after". All four are ours.
+TEST_F(CacheTest, ChainOfInterleavedOwnWritesStaysCached) {
+  Fill(9, 100, 4, 'a');
+  std::string w[4] = {std::string(kBs, 'A'), std::string(kBs, 'B'),
+                      std::string(kBs, 'C'), std::string(kBs, 'D')};
+  for (int i = 0; i < 4; i++) cache_->BeginOwnChange(9);
+  const uint64_t pre[4] = {103, 100, 102, 104}, post[4] = {105, 103, 104, 105};
+  for (int i = 0; i < 4; i++)
+    cache_->AfterOwnChange(9, true, pre[i], FileAttrs(post[i], 4 * kBs),
+                           i * kBs, w[i].data(), w[i].size());
+  Attrs now;
+  ASSERT_TRUE(cache_->FreshAttrs(9, &now));
+  EXPECT_EQ(now.change, 105u);
+  for (int i = 0; i < 4; i++) {
+    std::string d;
+    ASSERT_TRUE(cache_->GetBlock(9, i, &d)) << "block " << i;
+    EXPECT_EQ(d, w[i]);
+  }
+}
+
+// A "before" inside one of our spans counts as ours only while the
+// remote's change attributes grow: once one of ours saw it go down, an
+// unknown "before" is someone else's again.
+TEST_F(CacheTest, ASpanProvesNothingOnceChangesGoDown) {
+  Fill(9, 10, 2, 'a');
+  std::string w(kBs, 'W');
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(20, 2 * kBs), 0, w.data(),
+                         w.size());
+  // The remote's change goes down across one of ours (20 -> 15).
+  cache_->AfterOwnChange(9, true, 20, FileAttrs(15, 2 * kBs), 0, w.data(),
+                         w.size());
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(9, 1, &d));
+  // 17 lies inside (10, 20] but proves nothing now.
+  cache_->AfterOwnChange(9, true, 17, FileAttrs(30, 2 * kBs), 0, w.data(),
+                         w.size());
+  EXPECT_FALSE(cache_->GetBlock(9, 1, &d));
+}
+
 TEST_F(CacheTest, ParkedCompletionWithAForeignBeforeInvalidates) {
   Fill(9, 10, 1, 'a');
   std::string w(kBs, 'W');
