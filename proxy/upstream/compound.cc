@@ -138,7 +138,7 @@ fattr4 *SettableFattr(nfs_argop4 *a) {
 
 const char *OpName(Op op) {
   switch (op) {
-#define NACHE_OP_NAME(e, n, s) \
+#define NACHE_OP_NAME(e, n, s, r) \
   case Op::e: return s;
     NACHE_COMPOUND_OPS(NACHE_OP_NAME) NACHE_SESSION_OPS(NACHE_OP_NAME)
 #undef NACHE_OP_NAME
