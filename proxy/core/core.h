@@ -67,6 +67,7 @@
 #include "cache/reader.h"
 #include "callback/back_channel.h"
 #include "callback/callback_server.h"
+#include "core/core_config.h"
 #include "core/unanswered.h"
 #include "core/unstable_writes.h"
 #include "core/warm.h"
@@ -101,65 +102,6 @@ namespace nache {
 // nache_open names both the struct and a C function; C++ needs the
 // elaborated name.
 using NacheOpen = struct ::nache_open;
-
-struct CoreConfig {
-  std::string upstream_server;
-  uint32_t upstream_port = 2049;
-  std::string upstream_path = "/";
-  uint32_t connections = 2;
-  std::string callback_address;
-  uint32_t callback_port = 0;
-  std::string cache_dir;
-  uint32_t call_timeout_ms = 30000;
-  uint32_t max_io_size = 1 << 20;
-  uint32_t export_id = 0;
-  CacheOptions cache;                // size bound, block size, attr window
-  uint32_t readahead_max = 4 << 20;  // readahead window bound (bytes)
-  uint32_t open_linger_ms = 5000;    // upstream CLOSE delay after last close
-  // Upstream NFSv4 minor version: 0, or 1 (sessions; the back channel on
-  // our own connections instead of a callback service), or 2 (as 1, with
-  // NFSv4.2's ALLOCATE, DEALLOCATE, SEEK and extended attributes; 1 when
-  // the remote refuses 4.2).
-  uint32_t minor_version = 0;
-  uint64_t write_behind_max = 64 << 20;  // queued UNSTABLE bytes (0: off)
-  // Write-back (proxy/writeback/DESIGN.md): file data stays local (durable
-  // in the store) and is flushed later, for files under our write
-  // delegation, or all files when single_writer.
-  bool write_back = false;
-  bool single_writer = false;
-  // While the remote is unreachable (Disconnected()), answer from the
-  // cache whatever its age, and grant opens locally (README, "Disconnected
-  // operation").
-  bool serve_stale = false;
-  uint32_t flush_age_ms = 30000;    // flush a file's data after this
-  uint64_t dirty_max = 1ull << 30;  // bound on unflushed data (bytes)
-  // Cache_Reset_If_Corrupt, Cache_Reset_On_Upstream_Change (store.h).
-  bool cache_reset_if_corrupt = false;
-  bool cache_reset_on_upstream_change = false;
-  // owner and owner_group strings sent to the remote (Upstream_Owner_Format,
-  // upstream/owners.h); names are mapped by the process-wide IdMapper.
-  upstream::OwnerFormat owner_format = upstream::OwnerFormat::kAuto;
-  // Upstream_Sec krb5, krb5i, krb5p (gss; false: AUTH_SYS): RPCSEC_GSS as
-  // our principal (gss_client_principal, empty: the keytab's first) from
-  // gss_keytab, to the remote's gss_principal (empty: nfs@server).
-  bool gss = false;
-  rpc::GssService gss_service = rpc::GssService::kNone;
-  std::string gss_keytab, gss_principal, gss_client_principal;
-  // Upstream_Identity = user (with gss): each caller's calls under its own
-  // principal, by constrained delegation (upstream/user_identity.h).
-  bool gss_per_user = false;
-  // The remote sees nache's own identity on every call, not the caller's
-  // (set with gss): its ACCESS answers are not the caller's, so what the
-  // caller may is what both the remote and the mode bits allow.
-  bool remote_sees_machine = false;
-  // Registry the export reports to; null: the process-wide one.
-  metrics::Metrics *metrics = nullptr;
-  // Makes the upstream client; empty: upstream::Upstream::Create. Unit
-  // tests put a scripted upstream here.
-  std::function<std::unique_ptr<upstream::Upstream>(
-      const upstream::UpstreamOptions &)>
-      make_upstream;
-};
 
 // The status of the first op of kind op in rep, or the compound status when
 // the server did not reach it.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "rpc/xdr.h"
 #include "upstream/attrs.h"
 #include "upstream/compound_impl.h"
 
@@ -35,6 +36,11 @@ void CopyVerifier(const Verifier &in, verifier4 out) {
 
 nfs_lock_type4 LockType4(LockType t) { return nfs_lock_type4(uint32_t(t)); }
 
+void PutStateid(rpc::XdrOut *x, const StateId &s) {
+  x->U32(s.seqid);
+  x->Fixed(s.other, sizeof(s.other));
+}
+
 }  // namespace
 
 // Builder helpers, private to this file: they need the Impl layout.
@@ -59,6 +65,9 @@ struct Builder {
     return impl->args.back();
   }
   OpMeta &meta() { return impl->meta.back(); }
+  // Where the builder of an operation libnfs cannot encode writes its
+  // arguments (OpMeta::wire_args).
+  rpc::XdrOut Wire() { return rpc::XdrOut(&meta().wire_args); }
 
   // Keeps a copy of s alive for the Compound's lifetime.
   char *Keep(const std::string &s) {
@@ -129,7 +138,7 @@ fattr4 *SettableFattr(nfs_argop4 *a) {
 
 const char *OpName(Op op) {
   switch (op) {
-#define NACHE_OP_NAME(e, n, s) \
+#define NACHE_OP_NAME(e, n, s, r) \
   case Op::e: return s;
     NACHE_COMPOUND_OPS(NACHE_OP_NAME) NACHE_SESSION_OPS(NACHE_OP_NAME)
 #undef NACHE_OP_NAME
@@ -542,8 +551,10 @@ Compound &Compound::DelegReturn(const StateId &stateid) {
   return *this;
 }
 
-// NFSv4.2 operations: their arguments are kept in the operation's meta
-// and encoded by EncodeWire (libnfs' nfs_argop4 only carries the number).
+// NFSv4.2 operations (RFC 7862 15, RFC 8276 8.4): their builders encode
+// their arguments into the operation's meta, which EncodeWire sends
+// (libnfs' nfs_argop4 only carries the number); the scripted server of the
+// unit tests reads them decoded, in v42.
 Compound &Compound::Allocate(const StateId &stateid, uint64_t offset,
                              uint64_t length) {
   return AddRangeOp(Op::kAllocate, stateid, offset, length);
@@ -562,6 +573,10 @@ Compound &Compound::AddRangeOp(Op op, const StateId &stateid, uint64_t offset,
   a.stateid = stateid;
   a.offset = offset;
   a.length = length;
+  rpc::XdrOut x = b.Wire();
+  PutStateid(&x, stateid);
+  x.U64(offset);
+  x.U64(length);
   return *this;
 }
 
@@ -576,6 +591,15 @@ Compound &Compound::Copy(const StateId &src_stateid, const StateId &dst_stateid,
   a.offset = src_offset;
   a.dst_offset = dst_offset;
   a.length = count;
+  rpc::XdrOut x = b.Wire();
+  PutStateid(&x, src_stateid);
+  PutStateid(&x, dst_stateid);
+  x.U64(src_offset);
+  x.U64(dst_offset);
+  x.U64(count);
+  x.Bool(true);  // ca_consecutive
+  x.Bool(true);  // ca_synchronous
+  x.U32(0);      // ca_source_server<>: this server
   return *this;
 }
 
@@ -589,6 +613,10 @@ Compound &Compound::ReadPlus(const StateId &stateid, uint64_t offset,
   a.length = count;
   b.meta().read_dest = dest;
   b.meta().read_count = count;
+  rpc::XdrOut x = b.Wire();
+  PutStateid(&x, stateid);
+  x.U64(offset);
+  x.U32(count);
   return *this;
 }
 
@@ -600,6 +628,10 @@ Compound &Compound::Seek(const StateId &stateid, uint64_t offset,
   a.stateid = stateid;
   a.offset = offset;
   a.what = what;
+  rpc::XdrOut x = b.Wire();
+  PutStateid(&x, stateid);
+  x.U64(offset);
+  x.U32(uint32_t(what));
   return *this;
 }
 
@@ -607,6 +639,7 @@ Compound &Compound::Getxattr(const std::string &name) {
   Builder<Impl> b{impl_.get()};
   b.Add(Op::kGetxattr, XdrOpaqueSize(name.size()));
   b.meta().v42.name = name;
+  b.Wire().Opaque(name);
   return *this;
 }
 
@@ -619,6 +652,10 @@ Compound &Compound::Setxattr(XattrOption option, const std::string &name,
   a.option = option;
   a.name = name;
   a.value = value;
+  rpc::XdrOut x = b.Wire();
+  x.U32(uint32_t(option));
+  x.Opaque(name);
+  x.Opaque(value);
   return *this;
 }
 
@@ -627,6 +664,9 @@ Compound &Compound::Listxattrs(uint64_t cookie, uint32_t maxcount) {
   b.Add(Op::kListxattrs, 0);
   b.meta().v42.cookie = cookie;
   b.meta().v42.maxcount = maxcount;
+  rpc::XdrOut x = b.Wire();
+  x.U64(cookie);
+  x.U32(maxcount);
   return *this;
 }
 
@@ -634,6 +674,7 @@ Compound &Compound::Removexattr(const std::string &name) {
   Builder<Impl> b{impl_.get()};
   b.Add(Op::kRemovexattr, XdrOpaqueSize(name.size()));
   b.meta().v42.name = name;
+  b.Wire().Opaque(name);
   return *this;
 }
 

@@ -112,12 +112,13 @@ struct OpResult {
 
   Fh fh;                     // GETFH
   Attrs attrs;               // GETATTR; OPEN/CREATE: attrset not decoded
-  StateId stateid;           // OPEN, OPEN_CONFIRM, OPEN_DOWNGRADE, CLOSE,
-                             // LOCK, LOCKU
+  StateId stateid;           // OPEN, LOCK; ResultShape::kStateid's (CLOSE,
+                             // OPEN_CONFIRM, OPEN_DOWNGRADE, LOCKU, ...)
   uint32_t open_rflags = 0;  // OPEN (OPEN4_RESULT_CONFIRM = 2)
   Delegation delegation;     // OPEN
-  ChangeInfo cinfo;          // OPEN, CREATE, REMOVE, LINK, RENAME (source),
-                             // SETXATTR, REMOVEXATTR
+  ChangeInfo cinfo;          // OPEN, CREATE, RENAME (source);
+                             // ResultShape::kChangeInfo's (REMOVE, LINK,
+                             // SETXATTR, REMOVEXATTR, ...)
   ChangeInfo cinfo2;         // RENAME (target)
   uint32_t count = 0;        // READ (bytes copied), WRITE (bytes written),
                              // READ_PLUS (bytes its segments cover)
@@ -130,7 +131,8 @@ struct OpResult {
   uint64_t cookie = 0;       // LISTXATTRS (where the next call goes on)
   std::vector<std::string> names;              // LISTXATTRS
   StableHow committed = StableHow::kUnstable;  // WRITE, COPY
-  Verifier verifier;              // WRITE, COMMIT (write verifier); READDIR
+  Verifier verifier;              // WRITE, COPY, ResultShape::kVerifier's
+                                  // (COMMIT, ...): write verifier; READDIR
                                   // (cookie verifier); SETCLIENTID (confirm)
   std::string data;               // READLINK (link text), GETXATTR (value)
   std::vector<DirEntry> entries;  // READDIR

@@ -5,8 +5,10 @@
 // zdr_array multiplies a count in 32 bits and then writes count elements:
 // README.md, "Replies are decoded by our own reader"). Every count and
 // length is checked against the bytes left and a maximum before anything is
-// read or allocated; a result of an operation this file does not know is a
-// decode error. READ data goes straight from the reply to the buffer the
+// read or allocated. A result is decoded by the shape its row in ops.h
+// gives (a stateid, a change_info4, ...) or, when that says kSpecial, by
+// its own code here; a result of an operation with neither is a decode
+// error. READ data goes straight from the reply to the buffer the
 // caller gave Compound::Read (the only copy).
 #include <algorithm>
 #include <cstdint>
@@ -232,32 +234,32 @@ bool GetXattrNames(XdrIn *in, const OpMeta &meta, OpResult *out) {
   return in->Bool(&out->eof);
 }
 
-// The body of one result (after its number and status) for the operation
-// meta describes. False when it is malformed, too large, or not what was
-// asked for.
-bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
-                   OpResult *out) {
+// The body of a result whose row in ops.h gives its shape: decoded by the
+// shape alone, whatever the operation.
+bool GetShapedBody(XdrIn *in, ResultShape shape, OpResult *out) {
+  if (out->status != kNfs4Ok) return true;  // a body only with NFS4_OK
+  switch (shape) {
+    case ResultShape::kStatus: return true;
+    case ResultShape::kStateid: return GetStateid(in, &out->stateid);
+    case ResultShape::kChangeInfo: return GetChangeInfo(in, &out->cinfo);
+    case ResultShape::kVerifier: return GetVerifier(in, &out->verifier);
+    case ResultShape::kSpecial:
+    case ResultShape::kSession: break;
+  }
+  return false;
+}
+
+// The body of a kSpecial result: one decoder per operation.
+bool GetSpecialBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
+                    OpResult *out) {
   const bool ok = out->status == kNfs4Ok;
   switch (meta.op) {
-    // The session layer's own operations (nfs41.cc decodes SEQUENCE and
-    // the rest): never in a Compound's results.
-#define NACHE_SESSION_OP_CASE(e, n, s) case Op::e:
-    NACHE_SESSION_OPS(NACHE_SESSION_OP_CASE)
-#undef NACHE_SESSION_OP_CASE
-    return false;
     case Op::kAccess:
       return !ok || (in->U32(&out->access_supported) && in->U32(&out->access));
-    case Op::kClose:
-    case Op::kOpenConfirm:
-    case Op::kOpenDowngrade:
-    case Op::kLocku: return !ok || GetStateid(in, &out->stateid);
-    case Op::kCommit: return !ok || GetVerifier(in, &out->verifier);
     case Op::kCreate:
       return !ok || (GetChangeInfo(in, &out->cinfo) && SkipBitmap(in));
     case Op::kGetattr: return !ok || GetFattr(in, owners, &out->attrs, nullptr);
     case Op::kGetfh: return !ok || in->Opaque(&out->fh, kMaxFhSize);
-    case Op::kLink:
-    case Op::kRemove: return !ok || GetChangeInfo(in, &out->cinfo);
     case Op::kRename:
       return !ok || (GetChangeInfo(in, &out->cinfo) &&
                      GetChangeInfo(in, &out->cinfo2));
@@ -313,26 +315,24 @@ bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
     case Op::kReadPlus: return !ok || GetReadPlus(in, meta, out);
     case Op::kCopy: return GetCopy(in, out);
     case Op::kGetxattr: return !ok || in->Opaque(&out->data, kMaxXattrValue);
-    case Op::kSetxattr:
-    case Op::kRemovexattr: return !ok || GetChangeInfo(in, &out->cinfo);
     case Op::kListxattrs: return !ok || GetXattrNames(in, meta, out);
-    // Results that are their status alone.
-    case Op::kAllocate:
-    case Op::kDeallocate:
-    case Op::kDelegReturn:
-    case Op::kLookup:
-    case Op::kLookupp:
-    case Op::kNverify:
-    case Op::kPutfh:
-    case Op::kPutrootfh:
-    case Op::kRenew:
-    case Op::kRestorefh:
-    case Op::kSavefh:
-    case Op::kSetclientidConfirm:
-    case Op::kVerify:
-    case Op::kReleaseLockowner: return true;
+    default: return false;  // kSpecial in ops.h, but no decoder here
   }
-  return false;  // an operation this decoder does not know
+}
+
+// The body of one result (after its number and status) for the operation
+// meta describes. False when it is malformed, too large, or not what was
+// asked for.
+bool GetResultBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
+                   OpResult *out) {
+  const ResultShape shape = ResultShapeOf(meta.op);
+  switch (shape) {
+    // The session layer's own operations (nfs41.cc decodes SEQUENCE and
+    // the rest): never in a Compound's results.
+    case ResultShape::kSession: return false;
+    case ResultShape::kSpecial: return GetSpecialBody(in, meta, owners, out);
+    default: return GetShapedBody(in, shape, out);
+  }
 }
 
 }  // namespace

@@ -40,6 +40,10 @@ struct OpMeta {
   std::vector<uint32_t> excl41_bitmap;
   std::string excl41_attrs;
   Nfs42Args v42;  // an NFSv4.2 operation's arguments
+  // An operation libnfs cannot encode (IsNfs42Op): the XDR of its
+  // arguments, written by its builder; EncodeWire sends them after its
+  // number.
+  std::string wire_args;
 };
 
 // Settable attributes that carry an owner or owner_group: encoded again

@@ -1,8 +1,9 @@
 // A Compound on the wire: the XDR of the whole COMPOUND request and reply.
 // Requests: NFSv4.0 goes through libnfs' generated COMPOUND4args encoder;
 // NFSv4.1 and 4.2 put our own SEQUENCE (nfs41.cc) in front, each further
-// operation is libnfs' 4.0 encoder, but NFSv4.2's operations and OPEN by
-// filehandle or EXCLUSIVE4_1 (which libnfs 4.0.0 does not know), encoded here.
+// operation is libnfs' 4.0 encoder, but OPEN by filehandle or EXCLUSIVE4_1,
+// encoded here, and NFSv4.2's operations, whose arguments their builders
+// encoded (compound.cc): libnfs 4.0.0 knows neither.
 // Replies, in both minor versions, are decoded by our own bounded reader
 // (compound_decode.cc), never by libnfs: they come from a server we do not
 // trust with lengths.
@@ -45,55 +46,11 @@ bool AppendWithLibnfs(std::string *out, size_t room, Fn encode) {
   return ok;
 }
 
-void PutStateid(rpc::XdrOut *x, const StateId &s) {
-  x->U32(s.seqid);
-  x->Fixed(s.other, sizeof(s.other));
-}
-
-// One NFSv4.2 operation: its number, then its arguments (RFC 7862 15,
-// RFC 8276 8.4).
-void EncodeNfs42(rpc::XdrOut *x, Op op, const Nfs42Args &a) {
-  x->U32(uint32_t(op));
-  switch (op) {
-    case Op::kAllocate:
-    case Op::kDeallocate:
-      PutStateid(x, a.stateid);
-      x->U64(a.offset);
-      x->U64(a.length);
-      return;
-    case Op::kSeek:
-      PutStateid(x, a.stateid);
-      x->U64(a.offset);
-      x->U32(uint32_t(a.what));
-      return;
-    case Op::kCopy:
-      PutStateid(x, a.stateid);
-      PutStateid(x, a.dst_stateid);
-      x->U64(a.offset);
-      x->U64(a.dst_offset);
-      x->U64(a.length);
-      x->Bool(true);  // ca_consecutive
-      x->Bool(true);  // ca_synchronous
-      x->U32(0);      // ca_source_server<>: this server
-      return;
-    case Op::kReadPlus:
-      PutStateid(x, a.stateid);
-      x->U64(a.offset);
-      x->U32(uint32_t(a.length));
-      return;
-    case Op::kGetxattr:
-    case Op::kRemovexattr: x->Opaque(a.name); return;
-    case Op::kSetxattr:
-      x->U32(uint32_t(a.option));
-      x->Opaque(a.name);
-      x->Opaque(a.value);
-      return;
-    case Op::kListxattrs:
-      x->U64(a.cookie);
-      x->U32(a.maxcount);
-      return;
-    default: return;  // not an NFSv4.2 operation: never called for one
-  }
+// An NFSv4.2 operation: its number, then the arguments its builder
+// encoded (compound.cc).
+void EncodeNfs42(rpc::XdrOut *x, const OpMeta &m) {
+  x->U32(uint32_t(m.op));
+  x->Raw(m.wire_args);
 }
 
 // An NFSv4.1 OPEN libnfs cannot encode (RFC 8881 18.16): of the current
@@ -174,7 +131,7 @@ bool Compound::EncodeWire(std::string *out, const nfs41::SequenceArgs *seq,
       continue;
     }
     if (IsNfs42Op(uint32_t(meta[i].op))) {
-      EncodeNfs42(&x, meta[i].op, meta[i].v42);
+      EncodeNfs42(&x, meta[i]);
       i++;
       continue;
     }

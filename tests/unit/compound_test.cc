@@ -1,7 +1,8 @@
 // The typed COMPOUND builder and decoder (upstream/compound.h): arguments are
 // checked by encoding them with libnfs' XDR and decoding them back; replies
 // by encoding hand-built COMPOUND4res structures with libnfs' XDR encoder
-// and decoding those bytes with our own reader (Compound::DecodeWire).
+// and decoding those bytes with our own reader (Compound::DecodeWire); the
+// op table's result shapes by replies written with rpc::XdrOut.
 #include "upstream/compound.h"
 
 #include <gtest/gtest.h>
@@ -16,8 +17,11 @@
 
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "rpc/xdr.h"
 
 namespace nache {
 namespace upstream {
@@ -260,8 +264,8 @@ TEST(CompoundTest, OpTableRowsAgreeWithTheRfcNumbers) {
   EXPECT_STREQ(OpName(Op::kSequence), "SEQUENCE");
   EXPECT_STREQ(OpName(Op(7)), "UNKNOWN");
   size_t rows = 0;
-#define COUNT_ROW(e, n, s) \
-  rows++;                  \
+#define COUNT_ROW(e, n, s, r) \
+  rows++;                     \
   EXPECT_STREQ(OpName(Op::e), s);
   NACHE_COMPOUND_OPS(COUNT_ROW)
 #undef COUNT_ROW
@@ -623,6 +627,215 @@ TEST(CompoundDecodeTest, WriteCommitAccessRenameReadlink) {
   EXPECT_EQ(reply.Find(Op::kRename)->cinfo.after, 3u);
   EXPECT_EQ(reply.Find(Op::kRename)->cinfo2.after, 4u);
   EXPECT_EQ(reply.Find(Op::kReadlink)->data, "target");
+}
+
+// --- The op table's result shapes (ops.h) ---------------------------------
+//
+// Every operation whose row gives a shape has its result decoded by that
+// shape alone. Each case below states the shape independently of the
+// table and scripts a reply of that shape (written with rpc::XdrOut),
+// followed by a GETFH result: a shape column that reads too little, too
+// much or the wrong field fails the decode or the values, and a body cut
+// short must be refused.
+
+using rpc::XdrOut;
+
+StateId Sid() {
+  StateId s;
+  s.seqid = 7;
+  for (size_t i = 0; i < sizeof(s.other); i++) s.other[i] = uint8_t('a' + i);
+  return s;
+}
+
+// One operation with a shaped result: its builder, and the shape its
+// result has by the RFCs (not read from the table).
+struct ShapedOp {
+  Op op;
+  ResultShape shape;
+  std::function<void(Compound *)> add;
+};
+
+const std::vector<ShapedOp> &ShapedOps() {
+  static const std::vector<ShapedOp> *ops = new std::vector<ShapedOp>{
+      {Op::kClose, ResultShape::kStateid,
+       [](Compound *c) { c->Close(1, Sid()); }},
+      {Op::kOpenConfirm, ResultShape::kStateid,
+       [](Compound *c) { c->OpenConfirm(Sid(), 2); }},
+      {Op::kOpenDowngrade, ResultShape::kStateid,
+       [](Compound *c) {
+         c->OpenDowngrade(Sid(), 3, kShareAccessRead, kShareDenyNone);
+       }},
+      {Op::kLocku, ResultShape::kStateid,
+       [](Compound *c) { c->Locku(LockType::kRead, 4, Sid(), 0, 10); }},
+      {Op::kCommit, ResultShape::kVerifier,
+       [](Compound *c) { c->Commit(0, 0); }},
+      {Op::kLink, ResultShape::kChangeInfo,
+       [](Compound *c) { c->Link("new"); }},
+      {Op::kRemove, ResultShape::kChangeInfo,
+       [](Compound *c) { c->Remove("old"); }},
+      {Op::kSetxattr, ResultShape::kChangeInfo,
+       [](Compound *c) { c->Setxattr(XattrOption::kEither, "k", "v"); }},
+      {Op::kRemovexattr, ResultShape::kChangeInfo,
+       [](Compound *c) { c->Removexattr("k"); }},
+      {Op::kAllocate, ResultShape::kStatus,
+       [](Compound *c) { c->Allocate(Sid(), 0, 1); }},
+      {Op::kDeallocate, ResultShape::kStatus,
+       [](Compound *c) { c->Deallocate(Sid(), 0, 1); }},
+      {Op::kDelegReturn, ResultShape::kStatus,
+       [](Compound *c) { c->DelegReturn(Sid()); }},
+      {Op::kLookup, ResultShape::kStatus,
+       [](Compound *c) { c->Lookup("name"); }},
+      {Op::kLookupp, ResultShape::kStatus, [](Compound *c) { c->Lookupp(); }},
+      {Op::kNverify, ResultShape::kStatus,
+       [](Compound *c) { c->NverifyChange(9); }},
+      {Op::kPutfh, ResultShape::kStatus, [](Compound *c) { c->Putfh("fh"); }},
+      {Op::kPutrootfh, ResultShape::kStatus,
+       [](Compound *c) { c->Putrootfh(); }},
+      {Op::kRenew, ResultShape::kStatus, [](Compound *c) { c->Renew(5); }},
+      {Op::kRestorefh, ResultShape::kStatus,
+       [](Compound *c) { c->Restorefh(); }},
+      {Op::kSavefh, ResultShape::kStatus, [](Compound *c) { c->Savefh(); }},
+      {Op::kSetclientidConfirm, ResultShape::kStatus,
+       [](Compound *c) { c->SetclientidConfirm(5, "confirm!"); }},
+      {Op::kVerify, ResultShape::kStatus,
+       [](Compound *c) { c->VerifyChange(9); }},
+      {Op::kReleaseLockowner, ResultShape::kStatus,
+       [](Compound *c) { c->ReleaseLockowner(5, "owner"); }},
+  };
+  return *ops;
+}
+
+// The body a result of shape has after an NFS4_OK status.
+std::string Body(ResultShape shape) {
+  std::string b;
+  XdrOut x(&b);
+  switch (shape) {
+    case ResultShape::kStateid: {
+      StateId s = Sid();
+      x.U32(s.seqid);
+      x.Fixed(s.other, sizeof(s.other));
+      break;
+    }
+    case ResultShape::kChangeInfo:
+      x.Bool(true);
+      x.U64(11);
+      x.U64(12);
+      break;
+    case ResultShape::kVerifier: x.Fixed("wverf001", 8); break;
+    default: break;
+  }
+  return b;
+}
+
+// An NFSv4.0 reply: the compound's status, then each result's number,
+// status and body as given.
+struct Result {
+  Op op;
+  uint32_t status;
+  std::string body;
+};
+std::string Reply(uint32_t status, const std::vector<Result> &results) {
+  std::string b;
+  XdrOut x(&b);
+  x.U32(status);
+  x.Opaque(std::string("t"));
+  x.U32(uint32_t(results.size()));
+  for (const Result &r : results) {
+    x.U32(uint32_t(r.op));
+    x.U32(r.status);
+    x.Raw(r.body);
+  }
+  return b;
+}
+
+bool DecodeXdr(const Compound &c, const std::string &wire, CompoundReply *out) {
+  return c.DecodeWire(wire.data(), wire.size(), out, nullptr);
+}
+
+// Every row with a shape other than kSpecial has a case here, and the
+// table's shape is the one the case states.
+TEST(OpTableTest, EveryShapedRowHasACase) {
+  size_t shaped = 0;
+#define NACHE_CHECK_ROW(e, n, s, r)                                       \
+  if (ResultShape::r != ResultShape::kSpecial) {                          \
+    shaped++;                                                             \
+    bool found = false;                                                   \
+    for (const ShapedOp &c : ShapedOps()) found = found || c.op == Op::e; \
+    EXPECT_TRUE(found) << s << " has a shape but no case here";           \
+  }
+  NACHE_COMPOUND_OPS(NACHE_CHECK_ROW)
+#undef NACHE_CHECK_ROW
+  EXPECT_EQ(shaped, ShapedOps().size());
+  for (const ShapedOp &c : ShapedOps())
+    EXPECT_EQ(int(ResultShapeOf(c.op)), int(c.shape)) << OpName(c.op);
+  EXPECT_EQ(ResultShapeOf(Op::kSequence), ResultShape::kSession);
+  EXPECT_EQ(ResultShapeOf(Op::kOpen), ResultShape::kSpecial);
+}
+
+TEST(OpTableTest, EachShapeDecodesItsBody) {
+  for (const ShapedOp &s : ShapedOps()) {
+    SCOPED_TRACE(OpName(s.op));
+    Compound c;
+    s.add(&c);
+    c.Getfh();
+    std::string fh;
+    XdrOut(&fh).Opaque(std::string("fh-after"));
+    CompoundReply out;
+    ASSERT_TRUE(DecodeXdr(c,
+                          Reply(kNfs4Ok, {{s.op, kNfs4Ok, Body(s.shape)},
+                                          {Op::kGetfh, kNfs4Ok, fh}}),
+                          &out));
+    ASSERT_EQ(out.results.size(), 2u);
+    const OpResult &r = out.results[0];
+    EXPECT_EQ(r.op, s.op);
+    switch (s.shape) {
+      case ResultShape::kStateid:
+        EXPECT_EQ(r.stateid.seqid, 7u);
+        EXPECT_EQ(std::memcmp(r.stateid.other, "abcdefghijkl", 12), 0);
+        break;
+      case ResultShape::kChangeInfo:
+        EXPECT_TRUE(r.cinfo.atomic);
+        EXPECT_EQ(r.cinfo.before, 11u);
+        EXPECT_EQ(r.cinfo.after, 12u);
+        break;
+      case ResultShape::kVerifier: EXPECT_EQ(r.verifier, "wverf001"); break;
+      default: break;
+    }
+    // What follows was read from where the shape's body ends.
+    EXPECT_EQ(out.results[1].fh, "fh-after");
+  }
+}
+
+TEST(OpTableTest, AShapedBodyCutShortIsRefused) {
+  for (const ShapedOp &s : ShapedOps()) {
+    const std::string body = Body(s.shape);
+    if (body.empty()) continue;
+    SCOPED_TRACE(OpName(s.op));
+    Compound c;
+    s.add(&c);
+    CompoundReply out;
+    EXPECT_TRUE(DecodeXdr(c, Reply(kNfs4Ok, {{s.op, kNfs4Ok, body}}), &out));
+    EXPECT_FALSE(DecodeXdr(
+        c, Reply(kNfs4Ok, {{s.op, kNfs4Ok, body.substr(0, body.size() - 4)}}),
+        &out));
+    EXPECT_TRUE(out.results.empty());
+  }
+}
+
+// A failed operation's result is its status alone, whatever its shape.
+TEST(OpTableTest, AFailureHasNoBody) {
+  for (const ShapedOp &s : ShapedOps()) {
+    SCOPED_TRACE(OpName(s.op));
+    Compound c;
+    s.add(&c);
+    c.Getfh();
+    CompoundReply out;
+    ASSERT_TRUE(
+        DecodeXdr(c, Reply(kNfs4ErrIo, {{s.op, kNfs4ErrIo, ""}}), &out));
+    ASSERT_EQ(out.results.size(), 1u);
+    EXPECT_EQ(out.results[0].status, kNfs4ErrIo);
+    EXPECT_EQ(out.status, kNfs4ErrIo);
+  }
 }
 
 }  // namespace

@@ -1020,6 +1020,8 @@ class CoreDelegationsTest : public ::testing::Test {
     cfg.cache.size_bytes = 16 << 20;
     cfg.cache.block_size = 4096;
     cfg.open_linger_ms = 0;  // CLOSE at the last local close
+    // NFSv4.0 unless a test tunes it (CoreConfig's default is the C API's).
+    cfg.minor_version = 0;
     cfg.metrics = &metrics_;
     ScriptedUpstream *up = up_;
     cfg.make_upstream = [up](const upstream::UpstreamOptions &o) {
