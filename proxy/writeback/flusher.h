@@ -7,9 +7,10 @@
 // One file is flushed by one thread at a time, up to `files` files at once
 // (over a WAN each costs round trips, not bandwidth); its dirty ranges go
 // upstream in parallel (contiguous dirty blocks joined into WRITEs of up to
-// max_send bytes), and a range is clean only once the server has it
-// on stable storage and the block was not written again meanwhile
-// (Cache::Flushed). A single range goes as a FILE_SYNC WRITE; several go
+// max_send bytes, a block bigger than that cut into several; `parallel`
+// in flight, more when they are small), and a range is clean only once the
+// server has it on stable storage and the block was not written again
+// meanwhile (Cache::Flushed). A single WRITE goes FILE_SYNC; several go
 // UNSTABLE, then one COMMIT makes them durable together (the server syncs
 // once, not once per WRITE): a range whose WRITE verifier differs from the
 // COMMIT's (the server restarted in between and may have lost it) is sent
@@ -36,7 +37,9 @@ namespace nache {
 struct FlusherOptions {
   std::chrono::milliseconds age{30000};  // Flush_Age
   uint64_t dirty_max = 1ull << 30;       // Dirty_Max (bytes)
-  int parallel = 8;                      // WRITEs of one file in flight
+  // WRITEs of one file in flight (more when the remote's WRITEs are
+  // small: enough for about 2 MiB, at most 16).
+  int parallel = 8;
   // Bytes of contiguous dirty blocks per WRITE: the largest WRITE the
   // remote takes, asked before each flush; empty: 1 MiB.
   std::function<uint64_t()> max_send;

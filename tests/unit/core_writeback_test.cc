@@ -113,6 +113,47 @@ TEST_F(FlushStabilityTest, ContiguousBlocksAreCutAtTheLargestWrite) {
   EXPECT_EQ(up_->Data("f"), content);
 }
 
+// A dirty block bigger than the remote's largest WRITE (knfsd on a small
+// machine takes 64 KiB) goes as several WRITEs in flight at once, not
+// one after the other: seen on wan as 4 WRITEs in flight where 16 were
+// ready, the link half idle.
+TEST_F(FlushStabilityTest, PiecesOfABigBlockGoInParallel) {
+  up_->unstable_writes = true;
+  Start(DelegationType::kNone, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+    cfg->flush_age_ms = 3600 * 1000;
+    cfg->cache.block_size = 64 << 10;
+    cfg->max_io_size = 16 << 10;
+  });
+  std::string content(128 << 10, '\0');
+  for (size_t i = 0; i < content.size(); i++)
+    content[i] = char('a' + (i * 7) % 23);
+  size_t n = 0;
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, content.size(), content.data(),
+                         upstream::StableHow::kFileSync, &n, &committed),
+            0u);
+  const int writes_before = up_->Count("WRITE");
+  up_->hold_writes = true;
+  std::thread flush([this] {
+    std::string err;
+    EXPECT_TRUE(core_->AdminFlush(
+        std::chrono::steady_clock::now() + std::chrono::seconds(30), &err))
+        << err;
+  });
+  // Two 64 KiB blocks, eight WRITEs of 16 KiB: all held at once.
+  const bool all_at_once =
+      cb_client::WaitFor([&] { return up_->writes_waiting.load() == 8; });
+  const int waiting = up_->writes_waiting.load();
+  up_->ReleaseWrites();
+  flush.join();
+  EXPECT_TRUE(all_at_once) << "WRITEs in flight at once: " << waiting;
+  EXPECT_EQ(up_->Count("WRITE") - writes_before, 8);
+  EXPECT_EQ(up_->Count("COMMIT"), 1);
+  EXPECT_EQ(up_->Data("f"), content);
+}
+
 // The remote reboots between the UNSTABLE WRITEs and the COMMIT: it lost
 // them, and the COMMIT's verifier says so. Each goes again, FILE_SYNC,
 // and the remote ends with all of the data.
