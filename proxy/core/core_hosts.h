@@ -50,12 +50,19 @@ class Core::DelegationsHost : public Delegations::Host {
     // (Only a write delegation covers unflushed data; a read one is
     // returned by the flusher itself before it writes, so flushing here
     // would wait for that very flush.)
-    if (core_->flusher_ && d.type == upstream::DelegationType::kWrite &&
-        core_->flusher_->FlushFile(key))
-      NACHE_LOG(kLogWarn, "NACHE_DELEG",
-                "flush of %llu before returning its delegation failed; its "
-                "data stays here and is sent later",
-                (unsigned long long)key);
+    // The return's own flush, under the delegation still: no conflict
+    // check (nobody else can have written), WRITEs with its stateid. It
+    // owns the file's flush from before it is marked until after, so no
+    // other flush of the file runs under the mark, and none is left in
+    // flight when the DELEGRETURN goes.
+    if (core_->flusher_ && d.type == upstream::DelegationType::kWrite) {
+      Flusher::Ownership own = core_->flusher_->Own(key);
+      if (core_->delegations_->ReturnFlush(key, [&] { return own.Flush(); }))
+        NACHE_LOG(kLogWarn, "NACHE_DELEG",
+                  "flush of %llu before returning its delegation failed; its "
+                  "data stays here and is sent later",
+                  (unsigned long long)key);
+    }
     // Opens we granted locally under the delegation become upstream opens
     // before the delegation goes (RFC 7530 10.4.4). A plain OPEN by name:
     // the server does not treat its delegation holder's read open as a
@@ -227,12 +234,10 @@ class Core::WriteBackHost : public WriteBack::Host,
     core_->delegations_->ReturnIfReadDelegated(key);
   }
   bool WriteDelegated(Key key) override {
-    return core_->delegations_->Covers(key, upstream::kShareAccessWrite, 0,
-                                       nullptr);
+    return core_->delegations_->CoversFlush(key, nullptr);
   }
   bool WriteDelegation(Key key, upstream::StateId *sid) override {
-    return core_->delegations_->Covers(key, upstream::kShareAccessWrite, 0,
-                                       sid);
+    return core_->delegations_->CoversFlush(key, sid);
   }
 
   // FlushSender's, for NamespaceWriteBack and Conflicts.

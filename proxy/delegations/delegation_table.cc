@@ -40,6 +40,25 @@ bool DelegationTable::Usable(Key key, uint64_t epoch) const {
   return it != held_.end() && UsableLocked(it->second, epoch);
 }
 
+void DelegationTable::SetReturnFlush(Key key, bool on) {
+  MutexLock g(&mu_);
+  auto it = held_.find(key);
+  if (it != held_.end()) it->second.return_flush = on;
+}
+
+bool DelegationTable::ReturnFlushCovers(Key key, uint64_t epoch,
+                                        upstream::StateId *sid) const {
+  MutexLock g(&mu_);
+  auto it = held_.find(key);
+  if (it == held_.end()) return false;
+  const HeldDelegation &d = it->second;
+  if (!d.return_flush || d.epoch != epoch ||
+      d.type != upstream::DelegationType::kWrite)
+    return false;
+  if (sid) *sid = d.stateid;
+  return true;
+}
+
 bool DelegationTable::Find(Key key, HeldDelegation *out) const {
   MutexLock g(&mu_);
   auto it = held_.find(key);

@@ -30,6 +30,9 @@ struct HeldDelegation {
   upstream::StateId stateid;  // the delegation stateid
   uint64_t epoch = 0;         // upstream client-id epoch of the grant
   bool returning = false;     // a recall or our own return is under way
+  // The return's own flush is running (SetReturnFlush): until the
+  // DELEGRETURN, still ours, for that flush alone.
+  bool return_flush = false;
   std::chrono::steady_clock::time_point since;  // when the return began
 };
 
@@ -49,6 +52,13 @@ class DelegationTable {
   bool Usable(Key key, uint64_t epoch) const;
   // Key's delegation, usable or not.
   bool Find(Key key, HeldDelegation *out) const;
+  // Marks (or unmarks) the flush a return of key's write delegation runs
+  // before its DELEGRETURN. While marked, ReturnFlushCovers says the
+  // delegation still covers that flush's WRITEs.
+  void SetReturnFlush(Key key, bool on);
+  // Whether key has a write delegation of epoch whose return's own flush
+  // is running; *sid: its stateid (may be null).
+  bool ReturnFlushCovers(Key key, uint64_t epoch, upstream::StateId *sid) const;
   // Starts returning key's delegation: it stops being usable. False when
   // there is none, its stateid differs from sid (when given), or a return
   // is already under way.

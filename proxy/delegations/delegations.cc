@@ -174,6 +174,20 @@ bool Delegations::Covers(Key key, uint32_t access, uint32_t deny,
          table_.Covers(key, host_->Epoch(), access, deny, sid);
 }
 
+bool Delegations::CoversFlush(Key key, StateId *sid) const {
+  return Covers(key, upstream::kShareAccessWrite, 0, sid) ||
+         (std::chrono::steady_clock::now() < host_->LeaseValidUntil() &&
+          table_.ReturnFlushCovers(key, host_->Epoch(), sid));
+}
+
+uint32_t Delegations::ReturnFlush(Key key,
+                                  const std::function<uint32_t()> &flush) {
+  table_.SetReturnFlush(key, true);
+  const uint32_t st = flush();
+  table_.SetReturnFlush(key, false);
+  return st;
+}
+
 size_t Delegations::Count(DelegationType type) const {
   return table_.Count(type);
 }

@@ -127,6 +127,17 @@ class Delegations {
   // not null) gets the delegation stateid.
   bool Covers(Key key, uint32_t access, uint32_t deny,
               upstream::StateId *sid) const;
+  // Whether the data of key may be flushed under its write delegation:
+  // Covers for a write, or the return's own flush (ReturnFlush) is
+  // running. Nobody else can have written it then (no conflict check), and
+  // the WRITEs go under *sid (may be null): a late one after the
+  // DELEGRETURN is refused, never taken as anyone's.
+  bool CoversFlush(Key key, upstream::StateId *sid) const;
+  // Runs flush as the return's own flush: CoversFlush holds for it,
+  // though the return has begun. The caller (Host::BeforeReturn) holds the
+  // file's flush ownership across the call, so that no other flush of key
+  // runs while it is marked.
+  uint32_t ReturnFlush(Key key, const std::function<uint32_t()> &flush);
   // Returns key's delegation: the local delegations on it recalled first,
   // then Host::BeforeReturn, the DELEGRETURN, and what it vouched for
   // expired. recalled: after a CB_RECALL (else before a conflicting

@@ -238,6 +238,11 @@ class ScriptedUpstream : public upstream::Upstream {
     for (const std::string &p : paths) out += (out.empty() ? "" : " ") + p;
     return out;
   }
+  // The "other" of each WRITE's stateid, in order (all zero: anonymous).
+  std::vector<std::string> WriteStateids() {
+    std::lock_guard<std::mutex> g(mu_);
+    return write_stateids_;
+  }
   std::vector<std::string> Log() {
     std::lock_guard<std::mutex> g(mu_);
     return log_;
@@ -812,6 +817,8 @@ class ScriptedUpstream : public upstream::Upstream {
         cv_.wait(g, [this] { return !hold_writes.load(); });
         writes_waiting--;
         const WRITE4args &w = a.nfs_argop4_u.opwrite;
+        write_stateids_.push_back(
+            Str(reinterpret_cast<const char *>(w.stateid.other), 12));
         File &f = files_[*cur];
         size_t end = size_t(w.offset) + w.data.data_len;
         if (f.data.size() < end) f.data.resize(end);
@@ -946,6 +953,7 @@ class ScriptedUpstream : public upstream::Upstream {
   upstream::Verifier write_verifier_ = std::string(8, 'v');  // WRITE, COMMIT
   std::vector<HeldRange> locks_;
   std::map<std::string, std::string> lock_owners_;  // lock stateid -> owner
+  std::vector<std::string> write_stateids_;         // WriteStateids
   DelegationType reclaimed_ = DelegationType::kNone;
   // "<dir handle>/<name>" of objects whose handle is not FhFor's.
   std::map<std::string, Fh> aliases_;
