@@ -215,22 +215,12 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
   return first_error;
 }
 
-void Flusher::SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
-                         std::vector<uint32_t> *status,
-                         std::vector<upstream::Attrs> *after) {
-  using upstream::StableHow;
-  const uint64_t bs = cache_->block_size();
-  const uint64_t max_send = opts_.max_send ? opts_.max_send() : 1 << 20;
+std::vector<Flusher::Group> Flusher::JoinRanges(
+    const std::vector<Cache::DirtyRange> &ranges, uint64_t max_send) const {
   // Dirty blocks that follow each other go in one WRITE, up to max_send
   // bytes: fewer, larger WRITEs, several in flight, keep a long fat link
   // busy where one block per WRITE would leave it waiting for replies.
-  struct Group {
-    size_t first = 0, end = 0;  // ranges [first, end)
-    uint64_t offset = 0;
-    std::string data;
-    uint32_t status = 0;
-    Sent sent;
-  };
+  const uint64_t bs = cache_->block_size();
   std::vector<Group> groups;
   for (size_t i = 0; i < ranges.size(); i++) {
     const Cache::DirtyRange &r = ranges[i];
@@ -251,6 +241,12 @@ void Flusher::SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
     g.data = r.data;
     groups.push_back(std::move(g));
   }
+  return groups;
+}
+
+void Flusher::SendGroups(Key key, uint64_t max_send,
+                         std::vector<Group> *groups) {
+  using upstream::StableHow;
   // A group bigger than one WRITE (a dirty block larger than the remote's
   // WRITE size) goes as pieces of one WRITE each, sent in parallel like
   // groups: sent one after the other they would leave the link idle for a
@@ -262,7 +258,7 @@ void Flusher::SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
     Sent sent;
   };
   std::vector<Piece> pieces;
-  for (Group &g : groups)
+  for (Group &g : *groups)
     for (size_t from = 0; from < g.data.size(); from += max_send)
       pieces.push_back(
           Piece{&g, from, std::min<size_t>(max_send, g.data.size() - from)});
@@ -287,7 +283,7 @@ void Flusher::SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
   });
   // A group is what its pieces say together: the first failure, the
   // weakest stability, one verifier (or mixed), the newest attributes.
-  for (Group &g : groups) {
+  for (Group &g : *groups) {
     g.status = 0;
     g.sent = Sent();
     bool first = true;
@@ -309,46 +305,56 @@ void Flusher::SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
       first = false;
     }
   }
-  auto send = [&](Group &g, StableHow how) {
-    g.sent = Sent();
-    g.status = send_(key, g.offset, g.data, how, &g.sent);
-  };
+}
+
+void Flusher::CommitGroups(Key key, std::vector<Group> *groups) {
+  using upstream::StableHow;
   std::vector<Group *> uncommitted;
-  for (Group &g : groups)
+  for (Group &g : *groups)
     if (g.status == 0 && g.sent.committed != StableHow::kFileSync)
       uncommitted.push_back(&g);
-  if (!uncommitted.empty()) {
-    upstream::Verifier verf;
-    upstream::Attrs committed_attrs;
-    const uint32_t st = commit_(key, &verf, &committed_attrs);
-    std::vector<Group *> lost;
-    for (Group *g : uncommitted) {
-      if (st) {
-        // Not known to be durable: stays dirty (sent again later).
-        g->status = st;
-        continue;
-      }
-      // The COMMIT's attributes follow every WRITE it covers.
-      g->sent.after = committed_attrs;
-      if (g->sent.mixed || g->sent.verifier != verf) lost.push_back(g);
+  if (uncommitted.empty()) return;
+  upstream::Verifier verf;
+  upstream::Attrs committed_attrs;
+  const uint32_t st = commit_(key, &verf, &committed_attrs);
+  std::vector<Group *> lost;
+  for (Group *g : uncommitted) {
+    if (st) {
+      // Not known to be durable: stays dirty (sent again later).
+      g->status = st;
+      continue;
     }
-    if (!lost.empty()) {
-      // The server restarted between a WRITE and the COMMIT: what it held
-      // only in memory may be gone. Those again, each durable at once.
-      size_t n = 0;
-      for (Group *g : lost) n += g->end - g->first;
-      if (opts_.metrics) opts_.metrics->CountFlushResent(n);
-      NACHE_LOG(kLogEvent, kComponent,
-                "flush of %llu: the COMMIT's verifier is not the WRITEs' "
-                "(the remote restarted): %zu range(s) sent again FILE_SYNC",
-                (unsigned long long)key, n);
-      ParallelFor(lost.size(), size_t(std::max(1, opts_.parallel)),
-                  [&](size_t k) -> uint32_t {
-                    send(*lost[k], StableHow::kFileSync);
-                    return 0;
-                  });
-    }
+    // The COMMIT's attributes follow every WRITE it covers.
+    g->sent.after = committed_attrs;
+    if (g->sent.mixed || g->sent.verifier != verf) lost.push_back(g);
   }
+  if (lost.empty()) return;
+  // The server restarted between a WRITE and the COMMIT: what it held
+  // only in memory may be gone. Those again, each durable at once.
+  size_t n = 0;
+  for (Group *g : lost) n += g->end - g->first;
+  if (opts_.metrics) opts_.metrics->CountFlushResent(n);
+  NACHE_LOG(kLogEvent, kComponent,
+            "flush of %llu: the COMMIT's verifier is not the WRITEs' "
+            "(the remote restarted): %zu range(s) sent again FILE_SYNC",
+            (unsigned long long)key, n);
+  ParallelFor(lost.size(), size_t(std::max(1, opts_.parallel)),
+              [&](size_t k) -> uint32_t {
+                Group &g = *lost[k];
+                g.sent = Sent();
+                g.status =
+                    send_(key, g.offset, g.data, StableHow::kFileSync, &g.sent);
+                return 0;
+              });
+}
+
+void Flusher::SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
+                         std::vector<uint32_t> *status,
+                         std::vector<upstream::Attrs> *after) {
+  const uint64_t max_send = opts_.max_send ? opts_.max_send() : 1 << 20;
+  std::vector<Group> groups = JoinRanges(ranges, max_send);
+  SendGroups(key, max_send, &groups);
+  CommitGroups(key, &groups);
   for (const Group &g : groups)
     for (size_t i = g.first; i < g.end; i++) {
       (*status)[i] = g.status;

@@ -156,6 +156,23 @@ class Flusher {
   void SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
                   std::vector<uint32_t> *status,
                   std::vector<upstream::Attrs> *after);
+  // Contiguous dirty ranges [first, end) joined into one WRITE's bytes
+  // (up to max_send), and what the server said of them.
+  struct Group {
+    size_t first = 0, end = 0;  // ranges [first, end)
+    uint64_t offset = 0;
+    std::string data;
+    uint32_t status = 0;
+    Sent sent;
+  };
+  std::vector<Group> JoinRanges(const std::vector<Cache::DirtyRange> &ranges,
+                                uint64_t max_send) const;
+  // Sends every group, cut into WRITEs of at most max_send bytes, in
+  // parallel: FILE_SYNC when that is one WRITE, else UNSTABLE.
+  void SendGroups(Key key, uint64_t max_send, std::vector<Group> *groups);
+  // The COMMIT of the groups sent UNSTABLE; those whose verifier is not
+  // the COMMIT's are sent again FILE_SYNC.
+  void CommitGroups(Key key, std::vector<Group> *groups);
   // key is gone at the remote (see GoneFn).
   uint32_t Gone(Key key);
   uint32_t FlushFileAs(Key key, bool patient);
