@@ -675,6 +675,9 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
     SeenRemoteLocked(o, newest);
     PersistAttrs(key, *o, &batch);
   }
+  // A span vouches only for operations of ours that ran alongside it: once
+  // none is in flight, the next one's "before" is known (or foreign).
+  if (o->own_inflight == 0) o->own_spans.clear();
   Commit(&batch);  // the written blocks and the attributes together
   EvictLocked();
 }

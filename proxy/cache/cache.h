@@ -458,9 +458,10 @@ class Cache {
     // Change attributes our own recent writes and setattrs produced: a
     // concurrent write of ours may see one of them as its "before".
     std::vector<uint64_t> own_changes;
-    // The spans (before, after] of our operations taken as ours. Everything
-    // the server did between one's "before" and "after" is taken as ours
-    // (the GETATTRs around a WRITE are not atomic with it), so a
+    // The spans (before, after] of our operations taken as ours while
+    // others of ours are in flight (cleared once none is). Everything the
+    // server did between one's "before" and "after" is taken as ours (the
+    // GETATTRs around a WRITE are not atomic with it), so a concurrent
     // completion whose "before" or "after" lies inside one of them is ours
     // too (OursLocked).
     struct Span {

@@ -237,6 +237,7 @@ TEST_F(CacheTest, ChainOfInterleavedOwnWritesStaysCached) {
 TEST_F(CacheTest, ASpanProvesNothingOnceChangesGoDown) {
   Fill(9, 10, 2, 'a');
   std::string w(kBs, 'W');
+  for (int i = 0; i < 3; i++) cache_->BeginOwnChange(9);  // all at once
   cache_->AfterOwnChange(9, true, 10, FileAttrs(20, 2 * kBs), 0, w.data(),
                          w.size());
   // The remote's change goes down across one of ours (20 -> 15).
@@ -246,6 +247,23 @@ TEST_F(CacheTest, ASpanProvesNothingOnceChangesGoDown) {
   ASSERT_TRUE(cache_->GetBlock(9, 1, &d));
   // 17 lies inside (10, 20] but proves nothing now.
   cache_->AfterOwnChange(9, true, 17, FileAttrs(30, 2 * kBs), 0, w.data(),
+                         w.size());
+  EXPECT_FALSE(cache_->GetBlock(9, 1, &d));
+}
+
+// A span vouches only for operations of ours that ran alongside it: a
+// later one, alone, whose "before" lies inside an old span found someone
+// else's change.
+TEST_F(CacheTest, AnEarlierSpanProvesNothingLater) {
+  Fill(9, 10, 2, 'a');
+  std::string w(kBs, 'W');
+  cache_->BeginOwnChange(9);
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(20, 2 * kBs), 0, w.data(),
+                         w.size());
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(9, 1, &d));
+  cache_->BeginOwnChange(9);
+  cache_->AfterOwnChange(9, true, 15, FileAttrs(30, 2 * kBs), 0, w.data(),
                          w.size());
   EXPECT_FALSE(cache_->GetBlock(9, 1, &d));
 }
