@@ -252,8 +252,10 @@ class Core {
                      uint64_t length, bool allocate);
   // COPY at the remote (a server-side copy: no byte crosses the WAN) of
   // count bytes (0: to the source's end) from src's src_offset to dst's
-  // dst_offset; *copied says how many. Both files' unflushed data goes
-  // first; dst's cached blocks are not trusted after.
+  // dst_offset; *copied says how many (at most kMaxCopyBytes per call:
+  // the client goes on from a short copy). Both files' unflushed data
+  // goes first; dst's cached blocks are not trusted after.
+  static constexpr uint64_t kMaxCopyBytes = 256ull << 20;
   uint32_t Copy(const Creds &cr, Key src, NacheOpen *src_open,
                 uint64_t src_offset, Key dst, NacheOpen *dst_open,
                 uint64_t dst_offset, uint64_t count, uint64_t *copied);

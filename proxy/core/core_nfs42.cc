@@ -102,6 +102,13 @@ uint32_t Core::Copy(const Creds &cr, Key src, NacheOpen *src_open,
   if (src != dst && (st = DataToRemoteFirst(std::max(src, dst), &second)))
     return st;
   StateId src_sid = IoStateid(src_open), dst_sid = IoStateid(dst_open);
+  // A synchronous COPY holds its call until the remote has copied it all:
+  // one too big outlasts the call timeout, the client is told to retry,
+  // and its retry copies it all again. At most kMaxCopyBytes per COPY
+  // (seconds at disk speed); the client goes on from a short copy. (A
+  // count of 0, "to the end", goes as it is: a short copy of it would look
+  // complete.)
+  if (count > kMaxCopyBytes) count = kMaxCopyBytes;
   for (int attempt = 0; attempt < 2; attempt++) {
     cache_->BeginOwnChange(dst);
     Compound c;

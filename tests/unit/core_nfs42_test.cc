@@ -176,6 +176,36 @@ TEST_F(CoreDelegationsTest, ACopyIsMadeAtTheRemoteAfterTheSourcesData) {
   EXPECT_EQ(std::string(buf, got), "01ELL56789");
 }
 
+// A synchronous COPY holds its call until the remote is done: a huge one
+// would outlast the call timeout, and the client's retry would copy it
+// all again. Each COPY asks for at most kMaxCopyBytes; the client goes on
+// from the short count.
+TEST_F(CoreDelegationsTest, ACopyAsksForABoundedCount) {
+  up_->minor = 2;
+  up_->copy = true;
+  up_->AddFile("dst", "");
+  Start(DelegationType::kNone);
+  Key dst;
+  Attrs a;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "dst", &dst, &a), 0u);
+  uint64_t copied = 0;
+  ASSERT_EQ(
+      core_->Copy(cr_, file_, nullptr, 0, dst, nullptr, 0, 1ull << 40, &copied),
+      0u);
+  EXPECT_EQ(copied, 5u) << "the source's 5 bytes";
+  const std::vector<uint64_t> asked = up_->CopyLengths();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], Core::kMaxCopyBytes);
+  // Within the bound, and "to the end" (0), as asked.
+  ASSERT_EQ(core_->Copy(cr_, file_, nullptr, 0, dst, nullptr, 0, 3, &copied),
+            0u);
+  ASSERT_EQ(core_->Copy(cr_, file_, nullptr, 0, dst, nullptr, 0, 0, &copied),
+            0u);
+  ASSERT_EQ(up_->CopyLengths().size(), 3u);
+  EXPECT_EQ(up_->CopyLengths()[1], 3u);
+  EXPECT_EQ(up_->CopyLengths()[2], 0u);
+}
+
 TEST_F(CoreDelegationsTest, NoCopyWithoutANfs42SessionOrARemoteCopy) {
   up_->minor = 1;
   Start(DelegationType::kNone);

@@ -238,6 +238,11 @@ class ScriptedUpstream : public upstream::Upstream {
     for (const std::string &p : paths) out += (out.empty() ? "" : " ") + p;
     return out;
   }
+  // The count each COPY asked for, in order.
+  std::vector<uint64_t> CopyLengths() {
+    std::lock_guard<std::mutex> g(mu_);
+    return copy_lengths_;
+  }
   // The "other" of each WRITE's stateid, in order (all zero: anonymous).
   std::vector<std::string> WriteStateids() {
     std::lock_guard<std::mutex> g(mu_);
@@ -523,6 +528,7 @@ class ScriptedUpstream : public upstream::Upstream {
     switch (op) {
       case Op::kCopy: {  // from the saved object into cur, synchronous
         if (!copy) return upstream::kNfs4ErrNotsupp;
+        copy_lengths_.push_back(a.length);
         const std::string from = files_[saved_].data;
         if (a.offset > from.size()) return upstream::kNfs4ErrInval;
         uint64_t n = a.length ? a.length : from.size() - a.offset;
@@ -954,6 +960,7 @@ class ScriptedUpstream : public upstream::Upstream {
   std::vector<HeldRange> locks_;
   std::map<std::string, std::string> lock_owners_;  // lock stateid -> owner
   std::vector<std::string> write_stateids_;         // WriteStateids
+  std::vector<uint64_t> copy_lengths_;              // CopyLengths
   DelegationType reclaimed_ = DelegationType::kNone;
   // "<dir handle>/<name>" of objects whose handle is not FhFor's.
   std::map<std::string, Fh> aliases_;
