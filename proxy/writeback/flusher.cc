@@ -277,8 +277,12 @@ void Flusher::SendGroups(Key key, uint64_t max_send,
   // Every piece is tried (the status of each decides what is clean).
   ParallelFor(pieces.size(), in_flight, [&](size_t i) -> uint32_t {
     Piece &p = pieces[i];
-    p.status = send_(key, p.group->offset + p.from,
-                     p.group->data.substr(p.from, p.len), stable, &p.sent);
+    const std::string &all = p.group->data;
+    // (A group of one WRITE, the usual case, goes without a copy.)
+    p.status = p.len == all.size()
+                   ? send_(key, p.group->offset, all, stable, &p.sent)
+                   : send_(key, p.group->offset + p.from,
+                           all.substr(p.from, p.len), stable, &p.sent);
     return 0;
   });
   // A group is what its pieces say together: the first failure, the
