@@ -195,12 +195,15 @@ def cmd_cell(a):
         rate = sum(r["ops"] / r["elapsed_s"] for r in reports
                    if r["elapsed_s"] > 0)
         row("duration_s", duration, "s")
-        # Write-back: until the remote has everything (clients' duration
-        # plus nache's flush after them).
+        # Write-back: nache's flush, sent at once after the clients
+        # finished, from its start until the remote has everything; and
+        # until then from the clients' start.
         flush = os.path.join(a.dir, "flush_s")
         if os.path.exists(flush):
             with open(flush) as f:
-                row("remote_complete_s", duration + float(f.read()), "s")
+                flush_s = float(f.read())
+            row("flush_s", flush_s, "s")
+            row("remote_complete_s", duration + flush_s, "s")
         row("ops", ops, "ops")
         row("ops_per_s", rate, "ops/s")
         nbytes = [(r.get("bytes_read") or 0) + (r.get("bytes_written") or 0)
@@ -284,6 +287,7 @@ def cmd_cell(a):
 
 MAIN_METRICS = [
     ("duration_s", "duration (s)"),
+    ("flush_s", "flush, from its start (s)"),
     ("remote_complete_s", "until the remote has it (s)"),
     ("ops_per_s", "ops/s"),
     ("throughput_mb_s", "MB/s"),
