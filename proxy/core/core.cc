@@ -352,6 +352,11 @@ bool Core::LeaseLapsed() const {
          std::chrono::steady_clock::now() >= until;
 }
 
+uint32_t Core::MaxOps() const {
+  if (uint32_t n = up_->max_operations()) return n;
+  return up_->minor_version() >= 1 ? 15 : 33;
+}
+
 uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
   // Serving stale while disconnected: what the cache cannot answer fails
   // at once (retryable) instead of after a call timeout; the upstream

@@ -280,6 +280,11 @@ class Core {
   // sends passes here, so this is where upstream metrics are counted.
   uint32_t Run(upstream::Compound &c, const Creds &cr,
                upstream::CompoundReply *rep);
+  // Operations a COMPOUND given to Run may carry: the session's grant;
+  // before a session is made 15 (what we asked for until 2026, less the
+  // SEQUENCE); on NFSv4.0 33, one PUTFH and 32 REMOVEs, what write-back
+  // has always sent (knfsd takes 50, Ganesha 100).
+  uint32_t MaxOps() const;
   // The client's answer to a write to the store that failed: a full cache
   // disk is NFS4ERR_NOSPC (nothing was taken; space can be freed), any
   // other failure NFS4ERR_IO.

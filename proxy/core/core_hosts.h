@@ -214,11 +214,13 @@ class Core::WriteBackHost : public WriteBack::Host,
                upstream::CompoundReply *rep) override {
     return core_->Run(c, cr, rep);
   }
+  uint32_t MaxOps() override { return core_->MaxOps(); }
   uint32_t MaxWrite() override {
     core_->LearnIoLimits();
     return core_->max_write_.load();
   }
   uint64_t Epoch() const override { return core_->up_->epoch(); }
+  uint32_t MinorVersion() const override { return core_->up_->minor_version(); }
   uint32_t ConfirmIfAsked(const Creds &cr, const upstream::OpResult &open,
                           const upstream::Fh &fh, OwnerSlot *owner,
                           upstream::StateId *sid, upstream::Delegation *deleg)
@@ -249,6 +251,11 @@ class Core::WriteBackHost : public WriteBack::Host,
       upstream::Delegation *deleg) override {
     return core_->flush_sender_->CreateClosedFile(cr, pfh, name, how, ca, key,
                                                   more, rep, fh, deleg);
+  }
+  void CreateClosedFiles(const Creds &cr, const upstream::Fh &pfh,
+                         const std::vector<NewFile> &files,
+                         std::vector<NewFileResult> *out) override {
+    core_->flush_sender_->CreateClosedFiles(cr, pfh, files, out);
   }
   uint32_t WriteRange(const Creds &cr, const upstream::Fh &fh,
                       const upstream::StateId &sid, uint64_t offset,

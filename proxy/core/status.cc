@@ -38,7 +38,7 @@ extern "C" const char *nache_status_name(uint32_t status) {
     N(10042, "NFS4ERR_BAD_RANGE") N(10043, "NFS4ERR_LOCK_NOTSUPP")
     N(10044, "NFS4ERR_OP_ILLEGAL") N(10045, "NFS4ERR_DEADLOCK")
     N(10046, "NFS4ERR_FILE_OPEN") N(10047, "NFS4ERR_ADMIN_REVOKED")
-    N(10048, "NFS4ERR_CB_PATH_DOWN")
+    N(10048, "NFS4ERR_CB_PATH_DOWN") N(10070, "NFS4ERR_TOO_MANY_OPS")
 #undef N
     default: {
       static thread_local char buf[32];

@@ -87,6 +87,7 @@ enum Nfs4Status : uint32_t {
   kNfs4ErrSeqMisordered = 10063,
   kNfs4ErrSequencePos = 10064,
   kNfs4ErrRetryUncachedRep = 10068,
+  kNfs4ErrTooManyOps = 10070,
   kNfs4ErrOpNotInSession = 10071,
   kNfs4ErrDeadSession = 10078,
   // NFSv4.2 extended attributes (RFC 8276)
@@ -122,7 +123,14 @@ struct StateId {
   uint8_t other[12] = {0};
 
   static StateId Anonymous() { return StateId(); }  // all zeros
-  static StateId Bypass() {                         // all ones (READ bypass)
+  // NFSv4.1's current stateid (RFC 8881 16.2.3.1.2): the one the last
+  // operation of the COMPOUND set (an OPEN's), seqid 1 and other zeros.
+  static StateId Current() {
+    StateId s;
+    s.seqid = 1;
+    return s;
+  }
+  static StateId Bypass() {  // all ones (READ bypass)
     StateId s;
     s.seqid = 0xffffffffu;
     for (auto &b : s.other) b = 0xff;

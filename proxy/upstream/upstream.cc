@@ -106,6 +106,10 @@ class UpstreamImpl final : public Upstream, public ConnectionListener {
   }
   bool callback_path_down() const override { return cb_path_down_.load(); }
   uint32_t minor_version() const override { return minor_.load(); }
+  uint32_t max_operations() const override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return session_ && session_->max_ops > 1 ? session_->max_ops - 1 : 0;
+  }
   void RestartClient(const char *why) override;
   void Shutdown() override;
 
@@ -701,10 +705,11 @@ bool UpstreamImpl::EstablishSession(bool *new_id, bool *v40) {
   ca.flags =
       opts_.back_channel ? uint32_t(nfs41::kCreateSessionConnBackChan) : 0u;
   // Fore channel: a 1 MiB WRITE or READ and its headers; 64 requests in
-  // flight at most (the server may give fewer).
+  // flight at most, and 64 operations in a COMPOUND (batches of creates
+  // and removes; the server may give fewer of either: max_operations()).
   ca.fore.max_request = ca.fore.max_response = (1u << 20) + 64 * 1024;
   ca.fore.max_response_cached = 8 * 1024;
-  ca.fore.max_operations = 16;
+  ca.fore.max_operations = 64;
   ca.fore.max_requests = 64;
   // Back channel: small calls (CB_RECALL, CB_GETATTR), one at a time.
   ca.back.max_request = ca.back.max_response = 16 * 1024;
@@ -737,7 +742,7 @@ bool UpstreamImpl::EstablishSession(bool *new_id, bool *v40) {
   auto session = std::make_shared<Session41>(
       cr.sessionid,
       std::max<uint32_t>(1, std::min<uint32_t>(cr.fore.max_requests, 64)),
-      minor);
+      minor, std::min<uint32_t>(cr.fore.max_operations, 64));
   minor_.store(minor);
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -749,11 +754,11 @@ bool UpstreamImpl::EstablishSession(bool *new_id, bool *v40) {
       *new_id ? generation_.fetch_add(1) + 1 : generation_.load();
   nache_log(kLogEvent, kComponent,
             "client id %016llx %s with %s:%d (NFSv4.%u, epoch %llu, session "
-            "of %u slot(s)%s)",
+            "of %u slot(s) and %u operations a COMPOUND%s)",
             (unsigned long long)er.clientid,
             *new_id ? "confirmed" : "kept, new session", opts_.server.c_str(),
             opts_.port, minor, (unsigned long long)(generation - 1),
-            session->slots.size(),
+            session->slots.size(), session->max_ops,
             (cr.flags & nfs41::kCreateSessionConnBackChan)
                 ? ", back channel on our connection"
                 : ", no back channel");

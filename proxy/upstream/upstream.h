@@ -154,6 +154,12 @@ class Upstream {
   // session is made, then the session's (2 falls back to 1 on a server
   // without NFSv4.2). NFSv4.2's operations need 2.
   virtual uint32_t minor_version() const { return 0; }
+  // Operations a COMPOUND of ours may carry (the SEQUENCE that the upstream
+  // adds on a session not counted): on NFSv4.1 what the server granted
+  // for the current session, less one; 0 when no session bounds it
+  // (NFSv4.0, or no session yet). Builders of long COMPOUNDs (batches of
+  // REMOVEs or creates) cut them to it: a server refuses a longer one.
+  virtual uint32_t max_operations() const { return 0; }
 
   // Gives up the client id and all its state at the server: the next id
   // is established under a new verifier, so the server treats us as a

@@ -8,6 +8,7 @@
 
 #include "nache/nache.h"
 #include "util/log.h"
+#include "util/parallel.h"
 
 namespace nache {
 
@@ -54,9 +55,13 @@ std::unique_ptr<Flusher> FlushSender::NewFlusher(const FlusherOptions &opts) {
 uint32_t FlushSender::Prepare(Key key, bool patient) {
   if (namespace_) {
     // Created here: create it remotely first (with its data when small),
-    // its directory before it.
+    // its directory before it, and together with the files of its
+    // directory old enough to be flushed too.
     if (namespace_->names().IsLocal(key))
-      return namespace_->CreateRemotely(key);
+      return namespace_->CreateWithSiblings(
+          key, patient
+                   ? int64_t(time(nullptr)) - int64_t(opts_.flush_age_ms / 1000)
+                   : INT64_MAX);
     // A directory's mtime waits until its local entries are old enough to
     // be sent (those that die young never are).
     int64_t newest = namespace_->names().NewestChildTime(key);
@@ -198,44 +203,182 @@ uint32_t FlushSender::CreateClosedFile(
     upstream::OpenArgs::Create how, const Attrs &ca, Key key,
     const std::function<void(Compound *)> &more, CompoundReply *rep, Fh *fh,
     upstream::Delegation *deleg) {
-  // NFSv4.0 creates regular files by OPEN; this one is closed at once
-  // (local opens of the file have their own).
-  OwnerSlot *owner = writeback_->FlushOwner(key);
-  MutexLock og(&owner->mu);
-  uint64_t epoch = host_->Epoch();
-  if (owner->epoch != epoch) {
-    owner->seqid = 0;
-    owner->epoch = epoch;
-    owner->name = opts_.owner_prefix + "-flush" +
-                  std::to_string(writeback_->FlushOwnerIndex(owner));
+  NewFile f;
+  f.name = name;
+  f.how = how;
+  f.ca = ca;
+  f.key = key;
+  f.more = [&more](Compound *c, const StateId &) { more(c); };
+  std::vector<NewFileResult> res;
+  CreateClosedFiles(cr, pfh, {f}, &res);
+  *rep = std::move(res[0].rep);
+  if (res[0].status == upstream::kNfs4Ok) {
+    *fh = res[0].fh;
+    if (deleg) *deleg = res[0].deleg;
   }
+  return res[0].status;
+}
+
+void FlushSender::CreateClosedFiles(const Creds &cr, const Fh &pfh,
+                                    const std::vector<NewFile> &files,
+                                    std::vector<NewFileResult> *out) {
+  out->assign(files.size(), NewFileResult());
+  if (host_->MinorVersion() == 0) {
+    // Each an OPEN (confirmed when new owners must be) and a CLOSE, a few
+    // files at once.
+    ParallelFor(files.size(), WriteBack::kFlushOwners, [&](size_t i) {
+      (*out)[i] = CreateClosedFile40(cr, pfh, files[i]);
+      return upstream::kNfs4Ok;
+    });
+    return;
+  }
+  // NFSv4.1: as many files in one COMPOUND as the session takes (and one
+  // WRITE's worth of their data), a few COMPOUNDs at once.
+  const size_t max_ops = host_->MaxOps();
+  const size_t max_bytes = host_->MaxWrite();
+  std::vector<std::pair<size_t, size_t>> batches;  // [first, end) of files
+  for (size_t b = 0; b < files.size();) {
+    size_t e = b, ops = 0, bytes = 0;
+    while (e < files.size()) {
+      size_t o = kNewFileOps + files[e].more_ops;
+      if (e > b &&
+          (ops + o > max_ops || bytes + files[e].more_bytes > max_bytes))
+        break;
+      ops += o;
+      bytes += files[e].more_bytes;
+      e++;
+    }
+    batches.emplace_back(b, e);
+    b = e;
+  }
+  ParallelFor(batches.size(), WriteBack::kFlushOwners, [&](size_t i) {
+    CreateClosedFiles41(cr, pfh, files, batches[i].first, batches[i].second,
+                        out);
+    return upstream::kNfs4Ok;
+  });
+}
+
+void FlushSender::NameFlushOwner(OwnerSlot *owner) {
+  uint64_t epoch = host_->Epoch();
+  if (owner->epoch == epoch) return;
+  owner->seqid = 0;
+  owner->epoch = epoch;
+  owner->name = opts_.owner_prefix + "-flush" +
+                std::to_string(writeback_->FlushOwnerIndex(owner));
+}
+
+upstream::OpenArgs FlushSender::CreateArgs(OwnerSlot *owner, const NewFile &f) {
   upstream::OpenArgs a;
   a.seqid = owner->seqid;
   a.share_access = upstream::kShareAccessWrite;
   a.share_deny = upstream::kShareDenyNone;
   a.owner = owner->name;
-  a.name = name;
-  a.create = how;
-  a.create_attrs = ca;
+  a.name = f.name;
+  a.create = f.how;
+  a.create_attrs = f.ca;
+  return a;
+}
+
+NewFileResult FlushSender::CreateClosedFile40(const Creds &cr, const Fh &pfh,
+                                              const NewFile &f) {
+  // NFSv4.0 creates regular files by OPEN; this one is closed at once
+  // (local opens of the file have their own).
+  NewFileResult r;
+  OwnerSlot *owner = writeback_->FlushOwner(f.key);
+  MutexLock og(&owner->mu);
+  NameFlushOwner(owner);
   Compound c;
-  c.SetTag("flush_create").Putfh(pfh).Open(a).Getfh();
-  more(&c);
+  c.SetTag("flush_create").Putfh(pfh).Open(CreateArgs(owner, f)).Getfh();
+  if (f.more) f.more(&c, StateId::Anonymous());
   c.Getattr(upstream::kAttrsObject);
-  uint32_t st = host_->Run(c, cr, rep);
-  const OpResult *o = rep->Find(Op::kOpen);
+  uint32_t st = host_->Run(c, cr, &r.rep);
+  r.answered = !r.rep.results.empty();
+  const OpResult *o = r.rep.Find(Op::kOpen);
   if (o) OpenTable::AdvanceSeqid(&owner->seqid, o->status);
-  if (!o || o->status) return o ? o->status : st;
-  if (!rep->Find(Op::kGetfh)) return st ? st : upstream::kNfs4ErrServerfault;
-  *fh = rep->Find(Op::kGetfh)->fh;
+  if (!o || o->status) {
+    r.status = o ? o->status : st ? st : upstream::kNfs4ErrDelay;
+    return r;
+  }
+  if (!r.rep.Find(Op::kGetfh)) {
+    r.status = st ? st : upstream::kNfs4ErrServerfault;
+    return r;
+  }
+  r.fh = r.rep.Find(Op::kGetfh)->fh;
   StateId sid = o->stateid;
-  if ((st = host_->ConfirmIfAsked(cr, *o, *fh, owner, &sid, deleg))) return st;
+  if ((r.status = host_->ConfirmIfAsked(cr, *o, r.fh, owner, &sid, &r.deleg))) {
+    r.fh.clear();
+    return r;
+  }
   Compound cl;
-  cl.SetTag("flush_create_close").Putfh(*fh).Close(owner->seqid, sid);
+  cl.SetTag("flush_create_close").Putfh(r.fh).Close(owner->seqid, sid);
   CompoundReply clrep;
   host_->Run(cl, cr, &clrep);  // a failed CLOSE: the state dies with the lease
   if (const OpResult *x = clrep.Find(Op::kClose))
     OpenTable::AdvanceSeqid(&owner->seqid, x->status);
-  return upstream::kNfs4Ok;
+  return r;
+}
+
+void FlushSender::CreateClosedFiles41(const Creds &cr, const Fh &pfh,
+                                      const std::vector<NewFile> &files,
+                                      size_t first, size_t end,
+                                      std::vector<NewFileResult> *out) {
+  // Each file: PUTFH dir, OPEN, GETFH, its own operations, GETATTR, CLOSE,
+  // all under the open's stateid as the current one (RFC 8881 16.2.3.1.2;
+  // the next PUTFH clears it). The session makes the COMPOUND
+  // exactly-once, so one owner serves the whole batch.
+  OwnerSlot *owner = writeback_->FlushOwner(files[first].key);
+  MutexLock og(&owner->mu);
+  NameFlushOwner(owner);
+  Compound c;
+  c.SetTag("flush_create");
+  std::vector<size_t> ops;  // each file's operations
+  for (size_t i = first; i < end; i++) {
+    const size_t before = c.size();
+    c.Putfh(pfh).Open(CreateArgs(owner, files[i])).Getfh();
+    if (files[i].more) files[i].more(&c, StateId::Current());
+    c.Getattr(upstream::kAttrsObject).Close(0, StateId::Current());
+    ops.push_back(c.size() - before);
+  }
+  CompoundReply rep;
+  const uint32_t st = host_->Run(c, cr, &rep);
+  // Each file's own results: the COMPOUND stopped at the first failure,
+  // so the files after it were not reached.
+  size_t at = 0;
+  for (size_t i = first; i < end; i++) {
+    NewFileResult &r = (*out)[i];
+    const size_t n = ops[i - first];
+    r.answered = !rep.results.empty();
+    r.rep.sends = rep.sends;
+    for (size_t k = at; k < at + n && k < rep.results.size(); k++) {
+      r.rep.results.push_back(rep.results[k]);
+      if (rep.results[k].status && r.rep.status == upstream::kNfs4Ok)
+        r.rep.status = rep.results[k].status;
+    }
+    at += n;
+    if (r.rep.results.size() < n && r.rep.status == upstream::kNfs4Ok)
+      r.rep.status = st ? st : upstream::kNfs4ErrDelay;
+    const OpResult *o = r.rep.Find(Op::kOpen);
+    const OpResult *g = r.rep.Find(Op::kGetfh);
+    if (!o || o->status) {
+      r.status = o ? o->status : upstream::kNfs4ErrDelay;
+      continue;
+    }
+    if (!g || g->status) {
+      r.status = upstream::kNfs4ErrServerfault;  // (GETFH does not fail)
+      continue;
+    }
+    r.status = upstream::kNfs4Ok;
+    r.fh = g->fh;
+    r.deleg = o->delegation;
+    if (!r.rep.Find(Op::kClose)) {
+      // One of its own operations failed (a WRITE without room): the file
+      // is made, its open is closed on its own.
+      Compound cl;
+      cl.SetTag("flush_create_close").Putfh(r.fh).Close(0, o->stateid);
+      CompoundReply clrep;
+      host_->Run(cl, cr, &clrep);
+    }
+  }
 }
 
 }  // namespace nache

@@ -10,9 +10,10 @@
 //   (WriteBack::FlushCreds), under our write delegation's stateid when we
 //   hold one.
 // - WriteRange: WRITEs of a range no bigger than the remote takes (also a
-//   conflict copy's); CreateClosedFile: a regular file created with one of
-//   the flush open-owners (WriteBack's) and closed at once (a logged
-//   create, a conflict copy).
+//   conflict copy's); CreateClosedFiles: regular files of one directory
+//   created with the flush open-owners (WriteBack's) and closed at once,
+//   over NFSv4.1 many in one COMPOUND with their data (logged creates);
+//   CreateClosedFile: one of them (a conflict copy).
 // - NoteRefused: a send refused for the permissions of the caller it is
 //   sent as, counted and logged at CRIT.
 //
@@ -25,14 +26,15 @@
 //
 // Thread safety: all methods are thread-safe and block on the upstream;
 // callers hold no lock of the core's. It has no lock of its own:
-// CreateClosedFile holds one flush open-owner's OwnerSlot::mu (level 1 of
-// the core's lock order, core.h) across that owner's OPEN and CLOSE.
+// CreateClosedFiles holds one flush open-owner's OwnerSlot::mu (level 1 of
+// the core's lock order, core.h) across that owner's OPENs and CLOSEs.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cache/cache.h"
 #include "handles/handle_map.h"
@@ -44,6 +46,7 @@
 #include "writeback/conflicts.h"
 #include "writeback/flusher.h"
 #include "writeback/namespace_writeback.h"
+#include "writeback/new_file.h"
 #include "writeback/remote.h"
 #include "writeback/writeback.h"
 
@@ -63,6 +66,8 @@ class FlushSender {
     // The current client id's epoch (an open-owner's seqids start afresh
     // with a new one).
     virtual uint64_t Epoch() const = 0;
+    // The NFSv4 minor version COMPOUNDs go out with (Upstream's).
+    virtual uint32_t MinorVersion() const = 0;
     // Sends OPEN_CONFIRM when the OPEN result open asks for it; updates
     // *sid, and *deleg with the delegation the final OPEN carries.
     virtual uint32_t ConfirmIfAsked(const Creds &cr,
@@ -119,13 +124,21 @@ class FlushSender {
                       const upstream::StateId &sid, uint64_t offset,
                       const char *data, size_t len, upstream::StableHow stable,
                       const char *tag, Flusher::Sent *sent);
-  // Creates regular file name in directory pfh at the remote with one of
-  // the flush open-owners (chosen by key, the object the file is for) and
-  // create mode how, with the ops `more` adds after its GETFH in the same
-  // COMPOUND, then a GETATTR; confirms and closes the open. *rep: that
-  // COMPOUND's reply (its status tells whether the ops after the OPEN
-  // went through); *fh: the file's handle; *deleg: a delegation the OPEN
-  // brought (for the caller's NoteGrant). Returns the OPEN's status.
+  // Creates regular files in directory pfh at the remote as cr, each with
+  // the ops its `more` adds after its GETFH, then a GETATTR, and closes
+  // them. NFSv4.1: as many files in one COMPOUND as the session and one
+  // WRITE take, the CLOSE in it too, one flush open-owner per COMPOUND;
+  // a file whose COMPOUND stopped before it is not reached (its status
+  // DELAY). NFSv4.0: a COMPOUND per file, its open confirmed when asked
+  // and closed in another. A few COMPOUNDs at once. (*out)[i]: files[i]'s.
+  void CreateClosedFiles(const Creds &cr, const upstream::Fh &pfh,
+                         const std::vector<NewFile> &files,
+                         std::vector<NewFileResult> *out);
+  // One file of CreateClosedFiles, with the flush open-owner chosen by key
+  // (the object the file is for): *rep its operations' results, their
+  // status telling whether the ops after the OPEN went through; *fh: the
+  // file's handle; *deleg: a delegation the OPEN brought (for the
+  // caller's NoteGrant). Returns the OPEN's status.
   uint32_t CreateClosedFile(
       const Creds &cr, const upstream::Fh &pfh, const std::string &name,
       upstream::OpenArgs::Create how, const Attrs &ca, Key key,
@@ -141,6 +154,19 @@ class FlushSender {
   // Whether st is the remote's refusal of set, only times, on a directory:
   // given up (the remote's times stand), never retried.
   bool RefusedDirectoryTimes(Key key, const Attrs &set, uint32_t st);
+  // CreateClosedFiles' two ways: NFSv4.0's one file; NFSv4.1's COMPOUND
+  // of files [first, end).
+  NewFileResult CreateClosedFile40(const Creds &cr, const upstream::Fh &pfh,
+                                   const NewFile &f);
+  void CreateClosedFiles41(const Creds &cr, const upstream::Fh &pfh,
+                           const std::vector<NewFile> &files, size_t first,
+                           size_t end, std::vector<NewFileResult> *out);
+  // A flush open-owner's name and seqids start afresh with a new client
+  // id.
+  void NameFlushOwner(OwnerSlot *owner) REQUIRES(owner->mu);
+  // The OPEN that creates f for owner.
+  static upstream::OpenArgs CreateArgs(OwnerSlot *owner, const NewFile &f)
+      REQUIRES(owner->mu);
 
   Cache *const cache_;
   WriteBack *const writeback_;

@@ -298,8 +298,126 @@ uint32_t NamespaceWriteBack::CreateRemotely(Key key) {
 uint32_t NamespaceWriteBack::CreateEntriesRemotely(Key dir) {
   // Several at once: each is round trips, not bandwidth.
   std::vector<LocalNames::Entry> todo = local_names_->Children(dir);
-  return ParallelFor(todo.size(), WriteBack::kFlushOwners,
-                     [&](size_t i) { return CreateRemotely(todo[i].key); });
+  // Its new regular files together (many in a COMPOUND over NFSv4.1);
+  // the rest, and files that could not go so, one by one, several at once
+  // (each is round trips, not bandwidth).
+  std::vector<LocalNames::Entry> files, rest;
+  for (LocalNames::Entry &e : todo)
+    (e.type == FileType::kReg && !e.moved ? files : rest).push_back(e);
+  if (files.size() > 1)
+    CreateFilesIn(dir, files, &rest);
+  else
+    rest.insert(rest.end(), files.begin(), files.end());
+  return ParallelFor(rest.size(), WriteBack::kFlushOwners,
+                     [&](size_t i) { return CreateRemotely(rest[i].key); });
+}
+
+uint32_t NamespaceWriteBack::CreateWithSiblings(Key key,
+                                                int64_t created_before) {
+  LocalNames::Entry e;
+  if (local_names_->Get(key, &e) && e.type == FileType::kReg && !e.moved) {
+    std::vector<LocalNames::Entry> files, rest;
+    for (LocalNames::Entry &s : local_names_->Children(e.dir))
+      if (s.type == FileType::kReg && !s.moved &&
+          (s.key == key || s.created_at <= created_before))
+        files.push_back(s);
+    // (What could not go with it waits for its own flush.)
+    if (files.size() > 1) CreateFilesIn(e.dir, files, &rest);
+  }
+  return CreateRemotely(key);
+}
+
+void NamespaceWriteBack::CreateFilesIn(
+    Key dir, const std::vector<LocalNames::Entry> &files,
+    std::vector<LocalNames::Entry> *rest) {
+  Fh pfh;
+  if (host_->FhOf(dir, &pfh)) {  // (its own create failed: retried later)
+    rest->insert(rest->end(), files.begin(), files.end());
+    return;
+  }
+  // Claimed as CreateRemotely claims one: no remove or rename rewrites
+  // their records meanwhile, and no other thread sends them.
+  struct Claimed {
+    LocalNames::Entry e;
+    LogRecord r;
+    bool fresh = false;
+  };
+  std::vector<Claimed> mine;
+  {
+    MutexLock g(&mu_);
+    for (const LocalNames::Entry &e : files) {
+      LocalNames::Entry now;
+      if (!local_names_->Get(e.key, &now)) continue;  // sent meanwhile
+      if (sending_.count(e.key) != 0 || now.seq != e.seq || now.moved ||
+          now.dir != dir) {
+        rest->push_back(e);  // (CreateRemotely waits for that, or sees it)
+        continue;
+      }
+      std::vector<LogRecord> recs = oplog_->Read(now.seq, 1);
+      if (recs.empty() || recs[0].seq != now.seq ||
+          recs[0].op != LogOp::kCreate || recs[0].key2 != e.key) {
+        rest->push_back(e);  // (CreateRemotely logs it)
+        continue;
+      }
+      sending_.insert(e.key);
+      Claimed c;
+      c.e = now;
+      c.r = std::move(recs[0]);
+      c.fresh = never_sent_.erase(e.key) != 0;
+      mine.push_back(std::move(c));
+    }
+  }
+  // A remove of the same name logged before goes first.
+  std::vector<uint32_t> status(mine.size(), upstream::kNfs4ErrDelay);
+  std::vector<bool> may_be_sent(mine.size(), false);
+  std::vector<size_t> go;
+  for (size_t i = 0; i < mine.size(); i++)
+    if (SendRemoveOf(dir, mine[i].e.name) == upstream::kNfs4Ok) go.push_back(i);
+  // One batch per creator: a COMPOUND goes as one caller.
+  std::vector<FilePlan> plans(mine.size());
+  for (size_t i : go) plans[i] = PlanFile(mine[i].e.key);
+  std::vector<bool> done(go.size(), false);
+  for (size_t b = 0; b < go.size(); b++) {
+    if (done[b]) continue;
+    const Creds cr = mine[go[b]].r.SendCreds();
+    std::vector<size_t> batch;
+    std::vector<NewFile> nfs;
+    for (size_t k = b; k < go.size(); k++) {
+      if (done[k] || !(mine[go[k]].r.SendCreds() == cr)) continue;
+      done[k] = true;
+      batch.push_back(go[k]);
+      const Claimed &c = mine[go[k]];
+      nfs.push_back(NewFileFor(c.r, c.fresh, c.r.name, plans[go[k]]));
+    }
+    std::vector<NewFileResult> res;
+    host_->CreateClosedFiles(cr, pfh, nfs, &res);
+    for (size_t k = 0; k < batch.size(); k++) {
+      const size_t i = batch[k];
+      status[i] = res[k].status;
+      // Unless the server said its OPEN did not run, it may have.
+      may_be_sent[i] = !res[k].answered || res[k].rep.sends > 1 ||
+                       res[k].status == upstream::kNfs4Ok;
+      if (res[k].status == upstream::kNfs4Ok)
+        CreatedAtRemote(mine[i].r, res[k].fh,
+                        FileSent(mine[i].r, plans[i], res[k]));
+    }
+  }
+  {
+    MutexLock g(&mu_);
+    for (size_t i = 0; i < mine.size(); i++) {
+      sending_.erase(mine[i].e.key);
+      if (status[i] == upstream::kNfs4Ok) {
+        local_names_->Erase(mine[i].e.key);
+        oplog_->Erase({mine[i].r.seq});
+        continue;
+      }
+      // Not made: one by one now (a name taken at the remote is a
+      // conflict there), as never sent if it was not.
+      if (mine[i].fresh && !may_be_sent[i]) never_sent_.insert(mine[i].e.key);
+      rest->push_back(mine[i].e);
+    }
+  }
+  cv_.SignalAll();
 }
 
 uint32_t NamespaceWriteBack::SendCreate(const LogRecord &r, bool fresh) {
@@ -335,57 +453,18 @@ uint32_t NamespaceWriteBack::SendCreate(const LogRecord &r, bool fresh) {
       after = rep.Find(Op::kGetattr)->attrs;
       return upstream::kNfs4Ok;
     }
-    // A small file goes whole in the same COMPOUND: its data (WRITEs with
-    // the anonymous stateid, which our deny-none open does not conflict
-    // with) and the attributes set here, then the attributes after. One
-    // round trip instead of three; the flusher then finds it clean.
-    const uint32_t max_write = host_->MaxWrite();
-    std::vector<Cache::DirtyRange> ranges = cache_->DirtyRanges(r.key2);
-    Attrs set;
-    uint64_t set_epoch = 0;
-    bool have_set = cache_->PendingSetattr(r.key2, &set, &set_epoch);
-    size_t bytes = 0;
-    for (const Cache::DirtyRange &d : ranges) bytes += d.data.size();
-    bool inline_all = ranges.size() <= 4 && bytes <= max_write;
-    CompoundReply rep;
-    upstream::Delegation deleg;
-    uint32_t st = host_->CreateClosedFile(
-        cr, pfh, name,
-        fresh ? upstream::OpenArgs::Create::kGuarded
-              : upstream::OpenArgs::Create::kUnchecked,
-        ca, r.key2,
-        [&](Compound *c) {
-          if (!inline_all) return;
-          const uint64_t bs = cache_->block_size();
-          for (const Cache::DirtyRange &d : ranges)
-            c->Write(StateId::Anonymous(), d.idx * bs + d.lo,
-                     upstream::StableHow::kFileSync, d.data.data(),
-                     uint32_t(d.data.size()));
-          if (have_set && set.mask != 0) c->Setattr(StateId::Anonymous(), set);
-        },
-        &rep, &fh, &deleg);
+    FilePlan plan = PlanFile(r.key2);
+    std::vector<NewFileResult> res;
+    host_->CreateClosedFiles(cr, pfh, {NewFileFor(r, fresh, name, plan)}, &res);
+    NewFileResult &nf = res[0];
     // The create went out again after getting no reply, and the remote
     // executed the resend anew rather than from its replay cache: the
     // name may hold the file the first send made.
-    if (st == upstream::kNfs4ErrExist && rep.sends > 1) resent_exist = true;
-    if (st) return st;
-    host_->NoteGrant(r.key2, deleg);
-    // Everything after the OPEN went through: the file is clean (unless
-    // written or set again meanwhile, which Flushed sees). Otherwise the
-    // flusher sends what is left the usual way.
-    if (const OpResult *g = rep.Find(Op::kGetattr)) {
-      after = g->attrs;
-      if (inline_all && rep.status == upstream::kNfs4Ok) {
-        // Each WRITE wrote its whole range (a short one leaves it dirty).
-        bool whole = true;
-        for (size_t i = 0; i < ranges.size(); i++) {
-          const OpResult *w = rep.Find(Op::kWrite, int(i));
-          if (!w || w->count != ranges[i].data.size()) whole = false;
-        }
-        if (whole)
-          cache_->Flushed(r.key2, ranges, have_set ? set_epoch : 0, after);
-      }
-    }
+    if (nf.status == upstream::kNfs4ErrExist && nf.rep.sends > 1)
+      resent_exist = true;
+    if (nf.status) return nf.status;
+    fh = nf.fh;
+    after = FileSent(r, plan, nf);
     return upstream::kNfs4Ok;
   };
   uint32_t st = create_as(r.name);
@@ -423,6 +502,12 @@ uint32_t NamespaceWriteBack::SendCreate(const LogRecord &r, bool fresh) {
     after = rep.Find(Op::kGetattr)->attrs;
   }
   if (st) return st;
+  CreatedAtRemote(r, fh, after);
+  return upstream::kNfs4Ok;
+}
+
+void NamespaceWriteBack::CreatedAtRemote(const LogRecord &r, const Fh &fh,
+                                         const Attrs &after) {
   NACHE_LOG(kLogInfo, kComponent, "created %s (key %llu) in %llu at the remote",
             r.name.c_str(), (unsigned long long)r.key2,
             (unsigned long long)r.key);
@@ -438,7 +523,71 @@ uint32_t NamespaceWriteBack::SendCreate(const LogRecord &r, bool fresh) {
   cache_->Validated(r.key2, after);
   host_->NoteNewObjectOwner(r.key2, after);
   metrics_->CountFlushedCreate();
-  return upstream::kNfs4Ok;
+}
+
+NamespaceWriteBack::FilePlan NamespaceWriteBack::PlanFile(Key key) {
+  // A small file goes whole in its create's COMPOUND: its data (WRITEs
+  // under the open's stateid) and the attributes set here, then the
+  // attributes after. One round trip instead of three; the flusher then
+  // finds it clean.
+  FilePlan p;
+  p.ranges = cache_->DirtyRanges(key);
+  p.have_set = cache_->PendingSetattr(key, &p.set, &p.set_epoch);
+  size_t bytes = 0;
+  for (const Cache::DirtyRange &d : p.ranges) bytes += d.data.size();
+  const size_t ops = p.ranges.size() + (p.have_set && p.set.mask ? 1 : 0);
+  p.inline_all = p.ranges.size() <= 4 && bytes <= host_->MaxWrite() &&
+                 kNewFileOps + ops <= host_->MaxOps();
+  return p;
+}
+
+NewFile NamespaceWriteBack::NewFileFor(const LogRecord &r, bool fresh,
+                                       const std::string &name,
+                                       const FilePlan &plan) {
+  NewFile f;
+  f.name = name;
+  // A record never tried before must find its name free (GUARDED); one
+  // that may have been sent before finds its own file (UNCHECKED).
+  f.how = fresh ? upstream::OpenArgs::Create::kGuarded
+                : upstream::OpenArgs::Create::kUnchecked;
+  f.ca.mask = upstream::kAttrMode;
+  f.ca.mode = r.attrs.mode;
+  f.key = r.key2;
+  if (!plan.inline_all) return f;
+  const uint64_t bs = cache_->block_size();
+  for (const Cache::DirtyRange &d : plan.ranges) f.more_bytes += d.data.size();
+  f.more_ops = plan.ranges.size() + (plan.have_set && plan.set.mask ? 1 : 0);
+  // (plan outlives the create: the caller's.)
+  f.more = [&plan, bs](Compound *c, const StateId &sid) {
+    for (const Cache::DirtyRange &d : plan.ranges)
+      c->Write(sid, d.idx * bs + d.lo, upstream::StableHow::kFileSync,
+               d.data.data(), uint32_t(d.data.size()));
+    if (plan.have_set && plan.set.mask != 0) c->Setattr(sid, plan.set);
+  };
+  return f;
+}
+
+upstream::Attrs NamespaceWriteBack::FileSent(const LogRecord &r,
+                                             const FilePlan &plan,
+                                             const NewFileResult &nf) {
+  host_->NoteGrant(r.key2, nf.deleg);
+  // Everything after the OPEN went through: the file is clean (unless
+  // written or set again meanwhile, which Flushed sees). Otherwise the
+  // flusher sends what is left the usual way.
+  const OpResult *g = nf.rep.Find(Op::kGetattr);
+  if (!g || g->status) return Attrs();
+  if (plan.inline_all && nf.rep.status == upstream::kNfs4Ok) {
+    // Each WRITE wrote its whole range (a short one leaves it dirty).
+    bool whole = true;
+    for (size_t i = 0; i < plan.ranges.size(); i++) {
+      const OpResult *w = nf.rep.Find(Op::kWrite, int(i));
+      if (!w || w->count != plan.ranges[i].data.size()) whole = false;
+    }
+    if (whole)
+      cache_->Flushed(r.key2, plan.ranges, plan.have_set ? plan.set_epoch : 0,
+                      g->attrs);
+  }
+  return g->attrs;
 }
 
 uint32_t NamespaceWriteBack::RemoveLogged(const Creds &cr, Key dir,
@@ -616,6 +765,9 @@ uint32_t NamespaceWriteBack::SendRemoves(
   uint32_t st = host_->FhOfAny(dir, &dfh);
   size_t done = 0;  // mine[0, done) are removed at the remote (or refused)
   std::vector<size_t> refused;  // indexes in mine the remote refused
+  // A COMPOUND holds what the server takes: its PUTFH and this many.
+  const uint32_t max_ops = host_->MaxOps();
+  const size_t per_compound = max_ops > 2 ? max_ops - 1 : 1;
   while (st == upstream::kNfs4Ok && done < mine.size()) {
     // As the remover of the first; the rest in the same COMPOUND when
     // they were removed by the same user.
@@ -623,7 +775,8 @@ uint32_t NamespaceWriteBack::SendRemoves(
     Compound c;
     c.SetTag("flush_remove").Putfh(dfh);
     size_t n = 0;
-    while (done + n < mine.size() && recs[done + n].SendCreds() == cr) {
+    while (done + n < mine.size() && n < per_compound &&
+           recs[done + n].SendCreds() == cr) {
       c.Remove(mine[done + n].name);
       n++;
     }

@@ -65,6 +65,7 @@
 #include "upstream/types.h"
 #include "util/mutex.h"
 #include "writeback/local_names.h"
+#include "writeback/new_file.h"
 #include "writeback/oplog.h"
 #include "writeback/remote.h"
 #include "writeback/writeback.h"
@@ -94,15 +95,13 @@ class NamespaceWriteBack {
     virtual uint32_t FhOfAny(Key key, upstream::Fh *fh) = 0;
     // The largest WRITE the server takes (learnt first when not known).
     virtual uint32_t MaxWrite() = 0;
-    // Creates regular file name in pfh with one of the flush open-owners
-    // (chosen by key), the ops `more` adds after its GETFH, then a
-    // GETATTR; confirms and closes the open (FlushSender::CreateClosedFile).
-    virtual uint32_t CreateClosedFile(
-        const Creds &cr, const upstream::Fh &pfh, const std::string &name,
-        upstream::OpenArgs::Create how, const Attrs &ca, Key key,
-        const std::function<void(upstream::Compound *)> &more,
-        upstream::CompoundReply *rep, upstream::Fh *fh,
-        upstream::Delegation *deleg) = 0;
+    // Creates regular files in pfh with the flush open-owners, each with
+    // the ops its `more` adds after its GETFH, then a GETATTR, and closes
+    // them: over NFSv4.1 many in one COMPOUND
+    // (FlushSender::CreateClosedFiles).
+    virtual void CreateClosedFiles(const Creds &cr, const upstream::Fh &pfh,
+                                   const std::vector<NewFile> &files,
+                                   std::vector<NewFileResult> *out) = 0;
     // Delegations: a grant an OPEN brought; our read delegation on key
     // given back before an operation the server would recall it for.
     virtual void NoteGrant(Key key, const upstream::Delegation &d) = 0;
@@ -163,8 +162,14 @@ class NamespaceWriteBack {
   // parallel: only a directory's create must precede its entries'. A
   // moved object: its RENAME.
   uint32_t CreateRemotely(Key key) EXCLUDES(mu_);
-  // The same for every local entry of dir.
+  // The same for every local entry of dir (its regular files together:
+  // many in a COMPOUND over NFSv4.1).
   uint32_t CreateEntriesRemotely(Key dir) EXCLUDES(mu_);
+  // CreateRemotely of key, for the flusher: a regular file goes together
+  // with the local regular files of its directory that were created by
+  // created_before (wall-clock seconds; those that may still die young
+  // wait).
+  uint32_t CreateWithSiblings(Key key, int64_t created_before) EXCLUDES(mu_);
 
   // --- removes of what the remote has (kRemove records) -------------------
   // A remove of a file or symlink the remote has, kept local: logged
@@ -205,6 +210,36 @@ class NamespaceWriteBack {
   // One create record sent upstream. fresh: created by this run and never
   // tried (see never_sent_).
   uint32_t SendCreate(const LogRecord &r, bool fresh) EXCLUDES(mu_);
+  // The regular files among dir's local entries, created remotely
+  // together (CreateClosedFiles: many in a COMPOUND over NFSv4.1), each
+  // claimed as CreateRemotely claims one; those it could not create (a
+  // name taken at the remote, a refusal, the COMPOUND stopped before
+  // them) are added to *rest, for CreateRemotely.
+  void CreateFilesIn(Key dir, const std::vector<LocalNames::Entry> &files,
+                     std::vector<LocalNames::Entry> *rest) EXCLUDES(mu_);
+  // What goes with a file's create in its COMPOUND: its dirty ranges and
+  // the attributes set here, when they are few and small enough
+  // (inline_all), read from the cache when the create is built.
+  struct FilePlan {
+    std::vector<Cache::DirtyRange> ranges;
+    Attrs set;
+    uint64_t set_epoch = 0;
+    bool have_set = false;
+    bool inline_all = false;
+  };
+  FilePlan PlanFile(Key key);
+  // The create of record r's file as name (its own, or a conflict name),
+  // with plan's data when inline (plan outlives the NewFile).
+  NewFile NewFileFor(const LogRecord &r, bool fresh, const std::string &name,
+                     const FilePlan &plan);
+  // After r's file was made (nf): its delegation noted, what went with it
+  // marked flushed when all of it did; the remote's attributes after.
+  Attrs FileSent(const LogRecord &r, const FilePlan &plan,
+                 const NewFileResult &nf);
+  // r's object exists at the remote as fh (attributes after): its handle,
+  // the directory's listing, its owner checked, counted.
+  void CreatedAtRemote(const LogRecord &r, const upstream::Fh &fh,
+                       const Attrs &after);
   // Whether directory dir (the remote has it) is empty as our clients see
   // it: no local entries, and none of the remote's but those removed here
   // (*empty). False when that cannot be told without asking the remote

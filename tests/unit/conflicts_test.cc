@@ -37,6 +37,7 @@ class FakeCore : public Conflicts::Host,
     *fh = r.fh;
     return upstream::kNfs4Ok;
   }
+  uint32_t MaxOps() override { return 15; }  // a session's 16, less SEQUENCE
   uint32_t Run(Compound &c, const Creds &, CompoundReply *rep) override {
     tags.push_back(c.tag());
     rep->results.push_back(OpResult{});  // PUTFH

@@ -50,6 +50,7 @@ class FakeCore : public FlushSender::Host,
     *fh = Fh("fh-") + std::to_string(key);
     return upstream::kNfs4Ok;
   }
+  uint32_t MaxOps() override { return 15; }  // a session's 16, less SEQUENCE
   uint32_t Run(Compound &c, const Creds &, CompoundReply *rep) override {
     Call call;
     call.tag = c.tag();
@@ -91,6 +92,7 @@ class FakeCore : public FlushSender::Host,
   }
   uint32_t MaxWrite() override { return max_write; }
   uint64_t Epoch() const override { return epoch; }
+  uint32_t MinorVersion() const override { return minor; }
   uint32_t ConfirmIfAsked(const Creds &, const OpResult &, const Fh &,
                           OwnerSlot *owner, upstream::StateId *,
                           upstream::Delegation *) REQUIRES(owner->mu) override {
@@ -119,6 +121,7 @@ class FakeCore : public FlushSender::Host,
 
   uint32_t max_write = 1 << 20;
   uint64_t epoch = 1;
+  uint32_t minor = 0;           // MinorVersion
   bool refuse_setattr = false;  // SETATTR answered NFS4ERR_PERM
   // The stability and verifier of the nth COMPOUND's WRITE.
   std::vector<std::pair<StableHow, std::string>> write_replies;

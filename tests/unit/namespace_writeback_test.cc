@@ -64,6 +64,7 @@ class FakeCore : public NamespaceWriteBack::Host,
     *fh = r.fh;
     return upstream::kNfs4Ok;
   }
+  uint32_t MaxOps() override { return 15; }  // a session's 16, less SEQUENCE
   uint32_t Run(Compound &c, const Creds &, CompoundReply *rep) override {
     tags.push_back(c.tag());
     rep->results.push_back(OpResult{});  // PUTFH
@@ -84,16 +85,19 @@ class FakeCore : public NamespaceWriteBack::Host,
     return upstream::kNfs4Ok;
   }
   uint32_t MaxWrite() override { return 1 << 20; }
-  uint32_t CreateClosedFile(const Creds &, const Fh &, const std::string &name,
-                            upstream::OpenArgs::Create how, const Attrs &, Key,
-                            const std::function<void(Compound *)> &,
-                            CompoundReply *rep, Fh *fh,
-                            upstream::Delegation *) override {
-    creates.push_back({name, how});
-    if (fail_file_creates) return upstream::kNfs4ErrDelay;
-    *fh = NextFh();
-    rep->status = upstream::kNfs4ErrDelay;  // only the OPEN answered
-    return upstream::kNfs4Ok;
+  void CreateClosedFiles(const Creds &, const Fh &,
+                         const std::vector<NewFile> &files,
+                         std::vector<NewFileResult> *out) override {
+    out->assign(files.size(), NewFileResult());
+    for (size_t i = 0; i < files.size(); i++) {
+      creates.push_back({files[i].name, files[i].how});
+      NewFileResult &r = (*out)[i];
+      r.answered = true;
+      if (fail_file_creates) continue;  // (DELAY)
+      r.status = upstream::kNfs4Ok;
+      r.fh = NextFh();
+      r.rep.status = upstream::kNfs4ErrDelay;  // only the OPEN answered
+    }
   }
   void NoteGrant(Key, const upstream::Delegation &) override {}
   void ReturnIfReadDelegated(Key) override {}
@@ -118,7 +122,7 @@ class FakeCore : public NamespaceWriteBack::Host,
     std::string name;
     upstream::OpenArgs::Create how;
   };
-  std::vector<FileCreate> creates;  // CreateClosedFile calls
+  std::vector<FileCreate> creates;  // files CreateClosedFiles was asked for
   bool fail_file_creates = false;
   int removes_per_compound = 1;
   int fhs = 0;

@@ -181,6 +181,10 @@ class ScriptedUpstream : public upstream::Upstream {
   // The minor version of the session (minor_version()): 2 lets the core
   // send NFSv4.2's operations.
   std::atomic<uint32_t> minor{0};
+  // The session's ca_maxoperations less its SEQUENCE (max_operations()):
+  // a COMPOUND with more operations is refused whole with
+  // NFS4ERR_TOO_MANY_OPS, as knfsd does. 0: no bound.
+  std::atomic<uint32_t> max_ops{0};
   // NFSv4.2's READ_PLUS is answered; else it is NFS4ERR_NOTSUPP, as from
   // stock Ganesha VFS.
   std::atomic<bool> read_plus{false};
@@ -247,6 +251,16 @@ class ScriptedUpstream : public upstream::Upstream {
   std::vector<std::string> WriteStateids() {
     std::lock_guard<std::mutex> g(mu_);
     return write_stateids_;
+  }
+  // The COMPOUNDs received that had op among their operations, each as
+  // its operations' names ("PUTFH OPEN GETFH ...").
+  std::vector<std::string> Compounds(const std::string &op) {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<std::string> out;
+    for (const std::string &c : compounds_)
+      if ((" " + c + " ").find(" " + op + " ") != std::string::npos)
+        out.push_back(c);
+    return out;
   }
   std::vector<std::string> Log() {
     std::lock_guard<std::mutex> g(mu_);
@@ -379,6 +393,12 @@ class ScriptedUpstream : public upstream::Upstream {
         }
       }
     }
+    if (max_ops != 0 && c.size() > max_ops) {
+      rep->status = upstream::kNfs4ErrTooManyOps;
+      log_.push_back("TOO_MANY_OPS");
+      done_cv_.notify_all();
+      return CallStatus::kOk;
+    }
     const COMPOUND4args *args = c.Args();
     // NFSv4.0 as knfsd does it: an OPEN bearing the seqid of its owner's
     // last OPEN is a retransmission, answered from the replay cache
@@ -399,6 +419,12 @@ class ScriptedUpstream : public upstream::Upstream {
     }
     Fh cur;
     rep->status = upstream::kNfs4Ok;
+    std::string ops;
+    for (size_t i = 0; i < c.size(); i++)
+      ops += std::string(i ? " " : "") + upstream::OpName(c.op(i));
+    compounds_.push_back(ops);
+    // NFSv4.1's current stateid: set by an OPEN, cleared by a PUTFH.
+    bool have_current = false;
     for (u_int i = 0; i < args->argarray.argarray_len; i++) {
       const nfs_argop4 &a = args->argarray.argarray_val[i];
       OpResult r;
@@ -407,13 +433,17 @@ class ScriptedUpstream : public upstream::Upstream {
       bool member = cr.gid == need_group ||
                     std::find(cr.groups.begin(), cr.groups.end(), need_group) !=
                         cr.groups.end();
+      if (a.argop == OP_PUTFH || a.argop == OP_PUTROOTFH) have_current = false;
       r.status =
-          guarded_ops.count(upstream::OpName(r.op)) && !member
+          UsesCurrentStateid(a) && (minor == 0 || !have_current)
+              ? uint32_t(upstream::kNfs4ErrBadStateid)
+          : guarded_ops.count(upstream::OpName(r.op)) && !member
               ? uint32_t(upstream::kNfs4ErrAccess)
           : c.nfs42_args(i)
               ? Execute42(r.op, *c.nfs42_args(i), cur, &r, c.read_dest(i))
               : Execute(a, &cur, &r, g, c.read_dest(i), c.open_by_fh(i));
       rep->results.push_back(r);
+      if (a.argop == OP_OPEN && r.status == 0) have_current = true;
       if (r.status) {
         rep->status = r.status;
         log_.push_back(std::string(upstream::OpName(r.op)) + "!");
@@ -467,6 +497,7 @@ class ScriptedUpstream : public upstream::Upstream {
   }
   bool callback_path_down() const override { return false; }
   uint32_t minor_version() const override { return minor.load(); }
+  uint32_t max_operations() const override { return max_ops.load(); }
   void Shutdown() override {}
 
  private:
@@ -602,6 +633,17 @@ class ScriptedUpstream : public upstream::Upstream {
 
   // read_dest: where a READ puts its data.
   // by_fh: an OPEN by filehandle (CLAIM_FH).
+  // Whether a's stateid is NFSv4.1's current stateid (seqid 1, other
+  // zeros).
+  static bool UsesCurrentStateid(const nfs_argop4 &a) {
+    const stateid4 *s =
+        a.argop == OP_WRITE     ? &a.nfs_argop4_u.opwrite.stateid
+        : a.argop == OP_SETATTR ? &a.nfs_argop4_u.opsetattr.stateid
+        : a.argop == OP_CLOSE   ? &a.nfs_argop4_u.opclose.open_stateid
+                                : nullptr;
+    static const char zeros[12] = {0};
+    return s && s->seqid == 1 && memcmp(s->other, zeros, 12) == 0;
+  }
   uint32_t Execute(const nfs_argop4 &a, Fh *cur, OpResult *r,
                    std::unique_lock<std::mutex> &g, char *read_dest,
                    bool by_fh) {
@@ -960,7 +1002,8 @@ class ScriptedUpstream : public upstream::Upstream {
   std::vector<HeldRange> locks_;
   std::map<std::string, std::string> lock_owners_;  // lock stateid -> owner
   std::vector<std::string> write_stateids_;         // WriteStateids
-  std::vector<uint64_t> copy_lengths_;              // CopyLengths
+  std::vector<std::string> compounds_;  // each COMPOUND's ops (Compounds)
+  std::vector<uint64_t> copy_lengths_;  // CopyLengths
   DelegationType reclaimed_ = DelegationType::kNone;
   // "<dir handle>/<name>" of objects whose handle is not FhFor's.
   std::map<std::string, Fh> aliases_;
@@ -1003,6 +1046,7 @@ class ForwardingUpstream : public upstream::Upstream {
   }
   bool callback_path_down() const override { return up_->callback_path_down(); }
   uint32_t minor_version() const override { return up_->minor_version(); }
+  uint32_t max_operations() const override { return up_->max_operations(); }
   void RestartClient(const char *why) override { up_->RestartClient(why); }
   void Shutdown() override { up_->Shutdown(); }
   void ReclaimDone() override { up_->ReclaimDone(); }
