@@ -252,10 +252,10 @@ class Core::WriteBackHost : public WriteBack::Host,
     return core_->flush_sender_->CreateClosedFile(cr, pfh, name, how, ca, key,
                                                   more, rep, fh, deleg);
   }
-  void CreateClosedFiles(const Creds &cr, const upstream::Fh &pfh,
-                         const std::vector<NewFile> &files,
-                         std::vector<NewFileResult> *out) override {
-    core_->flush_sender_->CreateClosedFiles(cr, pfh, files, out);
+  void CreateObjects(const Creds &cr, const upstream::Fh &pfh,
+                     const std::vector<NewObject> &files,
+                     std::vector<NewObjectResult> *out) override {
+    core_->flush_sender_->CreateObjects(cr, pfh, files, out);
   }
   uint32_t WriteRange(const Creds &cr, const upstream::Fh &fh,
                       const upstream::StateId &sid, uint64_t offset,

@@ -203,14 +203,14 @@ uint32_t FlushSender::CreateClosedFile(
     upstream::OpenArgs::Create how, const Attrs &ca, Key key,
     const std::function<void(Compound *)> &more, CompoundReply *rep, Fh *fh,
     upstream::Delegation *deleg) {
-  NewFile f;
+  NewObject f;
   f.name = name;
   f.how = how;
   f.ca = ca;
   f.key = key;
   f.more = [&more](Compound *c, const StateId &) { more(c); };
-  std::vector<NewFileResult> res;
-  CreateClosedFiles(cr, pfh, {f}, &res);
+  std::vector<NewObjectResult> res;
+  CreateObjects(cr, pfh, {f}, &res);
   *rep = std::move(res[0].rep);
   if (res[0].status == upstream::kNfs4Ok) {
     *fh = res[0].fh;
@@ -219,41 +219,40 @@ uint32_t FlushSender::CreateClosedFile(
   return res[0].status;
 }
 
-void FlushSender::CreateClosedFiles(const Creds &cr, const Fh &pfh,
-                                    const std::vector<NewFile> &files,
-                                    std::vector<NewFileResult> *out) {
-  out->assign(files.size(), NewFileResult());
+void FlushSender::CreateObjects(const Creds &cr, const Fh &pfh,
+                                const std::vector<NewObject> &objs,
+                                std::vector<NewObjectResult> *out) {
+  out->assign(objs.size(), NewObjectResult());
   if (host_->MinorVersion() == 0) {
-    // Each an OPEN (confirmed when new owners must be) and a CLOSE, a few
-    // files at once.
-    ParallelFor(files.size(), WriteBack::kFlushOwners, [&](size_t i) {
-      (*out)[i] = CreateClosedFile40(cr, pfh, files[i]);
+    // Each a COMPOUND (a file's OPEN, confirmed when new owners must be,
+    // and a CLOSE), a few at once.
+    ParallelFor(objs.size(), WriteBack::kFlushOwners, [&](size_t i) {
+      (*out)[i] = CreateObject40(cr, pfh, objs[i]);
       return upstream::kNfs4Ok;
     });
     return;
   }
-  // NFSv4.1: as many files in one COMPOUND as the session takes (and one
+  // NFSv4.1: as many in one COMPOUND as the session takes (and one
   // WRITE's worth of their data), a few COMPOUNDs at once.
   const size_t max_ops = host_->MaxOps();
   const size_t max_bytes = host_->MaxWrite();
-  std::vector<std::pair<size_t, size_t>> batches;  // [first, end) of files
-  for (size_t b = 0; b < files.size();) {
+  std::vector<std::pair<size_t, size_t>> batches;  // [first, end) of objs
+  for (size_t b = 0; b < objs.size();) {
     size_t e = b, ops = 0, bytes = 0;
-    while (e < files.size()) {
-      size_t o = kNewFileOps + files[e].more_ops;
+    while (e < objs.size()) {
+      const size_t o = NewObjectOps(objs[e]);
       if (e > b &&
-          (ops + o > max_ops || bytes + files[e].more_bytes > max_bytes))
+          (ops + o > max_ops || bytes + objs[e].more_bytes > max_bytes))
         break;
       ops += o;
-      bytes += files[e].more_bytes;
+      bytes += objs[e].more_bytes;
       e++;
     }
     batches.emplace_back(b, e);
     b = e;
   }
   ParallelFor(batches.size(), WriteBack::kFlushOwners, [&](size_t i) {
-    CreateClosedFiles41(cr, pfh, files, batches[i].first, batches[i].second,
-                        out);
+    CreateObjects41(cr, pfh, objs, batches[i].first, batches[i].second, out);
     return upstream::kNfs4Ok;
   });
 }
@@ -267,7 +266,8 @@ void FlushSender::NameFlushOwner(OwnerSlot *owner) {
                 std::to_string(writeback_->FlushOwnerIndex(owner));
 }
 
-upstream::OpenArgs FlushSender::CreateArgs(OwnerSlot *owner, const NewFile &f) {
+upstream::OpenArgs FlushSender::CreateArgs(OwnerSlot *owner,
+                                           const NewObject &f) {
   upstream::OpenArgs a;
   a.seqid = owner->seqid;
   a.share_access = upstream::kShareAccessWrite;
@@ -279,11 +279,29 @@ upstream::OpenArgs FlushSender::CreateArgs(OwnerSlot *owner, const NewFile &f) {
   return a;
 }
 
-NewFileResult FlushSender::CreateClosedFile40(const Creds &cr, const Fh &pfh,
-                                              const NewFile &f) {
+NewObjectResult FlushSender::CreateObject40(const Creds &cr, const Fh &pfh,
+                                            const NewObject &f) {
+  NewObjectResult r;
+  if (f.type != upstream::FileType::kReg) {
+    Compound c;
+    c.SetTag("flush_create")
+        .Putfh(pfh)
+        .Create(f.type, f.name, f.ca, f.text)
+        .Getfh()
+        .Getattr(upstream::kAttrsObject);
+    uint32_t st = host_->Run(c, cr, &r.rep);
+    r.answered = !r.rep.results.empty();
+    const OpResult *k = r.rep.Find(Op::kCreate);
+    const OpResult *g = r.rep.Find(Op::kGetfh);
+    r.status = !k          ? (st ? st : upstream::kNfs4ErrDelay)
+               : k->status ? k->status
+               : !g        ? (st ? st : upstream::kNfs4ErrServerfault)
+                           : upstream::kNfs4Ok;
+    if (r.status == upstream::kNfs4Ok) r.fh = g->fh;
+    return r;
+  }
   // NFSv4.0 creates regular files by OPEN; this one is closed at once
   // (local opens of the file have their own).
-  NewFileResult r;
   OwnerSlot *owner = writeback_->FlushOwner(f.key);
   MutexLock og(&owner->mu);
   NameFlushOwner(owner);
@@ -318,24 +336,34 @@ NewFileResult FlushSender::CreateClosedFile40(const Creds &cr, const Fh &pfh,
   return r;
 }
 
-void FlushSender::CreateClosedFiles41(const Creds &cr, const Fh &pfh,
-                                      const std::vector<NewFile> &files,
-                                      size_t first, size_t end,
-                                      std::vector<NewFileResult> *out) {
+void FlushSender::CreateObjects41(const Creds &cr, const Fh &pfh,
+                                  const std::vector<NewObject> &files,
+                                  size_t first, size_t end,
+                                  std::vector<NewObjectResult> *out) {
   // Each file: PUTFH dir, OPEN, GETFH, its own operations, GETATTR, CLOSE,
   // all under the open's stateid as the current one (RFC 8881 16.2.3.1.2;
-  // the next PUTFH clears it). The session makes the COMPOUND
-  // exactly-once, so one owner serves the whole batch.
+  // the next PUTFH clears it). Each directory or symlink: PUTFH dir,
+  // CREATE, GETFH, GETATTR. The session makes the COMPOUND exactly-once,
+  // so one owner serves the whole batch.
   OwnerSlot *owner = writeback_->FlushOwner(files[first].key);
   MutexLock og(&owner->mu);
   NameFlushOwner(owner);
   Compound c;
   c.SetTag("flush_create");
-  std::vector<size_t> ops;  // each file's operations
+  std::vector<size_t> ops;  // each object's operations
   for (size_t i = first; i < end; i++) {
+    const NewObject &f = files[i];
     const size_t before = c.size();
-    c.Putfh(pfh).Open(CreateArgs(owner, files[i])).Getfh();
-    if (files[i].more) files[i].more(&c, StateId::Current());
+    if (f.type != upstream::FileType::kReg) {
+      c.Putfh(pfh)
+          .Create(f.type, f.name, f.ca, f.text)
+          .Getfh()
+          .Getattr(upstream::kAttrsObject);
+      ops.push_back(c.size() - before);
+      continue;
+    }
+    c.Putfh(pfh).Open(CreateArgs(owner, f)).Getfh();
+    if (f.more) f.more(&c, StateId::Current());
     c.Getattr(upstream::kAttrsObject).Close(0, StateId::Current());
     ops.push_back(c.size() - before);
   }
@@ -345,7 +373,7 @@ void FlushSender::CreateClosedFiles41(const Creds &cr, const Fh &pfh,
   // so the files after it were not reached.
   size_t at = 0;
   for (size_t i = first; i < end; i++) {
-    NewFileResult &r = (*out)[i];
+    NewObjectResult &r = (*out)[i];
     const size_t n = ops[i - first];
     r.answered = !rep.results.empty();
     r.rep.sends = rep.sends;
@@ -357,7 +385,8 @@ void FlushSender::CreateClosedFiles41(const Creds &cr, const Fh &pfh,
     at += n;
     if (r.rep.results.size() < n && r.rep.status == upstream::kNfs4Ok)
       r.rep.status = st ? st : upstream::kNfs4ErrDelay;
-    const OpResult *o = r.rep.Find(Op::kOpen);
+    const bool reg = files[i].type == upstream::FileType::kReg;
+    const OpResult *o = r.rep.Find(reg ? Op::kOpen : Op::kCreate);
     const OpResult *g = r.rep.Find(Op::kGetfh);
     if (!o || o->status) {
       r.status = o ? o->status : upstream::kNfs4ErrDelay;
@@ -369,6 +398,7 @@ void FlushSender::CreateClosedFiles41(const Creds &cr, const Fh &pfh,
     }
     r.status = upstream::kNfs4Ok;
     r.fh = g->fh;
+    if (!reg) continue;
     r.deleg = o->delegation;
     if (!r.rep.Find(Op::kClose)) {
       // One of its own operations failed (a WRITE without room): the file

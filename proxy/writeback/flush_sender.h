@@ -10,10 +10,11 @@
 //   (WriteBack::FlushCreds), under our write delegation's stateid when we
 //   hold one.
 // - WriteRange: WRITEs of a range no bigger than the remote takes (also a
-//   conflict copy's); CreateClosedFiles: regular files of one directory
-//   created with the flush open-owners (WriteBack's) and closed at once,
-//   over NFSv4.1 many in one COMPOUND with their data (logged creates);
-//   CreateClosedFile: one of them (a conflict copy).
+//   conflict copy's); CreateObjects: new objects of one directory
+//   (logged creates), regular files created with the flush open-owners
+//   (WriteBack's) and closed at once, directories and symlinks by
+//   CREATE, over NFSv4.1 many in one COMPOUND with the files' data;
+//   CreateClosedFile: one file (a conflict copy).
 // - NoteRefused: a send refused for the permissions of the caller it is
 //   sent as, counted and logged at CRIT.
 //
@@ -26,7 +27,7 @@
 //
 // Thread safety: all methods are thread-safe and block on the upstream;
 // callers hold no lock of the core's. It has no lock of its own:
-// CreateClosedFiles holds one flush open-owner's OwnerSlot::mu (level 1 of
+// CreateObjects holds one flush open-owner's OwnerSlot::mu (level 1 of
 // the core's lock order, core.h) across that owner's OPENs and CLOSEs.
 #pragma once
 
@@ -46,7 +47,7 @@
 #include "writeback/conflicts.h"
 #include "writeback/flusher.h"
 #include "writeback/namespace_writeback.h"
-#include "writeback/new_file.h"
+#include "writeback/new_object.h"
 #include "writeback/remote.h"
 #include "writeback/writeback.h"
 
@@ -124,17 +125,18 @@ class FlushSender {
                       const upstream::StateId &sid, uint64_t offset,
                       const char *data, size_t len, upstream::StableHow stable,
                       const char *tag, Flusher::Sent *sent);
-  // Creates regular files in directory pfh at the remote as cr, each with
-  // the ops its `more` adds after its GETFH, then a GETATTR, and closes
-  // them. NFSv4.1: as many files in one COMPOUND as the session and one
-  // WRITE take, the CLOSE in it too, one flush open-owner per COMPOUND;
-  // a file whose COMPOUND stopped before it is not reached (its status
-  // DELAY). NFSv4.0: a COMPOUND per file, its open confirmed when asked
-  // and closed in another. A few COMPOUNDs at once. (*out)[i]: files[i]'s.
-  void CreateClosedFiles(const Creds &cr, const upstream::Fh &pfh,
-                         const std::vector<NewFile> &files,
-                         std::vector<NewFileResult> *out);
-  // One file of CreateClosedFiles, with the flush open-owner chosen by key
+  // Creates objs in directory pfh at the remote as cr: a regular file
+  // with the ops its `more` adds after its GETFH, then a GETATTR, and
+  // closed; a directory or symlink by CREATE, then a GETATTR. NFSv4.1: as
+  // many in one COMPOUND as the session and one WRITE take, a file's CLOSE
+  // in it too, one flush open-owner per COMPOUND; an object whose COMPOUND
+  // stopped before it is not reached (its status DELAY). NFSv4.0: a
+  // COMPOUND per object, a file's open confirmed when asked and closed in
+  // another. A few COMPOUNDs at once. (*out)[i]: objs[i]'s.
+  void CreateObjects(const Creds &cr, const upstream::Fh &pfh,
+                     const std::vector<NewObject> &objs,
+                     std::vector<NewObjectResult> *out);
+  // One file of CreateObjects, with the flush open-owner chosen by key
   // (the object the file is for): *rep its operations' results, their
   // status telling whether the ops after the OPEN went through; *fh: the
   // file's handle; *deleg: a delegation the OPEN brought (for the
@@ -154,18 +156,18 @@ class FlushSender {
   // Whether st is the remote's refusal of set, only times, on a directory:
   // given up (the remote's times stand), never retried.
   bool RefusedDirectoryTimes(Key key, const Attrs &set, uint32_t st);
-  // CreateClosedFiles' two ways: NFSv4.0's one file; NFSv4.1's COMPOUND
+  // CreateObjects' two ways: NFSv4.0's one object; NFSv4.1's COMPOUND
   // of files [first, end).
-  NewFileResult CreateClosedFile40(const Creds &cr, const upstream::Fh &pfh,
-                                   const NewFile &f);
-  void CreateClosedFiles41(const Creds &cr, const upstream::Fh &pfh,
-                           const std::vector<NewFile> &files, size_t first,
-                           size_t end, std::vector<NewFileResult> *out);
+  NewObjectResult CreateObject40(const Creds &cr, const upstream::Fh &pfh,
+                                 const NewObject &f);
+  void CreateObjects41(const Creds &cr, const upstream::Fh &pfh,
+                       const std::vector<NewObject> &files, size_t first,
+                       size_t end, std::vector<NewObjectResult> *out);
   // A flush open-owner's name and seqids start afresh with a new client
   // id.
   void NameFlushOwner(OwnerSlot *owner) REQUIRES(owner->mu);
   // The OPEN that creates f for owner.
-  static upstream::OpenArgs CreateArgs(OwnerSlot *owner, const NewFile &f)
+  static upstream::OpenArgs CreateArgs(OwnerSlot *owner, const NewObject &f)
       REQUIRES(owner->mu);
 
   Cache *const cache_;

@@ -298,16 +298,14 @@ uint32_t NamespaceWriteBack::CreateRemotely(Key key) {
 uint32_t NamespaceWriteBack::CreateEntriesRemotely(Key dir) {
   // Several at once: each is round trips, not bandwidth.
   std::vector<LocalNames::Entry> todo = local_names_->Children(dir);
-  // Its new regular files together (many in a COMPOUND over NFSv4.1);
-  // the rest, and files that could not go so, one by one, several at once
-  // (each is round trips, not bandwidth).
-  std::vector<LocalNames::Entry> files, rest;
-  for (LocalNames::Entry &e : todo)
-    (e.type == FileType::kReg && !e.moved ? files : rest).push_back(e);
-  if (files.size() > 1)
-    CreateFilesIn(dir, files, &rest);
+  // Its new objects together (many in a COMPOUND over NFSv4.1); moved
+  // ones (a RENAME each), and those that could not go so, one by one.
+  std::vector<LocalNames::Entry> made, rest;
+  for (LocalNames::Entry &e : todo) (e.moved ? rest : made).push_back(e);
+  if (made.size() > 1)
+    CreateObjectsIn(dir, made, &rest);
   else
-    rest.insert(rest.end(), files.begin(), files.end());
+    rest.insert(rest.end(), made.begin(), made.end());
   return ParallelFor(rest.size(), WriteBack::kFlushOwners,
                      [&](size_t i) { return CreateRemotely(rest[i].key); });
 }
@@ -315,24 +313,23 @@ uint32_t NamespaceWriteBack::CreateEntriesRemotely(Key dir) {
 uint32_t NamespaceWriteBack::CreateWithSiblings(Key key,
                                                 int64_t created_before) {
   LocalNames::Entry e;
-  if (local_names_->Get(key, &e) && e.type == FileType::kReg && !e.moved) {
-    std::vector<LocalNames::Entry> files, rest;
+  if (local_names_->Get(key, &e) && !e.moved) {
+    std::vector<LocalNames::Entry> made, rest;
     for (LocalNames::Entry &s : local_names_->Children(e.dir))
-      if (s.type == FileType::kReg && !s.moved &&
-          (s.key == key || s.created_at <= created_before))
-        files.push_back(s);
+      if (!s.moved && (s.key == key || s.created_at <= created_before))
+        made.push_back(s);
     // (What could not go with it waits for its own flush.)
-    if (files.size() > 1) CreateFilesIn(e.dir, files, &rest);
+    if (made.size() > 1) CreateObjectsIn(e.dir, made, &rest);
   }
   return CreateRemotely(key);
 }
 
-void NamespaceWriteBack::CreateFilesIn(
-    Key dir, const std::vector<LocalNames::Entry> &files,
+void NamespaceWriteBack::CreateObjectsIn(
+    Key dir, const std::vector<LocalNames::Entry> &made,
     std::vector<LocalNames::Entry> *rest) {
   Fh pfh;
   if (host_->FhOf(dir, &pfh)) {  // (its own create failed: retried later)
-    rest->insert(rest->end(), files.begin(), files.end());
+    rest->insert(rest->end(), made.begin(), made.end());
     return;
   }
   // Claimed as CreateRemotely claims one: no remove or rename rewrites
@@ -345,7 +342,7 @@ void NamespaceWriteBack::CreateFilesIn(
   std::vector<Claimed> mine;
   {
     MutexLock g(&mu_);
-    for (const LocalNames::Entry &e : files) {
+    for (const LocalNames::Entry &e : made) {
       LocalNames::Entry now;
       if (!local_names_->Get(e.key, &now)) continue;  // sent meanwhile
       if (sending_.count(e.key) != 0 || now.seq != e.seq || now.moved ||
@@ -375,22 +372,22 @@ void NamespaceWriteBack::CreateFilesIn(
     if (SendRemoveOf(dir, mine[i].e.name) == upstream::kNfs4Ok) go.push_back(i);
   // One batch per creator: a COMPOUND goes as one caller.
   std::vector<FilePlan> plans(mine.size());
-  for (size_t i : go) plans[i] = PlanFile(mine[i].e.key);
+  for (size_t i : go) plans[i] = PlanFile(mine[i].r);
   std::vector<bool> done(go.size(), false);
   for (size_t b = 0; b < go.size(); b++) {
     if (done[b]) continue;
     const Creds cr = mine[go[b]].r.SendCreds();
     std::vector<size_t> batch;
-    std::vector<NewFile> nfs;
+    std::vector<NewObject> nfs;
     for (size_t k = b; k < go.size(); k++) {
       if (done[k] || !(mine[go[k]].r.SendCreds() == cr)) continue;
       done[k] = true;
       batch.push_back(go[k]);
       const Claimed &c = mine[go[k]];
-      nfs.push_back(NewFileFor(c.r, c.fresh, c.r.name, plans[go[k]]));
+      nfs.push_back(NewObjectFor(c.r, c.fresh, c.r.name, plans[go[k]]));
     }
-    std::vector<NewFileResult> res;
-    host_->CreateClosedFiles(cr, pfh, nfs, &res);
+    std::vector<NewObjectResult> res;
+    host_->CreateObjects(cr, pfh, nfs, &res);
     for (size_t k = 0; k < batch.size(); k++) {
       const size_t i = batch[k];
       status[i] = res[k].status;
@@ -399,7 +396,7 @@ void NamespaceWriteBack::CreateFilesIn(
                        res[k].status == upstream::kNfs4Ok;
       if (res[k].status == upstream::kNfs4Ok)
         CreatedAtRemote(mine[i].r, res[k].fh,
-                        FileSent(mine[i].r, plans[i], res[k]));
+                        ObjectSent(mine[i].r, plans[i], res[k]));
     }
   }
   {
@@ -427,9 +424,6 @@ uint32_t NamespaceWriteBack::SendCreate(const LogRecord &r, bool fresh) {
   // As its creator, with the groups that allowed the create here (a
   // record of the first format: the owner and group, no groups).
   Creds cr = r.SendCreds();
-  Attrs ca;
-  ca.mask = upstream::kAttrMode;
-  ca.mode = r.attrs.mode;
   Fh fh;
   Attrs after;
   bool resent_exist = false;  // EXIST to a create Run had to resend
@@ -439,24 +433,10 @@ uint32_t NamespaceWriteBack::SendCreate(const LogRecord &r, bool fresh) {
   // reply was lost) finds its own object there instead: a file is opened
   // UNCHECKED, a directory or symlink looked up after EXIST.
   auto create_as = [&](const std::string &name) -> uint32_t {
-    if (r.type != FileType::kReg) {
-      Compound c;
-      c.SetTag("flush_create")
-          .Putfh(pfh)
-          .Create(r.type, name, ca, r.text)
-          .Getfh()
-          .Getattr(upstream::kAttrsObject);
-      CompoundReply rep;
-      uint32_t st = host_->Run(c, cr, &rep);
-      if (st) return st;
-      fh = rep.Find(Op::kGetfh)->fh;
-      after = rep.Find(Op::kGetattr)->attrs;
-      return upstream::kNfs4Ok;
-    }
-    FilePlan plan = PlanFile(r.key2);
-    std::vector<NewFileResult> res;
-    host_->CreateClosedFiles(cr, pfh, {NewFileFor(r, fresh, name, plan)}, &res);
-    NewFileResult &nf = res[0];
+    FilePlan plan = PlanFile(r);
+    std::vector<NewObjectResult> res;
+    host_->CreateObjects(cr, pfh, {NewObjectFor(r, fresh, name, plan)}, &res);
+    NewObjectResult &nf = res[0];
     // The create went out again after getting no reply, and the remote
     // executed the resend anew rather than from its replay cache: the
     // name may hold the file the first send made.
@@ -464,7 +444,7 @@ uint32_t NamespaceWriteBack::SendCreate(const LogRecord &r, bool fresh) {
       resent_exist = true;
     if (nf.status) return nf.status;
     fh = nf.fh;
-    after = FileSent(r, plan, nf);
+    after = ObjectSent(r, plan, nf);
     return upstream::kNfs4Ok;
   };
   uint32_t st = create_as(r.name);
@@ -525,27 +505,31 @@ void NamespaceWriteBack::CreatedAtRemote(const LogRecord &r, const Fh &fh,
   metrics_->CountFlushedCreate();
 }
 
-NamespaceWriteBack::FilePlan NamespaceWriteBack::PlanFile(Key key) {
+NamespaceWriteBack::FilePlan NamespaceWriteBack::PlanFile(const LogRecord &r) {
   // A small file goes whole in its create's COMPOUND: its data (WRITEs
   // under the open's stateid) and the attributes set here, then the
   // attributes after. One round trip instead of three; the flusher then
   // finds it clean.
   FilePlan p;
-  p.ranges = cache_->DirtyRanges(key);
-  p.have_set = cache_->PendingSetattr(key, &p.set, &p.set_epoch);
+  if (r.type != FileType::kReg) return p;
+  p.ranges = cache_->DirtyRanges(r.key2);
+  p.have_set = cache_->PendingSetattr(r.key2, &p.set, &p.set_epoch);
   size_t bytes = 0;
   for (const Cache::DirtyRange &d : p.ranges) bytes += d.data.size();
-  const size_t ops = p.ranges.size() + (p.have_set && p.set.mask ? 1 : 0);
+  NewObject f;
+  f.more_ops = p.ranges.size() + (p.have_set && p.set.mask ? 1 : 0);
   p.inline_all = p.ranges.size() <= 4 && bytes <= host_->MaxWrite() &&
-                 kNewFileOps + ops <= host_->MaxOps();
+                 NewObjectOps(f) <= host_->MaxOps();
   return p;
 }
 
-NewFile NamespaceWriteBack::NewFileFor(const LogRecord &r, bool fresh,
-                                       const std::string &name,
-                                       const FilePlan &plan) {
-  NewFile f;
+NewObject NamespaceWriteBack::NewObjectFor(const LogRecord &r, bool fresh,
+                                           const std::string &name,
+                                           const FilePlan &plan) {
+  NewObject f;
+  f.type = r.type;
   f.name = name;
+  f.text = r.text;
   // A record never tried before must find its name free (GUARDED); one
   // that may have been sent before finds its own file (UNCHECKED).
   f.how = fresh ? upstream::OpenArgs::Create::kGuarded
@@ -567,14 +551,15 @@ NewFile NamespaceWriteBack::NewFileFor(const LogRecord &r, bool fresh,
   return f;
 }
 
-upstream::Attrs NamespaceWriteBack::FileSent(const LogRecord &r,
-                                             const FilePlan &plan,
-                                             const NewFileResult &nf) {
+upstream::Attrs NamespaceWriteBack::ObjectSent(const LogRecord &r,
+                                               const FilePlan &plan,
+                                               const NewObjectResult &nf) {
+  const OpResult *g = nf.rep.Find(Op::kGetattr);
+  if (r.type != FileType::kReg) return g && !g->status ? g->attrs : Attrs();
   host_->NoteGrant(r.key2, nf.deleg);
   // Everything after the OPEN went through: the file is clean (unless
   // written or set again meanwhile, which Flushed sees). Otherwise the
   // flusher sends what is left the usual way.
-  const OpResult *g = nf.rep.Find(Op::kGetattr);
   if (!g || g->status) return Attrs();
   if (plan.inline_all && nf.rep.status == upstream::kNfs4Ok) {
     // Each WRITE wrote its whole range (a short one leaves it dirty).

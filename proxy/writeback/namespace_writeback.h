@@ -65,7 +65,7 @@
 #include "upstream/types.h"
 #include "util/mutex.h"
 #include "writeback/local_names.h"
-#include "writeback/new_file.h"
+#include "writeback/new_object.h"
 #include "writeback/oplog.h"
 #include "writeback/remote.h"
 #include "writeback/writeback.h"
@@ -98,10 +98,10 @@ class NamespaceWriteBack {
     // Creates regular files in pfh with the flush open-owners, each with
     // the ops its `more` adds after its GETFH, then a GETATTR, and closes
     // them: over NFSv4.1 many in one COMPOUND
-    // (FlushSender::CreateClosedFiles).
-    virtual void CreateClosedFiles(const Creds &cr, const upstream::Fh &pfh,
-                                   const std::vector<NewFile> &files,
-                                   std::vector<NewFileResult> *out) = 0;
+    // (FlushSender::CreateObjects).
+    virtual void CreateObjects(const Creds &cr, const upstream::Fh &pfh,
+                               const std::vector<NewObject> &files,
+                               std::vector<NewObjectResult> *out) = 0;
     // Delegations: a grant an OPEN brought; our read delegation on key
     // given back before an operation the server would recall it for.
     virtual void NoteGrant(Key key, const upstream::Delegation &d) = 0;
@@ -165,10 +165,9 @@ class NamespaceWriteBack {
   // The same for every local entry of dir (its regular files together:
   // many in a COMPOUND over NFSv4.1).
   uint32_t CreateEntriesRemotely(Key dir) EXCLUDES(mu_);
-  // CreateRemotely of key, for the flusher: a regular file goes together
-  // with the local regular files of its directory that were created by
-  // created_before (wall-clock seconds; those that may still die young
-  // wait).
+  // CreateRemotely of key, for the flusher: it goes together with the
+  // local objects of its directory that were created by created_before
+  // (wall-clock seconds; those that may still die young wait).
   uint32_t CreateWithSiblings(Key key, int64_t created_before) EXCLUDES(mu_);
 
   // --- removes of what the remote has (kRemove records) -------------------
@@ -210,13 +209,13 @@ class NamespaceWriteBack {
   // One create record sent upstream. fresh: created by this run and never
   // tried (see never_sent_).
   uint32_t SendCreate(const LogRecord &r, bool fresh) EXCLUDES(mu_);
-  // The regular files among dir's local entries, created remotely
-  // together (CreateClosedFiles: many in a COMPOUND over NFSv4.1), each
+  // Local entries of dir created here (not moved), created remotely
+  // together (CreateObjects: many in a COMPOUND over NFSv4.1), each
   // claimed as CreateRemotely claims one; those it could not create (a
   // name taken at the remote, a refusal, the COMPOUND stopped before
   // them) are added to *rest, for CreateRemotely.
-  void CreateFilesIn(Key dir, const std::vector<LocalNames::Entry> &files,
-                     std::vector<LocalNames::Entry> *rest) EXCLUDES(mu_);
+  void CreateObjectsIn(Key dir, const std::vector<LocalNames::Entry> &made,
+                       std::vector<LocalNames::Entry> *rest) EXCLUDES(mu_);
   // What goes with a file's create in its COMPOUND: its dirty ranges and
   // the attributes set here, when they are few and small enough
   // (inline_all), read from the cache when the create is built.
@@ -227,15 +226,17 @@ class NamespaceWriteBack {
     bool have_set = false;
     bool inline_all = false;
   };
-  FilePlan PlanFile(Key key);
-  // The create of record r's file as name (its own, or a conflict name),
-  // with plan's data when inline (plan outlives the NewFile).
-  NewFile NewFileFor(const LogRecord &r, bool fresh, const std::string &name,
-                     const FilePlan &plan);
-  // After r's file was made (nf): its delegation noted, what went with it
-  // marked flushed when all of it did; the remote's attributes after.
-  Attrs FileSent(const LogRecord &r, const FilePlan &plan,
-                 const NewFileResult &nf);
+  FilePlan PlanFile(const LogRecord &r);  // (empty but for a regular file)
+  // The create of record r's object as name (its own, or a conflict
+  // name), a file with plan's data when inline (plan outlives the
+  // NewObject).
+  NewObject NewObjectFor(const LogRecord &r, bool fresh,
+                         const std::string &name, const FilePlan &plan);
+  // After r's object was made (nf): a file's delegation noted, what went
+  // with it marked flushed when all of it did; the remote's attributes
+  // after.
+  Attrs ObjectSent(const LogRecord &r, const FilePlan &plan,
+                   const NewObjectResult &nf);
   // r's object exists at the remote as fh (attributes after): its handle,
   // the directory's listing, its owner checked, counted.
   void CreatedAtRemote(const LogRecord &r, const upstream::Fh &fh,

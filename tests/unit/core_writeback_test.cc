@@ -706,6 +706,36 @@ TEST_F(CoreDelegationsTest, NewFilesOfADirectoryGoManyToACompound) {
   }
 }
 
+// The same for a directory's new directories and symlinks (an untar's
+// mkdirs): one CREATE each, many to a COMPOUND, with the files beside
+// them.
+TEST_F(CoreDelegationsTest, NewDirectoriesAndSymlinksGoManyToACompound) {
+  up_->minor = 1;
+  up_->max_ops = 63;
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);
+  Key k;
+  for (const char *d : {"d1", "d2", "d3", "d4", "d5"})
+    ASSERT_EQ(Mkdir(d, &k), 0u);
+  Attrs mode, got;
+  mode.mask = upstream::kAttrMode;
+  mode.mode = 0777;
+  ASSERT_EQ(core_->Create(cr_, root_, "ln", upstream::FileType::kLnk, mode,
+                          "d1", &k, &got),
+            0u);
+  CreateWritten("g", "file beside them");
+  std::string err;
+  ASSERT_TRUE(core_->AdminFlush(
+      std::chrono::steady_clock::now() + std::chrono::seconds(20), &err))
+      << err;
+  EXPECT_EQ(up_->Tree(), "d1/ d2/ d3/ d4/ d5/ f g ln");
+  EXPECT_EQ(up_->Data("g"), "file beside them");
+  EXPECT_EQ(up_->Count("CREATE"), 6);
+  EXPECT_EQ(up_->Compounds("CREATE").size(), 1u)
+      << ::testing::PrintToString(up_->Compounds("CREATE"));
+  EXPECT_EQ(up_->Compounds("OPEN"), up_->Compounds("CREATE"))
+      << "the file in the same COMPOUND";
+}
+
 // A name taken at the remote, in the middle of a batch of new files: the
 // files before it are made in the batch, ours goes beside theirs as a
 // conflict (theirs is not overwritten), and the files after it are made

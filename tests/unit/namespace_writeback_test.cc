@@ -85,14 +85,22 @@ class FakeCore : public NamespaceWriteBack::Host,
     return upstream::kNfs4Ok;
   }
   uint32_t MaxWrite() override { return 1 << 20; }
-  void CreateClosedFiles(const Creds &, const Fh &,
-                         const std::vector<NewFile> &files,
-                         std::vector<NewFileResult> *out) override {
-    out->assign(files.size(), NewFileResult());
+  void CreateObjects(const Creds &, const Fh &,
+                     const std::vector<NewObject> &files,
+                     std::vector<NewObjectResult> *out) override {
+    out->assign(files.size(), NewObjectResult());
     for (size_t i = 0; i < files.size(); i++) {
-      creates.push_back({files[i].name, files[i].how});
-      NewFileResult &r = (*out)[i];
+      NewObjectResult &r = (*out)[i];
       r.answered = true;
+      if (files[i].type != upstream::FileType::kReg) {  // a CREATE
+        Compound c;
+        c.SetTag("flush_create").Putfh(Fh("dir"));
+        Run(c, Creds(), &r.rep);
+        r.status = upstream::kNfs4Ok;
+        r.fh = r.rep.Find(Op::kGetfh)->fh;
+        continue;
+      }
+      creates.push_back({files[i].name, files[i].how});
       if (fail_file_creates) continue;  // (DELAY)
       r.status = upstream::kNfs4Ok;
       r.fh = NextFh();
@@ -122,7 +130,7 @@ class FakeCore : public NamespaceWriteBack::Host,
     std::string name;
     upstream::OpenArgs::Create how;
   };
-  std::vector<FileCreate> creates;  // files CreateClosedFiles was asked for
+  std::vector<FileCreate> creates;  // files CreateObjects was asked for
   bool fail_file_creates = false;
   int removes_per_compound = 1;
   int fhs = 0;

@@ -788,9 +788,10 @@ class ScriptedUpstream : public upstream::Upstream {
         aliases_.erase(*cur + "/" + name);
         return 0;
       }
-      case OP_CREATE: {  // directories only
+      case OP_CREATE: {  // directories, and symlinks (data: the target)
         const CREATE4args &cr = a.nfs_argop4_u.opcreate;
-        if (cr.objtype.type != NF4DIR) return upstream::kNfs4ErrNotsupp;
+        if (cr.objtype.type != NF4DIR && cr.objtype.type != NF4LNK)
+          return upstream::kNfs4ErrNotsupp;
         std::string name =
             Str(cr.objname.utf8string_val, cr.objname.utf8string_len);
         if (!Named(*cur, name).empty()) return upstream::kNfs4ErrExist;
@@ -799,7 +800,10 @@ class ScriptedUpstream : public upstream::Upstream {
         File &f = files_[fh];
         f.name = name;
         f.parent = *cur;
-        f.dir = true;
+        f.dir = cr.objtype.type == NF4DIR;
+        if (!f.dir)
+          f.data = Str(cr.objtype.createtype4_u.linkdata.utf8string_val,
+                       cr.objtype.createtype4_u.linkdata.utf8string_len);
         f.uid = f.gid = new_owner.load();
         aliases_[*cur + "/" + name] = fh;
         *cur = fh;
