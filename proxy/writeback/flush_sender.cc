@@ -232,8 +232,10 @@ void FlushSender::CreateObjects(const Creds &cr, const Fh &pfh,
     });
     return;
   }
-  // NFSv4.1: as many in one COMPOUND as the session takes (and one
-  // WRITE's worth of their data), a few COMPOUNDs at once.
+  // NFSv4.1: as many in one COMPOUND as the session takes, and no more
+  // bytes than one WRITE's COMPOUND: the session's largest request is
+  // about the largest WRITE and a page (knfsd), so each object's own
+  // arguments count too (kNewObjectBytes). A few COMPOUNDs at once.
   const size_t max_ops = host_->MaxOps();
   const size_t max_bytes = host_->MaxWrite();
   std::vector<std::pair<size_t, size_t>> batches;  // [first, end) of objs
@@ -241,11 +243,10 @@ void FlushSender::CreateObjects(const Creds &cr, const Fh &pfh,
     size_t e = b, ops = 0, bytes = 0;
     while (e < objs.size()) {
       const size_t o = NewObjectOps(objs[e]);
-      if (e > b &&
-          (ops + o > max_ops || bytes + objs[e].more_bytes > max_bytes))
-        break;
+      const size_t n = objs[e].more_bytes + kNewObjectBytes;
+      if (e > b && (ops + o > max_ops || bytes + n > max_bytes)) break;
       ops += o;
-      bytes += objs[e].more_bytes;
+      bytes += n;
       e++;
     }
     batches.emplace_back(b, e);

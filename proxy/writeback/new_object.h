@@ -42,6 +42,11 @@ inline size_t NewObjectOps(const NewObject &o) {
   return (o.type == upstream::FileType::kReg ? 5 : 4) + o.more_ops;
 }
 
+// A bound on the bytes of an object's own operations in a COMPOUND (a
+// name, a filehandle, an OPEN's owner and attributes, the operations'
+// headers), besides the data its WRITEs carry.
+constexpr size_t kNewObjectBytes = 1024;
+
 struct NewObjectResult {
   // The OPEN's or CREATE's status; NFS4ERR_DELAY when the server did not
   // reach it.

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nfsc/libnfs-raw-nfs4.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,7 +51,7 @@ class FakeCore : public FlushSender::Host,
     *fh = Fh("fh-") + std::to_string(key);
     return upstream::kNfs4Ok;
   }
-  uint32_t MaxOps() override { return 15; }  // a session's 16, less SEQUENCE
+  uint32_t MaxOps() override { return max_ops; }
   uint32_t Run(Compound &c, const Creds &, CompoundReply *rep) override {
     Call call;
     call.tag = c.tag();
@@ -72,10 +73,13 @@ class FakeCore : public FlushSender::Host,
     }
     calls.push_back(call);
     bool refuse = refuse_setattr && c.size() > 1 && c.op(1) == Op::kSetattr;
+    int writes = 0;
     for (Op op : call.ops) {
       OpResult r;
       r.op = op;
       if (op == Op::kSetattr && refuse) r.status = upstream::kNfs4ErrPerm;
+      if (op == Op::kWrite && writes++ == fail_write)
+        r.status = upstream::kNfs4ErrNospc;
       if (op == Op::kWrite) {
         r.count = call.write_len;
         size_t n = calls.size() - 1;
@@ -122,6 +126,8 @@ class FakeCore : public FlushSender::Host,
   uint32_t max_write = 1 << 20;
   uint64_t epoch = 1;
   uint32_t minor = 0;           // MinorVersion
+  uint32_t max_ops = 15;        // MaxOps: a session's 16, less SEQUENCE
+  int fail_write = -1;          // a COMPOUND's WRITE of this index: NOSPC
   bool refuse_setattr = false;  // SETATTR answered NFS4ERR_PERM
   // The stability and verifier of the nth COMPOUND's WRITE.
   std::vector<std::pair<StableHow, std::string>> write_replies;
@@ -205,6 +211,68 @@ TEST_F(FlushSenderTest, AFilesRefusedTimesAreNotGivenUp) {
   Attrs after;
   EXPECT_EQ(sender_->Setattr(file_, Mtime(), &after), upstream::kNfs4ErrPerm);
   EXPECT_EQ(core_.calls.size(), 1u);
+}
+
+// New files with their data in one COMPOUND (NFSv4.1): no more bytes than
+// one WRITE's request, each file's own arguments counted too (knfsd's
+// largest request is its largest WRITE and a page).
+TEST_F(FlushSenderTest, ABatchHoldsWhatOneRequestTakes) {
+  core_.minor = 1;
+  core_.max_ops = 63;
+  core_.max_write = 65536;
+  const std::string data(21500, 'x');  // 3 of them fit, with no arguments
+  std::vector<NewObject> files(6);
+  for (size_t i = 0; i < files.size(); i++) {
+    files[i].name = "n" + std::to_string(i);
+    files[i].key = file_;
+    files[i].more_ops = 1;
+    files[i].more_bytes = data.size();
+    files[i].more = [&data](Compound *c, const upstream::StateId &sid) {
+      c->Write(sid, 0, StableHow::kFileSync, data.data(),
+               uint32_t(data.size()));
+    };
+  }
+  std::vector<NewObjectResult> res;
+  sender_->CreateObjects(Creds(), Fh("dir"), files, &res);
+  ASSERT_EQ(core_.calls.size(), 3u);
+  for (const FakeCore::Call &c : core_.calls)
+    EXPECT_EQ(std::count(c.ops.begin(), c.ops.end(), Op::kOpen), 2) << c.tag;
+  for (const NewObjectResult &r : res) EXPECT_EQ(r.status, upstream::kNfs4Ok);
+}
+
+// A file whose own operation fails stops the COMPOUND: it is made (its
+// open closed apart, since its CLOSE was not reached), the one before it
+// is made and closed in the COMPOUND, the one after it is not reached.
+TEST_F(FlushSenderTest, AFailingFileStopsItsBatchAndIsClosedApart) {
+  core_.minor = 1;
+  core_.max_ops = 63;
+  core_.fail_write = 1;  // the second file's WRITE
+  const std::string data = "abc";
+  std::vector<NewObject> files(3);
+  for (size_t i = 0; i < files.size(); i++) {
+    files[i].name = "n" + std::to_string(i);
+    files[i].key = file_;
+    files[i].more_ops = 1;
+    files[i].more_bytes = data.size();
+    files[i].more = [&data](Compound *c, const upstream::StateId &sid) {
+      c->Write(sid, 0, StableHow::kFileSync, data.data(), 3);
+    };
+  }
+  std::vector<NewObjectResult> res;
+  sender_->CreateObjects(Creds(), Fh("dir"), files, &res);
+  ASSERT_EQ(core_.calls.size(), 2u);
+  EXPECT_EQ(core_.calls[0].tag, "flush_create");
+  EXPECT_EQ(core_.calls[1].tag, "flush_create_close");
+  ASSERT_EQ(res.size(), 3u);
+  EXPECT_EQ(res[0].status, upstream::kNfs4Ok);
+  EXPECT_EQ(res[0].rep.status, upstream::kNfs4Ok);
+  EXPECT_NE(res[0].rep.Find(Op::kClose), nullptr);
+  EXPECT_EQ(res[1].status, upstream::kNfs4Ok) << "made";
+  EXPECT_EQ(res[1].rep.status, upstream::kNfs4ErrNospc);
+  EXPECT_EQ(res[1].fh, "new-file");
+  EXPECT_EQ(res[2].status, upstream::kNfs4ErrDelay) << "not reached";
+  EXPECT_TRUE(res[2].answered);
+  EXPECT_TRUE(res[2].rep.results.empty());
 }
 
 TEST_F(FlushSenderTest, FlushOwnersStartAfreshWithANewClientId) {
