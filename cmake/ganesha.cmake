@@ -40,13 +40,17 @@ ExternalProject_Add(ganesha
   URL_HASH SHA256=${NACHE_GANESHA_SHA256}
   DOWNLOAD_EXTRACT_TIMESTAMP ON
   SOURCE_SUBDIR src
-  # A change to MDCACHE (ganesha_patch.cmake), and NFSv4.2's COPY with a
-  # FSAL operation for it (ganesha_patch_copy.cmake, our files in ganesha/).
+  # A change to MDCACHE (ganesha_patch.cmake), NFSv4.2's COPY with a
+  # FSAL operation for it (ganesha_patch_copy.cmake, our files in ganesha/),
+  # and exclusive creates with no lookup before them for a FSAL that makes
+  # them atomically (ganesha_patch_create.cmake).
   PATCH_COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
     -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch.cmake
   COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
     -DADD=${CMAKE_SOURCE_DIR}/ganesha
     -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_copy.cmake
+  COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
+    -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_create.cmake
   CMAKE_GENERATOR Ninja
   CMAKE_ARGS
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -83,6 +87,7 @@ ExternalProject_Add(ganesha
 ExternalProject_Add_StepDependencies(ganesha patch
   ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch.cmake
   ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_copy.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_create.cmake
   ${CMAKE_SOURCE_DIR}/ganesha/nache_copy_types.h
   ${CMAKE_SOURCE_DIR}/ganesha/nache_copy_xdr.h
   ${CMAKE_SOURCE_DIR}/ganesha/nfs4_op_copy.c

@@ -57,6 +57,11 @@ struct nache_fsal_module
 					.auth_exportpath_xdev = false,
 					.link_supports_permission_checks = true,
 					.readdir_plus = true,
+					/* GUARDED and EXCLUSIVE creates by name
+			 * are the remote's OPEN, which says whether the
+			 * name was taken: Ganesha looks nothing up first
+			 * (cmake/ganesha_patch_create.cmake). */
+					.atomic_exclusive_create = true,
 					.expire_time_parent = -1,
 				} } };
 
