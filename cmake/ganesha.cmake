@@ -88,6 +88,7 @@ ExternalProject_Add_StepDependencies(ganesha patch
   ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch.cmake
   ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_copy.cmake
   ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_create.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/ganesha_edit.cmake
   ${CMAKE_SOURCE_DIR}/ganesha/nache_copy_types.h
   ${CMAKE_SOURCE_DIR}/ganesha/nache_copy_xdr.h
   ${CMAKE_SOURCE_DIR}/ganesha/nfs4_op_copy.c

@@ -23,17 +23,7 @@
 
 set(_marker "/* nache: atomic exclusive create */")
 
-# edit(FILE ANCHOR NEW): FILE's one ANCHOR becomes NEW.
-function(edit _rel _anchor _new)
-  set(_file "${SRC}/src/${_rel}")
-  file(READ "${_file}" _text)
-  string(FIND "${_text}" "${_anchor}" _at)
-  if(_at EQUAL -1)
-    message(FATAL_ERROR "ganesha_patch_create: anchor not found in ${_rel}")
-  endif()
-  string(REPLACE "${_anchor}" "${_new}" _text "${_text}")
-  file(WRITE "${_file}" "${_text}")
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/ganesha_edit.cmake)
 
 file(READ "${SRC}/src/include/fsal_types.h" _types)
 string(FIND "${_types}" "${_marker}" _done)

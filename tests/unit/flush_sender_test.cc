@@ -153,6 +153,22 @@ class FlushSenderTest : public ::testing::Test {
     file_ = handles_->Intern("file-f", dir_key_, "f");
     cache_->Validated(file_, ObjectAttrs(file_, FileType::kReg, 1));
   }
+  // n new files n0, n1, ..., each with one WRITE of data (which outlives
+  // them).
+  std::vector<NewObject> NewFiles(size_t n, const std::string &data) {
+    std::vector<NewObject> files(n);
+    for (size_t i = 0; i < n; i++) {
+      files[i].name = "n" + std::to_string(i);
+      files[i].key = file_;
+      files[i].more_ops = 1;
+      files[i].more_bytes = data.size();
+      files[i].more = [&data](Compound *c, const upstream::StateId &sid) {
+        c->Write(sid, 0, StableHow::kFileSync, data.data(),
+                 uint32_t(data.size()));
+      };
+    }
+    return files;
+  }
   static Attrs Mtime() {
     Attrs set;
     set.mask = upstream::kAttrMtime;
@@ -221,17 +237,7 @@ TEST_F(FlushSenderTest, ABatchHoldsWhatOneRequestTakes) {
   core_.max_ops = 63;
   core_.max_write = 65536;
   const std::string data(21500, 'x');  // 3 of them fit, with no arguments
-  std::vector<NewObject> files(6);
-  for (size_t i = 0; i < files.size(); i++) {
-    files[i].name = "n" + std::to_string(i);
-    files[i].key = file_;
-    files[i].more_ops = 1;
-    files[i].more_bytes = data.size();
-    files[i].more = [&data](Compound *c, const upstream::StateId &sid) {
-      c->Write(sid, 0, StableHow::kFileSync, data.data(),
-               uint32_t(data.size()));
-    };
-  }
+  std::vector<NewObject> files = NewFiles(6, data);
   std::vector<NewObjectResult> res;
   sender_->CreateObjects(Creds(), Fh("dir"), files, &res);
   ASSERT_EQ(core_.calls.size(), 3u);
@@ -248,16 +254,7 @@ TEST_F(FlushSenderTest, AFailingFileStopsItsBatchAndIsClosedApart) {
   core_.max_ops = 63;
   core_.fail_write = 1;  // the second file's WRITE
   const std::string data = "abc";
-  std::vector<NewObject> files(3);
-  for (size_t i = 0; i < files.size(); i++) {
-    files[i].name = "n" + std::to_string(i);
-    files[i].key = file_;
-    files[i].more_ops = 1;
-    files[i].more_bytes = data.size();
-    files[i].more = [&data](Compound *c, const upstream::StateId &sid) {
-      c->Write(sid, 0, StableHow::kFileSync, data.data(), 3);
-    };
-  }
+  std::vector<NewObject> files = NewFiles(3, data);
   std::vector<NewObjectResult> res;
   sender_->CreateObjects(Creds(), Fh("dir"), files, &res);
   ASSERT_EQ(core_.calls.size(), 2u);
