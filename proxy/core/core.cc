@@ -1757,6 +1757,26 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     }
   }
 
+  if (by_name &&
+      (req.mode == NACHE_OPEN_GUARDED || req.mode == NACHE_OPEN_EXCLUSIVE)) {
+    // Ganesha looks nothing up before such a create (its FSAL option
+    // atomic_exclusive_create): a name a fresh listing here holds is
+    // answered as that lookup was, with no round trip. Taken (GUARDED, or
+    // EXCLUSIVE with another verifier), or the client's own retry of the
+    // create (the same verifier), opened by its handle.
+    Key k = ListedKey(req.key, req.name);
+    Attrs a;
+    if (k != kNoKey && cache_->FreshAttrs(k, &a) && !Unlinked(a)) {
+      if (!(verified && CarriesCreateVerifier(a, req.verifier)))
+        return upstream::kNfs4ErrExist;
+      if (a.type != upstream::FileType::kReg)
+        return a.type == upstream::FileType::kDir ? upstream::kNfs4ErrIsdir
+                                                  : upstream::kNfs4ErrSymlink;
+      key = k;
+      by_name = false;
+    }
+  }
+
   if (by_name) {
     // Open by name (always the path of a create): OPEN in the directory.
     Fh dfh;

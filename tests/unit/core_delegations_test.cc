@@ -31,6 +31,47 @@ TEST_F(CoreDelegationsTest, WriteDelegationServesOpensAndAttributesLocally) {
       << "attributes trusted past a zero attribute window";
 }
 
+// Issue 19: Ganesha looks nothing up before an exclusive create (its FSAL
+// option atomic_exclusive_create), so nache answers what that lookup did:
+// a name a fresh listing holds is refused here with no round trip, in
+// either mode, while a name the listing lacks goes to the remote's OPEN.
+TEST_F(CoreDelegationsTest, AnExclusiveCreateOfAListedNameIsRefusedHere) {
+  up_->readdir = true;
+  // (A listing is trusted within the attribute window.)
+  Start(DelegationType::kNone,
+        [](CoreConfig *cfg) { cfg->cache.attr_timeout_ms = 60 * 1000; });
+  bool eof = false;
+  ASSERT_EQ(core_->Readdir(
+                cr_, root_, 0,
+                [](void *, const char *, nache_key, const nache_attrs *,
+                   uint64_t) { return true; },
+                nullptr, &eof),
+            0u);
+  ASSERT_NE(core_->cache()->Listing(root_), nullptr) << "the root is listed";
+  // (OPENs sent, whatever their answer.)
+  auto opens_sent = [this] { return up_->Sends("OPEN").size(); };
+  const size_t opens = opens_sent();
+  NacheOpen *open = nullptr;
+  Key key;
+  bool created = false;
+  EXPECT_EQ(OpenNamed(cr_, "f", NACHE_OPEN_GUARDED, &open, &key, &created),
+            uint32_t(upstream::kNfs4ErrExist));
+  const uint8_t verifier[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  Core::OpenRequest req;
+  req.key = root_;
+  req.name = "f";
+  req.access = kBoth;
+  req.mode = NACHE_OPEN_EXCLUSIVE;
+  req.verifier = verifier;
+  EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created),
+            uint32_t(upstream::kNfs4ErrExist));
+  EXPECT_EQ(opens_sent(), opens) << "answered with no round trip";
+  ASSERT_EQ(OpenNamed(cr_, "g", NACHE_OPEN_GUARDED, &open, &key, &created), 0u);
+  EXPECT_TRUE(created);
+  EXPECT_EQ(opens_sent(), opens + 1);
+  EXPECT_EQ(core_->CloseFile(open), 0u);
+}
+
 // Issue 19: over NFSv4.1 nache opens a file by its filehandle (CLAIM_FH),
 // so a file renamed at the remote since nache learnt its name still gets
 // an upstream open, and with it a delegation that serves the next opens;
