@@ -32,6 +32,22 @@ using upstream::StateId;
 
 namespace {
 
+// A create by name (mode) that meets an existing object with attributes
+// a: NFS4ERR_EXIST unless the mode opens what exists (UNCHECKED) or it is
+// the client's own EXCLUSIVE retry (own_retry: its verifier in a's
+// times); then ISDIR or SYMLINK for what is not a regular file; NFS4_OK:
+// the file is opened by its handle.
+uint32_t OpenOfExisting(nache_createmode mode, bool own_retry,
+                        const upstream::Attrs &a) {
+  if (mode == NACHE_OPEN_GUARDED ||
+      (mode == NACHE_OPEN_EXCLUSIVE && !own_retry))
+    return upstream::kNfs4ErrExist;
+  if (a.type != upstream::FileType::kReg)
+    return a.type == upstream::FileType::kDir ? upstream::kNfs4ErrIsdir
+                                              : upstream::kNfs4ErrSymlink;
+  return upstream::kNfs4Ok;
+}
+
 constexpr uint32_t kReaddirDircount = 32 * 1024;
 // Below libnfs 4.0.0's 1 MiB incoming record limit, large enough that a
 // directory of a few thousand entries is one round trip.
@@ -1725,14 +1741,9 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
                         namespace_->names().Find(req.key, req.name, &moved) &&
                         moved.moved && moved.key == k;
     if (st == upstream::kNfs4Ok && (NotAtRemote(k) || renamed_here)) {
-      // (An exclusive create's retry opens the file it made.)
-      if (req.mode == NACHE_OPEN_GUARDED ||
-          (req.mode == NACHE_OPEN_EXCLUSIVE &&
-           !(verified && CarriesCreateVerifier(a, req.verifier))))
-        return upstream::kNfs4ErrExist;
-      if (a.type != upstream::FileType::kReg)
-        return a.type == upstream::FileType::kDir ? upstream::kNfs4ErrIsdir
-                                                  : upstream::kNfs4ErrSymlink;
+      if (uint32_t est = OpenOfExisting(
+              req.mode, verified && CarriesCreateVerifier(a, req.verifier), a))
+        return est;
       key = k;
       by_name = false;
     } else if (st == upstream::kNfs4ErrNoent &&
@@ -1767,11 +1778,9 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     Key k = ListedKey(req.key, req.name);
     Attrs a;
     if (k != kNoKey && cache_->FreshAttrs(k, &a) && !Unlinked(a)) {
-      if (!(verified && CarriesCreateVerifier(a, req.verifier)))
-        return upstream::kNfs4ErrExist;
-      if (a.type != upstream::FileType::kReg)
-        return a.type == upstream::FileType::kDir ? upstream::kNfs4ErrIsdir
-                                                  : upstream::kNfs4ErrSymlink;
+      if (uint32_t est = OpenOfExisting(
+              req.mode, verified && CarriesCreateVerifier(a, req.verifier), a))
+        return est;
       key = k;
       by_name = false;
     }
