@@ -296,6 +296,10 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
           if (st == upstream::kNfs4Ok) *verf = rep.Find(Op::kCommit)->verifier;
           return st;
         },
+        [core] {
+          core->LearnIoLimits();
+          return size_t(core->max_write_.load());
+        },
         cfg.write_behind_max, 8));
   }
   if (cfg.write_back && cfg.single_writer) {

@@ -2,12 +2,16 @@
 // unstable_writes.h.
 #include "core/unstable_writes.h"
 
+#include <algorithm>
+#include <unordered_set>
+
 namespace nache {
 
-UnstableWrites::UnstableWrites(SendFn send, CommitFn commit, uint64_t max_bytes,
-                               int threads)
+UnstableWrites::UnstableWrites(SendFn send, CommitFn commit, MaxSendFn max_send,
+                               uint64_t max_bytes, int threads)
     : send_(std::move(send)),
       commit_(std::move(commit)),
+      max_send_(std::move(max_send)),
       max_bytes_(max_bytes) {
   for (int i = 0; i < threads; i++) threads_.emplace_back([this] { Worker(); });
 }
@@ -25,7 +29,8 @@ bool UnstableWrites::Submit(Key key, const upstream::Creds &cr,
                             const upstream::StateId &sid, uint64_t off,
                             const char *buf, size_t len) {
   MutexLock g(&mu_);
-  if (stop_ || threads_.empty() || bytes_ + len > max_bytes_) return false;
+  if (len == 0 || stop_ || threads_.empty() || bytes_ + len > max_bytes_)
+    return false;
   // Wait for unsent writes this one overlaps: they must land first.
   while (OverlapsUnsentLocked(key, off, len)) cv_.Wait();
   WritePtr w = std::make_shared<Write>();
@@ -36,6 +41,7 @@ bool UnstableWrites::Submit(Key key, const upstream::Creds &cr,
   files_[key].push_back(w);
   bytes_ += len;
   jobs_.push_back(Job{key, w});
+  queued_[key][off] = std::prev(jobs_.end());
   g.Unlock();
   jobs_cv_.Signal();
   return true;
@@ -108,26 +114,95 @@ uint64_t UnstableWrites::bytes() const {
   return bytes_;
 }
 
+size_t UnstableWrites::RunBytesLocked(const Job &j, size_t max_send) const {
+  size_t bytes = j.w->data.size();
+  const std::map<uint64_t, JobList::iterator> &by_off = queued_.at(j.key);
+  for (auto it = by_off.find(j.w->off + j.w->data.size());
+       bytes < max_send && it != by_off.end();) {
+    const Write &next = *it->second->w;
+    if (next.cr != j.w->cr || !(next.sid == j.w->sid)) break;
+    bytes += next.data.size();
+    it = by_off.find(next.off + next.data.size());
+  }
+  return bytes;
+}
+
+void UnstableWrites::UnqueueLocked(JobList::iterator it) {
+  auto q = queued_.find(it->key);
+  q->second.erase(it->w->off);
+  if (q->second.empty()) queued_.erase(q);
+  jobs_.erase(it);
+}
+
+bool UnstableWrites::TakeSendLocked(size_t max_send, Send *out) {
+  // Files with a small send on the wire whose oldest queued run is not a
+  // full send: they wait (their later runs too; checking the oldest only
+  // keeps a take linear in the queue).
+  std::unordered_set<Key> held;
+  for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
+    if (held.count(it->key)) continue;
+    if (small_sends_.count(it->key) &&
+        RunBytesLocked(*it, max_send) < max_send) {
+      held.insert(it->key);
+      continue;
+    }
+    out->key = it->key;
+    out->writes.assign(1, it->w);
+    size_t bytes = it->w->data.size();
+    const Write &first = *it->w;
+    UnqueueLocked(it);
+    for (;;) {
+      auto q = queued_.find(out->key);
+      if (q == queued_.end()) break;
+      auto n = q->second.find(first.off + bytes);
+      if (n == q->second.end()) break;
+      const WritePtr &next = n->second->w;
+      if (next->cr != first.cr || !(next->sid == first.sid) ||
+          bytes + next->data.size() > max_send)
+        break;
+      out->writes.push_back(next);
+      bytes += next->data.size();
+      UnqueueLocked(n->second);
+    }
+    out->small = bytes < max_send;
+    if (out->small) small_sends_[out->key]++;
+    return true;
+  }
+  return false;
+}
+
 void UnstableWrites::Worker() {
   for (;;) {
-    Job j;
+    const size_t max_send = std::max<size_t>(max_send_(), 1);
+    Send s;
     {
       MutexLock g(&mu_);
-      while (!stop_ && jobs_.empty()) jobs_cv_.Wait();
-      if (jobs_.empty()) return;  // stopping, queue sent
-      j = jobs_.front();
-      jobs_.pop_front();
+      while (!TakeSendLocked(max_send, &s)) {
+        if (stop_ && jobs_.empty()) return;  // stopping, queue sent
+        jobs_cv_.Wait();
+      }
     }
+    std::string gathered;
+    const std::string *data = &s.writes[0]->data;
+    if (s.writes.size() > 1) {
+      for (const WritePtr &w : s.writes) gathered += w->data;
+      data = &gathered;
+    }
+    const WritePtr &first = s.writes[0];
     upstream::Verifier v;
-    uint32_t st = send_(j.key, j.w->cr, j.w->sid, j.w->off, j.w->data,
+    uint32_t st = send_(s.key, first->cr, first->sid, first->off, *data,
                         upstream::StableHow::kUnstable, &v);
     {
       MutexLock g(&mu_);
-      j.w->status = st;
-      j.w->verf = v;
-      j.w->done = true;
+      for (const WritePtr &w : s.writes) {
+        w->status = st;
+        w->verf = v;
+        w->done = true;
+      }
+      if (s.small && --small_sends_[s.key] == 0) small_sends_.erase(s.key);
     }
     cv_.SignalAll();
+    jobs_cv_.SignalAll();  // the file's held writes may go now
   }
 }
 

@@ -12,6 +12,15 @@
 //
 // Ordering: a write overlapping one still in flight for the same file waits
 // for it, so overlapping writes reach the remote in the order they came.
+//
+// Gathering: while a send smaller than the remote's largest WRITE is on the
+// wire for a file, that file's later writes wait, and the next send takes
+// every queued write that continues the one before it (same caller, same
+// stateid) up to that size: a log appended in small pieces goes upstream in
+// a few large WRITEs, not one per piece (the clients of a busy branch
+// office wait for the link anyway). A queued run that already fills a send
+// goes at once, so a large stream keeps as many sends in flight as there are
+// workers.
 // A failed send is retried at COMMIT (FILE_SYNC); only then does its error
 // reach the client.
 //
@@ -23,9 +32,9 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -48,12 +57,17 @@ class UnstableWrites {
   // Sends COMMIT of the whole file; sets *verf.
   using CommitFn = std::function<uint32_t(Key key, const upstream::Creds &cr,
                                           upstream::Verifier *verf)>;
+  // The largest send worth gathering (the remote's largest WRITE); called
+  // with no lock held.
+  using MaxSendFn = std::function<size_t()>;
 
-  UnstableWrites(SendFn send, CommitFn commit, uint64_t max_bytes, int threads);
+  UnstableWrites(SendFn send, CommitFn commit, MaxSendFn max_send,
+                 uint64_t max_bytes, int threads);
   // Sends what is queued, then stops the workers.
   ~UnstableWrites();
 
-  // Queues an UNSTABLE write; false when it would exceed the bound.
+  // Queues an UNSTABLE write; false when it would exceed the bound (or
+  // is empty).
   bool Submit(Key key, const upstream::Creds &cr, const upstream::StateId &sid,
               uint64_t off, const char *buf, size_t len);
   // Returns once every write of key queued so far has been sent.
@@ -80,7 +94,21 @@ class UnstableWrites {
     Key key;
     WritePtr w;
   };
+  using JobList = std::list<Job>;
+  // One upstream send: queued writes of one file, each continuing the one
+  // before it.
+  struct Send {
+    Key key = 0;
+    std::vector<WritePtr> writes;
+    bool small = false;  // below the largest send: holds the file's next
+  };
   void Worker();
+  // Takes the oldest job that may go now with the queued writes that
+  // continue it; false when none may. Linear in the queue.
+  bool TakeSendLocked(size_t max_send, Send *out) REQUIRES(mu_);
+  // Bytes of the queued run starting at j, counted up to max_send.
+  size_t RunBytesLocked(const Job &j, size_t max_send) const REQUIRES(mu_);
+  void UnqueueLocked(JobList::iterator it) REQUIRES(mu_);
   bool PendingLocked(Key key) const REQUIRES(mu_);  // an unsent write of key
   // An unsent write of key overlaps [off, off + len).
   bool OverlapsUnsentLocked(Key key, uint64_t off, size_t len) const
@@ -88,6 +116,7 @@ class UnstableWrites {
 
   SendFn send_;         // immutable
   CommitFn commit_;     // immutable
+  MaxSendFn max_send_;  // immutable
   uint64_t max_bytes_;  // immutable
   mutable Mutex mu_;
   CondVar cv_{&mu_};       // a write finished
@@ -95,7 +124,13 @@ class UnstableWrites {
   // Uncommitted writes by file. A Write's done, status and verf are read
   // and written under mu_ (by the worker that sends it, and by Commit).
   std::unordered_map<Key, std::list<WritePtr>> files_ GUARDED_BY(mu_);
-  std::deque<Job> jobs_ GUARDED_BY(mu_);
+  JobList jobs_ GUARDED_BY(mu_);  // queued, not taken yet, oldest first
+  // The same jobs by file and offset (queued writes of a file never
+  // overlap: Submit waits).
+  std::unordered_map<Key, std::map<uint64_t, JobList::iterator>> queued_
+      GUARDED_BY(mu_);
+  // Files with a small send on the wire.
+  std::unordered_map<Key, int> small_sends_ GUARDED_BY(mu_);
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
   bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // started by the constructor

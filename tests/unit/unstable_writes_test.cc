@@ -1,7 +1,7 @@
 // Write-behind: UNSTABLE writes are queued and sent in the background;
 // COMMIT resends what the remote lost (changed verifier) or failed to take;
-// overlapping writes keep their order; the bound refuses; shutdown sends
-// everything queued.
+// overlapping writes keep their order; appends queued behind a small send
+// go as one; the bound refuses; shutdown sends everything queued.
 #include "core/unstable_writes.h"
 
 #include <gtest/gtest.h>
@@ -25,24 +25,32 @@ struct FakeRemote {
   uint32_t fail_status = 0;
   std::string verf = "boot-one";
   struct Sent {
+    Key key;
     uint64_t off;
     std::string data;
     upstream::StableHow stable;
+    upstream::Creds cr;
+    upstream::StateId sid;
   };
   std::vector<Sent> sent;
   int commits = 0;
+  int in_send = 0;  // sends on the wire (held)
 
   UnstableWrites::SendFn Send() {
-    return [this](Key, const upstream::Creds &, const upstream::StateId &,
-                  uint64_t off, const std::string &data,
-                  upstream::StableHow stable, upstream::Verifier *v) {
-      std::unique_lock<std::mutex> g(mu);
-      cv.wait(g, [this] { return !hold; });
-      if (fail_status) return fail_status;
-      sent.push_back(Sent{off, data, stable});
-      *v = verf;
-      return uint32_t(0);
-    };
+    return
+        [this](Key key, const upstream::Creds &cr, const upstream::StateId &sid,
+               uint64_t off, const std::string &data,
+               upstream::StableHow stable, upstream::Verifier *v) {
+          std::unique_lock<std::mutex> g(mu);
+          in_send++;
+          cv.notify_all();
+          cv.wait(g, [this] { return !hold; });
+          in_send--;
+          if (fail_status) return fail_status;
+          sent.push_back(Sent{key, off, data, stable, cr, sid});
+          *v = verf;
+          return uint32_t(0);
+        };
   }
   UnstableWrites::CommitFn Commit() {
     return [this](Key, const upstream::Creds &, upstream::Verifier *v) {
@@ -51,6 +59,28 @@ struct FakeRemote {
       *v = verf;
       return uint32_t(0);
     };
+  }
+  // Whether n sends reach the wire (within a bound far above need).
+  bool WaitInSend(int n) {
+    std::unique_lock<std::mutex> g(mu);
+    return cv.wait_for(g, std::chrono::seconds(20),
+                       [&] { return in_send >= n; });
+  }
+  void Fail(uint32_t status) {
+    std::lock_guard<std::mutex> g(mu);
+    fail_status = status;
+  }
+  // What the sends of key wrote, in offset order ('.' where none did).
+  std::string Bytes(Key key) {
+    std::lock_guard<std::mutex> g(mu);
+    std::string out;
+    for (const Sent &s : sent) {
+      if (s.key != key) continue;
+      if (out.size() < s.off + s.data.size())
+        out.resize(s.off + s.data.size(), '.');
+      out.replace(s.off, s.data.size(), s.data);
+    }
+    return out;
   }
   void Release() {
     {
@@ -64,15 +94,19 @@ struct FakeRemote {
 upstream::Creds cr;
 upstream::StateId sid;
 
+UnstableWrites::MaxSendFn Max(size_t n) {
+  return [n] { return n; };
+}
+
 TEST(UnstableWritesTest, QueuedThenCommittedOnce) {
   FakeRemote r;
-  UnstableWrites wb(r.Send(), r.Commit(), 1 << 20, 2);
+  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 2);
   ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "hello", 5));
   ASSERT_TRUE(wb.Submit(1, cr, sid, 5, "world", 5));
   EXPECT_EQ(wb.bytes(), 10u);
   EXPECT_EQ(wb.Commit(1, cr), 0u);
   EXPECT_EQ(r.commits, 1);
-  ASSERT_EQ(r.sent.size(), 2u);
+  EXPECT_EQ(r.Bytes(1), "helloworld");  // in one send or two
   for (auto &s : r.sent) EXPECT_EQ(s.stable, upstream::StableHow::kUnstable);
   EXPECT_EQ(wb.bytes(), 0u);
   // Nothing uncommitted: COMMIT needs no round trip.
@@ -82,7 +116,7 @@ TEST(UnstableWritesTest, QueuedThenCommittedOnce) {
 
 TEST(UnstableWritesTest, RemoteRebootBeforeCommitResendsFileSync) {
   FakeRemote r;
-  UnstableWrites wb(r.Send(), r.Commit(), 1 << 20, 1);
+  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 1);
   ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "data", 4));
   wb.Drain(1);
   {
@@ -98,7 +132,7 @@ TEST(UnstableWritesTest, RemoteRebootBeforeCommitResendsFileSync) {
 TEST(UnstableWritesTest, FailedSendRetriedAtCommitAndErrorKeptUntilFixed) {
   FakeRemote r;
   r.fail_status = upstream::kNfs4ErrNospc;
-  UnstableWrites wb(r.Send(), r.Commit(), 1 << 20, 1);
+  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 1);
   ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "data", 4));
   EXPECT_EQ(wb.Commit(1, cr), uint32_t(upstream::kNfs4ErrNospc));
   EXPECT_EQ(wb.bytes(), 4u);  // kept: the client will retry
@@ -112,7 +146,7 @@ TEST(UnstableWritesTest, FailedSendRetriedAtCommitAndErrorKeptUntilFixed) {
 TEST(UnstableWritesTest, BoundRefuses) {
   FakeRemote r;
   r.hold = true;
-  UnstableWrites wb(r.Send(), r.Commit(), 8, 1);
+  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 8, 1);
   EXPECT_TRUE(wb.Submit(1, cr, sid, 0, "12345", 5));
   EXPECT_FALSE(wb.Submit(2, cr, sid, 0, "12345", 5));
   r.Release();
@@ -121,7 +155,7 @@ TEST(UnstableWritesTest, BoundRefuses) {
 TEST(UnstableWritesTest, OverlappingWriteWaitsForTheEarlierOne) {
   FakeRemote r;
   r.hold = true;
-  UnstableWrites wb(r.Send(), r.Commit(), 1 << 20, 4);
+  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 4);
   ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
   std::atomic<bool> second_queued{false};
   std::thread t([&] {
@@ -139,10 +173,115 @@ TEST(UnstableWritesTest, OverlappingWriteWaitsForTheEarlierOne) {
   EXPECT_EQ(r.sent[1].data, "bb");
 }
 
+// A log appended in small pieces: the pieces queued while the first is on
+// the wire go upstream as one WRITE, although workers are idle.
+TEST(UnstableWritesTest, AppendsQueuedBehindASmallSendGoAsOne) {
+  FakeRemote r;
+  r.hold = true;
+  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 4);
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
+  ASSERT_TRUE(r.WaitInSend(1));
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 4, "bbbb", 4));
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 8, "cccc", 4));
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 12, "dd", 2));
+  r.Release();
+  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  ASSERT_EQ(r.sent.size(), 2u);
+  EXPECT_EQ(r.sent[0].data, "aaaa");
+  EXPECT_EQ(r.sent[1].off, 4u);
+  EXPECT_EQ(r.sent[1].data, "bbbbccccdd");
+  EXPECT_EQ(r.sent[1].stable, upstream::StableHow::kUnstable);
+  EXPECT_EQ(r.commits, 1);
+  EXPECT_EQ(wb.bytes(), 0u);
+}
+
+// A queued run that fills the largest send goes at once, beside the small
+// send on the wire; no send is larger than that.
+TEST(UnstableWritesTest, AFullRunGoesAtOnceAndNoSendExceedsTheLargest) {
+  FakeRemote r;
+  r.hold = true;
+  UnstableWrites wb(r.Send(), r.Commit(), Max(8), 1 << 20, 4);
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
+  ASSERT_TRUE(r.WaitInSend(1));
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 4, "bbbb", 4));
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 8, "cccc", 4));
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 12, "dddd", 4));
+  EXPECT_TRUE(r.WaitInSend(2));  // bbbbcccc, while aaaa is held
+  r.Release();
+  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  EXPECT_EQ(r.Bytes(1), "aaaabbbbccccdddd");
+  ASSERT_EQ(r.sent.size(), 3u);
+  for (auto &s : r.sent) EXPECT_LE(s.data.size(), 8u) << s.data;
+}
+
+// Another caller's or another open's write is never sent under this one's
+// credentials or stateid.
+TEST(UnstableWritesTest, WritesOfOtherCallersOrOpensAreNotGathered) {
+  FakeRemote r;
+  r.hold = true;
+  upstream::Creds other;
+  other.uid = 1000;
+  upstream::StateId other_sid;
+  other_sid.seqid = 7;
+  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 4);
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
+  ASSERT_TRUE(r.WaitInSend(1));
+  ASSERT_TRUE(wb.Submit(1, other, sid, 4, "bbbb", 4));
+  ASSERT_TRUE(wb.Submit(1, cr, other_sid, 8, "cccc", 4));
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 12, "dddd", 4));
+  r.Release();
+  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  ASSERT_EQ(r.sent.size(), 4u);
+  for (auto &s : r.sent) {
+    ASSERT_EQ(s.data.size(), 4u);
+    EXPECT_EQ(s.cr == other, s.off == 4) << s.off;
+    EXPECT_EQ(s.sid == other_sid, s.off == 8) << s.off;
+  }
+  EXPECT_EQ(r.Bytes(1), "aaaabbbbccccdddd");
+}
+
+// A small send of one file holds back only that file's writes.
+TEST(UnstableWritesTest, AnotherFileIsNotHeldBack) {
+  FakeRemote r;
+  r.hold = true;
+  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 4);
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
+  ASSERT_TRUE(r.WaitInSend(1));
+  ASSERT_TRUE(wb.Submit(2, cr, sid, 0, "bbbb", 4));
+  EXPECT_TRUE(r.WaitInSend(2));
+  r.Release();
+  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  EXPECT_EQ(wb.Commit(2, cr), 0u);
+  EXPECT_EQ(r.Bytes(1), "aaaa");
+  EXPECT_EQ(r.Bytes(2), "bbbb");
+}
+
+// A gathered send that fails fails for each of its writes: COMMIT reports
+// it and keeps them all, and the retry resends each, durably.
+TEST(UnstableWritesTest, AFailedGatheredSendIsKeptAndResentPieceByPiece) {
+  FakeRemote r;
+  r.hold = true;
+  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 2);
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
+  ASSERT_TRUE(r.WaitInSend(1));
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 4, "bbbb", 4));
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 8, "cccc", 4));
+  r.Fail(upstream::kNfs4ErrNospc);
+  r.Release();
+  EXPECT_EQ(wb.Commit(1, cr), uint32_t(upstream::kNfs4ErrNospc));
+  EXPECT_EQ(wb.bytes(), 12u);
+  r.Fail(0);
+  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  EXPECT_EQ(r.Bytes(1), "aaaabbbbcccc");
+  ASSERT_EQ(r.sent.size(), 3u);
+  for (auto &s : r.sent) EXPECT_EQ(s.stable, upstream::StableHow::kFileSync);
+  EXPECT_EQ(wb.bytes(), 0u);
+}
+
 TEST(UnstableWritesTest, ShutdownSendsWhatIsQueued) {
   FakeRemote r;
   {
-    UnstableWrites wb(r.Send(), r.Commit(), 1 << 20, 1);
+    UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 1);
     for (int i = 0; i < 10; i++)
       ASSERT_TRUE(wb.Submit(1, cr, sid, uint64_t(i) * 10, "x", 1));
   }
