@@ -95,10 +95,20 @@ Counter *ExportMetrics::CompoundSeries(size_t status_slot) {
   return c;
 }
 
+Counter *ExportMetrics::PurposeSeries(const std::string &tag) {
+  MutexLock g(&purpose_mu_);
+  Counter *&c = purposes_[tag];
+  if (c == nullptr)
+    c = &purpose_family_->Add(
+        {{"export", export_label_}, {"purpose", tag.empty() ? "other" : tag}});
+  return c;
+}
+
 void ExportMetrics::ObserveCompound(const upstream::Compound &c,
                                     upstream::CallStatus s,
                                     const upstream::CompoundReply &rep,
                                     std::chrono::steady_clock::duration rtt) {
+  PurposeSeries(c.tag())->Increment();
   if (s != upstream::CallStatus::kOk) {
     size_t op = c.size() ? size_t(c.op(0)) : 0;
     size_t status = TransportSlot(s);
@@ -255,6 +265,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                         "COMPOUNDs sent upstream by the core, by status "
                         "(ok, the failing NFS4ERR_*, or transport_*)")
                     .Register(r);
+  purposes_ = &prometheus::BuildCounter()
+                   .Name("nache_upstream_compounds_by_purpose_total")
+                   .Help(
+                       "COMPOUNDs sent upstream by the core, by what they "
+                       "were for (getattr: a revalidation, write: a "
+                       "write-through or write-behind WRITE, flush_*: "
+                       "write-back, ...)")
+                   .Register(r);
   rtt_ = &prometheus::BuildHistogram()
               .Name("nache_upstream_rtt_seconds")
               .Help("Round-trip time of upstream COMPOUNDs that got a reply")
@@ -551,6 +569,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   const prometheus::Labels ex = {{"export", e->export_label_}};
   e->upstream_ops_family_ = upstream_ops_;
   e->compounds_family_ = compounds_;
+  e->purpose_family_ = purposes_;
   for (size_t i = 0; i < size_t(LocalOp::kCount); i++) {
     e->local_[i] = &local_ops_->Add(
         {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});

@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "upstream/compound.h"
@@ -311,6 +312,13 @@ class ExportMetrics {
   std::unique_ptr<std::atomic<prometheus::Counter *>[]> upstream_ops_;
   // nache_upstream_compounds_total by status; null until first use.
   std::array<std::atomic<prometheus::Counter *>, kStatusSlots> compounds_{};
+  prometheus::Family<prometheus::Counter> *purpose_family_ = nullptr;
+  // nache_upstream_compounds_by_purpose_total by the COMPOUND's tag (a
+  // bounded set of literals).
+  Mutex purpose_mu_;
+  std::unordered_map<std::string, prometheus::Counter *> purposes_
+      GUARDED_BY(purpose_mu_);
+  prometheus::Counter *PurposeSeries(const std::string &tag);
   prometheus::Histogram *rtt_ = nullptr;        // nache_upstream_rtt_seconds
   prometheus::Counter *read_bytes_ = nullptr;   // direction="read"
   prometheus::Counter *write_bytes_ = nullptr;  // direction="write"
@@ -426,6 +434,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge> *dirty_max_ = nullptr;
   prometheus::Family<prometheus::Counter> *upstream_ops_ = nullptr;
   prometheus::Family<prometheus::Counter> *compounds_ = nullptr;
+  prometheus::Family<prometheus::Counter> *purposes_ = nullptr;
   prometheus::Family<prometheus::Histogram> *rtt_ = nullptr;
   prometheus::Family<prometheus::Counter> *bytes_ = nullptr;
   prometheus::Family<prometheus::Gauge> *connected_ = nullptr;

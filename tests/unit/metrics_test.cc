@@ -188,6 +188,11 @@ TEST(MetricsTest, UpstreamOpsCountedByStatusWithBytesAndRtt) {
   EXPECT_EQ(CounterValue(m, "nache_upstream_compounds_total",
                          {{"export", "1"}, {"status", "NFS4ERR_NOENT"}}),
             1);
+  // By purpose: the tag of each COMPOUND, whatever its outcome.
+  const std::string by = "nache_upstream_compounds_by_purpose_total";
+  EXPECT_EQ(CounterValue(m, by, {{"export", "1"}, {"purpose", "write"}}), 1);
+  EXPECT_EQ(CounterValue(m, by, {{"export", "1"}, {"purpose", "lookup"}}), 1);
+  EXPECT_EQ(CounterValue(m, by, {{"export", "1"}, {"purpose", "read"}}), 1);
   EXPECT_EQ(CounterValue(m, "nache_upstream_bytes_total",
                          {{"export", "1"}, {"direction", "write"}}),
             4096);
