@@ -553,21 +553,38 @@ uint32_t Core::ResolveRoot(Fh *fh) {
     *fh = r.fh;  // another thread resolved it meanwhile
     return upstream::kNfs4Ok;
   }
-  Compound c;
-  c.SetTag("root").Putrootfh();
+  std::vector<std::string> names;
   const std::string &p = cfg_.upstream_path;
-  size_t i = 0;
-  while (i < p.size()) {
+  for (size_t i = 0; i < p.size();) {
     size_t j = p.find('/', i);
     if (j == std::string::npos) j = p.size();
-    if (j > i) c.Lookup(p.substr(i, j - i));
+    if (j > i) names.push_back(p.substr(i, j - i));
     i = j + 1;
   }
-  c.Getfh().Getattr(upstream::kAttrMaxRead | upstream::kAttrMaxWrite);
+  // The path's LOOKUPs in as few COMPOUNDs as the session takes (a deep
+  // path against a server of short COMPOUNDs is walked in steps).
+  const size_t per = std::max<size_t>(MaxOps(), 4) - 3;
+  Fh at;
   CompoundReply rep;
-  uint32_t st = Run(c, Creds(), &rep);
-  if (st) return st;
-  *fh = rep.Find(Op::kGetfh)->fh;
+  size_t next = 0;
+  do {
+    Compound c;
+    c.SetTag("root");
+    if (at.empty())
+      c.Putrootfh();
+    else
+      c.Putfh(at);
+    const size_t end = std::min(names.size(), next + per);
+    for (; next < end; next++) c.Lookup(names[next]);
+    c.Getfh();
+    if (next == names.size())
+      c.Getattr(upstream::kAttrMaxRead | upstream::kAttrMaxWrite);
+    rep = CompoundReply();
+    uint32_t st = Run(c, Creds(), &rep);
+    if (st) return st;
+    at = rep.Find(Op::kGetfh)->fh;
+  } while (next < names.size());
+  *fh = at;
   handles_->SetFh(root_key_, *fh);
   ApplyIoLimits(rep.Find(Op::kGetattr)->attrs);
   return upstream::kNfs4Ok;

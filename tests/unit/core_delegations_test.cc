@@ -72,6 +72,32 @@ TEST_F(CoreDelegationsTest, AnExclusiveCreateOfAListedNameIsRefusedHere) {
   EXPECT_EQ(core_->CloseFile(open), 0u);
 }
 
+// An export deep in the remote's tree, on a server of short COMPOUNDs: its
+// path is walked in as many COMPOUNDs as that takes, none refused.
+TEST_F(CoreDelegationsTest,
+       ADeepUpstreamPathIsWalkedInCompoundsTheSessionTakes) {
+  up_->minor = 1;
+  up_->max_ops = 5;
+  std::string path;
+  for (int i = 0; i < 9; i++) path += "/d" + std::to_string(i);
+  up_->AddFile(path.substr(1) + "/f", "below");
+  Start(
+      DelegationType::kNone,
+      [&](CoreConfig *c) {
+        c->minor_version = 1;
+        c->upstream_path = path + "/";
+      },
+      false);
+  // Start looked "f" up under the export's root: the deep one, not the
+  // remote's /f ("hello").
+  char buf[16] = {};
+  size_t n = 0;
+  bool eof = false;
+  ASSERT_EQ(core_->Read(cr_, file_, nullptr, 0, sizeof buf, buf, &n, &eof), 0u);
+  EXPECT_EQ(std::string(buf, n), "below");
+  EXPECT_EQ(up_->Count("TOO_MANY_OPS"), 0);
+}
+
 // Issue 19: over NFSv4.1 nache opens a file by its filehandle (CLAIM_FH),
 // so a file renamed at the remote since nache learnt its name still gets
 // an upstream open, and with it a delegation that serves the next opens;
