@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -173,42 +174,48 @@ TEST(UnstableWritesTest, OverlappingWriteWaitsForTheEarlierOne) {
   EXPECT_EQ(r.sent[1].data, "bb");
 }
 
+// A write-behind queue of max_send and threads whose first write, "aaaa"
+// at 0 of file 1, is on the wire, held there.
+std::unique_ptr<UnstableWrites> OneOnTheWire(FakeRemote *r, size_t max_send,
+                                             int threads) {
+  r->hold = true;
+  std::unique_ptr<UnstableWrites> wb(new UnstableWrites(
+      r->Send(), r->Commit(), Max(max_send), 1 << 20, threads));
+  EXPECT_TRUE(wb->Submit(1, cr, sid, 0, "aaaa", 4));
+  EXPECT_TRUE(r->WaitInSend(1));
+  return wb;
+}
+
 // A log appended in small pieces: the pieces queued while the first is on
 // the wire go upstream as one WRITE, although workers are idle.
 TEST(UnstableWritesTest, AppendsQueuedBehindASmallSendGoAsOne) {
   FakeRemote r;
-  r.hold = true;
-  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 4);
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
-  ASSERT_TRUE(r.WaitInSend(1));
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 4, "bbbb", 4));
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 8, "cccc", 4));
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 12, "dd", 2));
+  auto wb = OneOnTheWire(&r, 1 << 20, 4);
+  ASSERT_TRUE(wb->Submit(1, cr, sid, 4, "bbbb", 4));
+  ASSERT_TRUE(wb->Submit(1, cr, sid, 8, "cccc", 4));
+  ASSERT_TRUE(wb->Submit(1, cr, sid, 12, "dd", 2));
   r.Release();
-  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  EXPECT_EQ(wb->Commit(1, cr), 0u);
   ASSERT_EQ(r.sent.size(), 2u);
   EXPECT_EQ(r.sent[0].data, "aaaa");
   EXPECT_EQ(r.sent[1].off, 4u);
   EXPECT_EQ(r.sent[1].data, "bbbbccccdd");
   EXPECT_EQ(r.sent[1].stable, upstream::StableHow::kUnstable);
   EXPECT_EQ(r.commits, 1);
-  EXPECT_EQ(wb.bytes(), 0u);
+  EXPECT_EQ(wb->bytes(), 0u);
 }
 
 // A queued run that fills the largest send goes at once, beside the small
 // send on the wire; no send is larger than that.
 TEST(UnstableWritesTest, AFullRunGoesAtOnceAndNoSendExceedsTheLargest) {
   FakeRemote r;
-  r.hold = true;
-  UnstableWrites wb(r.Send(), r.Commit(), Max(8), 1 << 20, 4);
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
-  ASSERT_TRUE(r.WaitInSend(1));
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 4, "bbbb", 4));
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 8, "cccc", 4));
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 12, "dddd", 4));
+  auto wb = OneOnTheWire(&r, 8, 4);
+  ASSERT_TRUE(wb->Submit(1, cr, sid, 4, "bbbb", 4));
+  ASSERT_TRUE(wb->Submit(1, cr, sid, 8, "cccc", 4));
+  ASSERT_TRUE(wb->Submit(1, cr, sid, 12, "dddd", 4));
   EXPECT_TRUE(r.WaitInSend(2));  // bbbbcccc, while aaaa is held
   r.Release();
-  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  EXPECT_EQ(wb->Commit(1, cr), 0u);
   EXPECT_EQ(r.Bytes(1), "aaaabbbbccccdddd");
   ASSERT_EQ(r.sent.size(), 3u);
   for (auto &s : r.sent) EXPECT_LE(s.data.size(), 8u) << s.data;
@@ -218,19 +225,16 @@ TEST(UnstableWritesTest, AFullRunGoesAtOnceAndNoSendExceedsTheLargest) {
 // credentials or stateid.
 TEST(UnstableWritesTest, WritesOfOtherCallersOrOpensAreNotGathered) {
   FakeRemote r;
-  r.hold = true;
   upstream::Creds other;
   other.uid = 1000;
   upstream::StateId other_sid;
   other_sid.seqid = 7;
-  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 4);
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
-  ASSERT_TRUE(r.WaitInSend(1));
-  ASSERT_TRUE(wb.Submit(1, other, sid, 4, "bbbb", 4));
-  ASSERT_TRUE(wb.Submit(1, cr, other_sid, 8, "cccc", 4));
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 12, "dddd", 4));
+  auto wb = OneOnTheWire(&r, 1 << 20, 4);
+  ASSERT_TRUE(wb->Submit(1, other, sid, 4, "bbbb", 4));
+  ASSERT_TRUE(wb->Submit(1, cr, other_sid, 8, "cccc", 4));
+  ASSERT_TRUE(wb->Submit(1, cr, sid, 12, "dddd", 4));
   r.Release();
-  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  EXPECT_EQ(wb->Commit(1, cr), 0u);
   ASSERT_EQ(r.sent.size(), 4u);
   for (auto &s : r.sent) {
     ASSERT_EQ(s.data.size(), 4u);
@@ -243,15 +247,12 @@ TEST(UnstableWritesTest, WritesOfOtherCallersOrOpensAreNotGathered) {
 // A small send of one file holds back only that file's writes.
 TEST(UnstableWritesTest, AnotherFileIsNotHeldBack) {
   FakeRemote r;
-  r.hold = true;
-  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 4);
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
-  ASSERT_TRUE(r.WaitInSend(1));
-  ASSERT_TRUE(wb.Submit(2, cr, sid, 0, "bbbb", 4));
+  auto wb = OneOnTheWire(&r, 1 << 20, 4);
+  ASSERT_TRUE(wb->Submit(2, cr, sid, 0, "bbbb", 4));
   EXPECT_TRUE(r.WaitInSend(2));
   r.Release();
-  EXPECT_EQ(wb.Commit(1, cr), 0u);
-  EXPECT_EQ(wb.Commit(2, cr), 0u);
+  EXPECT_EQ(wb->Commit(1, cr), 0u);
+  EXPECT_EQ(wb->Commit(2, cr), 0u);
   EXPECT_EQ(r.Bytes(1), "aaaa");
   EXPECT_EQ(r.Bytes(2), "bbbb");
 }
@@ -260,22 +261,19 @@ TEST(UnstableWritesTest, AnotherFileIsNotHeldBack) {
 // it and keeps them all, and the retry resends each, durably.
 TEST(UnstableWritesTest, AFailedGatheredSendIsKeptAndResentPieceByPiece) {
   FakeRemote r;
-  r.hold = true;
-  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 1 << 20, 2);
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaa", 4));
-  ASSERT_TRUE(r.WaitInSend(1));
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 4, "bbbb", 4));
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 8, "cccc", 4));
+  auto wb = OneOnTheWire(&r, 1 << 20, 2);
+  ASSERT_TRUE(wb->Submit(1, cr, sid, 4, "bbbb", 4));
+  ASSERT_TRUE(wb->Submit(1, cr, sid, 8, "cccc", 4));
   r.Fail(upstream::kNfs4ErrNospc);
   r.Release();
-  EXPECT_EQ(wb.Commit(1, cr), uint32_t(upstream::kNfs4ErrNospc));
-  EXPECT_EQ(wb.bytes(), 12u);
+  EXPECT_EQ(wb->Commit(1, cr), uint32_t(upstream::kNfs4ErrNospc));
+  EXPECT_EQ(wb->bytes(), 12u);
   r.Fail(0);
-  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  EXPECT_EQ(wb->Commit(1, cr), 0u);
   EXPECT_EQ(r.Bytes(1), "aaaabbbbcccc");
   ASSERT_EQ(r.sent.size(), 3u);
   for (auto &s : r.sent) EXPECT_EQ(s.stable, upstream::StableHow::kFileSync);
-  EXPECT_EQ(wb.bytes(), 0u);
+  EXPECT_EQ(wb->bytes(), 0u);
 }
 
 TEST(UnstableWritesTest, ShutdownSendsWhatIsQueued) {
