@@ -427,6 +427,19 @@ static fsal_status_t op_test_access(struct fsal_obj_handle *obj,
 	return fsalstat(missing ? ERR_FSAL_ACCESS : ERR_FSAL_NO_ERROR, 0);
 }
 
+/* The remote's change of a directory (slot 0: the directory of a create,
+ * link, remove or open; 1: a rename's target), for Ganesha's NFSv4 reply
+ * (op_ctx->fsal_dir_cinfo, ganesha_patch_cinfo.cmake). */
+static void report_dir_change(int slot, const struct nache_dir_change *c)
+{
+	if (!c->set)
+		return;
+	op_ctx->fsal_dir_cinfo[slot].set = true;
+	op_ctx->fsal_dir_cinfo[slot].atomic = c->atomic;
+	op_ctx->fsal_dir_cinfo[slot].before = c->before;
+	op_ctx->fsal_dir_cinfo[slot].after = c->after;
+}
+
 static fsal_status_t create_object(struct fsal_obj_handle *dir,
 				   const char *name, enum nache_type type,
 				   struct fsal_attrlist *attrs_in,
@@ -437,6 +450,7 @@ static fsal_status_t create_object(struct fsal_obj_handle *dir,
 	struct nache_fsal_export *exp = nache_ctx_export();
 	struct nache_creds cr;
 	struct nache_attrs set, a;
+	struct nache_dir_change change;
 	nache_key key;
 	uint32_t st;
 
@@ -445,9 +459,10 @@ static fsal_status_t create_object(struct fsal_obj_handle *dir,
 	fsal_to_nache_set(attrs_in, &set);
 	set.type = type;
 	st = nache_create(exp->core, &cr, key_of(dir), name, type, &set,
-			  link_text, &key, &a);
+			  link_text, &key, &a, &change);
 	if (st != 0)
 		return nache_status(st);
+	report_dir_change(0, &change);
 	*new_obj = &nache_alloc_handle(exp, key, &a)->obj_handle;
 	return give_attrs(0, &a, attrs_out);
 }
@@ -507,11 +522,16 @@ static fsal_status_t op_link(struct fsal_obj_handle *obj,
 			     struct fsal_obj_handle *destdir, const char *name)
 {
 	struct nache_creds cr;
+	struct nache_dir_change change;
+	uint32_t st;
 
 	forget_absent();
 	nache_caller_creds(&cr);
-	return nache_status(nache_link(nache_ctx_export()->core, &cr,
-				       key_of(obj), key_of(destdir), name));
+	st = nache_link(nache_ctx_export()->core, &cr, key_of(obj),
+			key_of(destdir), name, &change);
+	if (st == 0)
+		report_dir_change(0, &change);
+	return nache_status(st);
 }
 
 static fsal_status_t op_rename(struct fsal_obj_handle *obj,
@@ -521,23 +541,35 @@ static fsal_status_t op_rename(struct fsal_obj_handle *obj,
 			       const char *new_name)
 {
 	struct nache_creds cr;
+	struct nache_dir_change changes[2];
+	uint32_t st;
 
 	forget_absent();
 	nache_caller_creds(&cr);
-	return nache_status(nache_rename(nache_ctx_export()->core, &cr,
-					 key_of(obj), key_of(olddir), old_name,
-					 key_of(newdir), new_name));
+	st = nache_rename(nache_ctx_export()->core, &cr, key_of(obj),
+			  key_of(olddir), old_name, key_of(newdir), new_name,
+			  changes);
+	if (st == 0) {
+		report_dir_change(0, &changes[0]);
+		report_dir_change(1, &changes[1]);
+	}
+	return nache_status(st);
 }
 
 static fsal_status_t op_unlink(struct fsal_obj_handle *dir,
 			       struct fsal_obj_handle *obj, const char *name)
 {
 	struct nache_creds cr;
+	struct nache_dir_change change;
+	uint32_t st;
 
 	forget_absent();
 	nache_caller_creds(&cr);
-	return nache_status(
-		nache_remove(nache_ctx_export()->core, &cr, key_of(dir), name));
+	st = nache_remove(nache_ctx_export()->core, &cr, key_of(dir), name,
+			  &change);
+	if (st == 0)
+		report_dir_change(0, &change);
+	return nache_status(st);
 }
 
 /* --- opens --------------------------------------------------------------- */
@@ -633,6 +665,7 @@ op_open2(struct fsal_obj_handle *obj, struct state_t *state,
 	struct nache_attrs set, a;
 	struct nache_open *open = NULL;
 	struct nache_fsal_obj_handle *nh;
+	struct nache_dir_change change;
 	bool truncate = (openflags & FSAL_O_TRUNC) != 0;
 	bool created = false;
 	nache_key key;
@@ -681,7 +714,7 @@ op_open2(struct fsal_obj_handle *obj, struct state_t *state,
 		st = nache_open(exp->core, &cr, key_of(obj), NULL,
 				share_access(openflags), share_deny(openflags),
 				NACHE_OPEN_NOCREATE, NULL, NULL, truncate,
-				&open, NULL, &a, &created);
+				&open, NULL, &a, &created, NULL);
 		if (st != 0) {
 			take_share(obj, openflags, FSAL_O_CLOSED, false);
 			return nache_status(st);
@@ -696,12 +729,14 @@ op_open2(struct fsal_obj_handle *obj, struct state_t *state,
 	memset(&set, 0, sizeof(set));
 	if (attrs_in != NULL)
 		fsal_to_nache_set(attrs_in, &set);
-	st = nache_open(
-		exp->core, &cr, key_of(obj), name, share_access(openflags),
-		share_deny(openflags), create_mode(createmode), &set,
-		(const uint8_t *)verifier, truncate, &open, &key, &a, &created);
+	st = nache_open(exp->core, &cr, key_of(obj), name,
+			share_access(openflags), share_deny(openflags),
+			create_mode(createmode), &set,
+			(const uint8_t *)verifier, truncate, &open, &key, &a,
+			&created, &change);
 	if (st != 0)
 		return nache_status(st);
+	report_dir_change(0, &change);
 	/* The creator may write a file whose new mode forbids it. */
 	*caller_perm_check = !created;
 	nh = nache_alloc_handle(exp, key, &a);
@@ -1239,7 +1274,7 @@ static fsal_status_t nlm_state_open(struct fsal_obj_handle *obj,
 		st = nache_open(core, &cr, key_of(obj), NULL,
 				share_access(want), 0, NACHE_OPEN_NOCREATE,
 				NULL, NULL, false, &fd->open, NULL, &a,
-				&created);
+				&created, NULL);
 		if (st != 0) {
 			fd->open = NULL;
 			return nache_status(st);

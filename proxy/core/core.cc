@@ -1472,10 +1472,24 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   return st;
 }
 
+namespace {
+// The DirChangeScope's list of this thread, if any.
+thread_local std::vector<Core::DirChange> *tl_dir_changes = nullptr;
+}  // namespace
+
+Core::DirChangeScope::DirChangeScope(std::vector<DirChange> *out)
+    : outer_(tl_dir_changes) {
+  tl_dir_changes = out;
+}
+
+Core::DirChangeScope::~DirChangeScope() { tl_dir_changes = outer_; }
+
 void Core::NoteDirAfter(Key dir, const CompoundReply &rep, int nth,
                         const upstream::ChangeInfo &ci,
                         const std::string &removed, const std::string &added,
                         Key added_key) {
+  if (tl_dir_changes && !LocalNamespace())
+    tl_dir_changes->push_back(DirChange{dir, ci});
   const OpResult *g = rep.Find(Op::kGetattr, nth);
   cache_->OwnDirChange(dir, ci,
                        g && g->status == upstream::kNfs4Ok ? g->attrs : Attrs(),

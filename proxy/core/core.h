@@ -60,6 +60,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "access/owner_rights.h"
 #include "admin/registry.h"
@@ -202,6 +203,28 @@ class Core {
                   Key newdir, const std::string &newname, Key source = kNoKey);
   uint32_t Remove(const Creds &cr, Key dir, const std::string &name);
   uint32_t Statfs(const Creds &cr, Key key, Attrs *out);
+
+  // The remote's change_info of each directory that the operations of this
+  // thread change at the remote while a DirChangeScope lives: the C API
+  // hands it on to Ganesha's NFSv4 replies (ganesha_patch_cinfo.cmake), so
+  // that a client keeps what it cached of the directory when the change
+  // was its own alone, as it does mounting the remote directly. Nothing is
+  // noted on an export whose namespace is written back (its directories'
+  // change attributes are partly nache's, not the remote's).
+  struct DirChange {
+    Key dir = kNoKey;
+    upstream::ChangeInfo ci;
+  };
+  class DirChangeScope {
+   public:
+    explicit DirChangeScope(std::vector<DirChange> *out);
+    ~DirChangeScope();
+    DirChangeScope(const DirChangeScope &) = delete;
+    DirChangeScope &operator=(const DirChangeScope &) = delete;
+
+   private:
+    std::vector<DirChange> *outer_;  // an enclosing scope's, restored
+  };
 
   struct OpenRequest {
     Key key = kNoKey;  // the file (by handle) or the directory (by name)

@@ -505,11 +505,39 @@ uint32_t nache_readdir(struct nache_core *core, const struct nache_creds *cr,
       core->core->Readdir(CredsFromC(cr), dir, cookie, cb, ctx, eof));
 }
 
+namespace {
+
+// The remote's changes of directories during one C API call.
+class DirChanges {
+ public:
+  DirChanges() : scope_(&seen_) {}
+  // dir's change into *out, if out (the last one noted; none: not set).
+  void Fill(nache_key dir, struct nache_dir_change *out) const {
+    if (!out) return;
+    *out = nache_dir_change{};
+    for (const Core::DirChange &c : seen_) {
+      if (c.dir != dir) continue;
+      out->set = true;
+      out->atomic = c.ci.atomic;
+      out->before = c.ci.before;
+      out->after = c.ci.after;
+    }
+  }
+
+ private:
+  std::vector<Core::DirChange> seen_;
+  Core::DirChangeScope scope_;  // after seen_: ends first
+};
+
+}  // namespace
+
 uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
                       nache_key dir, const char *name, enum nache_type type,
                       const struct nache_attrs *attrs_in, const char *link_text,
-                      nache_key *key, struct nache_attrs *attrs_out) {
+                      nache_key *key, struct nache_attrs *attrs_out,
+                      struct nache_dir_change *dir_change) {
   LocalCall call(core, LocalOp::kCreate);
+  DirChanges changes;
   nache::upstream::Attrs out;
   nache::upstream::Attrs in;
   if (attrs_in) in = AttrsFromC(*attrs_in);
@@ -517,6 +545,7 @@ uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
                                    nache::upstream::FileType(type), in,
                                    link_text ? link_text : "", key, &out);
   if (st == 0 && attrs_out) AttrsToC(out, *key, attrs_out);
+  changes.Fill(dir, dir_change);
   return call.Done(st);
 }
 
@@ -533,23 +562,38 @@ uint32_t nache_readlink(struct nache_core *core, const struct nache_creds *cr,
 }
 
 uint32_t nache_link(struct nache_core *core, const struct nache_creds *cr,
-                    nache_key key, nache_key dir, const char *name) {
+                    nache_key key, nache_key dir, const char *name,
+                    struct nache_dir_change *dir_change) {
   LocalCall call(core, LocalOp::kLink);
-  return call.Done(core->core->Link(CredsFromC(cr), key, dir, name));
+  DirChanges changes;
+  uint32_t st = core->core->Link(CredsFromC(cr), key, dir, name);
+  changes.Fill(dir, dir_change);
+  return call.Done(st);
 }
 
 uint32_t nache_rename(struct nache_core *core, const struct nache_creds *cr,
                       nache_key obj, nache_key olddir, const char *oldname,
-                      nache_key newdir, const char *newname) {
+                      nache_key newdir, const char *newname,
+                      struct nache_dir_change dir_changes[2]) {
   LocalCall call(core, LocalOp::kRename);
-  return call.Done(core->core->Rename(CredsFromC(cr), olddir, oldname, newdir,
-                                      newname, obj));
+  DirChanges changes;
+  uint32_t st =
+      core->core->Rename(CredsFromC(cr), olddir, oldname, newdir, newname, obj);
+  if (dir_changes) {
+    changes.Fill(olddir, &dir_changes[0]);
+    changes.Fill(newdir, &dir_changes[1]);
+  }
+  return call.Done(st);
 }
 
 uint32_t nache_remove(struct nache_core *core, const struct nache_creds *cr,
-                      nache_key dir, const char *name) {
+                      nache_key dir, const char *name,
+                      struct nache_dir_change *dir_change) {
   LocalCall call(core, LocalOp::kRemove);
-  return call.Done(core->core->Remove(CredsFromC(cr), dir, name));
+  DirChanges changes;
+  uint32_t st = core->core->Remove(CredsFromC(cr), dir, name);
+  changes.Fill(dir, dir_change);
+  return call.Done(st);
 }
 
 uint32_t nache_statfs(struct nache_core *core, const struct nache_creds *cr,
@@ -573,8 +617,10 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
                     const struct nache_attrs *create_attrs,
                     const uint8_t *verifier, bool truncate,
                     struct nache_open **open, nache_key *new_key,
-                    struct nache_attrs *attrs_out, bool *created) {
+                    struct nache_attrs *attrs_out, bool *created,
+                    struct nache_dir_change *dir_change) {
   LocalCall call(core, LocalOp::kOpen);
+  DirChanges changes;
   Core::OpenRequest r;
   r.key = key;
   r.name = name;
@@ -588,6 +634,7 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
   nache_key k = key;
   bool made = false;
   uint32_t st = core->core->OpenFile(CredsFromC(cr), r, open, &k, &a, &made);
+  changes.Fill(name ? key : 0, name ? dir_change : nullptr);
   if (st) return call.Done(st);
   if (new_key) *new_key = k;
   if (attrs_out) AttrsToC(a, k, attrs_out);

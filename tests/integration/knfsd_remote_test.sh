@@ -2,6 +2,7 @@
 # nache in front of Linux knfsd (a 6.1 kernel under user-mode-linux) instead
 # of Ganesha: the same forwarding works against the kernel server, checked by
 # a second client mounting knfsd directly and by knfsd's own op counters;
+# a client's own creates and removes keep what it cached of the directory;
 # nache's stop destroys its NFSv4.1 session (knfsd_remote_v40_test.sh: the
 # same over NFSv4.0).
 set -uo pipefail
@@ -34,6 +35,26 @@ metadata_ops_on_knfsd() {
 	on 1 "cd /mnt/n/k && mkdir d && ln -s data d/l && mv other d/o && ln d/o d/o2 && chmod 700 d && stat -c '%a %h' d d/o" >"$LAB_DIR/out" &&
 		expect_eq "via nache" "$(cat "$LAB_DIR/out")" "$(printf '700 2\n644 2')" &&
 		expect_eq "direct view" "$(on 2 "readlink /mnt/k/k/d/l; cat /mnt/k/k/d/o2")" "$(printf 'data\nfrom-knfsd-client')"
+}
+
+# A client's own creates and removes in a directory leave it what it cached
+# of the directory (names, absent ones too, and rights), as mounting knfsd
+# directly: nache hands knfsd's atomic change_info4 on through Ganesha
+# (cmake/ganesha_patch_cinfo.cmake). Before, Ganesha's reply said "not
+# atomic", and the client looked every name up again after each create:
+# here the name it knows is absent, once per create.
+own_changes_keep_the_clients_names() {
+	local n0 n1
+	on 1 "mkdir -p /mnt/n/k/neg && ! stat /mnt/n/k/neg/absent" >/dev/null 2>&1 ||
+		{ echo "absent exists" >&2; return 1; }
+	n0=$(metric nache_upstream_ops_total 'op="LOOKUP",status="NFS4ERR_NOENT"')
+	# (noclobber: exclusive creates, which Ganesha looks nothing up for)
+	on 1 "set -C; cd /mnt/n/k/neg && for i in 1 2 3 4 5; do echo \$i > f\$i && rm f\$i || exit 1; ! stat absent >/dev/null 2>&1 || exit 1; done" ||
+		{ echo "creates and removes failed" >&2; return 1; }
+	n1=$(metric nache_upstream_ops_total 'op="LOOKUP",status="NFS4ERR_NOENT"')
+	expect_eq "lookups of a name the client knows absent, across 5 of its creates and removes" \
+		$((n1 - n0)) 0 &&
+		expect_eq "nothing left at knfsd" "$(on 2 "ls /mnt/k/k/neg")" ""
 }
 
 # After a restart nache knows the root's handle from its store: it must
@@ -71,6 +92,7 @@ stop_destroys_the_session() {
 check write_through_nache_read_directly_from_knfsd write_through_nache_read_direct
 check write_at_knfsd_read_through_nache write_direct_read_through_nache
 check metadata_operations_against_knfsd metadata_ops_on_knfsd
+check own_changes_keep_the_clients_cached_names own_changes_keep_the_clients_names
 check io_limits_are_learnt_after_a_restart io_limits_after_a_restart
 check stop_destroys_the_nfsv41_session stop_destroys_the_session
 itest_finish

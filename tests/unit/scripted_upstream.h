@@ -193,6 +193,15 @@ class ScriptedUpstream : public upstream::Upstream {
   std::atomic<bool> read_plus_empty{false};
   // NFSv4.2's COPY is done (synchronously, FILE_SYNC); else NOTSUPP.
   std::atomic<bool> copy{false};
+  // Operations that change a directory (OPEN that creates, CREATE, REMOVE,
+  // RENAME, LINK) report an atomic change_info from one counter, as knfsd
+  // does; else none (all zeros, not atomic).
+  std::atomic<bool> change_info{false};
+  // The change_infos reported so far, in order.
+  std::vector<upstream::ChangeInfo> ChangeInfos() {
+    std::lock_guard<std::mutex> g(mu_);
+    return cinfos_;
+  }
   // WRITEs asked UNSTABLE stay so (in memory until a COMMIT); else every
   // WRITE is FILE_SYNC.
   std::atomic<bool> unstable_writes{false};
@@ -644,6 +653,13 @@ class ScriptedUpstream : public upstream::Upstream {
     static const char zeros[12] = {0};
     return s && s->seqid == 1 && memcmp(s->other, zeros, 12) == 0;
   }
+  void ReportChange(upstream::ChangeInfo *ci) {
+    if (!change_info) return;
+    ci->atomic = true;
+    ci->before = cinfo_counter_;
+    ci->after = ++cinfo_counter_;
+    cinfos_.push_back(*ci);
+  }
   uint32_t Execute(const nfs_argop4 &a, Fh *cur, OpResult *r,
                    std::unique_lock<std::mutex> &g, char *read_dest,
                    bool by_fh) {
@@ -692,6 +708,8 @@ class ScriptedUpstream : public upstream::Upstream {
         files_[fh].change++;
         aliases_.erase(saved_ + "/" + from);
         aliases_[*cur + "/" + to] = fh;
+        ReportChange(&r->cinfo);   // the source directory
+        ReportChange(&r->cinfo2);  // the target
         return 0;
       }
       case OP_GETFH: r->fh = *cur; return 0;
@@ -750,6 +768,7 @@ class ScriptedUpstream : public upstream::Upstream {
           files_[fh].parent = *cur;
           files_[fh].uid = files_[fh].gid = new_owner.load();
           aliases_[*cur + "/" + name] = fh;
+          ReportChange(&r->cinfo);
         }
         *cur = fh;
         r->stateid = Sid("open", ++opens_);
@@ -786,6 +805,7 @@ class ScriptedUpstream : public upstream::Upstream {
         if (HasChildren(fh)) return upstream::kNfs4ErrNotempty;
         files_.erase(fh);
         aliases_.erase(*cur + "/" + name);
+        ReportChange(&r->cinfo);
         return 0;
       }
       case OP_CREATE: {  // directories, and symlinks (data: the target)
@@ -807,6 +827,7 @@ class ScriptedUpstream : public upstream::Upstream {
         f.uid = f.gid = new_owner.load();
         aliases_[*cur + "/" + name] = fh;
         *cur = fh;
+        ReportChange(&r->cinfo);
         return 0;
       }
       case OP_LOCK: {
@@ -891,6 +912,7 @@ class ScriptedUpstream : public upstream::Upstream {
         if (!Named(*cur, name).empty()) return upstream::kNfs4ErrExist;
         aliases_[*cur + "/" + name] = saved_;
         files_[saved_].change++;
+        ReportChange(&r->cinfo);
         return 0;
       }
       case OP_READDIR: {
@@ -1014,6 +1036,8 @@ class ScriptedUpstream : public upstream::Upstream {
   Fh saved_;                   // SAVEFH
   std::set<Fh> read_refused_;  // RefuseReading
   uint32_t renamed_ = 0;
+  uint64_t cinfo_counter_ = 1000;             // ReportChange
+  std::vector<upstream::ChangeInfo> cinfos_;  // ChangeInfos
 };
 
 // A TCP port on 127.0.0.1 that was free a moment ago.

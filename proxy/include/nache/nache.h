@@ -306,26 +306,46 @@ uint32_t nache_readdir(struct nache_core *core, const struct nache_creds *cr,
 		       nache_key dir, uint64_t cookie, nache_dirent_cb cb,
 		       void *ctx, bool *eof);
 
+/* The change of a directory an operation made at the remote, as the remote
+ * reported it (NFSv4's change_info4: the directory's change attribute just
+ * before and just after, and whether nothing else changed it in between).
+ * set is false when the remote reported none: the operation was answered
+ * here (a write-back export's namespace), or failed. Ganesha puts it in its
+ * NFSv4 reply, so that a client keeps its cached names and rights of a
+ * directory only it changed. The dir_change parameters below may be
+ * NULL. */
+struct nache_dir_change {
+	bool set;
+	bool atomic;
+	uint64_t before;
+	uint64_t after;
+};
+
 /* CREATE of a non-regular object (directory, symlink, device, fifo, socket).
  * attrs_in: mode/owner/group to set (mask), rawdev for devices. */
 uint32_t nache_create(struct nache_core *core, const struct nache_creds *cr,
 		      nache_key dir, const char *name, enum nache_type type,
 		      const struct nache_attrs *attrs_in, const char *link_text,
-		      nache_key *key, struct nache_attrs *attrs_out);
+		      nache_key *key, struct nache_attrs *attrs_out,
+		      struct nache_dir_change *dir_change);
 
 /* READLINK: copies up to len-1 bytes and a NUL into buf. */
 uint32_t nache_readlink(struct nache_core *core, const struct nache_creds *cr,
 			nache_key key, char *buf, size_t len);
 
 uint32_t nache_link(struct nache_core *core, const struct nache_creds *cr,
-		    nache_key key, nache_key dir, const char *name);
+		    nache_key key, nache_key dir, const char *name,
+		    struct nache_dir_change *dir_change);
 /* Renames oldname in olddir (the object obj, as the caller looked it up;
- * 0 when not known) to newname in newdir. */
+ * 0 when not known) to newname in newdir. dir_changes: [0] olddir's, [1]
+ * newdir's (NULL: not wanted). */
 uint32_t nache_rename(struct nache_core *core, const struct nache_creds *cr,
 		      nache_key obj, nache_key olddir, const char *oldname,
-		      nache_key newdir, const char *newname);
+		      nache_key newdir, const char *newname,
+		      struct nache_dir_change dir_changes[2]);
 uint32_t nache_remove(struct nache_core *core, const struct nache_creds *cr,
-		      nache_key dir, const char *name);
+		      nache_key dir, const char *name,
+		      struct nache_dir_change *dir_change);
 
 uint32_t nache_statfs(struct nache_core *core, const struct nache_creds *cr,
 		      nache_key key, struct nache_statfs *out);
@@ -348,14 +368,16 @@ enum nache_createmode {
  * access/deny: NACHE_SHARE_* bits. truncate: set size 0 after opening.
  * The core collapses opens: one upstream open per file, whose access is the
  * union of all local opens; it is closed when the last local open closes.
- * *created tells whether the file was created by this call. */
+ * *created tells whether the file was created by this call; dir_change:
+ * the directory's change, by name only. */
 uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
 		    nache_key key, const char *name, uint32_t access,
 		    uint32_t deny, enum nache_createmode mode,
 		    const struct nache_attrs *create_attrs,
 		    const uint8_t *verifier, bool truncate,
 		    struct nache_open **open, nache_key *new_key,
-		    struct nache_attrs *attrs_out, bool *created);
+		    struct nache_attrs *attrs_out, bool *created,
+		    struct nache_dir_change *dir_change);
 
 /* Exclusive creates (NACHE_OPEN_EXCLUSIVE) keep the client's 8-byte
  * verifier in the new file's atime and mtime, as servers do; an exclusive
