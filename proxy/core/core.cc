@@ -1246,6 +1246,8 @@ uint32_t Core::Link(const Creds &cr, Key key, Key dir,
   CompoundReply rep;
   st = Run(c, cr, &rep);
   cache_->ExpireAttrs(dir);  // also on failure: the outcome may be unknown
+  if (const OpResult *l = rep.Find(Op::kLink); l && l->status == 0)
+    NoteDirChange(dir, l->cinfo);
   const uint64_t who = Cache::CredId(cr);
   if (!rep.Find(Op::kLink) && st == upstream::kNfs4ErrDelay) {
     unanswered_.Note(UnansweredNames::Op::kLink, dir, name, who);
@@ -1484,12 +1486,16 @@ Core::DirChangeScope::DirChangeScope(std::vector<DirChange> *out)
 
 Core::DirChangeScope::~DirChangeScope() { tl_dir_changes = outer_; }
 
+void Core::NoteDirChange(Key dir, const upstream::ChangeInfo &ci) {
+  if (tl_dir_changes && !LocalNamespace())
+    tl_dir_changes->push_back(DirChange{dir, ci});
+}
+
 void Core::NoteDirAfter(Key dir, const CompoundReply &rep, int nth,
                         const upstream::ChangeInfo &ci,
                         const std::string &removed, const std::string &added,
                         Key added_key) {
-  if (tl_dir_changes && !LocalNamespace())
-    tl_dir_changes->push_back(DirChange{dir, ci});
+  NoteDirChange(dir, ci);
   const OpResult *g = rep.Find(Op::kGetattr, nth);
   cache_->OwnDirChange(dir, ci,
                        g && g->status == upstream::kNfs4Ok ? g->attrs : Attrs(),

@@ -208,7 +208,8 @@ class Core {
   // thread change at the remote while a DirChangeScope lives: the C API
   // hands it on to Ganesha's NFSv4 replies (ganesha_patch_cinfo.cmake), so
   // that a client keeps what it cached of the directory when the change
-  // was its own alone, as it does mounting the remote directly. Nothing is
+  // was its own alone, as it does mounting the remote directly (CREATE,
+  // OPEN that creates, REMOVE, RENAME, LINK). Nothing is
   // noted on an export whose namespace is written back (its directories'
   // change attributes are partly nache's, not the remote's).
   struct DirChange {
@@ -356,6 +357,9 @@ class Core {
   // its attributes from the nth GETATTR of rep (when there), and the edit
   // (entry removed, entry added as added_key) that keeps its cached
   // listing usable for lookups.
+  // Notes the remote's change_info of dir for this thread's
+  // DirChangeScope, if one lives.
+  void NoteDirChange(Key dir, const upstream::ChangeInfo &ci);
   void NoteDirAfter(Key dir, const upstream::CompoundReply &rep, int nth,
                     const upstream::ChangeInfo &ci, const std::string &removed,
                     const std::string &added, Key added_key);

@@ -45,25 +45,27 @@ TEST_F(CoreDelegationsTest, TheRemotesChangeOfEachDirectoryIsNotedInAScope) {
     ASSERT_TRUE(created);
     ASSERT_EQ(core_->CloseFile(open), 0u);
     ASSERT_EQ(core_->Rename(cr_, d, "g", e, "h"), 0u);
+    ASSERT_EQ(core_->Link(cr_, g, root_, "g2"), 0u);
     ASSERT_EQ(core_->Remove(cr_, e, "h"), 0u);
   }
   const std::vector<ChangeInfo> sent = up_->ChangeInfos();
-  // mkdir d, mkdir e, create g, rename (source, target), remove.
-  ASSERT_EQ(sent.size(), 6u);
-  EXPECT_EQ(seen.size(), 6u);
+  // mkdir d, mkdir e, create g, rename (source, target), link, remove.
+  ASSERT_EQ(sent.size(), 7u);
+  EXPECT_EQ(seen.size(), 7u);
   EXPECT_TRUE(Noted(seen, root_, sent[0]));
   EXPECT_TRUE(Noted(seen, root_, sent[1]));
   EXPECT_TRUE(Noted(seen, d, sent[2]));
-  EXPECT_TRUE(Noted(seen, d, sent[3]));  // the rename's source
-  EXPECT_TRUE(Noted(seen, e, sent[4]));  // its target
-  EXPECT_TRUE(Noted(seen, e, sent[5]));
+  EXPECT_TRUE(Noted(seen, d, sent[3]));      // the rename's source
+  EXPECT_TRUE(Noted(seen, e, sent[4]));      // its target
+  EXPECT_TRUE(Noted(seen, root_, sent[5]));  // the link
+  EXPECT_TRUE(Noted(seen, e, sent[6]));
   // No scope, nothing noted.
   Key f;
   ASSERT_EQ(
       core_->Create(cr_, root_, "f2", FileType::kDir, Attrs(), "", &f, nullptr),
       0u);
-  EXPECT_EQ(up_->ChangeInfos().size(), 7u);
-  EXPECT_EQ(seen.size(), 6u);
+  EXPECT_EQ(up_->ChangeInfos().size(), 8u);
+  EXPECT_EQ(seen.size(), 7u);
 }
 
 }  // namespace
