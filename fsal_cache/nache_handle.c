@@ -565,8 +565,8 @@ static fsal_status_t op_unlink(struct fsal_obj_handle *dir,
 
 	forget_absent();
 	nache_caller_creds(&cr);
-	st = nache_remove(nache_ctx_export()->core, &cr, key_of(dir), name,
-			  &change);
+	st = nache_remove(nache_ctx_export()->core, &cr, key_of(obj),
+			  key_of(dir), name, &change);
 	if (st == 0)
 		report_dir_change(0, &change);
 	return nache_status(st);

@@ -1375,7 +1375,8 @@ bool Core::RenamedOnce(const Creds &cr, Key source, const Fh &newdir_fh,
   return !known || rep.Find(Op::kGetfh)->fh == rec.fh;
 }
 
-uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
+uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name,
+                      Key object) {
   if (LocalNamespace()) {
     LocalNames::Entry e;
     if (namespace_->names().Find(dir, name, &e)) {
@@ -1413,9 +1414,6 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
                         (st = namespace_->CreateEntriesRemotely(k))))
       return st;
   }
-  delegations_->ReturnIfReadDelegated(gone);
-  Compound c;
-  c.SetTag("remove").Putfh(dfh);
   // The object removed must be known (with write-back its unflushed data
   // is then dropped; and its records here go once it is gone): name it in
   // the same COMPOUND when no listing does. After the REMOVE, in the same
@@ -1425,14 +1423,43 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   const bool name_it = gone == kNoKey;
   const bool by_handle =
       !name_it && handles_->Get(gone, &gone_rec) && !gone_rec.fh.empty();
-  if (name_it) c.Lookup(name).Getfh().Savefh().Putfh(dfh);
-  c.Remove(name).Getattr(upstream::kAttrsObject);
-  if (name_it)
-    c.Restorefh().Getattr(upstream::kAttrNlink);
-  else if (by_handle)
-    c.Putfh(gone_rec.fh).Getattr(upstream::kAttrNlink);
+  // Our read delegation on it goes back first, in the same COMPOUND (the
+  // object as the caller looked it up, when no listing names it).
+  const Key deleg_key = gone != kNoKey ? gone : object;
+  HandleRecord deleg_rec;
+  HeldDelegation deleg;
+  bool with_return = delegations_->BeginOwnReturn(deleg_key, &deleg);
+  if (with_return &&
+      (deleg.epoch != up_->epoch() || !handles_->Get(deleg_key, &deleg_rec) ||
+       deleg_rec.fh.empty())) {
+    delegations_->EndOwnReturn(deleg_key, deleg, false, 0);
+    with_return = false;
+  }
   CompoundReply rep;
-  st = Run(c, cr, &rep);
+  int putfhs_before = 0;  // of the COMPOUND sent last, before the directory's
+  for (;;) {
+    Compound c;
+    c.SetTag("remove");
+    putfhs_before = with_return ? 1 : 0;
+    if (with_return) c.Putfh(deleg_rec.fh).DelegReturn(deleg.stateid);
+    c.Putfh(dfh);
+    if (name_it) c.Lookup(name).Getfh().Savefh().Putfh(dfh);
+    c.Remove(name).Getattr(upstream::kAttrsObject);
+    if (name_it)
+      c.Restorefh().Getattr(upstream::kAttrNlink);
+    else if (by_handle)
+      c.Putfh(gone_rec.fh).Getattr(upstream::kAttrNlink);
+    rep = CompoundReply();
+    st = Run(c, cr, &rep);
+    if (!with_return) break;
+    const OpResult *dr = rep.Find(Op::kDelegReturn);
+    delegations_->EndOwnReturn(deleg_key, deleg, dr != nullptr,
+                               dr ? dr->status : st);
+    with_return = false;
+    // The DELEGRETURN was refused (the server dropped the delegation
+    // meanwhile) and the REMOVE never ran: it goes alone.
+    if (!dr || dr->status == upstream::kNfs4Ok) break;
+  }
   const uint64_t who = Cache::CredId(cr);
   if (!rep.Find(Op::kRemove) && st == upstream::kNfs4ErrDelay) {
     unanswered_.Note(UnansweredNames::Op::kRemove, dir, name, who);
@@ -1447,8 +1474,8 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name) {
   bool gone_for_good = false;
   if ((name_it || by_handle) && rep.Find(Op::kRemove) &&
       !OpStatus(rep, Op::kRemove)) {
-    const OpResult *p =
-        name_it ? rep.Find(Op::kRestorefh) : rep.Find(Op::kPutfh, 1);
+    const OpResult *p = name_it ? rep.Find(Op::kRestorefh)
+                                : rep.Find(Op::kPutfh, 1 + putfhs_before);
     const OpResult *n = rep.Find(Op::kGetattr, 1);
     gone_for_good =
         (p && p->status == upstream::kNfs4ErrStale) ||

@@ -201,7 +201,10 @@ class Core {
   // when not known).
   uint32_t Rename(const Creds &cr, Key olddir, const std::string &oldname,
                   Key newdir, const std::string &newname, Key source = kNoKey);
-  uint32_t Remove(const Creds &cr, Key dir, const std::string &name);
+  // object: what name names, as the caller looked it up (kNoKey when not
+  // known).
+  uint32_t Remove(const Creds &cr, Key dir, const std::string &name,
+                  Key object = kNoKey);
   uint32_t Statfs(const Creds &cr, Key key, Attrs *out);
 
   // The remote's change_info of each directory that the operations of this

@@ -587,11 +587,11 @@ uint32_t nache_rename(struct nache_core *core, const struct nache_creds *cr,
 }
 
 uint32_t nache_remove(struct nache_core *core, const struct nache_creds *cr,
-                      nache_key dir, const char *name,
+                      nache_key obj, nache_key dir, const char *name,
                       struct nache_dir_change *dir_change) {
   LocalCall call(core, LocalOp::kRemove);
   DirChanges changes;
-  uint32_t st = core->core->Remove(CredsFromC(cr), dir, name);
+  uint32_t st = core->core->Remove(CredsFromC(cr), dir, name, obj);
   changes.Fill(dir, dir_change);
   return call.Done(st);
 }

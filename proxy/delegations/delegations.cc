@@ -269,6 +269,24 @@ void Delegations::RecallLocal(Key key) {
 void Delegations::Return(Key key, bool recalled) {
   HeldDelegation d;
   if (!table_.Find(key, &d)) return;
+  BeforeDelegReturn(key, d);
+  AfterDelegReturn(key, d, recalled, host_->SendReturn(key, d));
+}
+
+bool Delegations::BeginOwnReturn(Key key, HeldDelegation *d) {
+  if (key == kNoKey || !table_.Find(key, d)) return false;
+  if (d->type != DelegationType::kRead || d->returning) return false;
+  if (!table_.BeginReturn(key, nullptr) || !table_.Find(key, d)) return false;
+  BeforeDelegReturn(key, *d);
+  return true;
+}
+
+void Delegations::EndOwnReturn(Key key, const HeldDelegation &d, bool reached,
+                               uint32_t status) {
+  AfterDelegReturn(key, d, false, reached ? status : host_->SendReturn(key, d));
+}
+
+void Delegations::BeforeDelegReturn(Key key, const HeldDelegation &d) {
   // First the delegations Ganesha granted our clients on the file: they
   // may hold cached data or opens only our delegation vouches for.
   RecallLocal(key);
@@ -276,7 +294,10 @@ void Delegations::Return(Key key, bool recalled) {
   // Queued writes, unflushed data, and the opens and locks granted here
   // under the delegation reach the server before it goes.
   host_->BeforeReturn(key, d);
-  uint32_t st = host_->SendReturn(key, d);
+}
+
+void Delegations::AfterDelegReturn(Key key, const HeldDelegation &d,
+                                   bool recalled, uint32_t st) {
   // What the delegation vouched for (attributes, the ACCESS answers kept
   // with them, data) is checked again at its next use, however recently
   // it was validated, here and in Ganesha's attribute cache above us: a

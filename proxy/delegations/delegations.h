@@ -147,6 +147,20 @@ class Delegations {
   // with our own read delegation (an open for write, a SETATTR, a WRITE, a
   // REMOVE or RENAME of the file): return it first rather than be recalled.
   void ReturnIfReadDelegated(Key key) EXCLUDES(local_mu_, recall_mu_);
+  // The same, with the DELEGRETURN sent by the caller at the head of the
+  // conflicting operation's own COMPOUND (PUTFH of the file, DELEGRETURN,
+  // then the operation): one round trip for both. True when key has a read
+  // delegation to return: its return has begun (the local delegations
+  // recalled, Host::BeforeReturn done) and *d is the delegation; the caller
+  // must then call EndOwnReturn. False: nothing to return.
+  bool BeginOwnReturn(Key key, HeldDelegation *d)
+      EXCLUDES(local_mu_, recall_mu_);
+  // The COMPOUND of BeginOwnReturn came back. reached: the server executed
+  // its DELEGRETURN, with status; else (no reply, the COMPOUND stopped
+  // before it, or the caller did not send it) the DELEGRETURN is sent on
+  // its own now. Either way the return ends as Return's does.
+  void EndOwnReturn(Key key, const HeldDelegation &d, bool reached,
+                    uint32_t status) EXCLUDES(local_mu_);
   // Every delegation is gone (the client id changed, the lease lapsed):
   // forgotten, the local ones recalled; returns those that were held.
   std::vector<std::pair<Key, HeldDelegation>> DropAll() EXCLUDES(local_mu_);
@@ -169,6 +183,12 @@ class Delegations {
   // Has the local clients' delegations on key recalled and waits (bounded
   // by half the lease) until they are returned.
   void RecallLocal(Key key) EXCLUDES(local_mu_);
+  // A return's steps before its DELEGRETURN (key's local delegations
+  // recalled, key no longer delegated, Host::BeforeReturn), and after it
+  // (what d vouched for expired, d forgotten, counted and logged).
+  void BeforeDelegReturn(Key key, const HeldDelegation &d) EXCLUDES(local_mu_);
+  void AfterDelegReturn(Key key, const HeldDelegation &d, bool recalled,
+                        uint32_t st) EXCLUDES(local_mu_);
   int LocalOnLocked(Key key) const REQUIRES(local_mu_);
   // Has every local delegation recalled (queues the up-calls only).
   void RecallAllLocal() EXCLUDES(local_mu_);

@@ -275,6 +275,36 @@ TEST_F(CoreDelegationsTest, ReadDelegationIsReturnedBeforeOurOwnWriteOpen) {
   EXPECT_EQ(core_->CloseFile(w), 0u);
 }
 
+// Removing a file we hold a read delegation on: the delegation goes back
+// in the REMOVE's own COMPOUND, ahead of it (a server may take our own
+// remove for a conflict): one round trip, not two.
+TEST_F(CoreDelegationsTest, ARemoveReturnsOurReadDelegationInItsCompound) {
+  Start(DelegationType::kRead);
+  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
+  ASSERT_EQ(core_->Remove(cr_, root_, "f", file_), 0u);
+  const std::vector<std::string> removes = up_->Compounds("REMOVE");
+  ASSERT_EQ(removes.size(), 1u);
+  const std::string &c = removes[0];
+  ASSERT_NE(c.find("DELEGRETURN"), std::string::npos) << c;
+  EXPECT_LT(c.find("DELEGRETURN"), c.find("REMOVE")) << c;
+  EXPECT_EQ(up_->Count("DELEGRETURN"), 1);
+  EXPECT_EQ(up_->Compounds("DELEGRETURN").size(), 1u);
+  EXPECT_EQ(up_->Tree(), "");
+}
+
+// The server refuses that DELEGRETURN (it dropped the delegation
+// meanwhile): the COMPOUND stopped before the REMOVE, which goes alone.
+TEST_F(CoreDelegationsTest, ARemoveWhoseDelegreturnIsRefusedStillRemoves) {
+  Start(DelegationType::kRead);
+  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
+  up_->delegreturn_status = upstream::kNfs4ErrBadStateid;
+  ASSERT_EQ(core_->Remove(cr_, root_, "f", file_), 0u);
+  EXPECT_EQ(up_->Compounds("REMOVE").size(), 2u);
+  EXPECT_EQ(up_->Tree(), "");
+  // Forgotten: nothing is returned again.
+  EXPECT_EQ(up_->Compounds("DELEGRETURN").size(), 1u);
+}
+
 TEST_F(CoreDelegationsTest, WriteBackFlushReturnsOurReadDelegationFirst) {
   StartWriteBack(DelegationType::kRead, 0);
   // An open by name goes upstream (on a single-writer export one by

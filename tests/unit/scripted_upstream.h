@@ -197,6 +197,9 @@ class ScriptedUpstream : public upstream::Upstream {
   // RENAME, LINK) report an atomic change_info from one counter, as knfsd
   // does; else none (all zeros, not atomic).
   std::atomic<bool> change_info{false};
+  // What a DELEGRETURN answers (e.g. NFS4ERR_BAD_STATEID: the server
+  // dropped the delegation meanwhile).
+  std::atomic<uint32_t> delegreturn_status{0};
   // The change_infos reported so far, in order.
   std::vector<upstream::ChangeInfo> ChangeInfos() {
     std::lock_guard<std::mutex> g(mu_);
@@ -875,7 +878,7 @@ class ScriptedUpstream : public upstream::Upstream {
       }
       case OP_CLOSE:
       case OP_OPEN_DOWNGRADE:
-      case OP_DELEGRETURN: return 0;
+      case OP_DELEGRETURN: return delegreturn_status.load();
       case OP_COMMIT:
         if (reboot_before_commit.exchange(false)) {
           // What was only in memory is gone; the verifier says so.

@@ -343,8 +343,10 @@ uint32_t nache_rename(struct nache_core *core, const struct nache_creds *cr,
 		      nache_key obj, nache_key olddir, const char *oldname,
 		      nache_key newdir, const char *newname,
 		      struct nache_dir_change dir_changes[2]);
+/* Removes name in dir (the object obj, as the caller looked it up; 0 when
+ * not known). */
 uint32_t nache_remove(struct nache_core *core, const struct nache_creds *cr,
-		      nache_key dir, const char *name,
+		      nache_key obj, nache_key dir, const char *name,
 		      struct nache_dir_change *dir_change);
 
 uint32_t nache_statfs(struct nache_core *core, const struct nache_creds *cr,
