@@ -15,3 +15,14 @@ function(edit _rel _anchor _new)
   string(REPLACE "${_anchor}" "${_new}" _text "${_text}")
   file(WRITE "${_file}" "${_text}")
 endfunction()
+
+# edit_once(FILE MARKER): ends the calling step (return() of a macro) when
+# FILE already carries MARKER, so that its edits, whose first one adds the
+# marker, are made once.
+macro(edit_once _once_rel _once_marker)
+  file(READ "${SRC}/src/${_once_rel}" _once_text)
+  string(FIND "${_once_text}" "${_once_marker}" _once_at)
+  if(NOT _once_at EQUAL -1)
+    return()
+  endif()
+endmacro()

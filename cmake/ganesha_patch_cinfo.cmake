@@ -23,11 +23,7 @@ set(_marker "/* nache: change_info4 from the FSAL */")
 
 include(${CMAKE_CURRENT_LIST_DIR}/ganesha_edit.cmake)
 
-file(READ "${SRC}/src/include/fsal_api.h" _api)
-string(FIND "${_api}" "${_marker}" _done)
-if(NOT _done EQUAL -1)
-  return()
-endif()
+edit_once(include/fsal_api.h "${_marker}")
 
 # What the FSAL reports, and the two helpers the operations use.
 edit(include/fsal_api.h

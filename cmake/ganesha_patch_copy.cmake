@@ -22,11 +22,7 @@ file(COPY "${ADD}/nache_copy_types.h" "${ADD}/nache_copy_xdr.h"
 file(COPY "${ADD}/nfs4_op_copy.c" DESTINATION "${SRC}/src/Protocols/NFS")
 file(COPY "${ADD}/mdcache_copy.c"
      DESTINATION "${SRC}/src/FSAL/Stackable_FSALs/FSAL_MDCACHE")
-file(READ "${SRC}/src/include/nfsv41.h" _nfsv41)
-string(FIND "${_nfsv41}" "${_marker}" _done)
-if(NOT _done EQUAL -1)
-  return()
-endif()
+edit_once(include/nfsv41.h "${_marker}")
 
 # The types: RFC 7862's in place of the draft's.
 edit(include/nfsv41.h

@@ -25,11 +25,7 @@ set(_marker "/* nache: atomic exclusive create */")
 
 include(${CMAKE_CURRENT_LIST_DIR}/ganesha_edit.cmake)
 
-file(READ "${SRC}/src/include/fsal_types.h" _types)
-string(FIND "${_types}" "${_marker}" _done)
-if(NOT _done EQUAL -1)
-  return()
-endif()
+edit_once(include/fsal_types.h "${_marker}")
 
 # The option and its static flag.
 edit(include/fsal_types.h
