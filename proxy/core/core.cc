@@ -646,6 +646,46 @@ uint32_t Core::Root(const Creds &cr, Key *key, Attrs *attrs) {
   return st;
 }
 
+namespace {
+// The remote's last "no such name" heard by this thread (Core::Lookup).
+// Ganesha looks a name up twice within one request before an UNCHECKED
+// create (nfs4_op_open's lookup, then MDCACHE's own): the second is
+// answered with the first's answer when it follows at once, the
+// directory unchanged here meanwhile. Used once.
+struct RecentAbsence {
+  Key dir = kNoKey;
+  std::string name;
+  bool have_change = false;
+  uint64_t dir_change = 0;
+  std::chrono::steady_clock::time_point at;
+};
+thread_local RecentAbsence tl_absence;
+// Far below a WAN round trip: nothing made at the remote meanwhile could
+// have been heard of here anyway.
+constexpr std::chrono::milliseconds kAbsenceReuse{50};
+}  // namespace
+
+bool Core::TakeRecentAbsence(Key dir, const std::string &name) {
+  RecentAbsence a = tl_absence;
+  tl_absence = RecentAbsence();
+  Attrs da;
+  const bool have = cache_->KnownAttrs(dir, &da);
+  return a.dir == dir && a.name == name &&
+         std::chrono::steady_clock::now() - a.at < kAbsenceReuse &&
+         have == a.have_change && (!have || da.change == a.dir_change);
+}
+
+void Core::NoteRecentAbsence(Key dir, const std::string &name) {
+  Attrs da;
+  tl_absence.dir = dir;
+  tl_absence.name = name;
+  tl_absence.have_change = cache_->KnownAttrs(dir, &da);
+  tl_absence.dir_change = da.change;
+  tl_absence.at = std::chrono::steady_clock::now();
+}
+
+void Core::ForgetRecentAbsence() { tl_absence = RecentAbsence(); }
+
 uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
                       Key *key, Attrs *attrs) {
   if (name == "..") return LookupParent(cr, dir, key, attrs);
@@ -691,6 +731,8 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
     if (k == kNoKey && cfg_.single_writer && cache_->Listing(dir))
       return upstream::kNfs4ErrNoent;
   }
+  if (name != "." && TakeRecentAbsence(dir, name))
+    return upstream::kNfs4ErrNoent;
   Fh dfh;
   uint32_t st = FhOf(dir, &dfh);
   if (st) return st;
@@ -701,6 +743,8 @@ uint32_t Core::Lookup(const Creds &cr, Key dir, const std::string &name,
   const size_t at = AskAccess(c);
   CompoundReply rep;
   st = UnlessOnlyAccessFailed(at, Run(c, cr, &rep), rep);
+  if (st == upstream::kNfs4ErrNoent && OpStatus(rep, Op::kLookup) == st)
+    NoteRecentAbsence(dir, name);
   if (st) return st;
   *key =
       name == "." ? dir : handles_->Intern(rep.Find(Op::kGetfh)->fh, dir, name);
@@ -799,7 +843,13 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
   Fh fh;
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
-  delegations_->ReturnIfReadDelegated(key);
+  // Our read delegation goes back first, in the SETATTR's COMPOUND.
+  HeldDelegation deleg;
+  bool with_return = delegations_->BeginOwnReturn(key, &deleg);
+  if (with_return && deleg.epoch != up_->epoch()) {
+    delegations_->EndOwnReturn(key, deleg, false, 0);
+    with_return = false;
+  }
   // A size change owns the file's flushing until the new size is at the
   // remote: no send of older data of ours can land after it there, and a
   // flush in flight cannot take bytes written after it for its own.
@@ -812,6 +862,7 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
     if ((set.mask & upstream::kAttrSize) && set.size == 0) {
       cache_->Forget(key);
     } else if ((st = owned ? owned->Flush() : flusher_->FlushFile(key))) {
+      if (with_return) delegations_->EndOwnReturn(key, deleg, false, 0);
       return st;
     }
   }
@@ -826,13 +877,26 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
     // the cache learns whether the change was ours alone.
     cache_->BeginOwnChange(key);
     Compound c;
-    c.SetTag("setattr")
-        .Putfh(fh)
-        .Getattr(upstream::kAttrChange)
+    c.SetTag("setattr").Putfh(fh);
+    if (with_return) c.DelegReturn(deleg.stateid);
+    c.Getattr(upstream::kAttrChange)
         .Setattr(sid, set)
         .Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
+    if (with_return) {
+      const OpResult *dr = rep.Find(Op::kDelegReturn);
+      delegations_->EndOwnReturn(key, deleg, dr != nullptr,
+                                 dr ? dr->status : st);
+      with_return = false;
+      if (dr && dr->status != upstream::kNfs4Ok) {
+        // Refused (the server dropped it meanwhile): the SETATTR never
+        // ran, and goes alone.
+        cache_->AfterOwnChange(key, false, 0, Attrs());
+        attempt--;
+        continue;
+      }
+    }
     if (st == upstream::kNfs4Ok) {
       const Attrs &post = rep.Find(Op::kGetattr, 1)->attrs;
       cache_->AfterOwnChange(key, true, rep.Find(Op::kGetattr)->attrs.change,
@@ -1126,6 +1190,7 @@ uint32_t Core::ReaddirRemote(const Creds &cr, Key dir, uint64_t cookie,
 uint32_t Core::Create(const Creds &cr, Key dir, const std::string &name,
                       upstream::FileType type, const Attrs &attrs,
                       const std::string &link_text, Key *key, Attrs *out) {
+  ForgetRecentAbsence();  // a name may be made now
   if (LocalNamespace()) {
     // (Draining: new objects go to the remote at once, as without
     // write-back; the names known here are still checked.)
@@ -1230,6 +1295,7 @@ uint32_t Core::Readlink(const Creds &cr, Key key, std::string *text) {
 
 uint32_t Core::Link(const Creds &cr, Key key, Key dir,
                     const std::string &name) {
+  ForgetRecentAbsence();  // a name may be made now
   // A name only we know of: the remote would link over it.
   if (LocalNamespace() && namespace_->names().Find(dir, name, nullptr))
     return upstream::kNfs4ErrExist;
@@ -1264,6 +1330,7 @@ uint32_t Core::Link(const Creds &cr, Key key, Key dir,
 
 uint32_t Core::Rename(const Creds &cr, Key olddir, const std::string &oldname,
                       Key newdir, const std::string &newname, Key source) {
+  ForgetRecentAbsence();  // a name may be made now
   if (LocalNamespace()) {
     LocalNames::Entry src, target;
     if (namespace_->names().Find(olddir, oldname, &src)) {
@@ -1782,6 +1849,7 @@ uint32_t Core::UpstreamDowngrade(const Creds &cr, FileOpen *f, uint32_t access,
 uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
                         NacheOpen **out, Key *key_out, Attrs *attrs,
                         bool *created) {
+  ForgetRecentAbsence();  // a name may be made now
   *created = false;
   Key key = req.key;
   bool have_attrs = false;

@@ -387,6 +387,12 @@ class Core {
   // Whether a lookup miss in dir should read its whole listing: not a
   // directory found unlistable, and (unless the namespace is written
   // back) a small one not listed within the attribute window.
+  // The second of Ganesha's two lookups of a new name in one request
+  // (TakeRecentAbsence: the remote's "no such name" just heard by this
+  // thread, used once); any create here forgets it.
+  bool TakeRecentAbsence(Key dir, const std::string &name);
+  void NoteRecentAbsence(Key dir, const std::string &name);
+  static void ForgetRecentAbsence();
   bool WorthListing(Key dir);
   // Reads dir's whole listing into the cache (when it is not too big to
   // keep, or not listable; then lookups in dir ask name by name).

@@ -305,6 +305,77 @@ TEST_F(CoreDelegationsTest, ARemoveWhoseDelegreturnIsRefusedStillRemoves) {
   EXPECT_EQ(up_->Compounds("DELEGRETURN").size(), 1u);
 }
 
+// A SETATTR of a file we hold a read delegation on (a chmod after a
+// compile): the delegation goes back at the head of the SETATTR's own
+// COMPOUND; refused there (refused: its status), the SETATTR goes alone.
+void SetattrUnderOurReadDelegation(ScriptedUpstream *up, Core *core,
+                                   const upstream::Creds &cr, Key file,
+                                   uint32_t refused) {
+  up->delegreturn_status = refused;
+  Attrs set;
+  set.mask = upstream::kAttrMode;
+  set.mode = 0600;
+  ASSERT_EQ(core->Setattr(cr, file, nullptr, set, nullptr), 0u);
+  const std::vector<std::string> setattrs = up->Compounds("SETATTR");
+  ASSERT_EQ(setattrs.size(), refused ? 2u : 1u);
+  const std::string &c = setattrs[0];
+  ASSERT_NE(c.find("DELEGRETURN"), std::string::npos) << c;
+  EXPECT_LT(c.find("DELEGRETURN"), c.find("SETATTR")) << c;
+  EXPECT_EQ(up->Compounds("DELEGRETURN").size(), 1u);
+}
+
+TEST_F(CoreDelegationsTest, ASetattrReturnsOurReadDelegationInItsCompound) {
+  Start(DelegationType::kRead);
+  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
+  SetattrUnderOurReadDelegation(up_, core_.get(), cr_, file_, 0);
+}
+
+TEST_F(CoreDelegationsTest, ASetattrWhoseDelegreturnIsRefusedStillSets) {
+  Start(DelegationType::kRead);
+  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
+  SetattrUnderOurReadDelegation(up_, core_.get(), cr_, file_,
+                                upstream::kNfs4ErrBadStateid);
+}
+
+// Ganesha looks a new name up twice in one request before an UNCHECKED
+// create: the second lookup, straight after on the same thread, is answered
+// with the remote's first "no such name"; once only, not on another thread,
+// and not after a create here.
+TEST_F(CoreDelegationsTest, ASecondLookupOfANewNameAtOnceAsksNothing) {
+  up_->change_info = true;  // (so that an OPEN says whether it created)
+  Start(DelegationType::kNone);
+  auto lookups = [&] { return up_->Compounds("LOOKUP").size(); };
+  Key k;
+  const size_t n0 = lookups();
+  EXPECT_EQ(core_->Lookup(cr_, root_, "new", &k, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  EXPECT_EQ(lookups(), n0 + 1);
+  // Another thread asks for itself.
+  std::thread([&] {
+    Key k2;
+    EXPECT_EQ(core_->Lookup(cr_, root_, "new", &k2, nullptr),
+              uint32_t(upstream::kNfs4ErrNoent));
+  }).join();
+  EXPECT_EQ(lookups(), n0 + 2);
+  EXPECT_EQ(core_->Lookup(cr_, root_, "new", &k, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  EXPECT_EQ(lookups(), n0 + 2) << "the second asked the remote";
+  EXPECT_EQ(core_->Lookup(cr_, root_, "new", &k, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  EXPECT_EQ(lookups(), n0 + 3) << "used once";
+  // Made here after the "no such name": found.
+  NacheOpen *open = nullptr;
+  bool created = false;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "g", &k, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  ASSERT_EQ(OpenNamed(cr_, "g", NACHE_OPEN_UNCHECKED, &open, &k, &created), 0u);
+  EXPECT_TRUE(created);
+  ASSERT_EQ(core_->CloseFile(open), 0u);
+  Key g;
+  EXPECT_EQ(core_->Lookup(cr_, root_, "g", &g, nullptr), 0u);
+  EXPECT_EQ(g, k);
+}
+
 TEST_F(CoreDelegationsTest, WriteBackFlushReturnsOurReadDelegationFirst) {
   StartWriteBack(DelegationType::kRead, 0);
   // An open by name goes upstream (on a single-writer export one by
