@@ -13,6 +13,7 @@
 #include "core/convert.h"
 #include "core/core_hosts.h"
 #include "core/create_verifier.h"
+#include "core/own_return.h"
 #include "rpc/gss_krb5.h"
 #include "upstream/attrs.h"
 #include "upstream/idmap.h"
@@ -844,12 +845,7 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
   uint32_t st = FhOf(key, &fh);
   if (st) return st;
   // Our read delegation goes back first, in the SETATTR's COMPOUND.
-  HeldDelegation deleg;
-  bool with_return = delegations_->BeginOwnReturn(key, &deleg);
-  if (with_return && deleg.epoch != up_->epoch()) {
-    delegations_->EndOwnReturn(key, deleg, false, 0);
-    with_return = false;
-  }
+  OwnReturn own(delegations_.get(), key, up_->epoch());
   // A size change owns the file's flushing until the new size is at the
   // remote: no send of older data of ours can land after it there, and a
   // flush in flight cannot take bytes written after it for its own.
@@ -862,7 +858,6 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
     if ((set.mask & upstream::kAttrSize) && set.size == 0) {
       cache_->Forget(key);
     } else if ((st = owned ? owned->Flush() : flusher_->FlushFile(key))) {
-      if (with_return) delegations_->EndOwnReturn(key, deleg, false, 0);
       return st;
     }
   }
@@ -878,24 +873,18 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
     cache_->BeginOwnChange(key);
     Compound c;
     c.SetTag("setattr").Putfh(fh);
-    if (with_return) c.DelegReturn(deleg.stateid);
+    own.AddTo(&c);
     c.Getattr(upstream::kAttrChange)
         .Setattr(sid, set)
         .Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
-    if (with_return) {
-      const OpResult *dr = rep.Find(Op::kDelegReturn);
-      delegations_->EndOwnReturn(key, deleg, dr != nullptr,
-                                 dr ? dr->status : st);
-      with_return = false;
-      if (dr && dr->status != upstream::kNfs4Ok) {
-        // Refused (the server dropped it meanwhile): the SETATTR never
-        // ran, and goes alone.
-        cache_->AfterOwnChange(key, false, 0, Attrs());
-        attempt--;
-        continue;
-      }
+    if (!own.Done(rep, st)) {
+      // Refused (the server dropped it meanwhile): the SETATTR never ran,
+      // and goes alone.
+      cache_->AfterOwnChange(key, false, 0, Attrs());
+      attempt--;
+      continue;
     }
     if (st == upstream::kNfs4Ok) {
       const Attrs &post = rep.Find(Op::kGetattr, 1)->attrs;
@@ -1494,21 +1483,19 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name,
   // object as the caller looked it up, when no listing names it).
   const Key deleg_key = gone != kNoKey ? gone : object;
   HandleRecord deleg_rec;
-  HeldDelegation deleg;
-  bool with_return = delegations_->BeginOwnReturn(deleg_key, &deleg);
-  if (with_return &&
-      (deleg.epoch != up_->epoch() || !handles_->Get(deleg_key, &deleg_rec) ||
-       deleg_rec.fh.empty())) {
-    delegations_->EndOwnReturn(deleg_key, deleg, false, 0);
-    with_return = false;
-  }
+  OwnReturn own(delegations_.get(), deleg_key, up_->epoch());
   CompoundReply rep;
   int putfhs_before = 0;  // of the COMPOUND sent last, before the directory's
   for (;;) {
     Compound c;
     c.SetTag("remove");
-    putfhs_before = with_return ? 1 : 0;
-    if (with_return) c.Putfh(deleg_rec.fh).DelegReturn(deleg.stateid);
+    putfhs_before = 0;
+    if (own.pending() && handles_->Get(deleg_key, &deleg_rec) &&
+        !deleg_rec.fh.empty()) {
+      c.Putfh(deleg_rec.fh);
+      own.AddTo(&c);
+      putfhs_before = 1;
+    }
     c.Putfh(dfh);
     if (name_it) c.Lookup(name).Getfh().Savefh().Putfh(dfh);
     c.Remove(name).Getattr(upstream::kAttrsObject);
@@ -1518,14 +1505,9 @@ uint32_t Core::Remove(const Creds &cr, Key dir, const std::string &name,
       c.Putfh(gone_rec.fh).Getattr(upstream::kAttrNlink);
     rep = CompoundReply();
     st = Run(c, cr, &rep);
-    if (!with_return) break;
-    const OpResult *dr = rep.Find(Op::kDelegReturn);
-    delegations_->EndOwnReturn(deleg_key, deleg, dr != nullptr,
-                               dr ? dr->status : st);
-    with_return = false;
-    // The DELEGRETURN was refused (the server dropped the delegation
-    // meanwhile) and the REMOVE never ran: it goes alone.
-    if (!dr || dr->status == upstream::kNfs4Ok) break;
+    // The DELEGRETURN refused (the server dropped the delegation
+    // meanwhile): the REMOVE never ran, and goes alone.
+    if (own.Done(rep, st)) break;
   }
   const uint64_t who = Cache::CredId(cr);
   if (!rep.Find(Op::kRemove) && st == upstream::kNfs4ErrDelay) {
@@ -1676,7 +1658,7 @@ uint32_t Core::ConfirmIfAsked(const Creds &cr, const OpResult &open,
 
 uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                                     uint32_t access, uint32_t deny,
-                                    Attrs *attrs) {
+                                    Attrs *attrs, OwnReturn *own) {
   HandleRecord rec, prec;
   if (!handles_->Get(f->key, &rec)) return upstream::kNfs4ErrStale;
   // NFSv4.1 opens the file itself (CLAIM_FH): no name to know, and no name
@@ -1706,29 +1688,43 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
   a.share_access = access;
   a.share_deny = deny;
   a.owner = f->owner->name;
-  Compound c;
-  if (by_fh) {
-    a.claim = upstream::OpenArgs::Claim::kFh;
-    c.SetTag("open_fh").Putfh(rec.fh).Open(a).Getattr(upstream::kAttrsObject);
-  } else {
-    a.name = rec.name;
-    c.SetTag("open").Putfh(prec.fh).Open(a).Getfh().Getattr(
-        upstream::kAttrsObject);
-  }
-  const size_t at = AskAccess(c);  // before any READ (FetchBlock)
   // A read-only open of a file whose first block we do not hold reads it
   // in the same COMPOUND: most files opened for reading are read from the
   // start (small ones whole), so the client's first READ needs no round
   // trip of its own. With the anonymous stateid: in NFSv4.0 the open's is
   // not known within its COMPOUND.
   std::string first;
-  if (access == upstream::kShareAccessRead && !cache_->HasBlock(f->key, 0)) {
+  const bool read_first =
+      access == upstream::kShareAccessRead && !cache_->HasBlock(f->key, 0);
+  if (read_first) {
     LearnIoLimits();
     first.resize(std::min<uint32_t>(cache_->block_size(), max_read_));
-    c.Read(StateId::Anonymous(), 0, uint32_t(first.size()), &first[0]);
   }
   CompoundReply rep;
-  uint32_t st = UnlessOnlyAccessFailed(at, Run(c, cr, &rep), rep);
+  uint32_t st;
+  for (;;) {
+    Compound c;
+    // Our read delegation, given back for this open, first.
+    if (own && own->pending()) {
+      c.Putfh(rec.fh);
+      own->AddTo(&c);
+    }
+    if (by_fh) {
+      a.claim = upstream::OpenArgs::Claim::kFh;
+      c.SetTag("open_fh").Putfh(rec.fh).Open(a).Getattr(upstream::kAttrsObject);
+    } else {
+      a.name = rec.name;
+      c.SetTag("open").Putfh(prec.fh).Open(a).Getfh().Getattr(
+          upstream::kAttrsObject);
+    }
+    const size_t at = AskAccess(c);  // before any READ (FetchBlock)
+    if (read_first)
+      c.Read(StateId::Anonymous(), 0, uint32_t(first.size()), &first[0]);
+    rep = CompoundReply();
+    st = UnlessOnlyAccessFailed(at, Run(c, cr, &rep), rep);
+    // Refused (the server dropped it meanwhile): the OPEN never ran.
+    if (!own || own->Done(rep, st)) break;
+  }
   const OpResult *o = rep.Find(Op::kOpen);
   if (o) OpenTable::AdvanceSeqid(&f->owner->seqid, o->status);
   // (A failed READ, the last op, leaves the open done.)
@@ -2062,8 +2058,12 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
 
   // Open by handle: join the file's upstream open, upgrading it if needed,
   // or grant it locally under our delegation.
+  // (Our read delegation goes back in the upstream OPEN's COMPOUND, or on
+  // its own when none is sent; declared before the lock, so that its end
+  // comes after the lock's release.)
+  std::optional<OwnReturn> own;
   if (req.access & upstream::kShareAccessWrite)
-    delegations_->ReturnIfReadDelegated(key);
+    own.emplace(delegations_.get(), key, up_->epoch());
   std::shared_ptr<FileOpen> f = opens_->Get(key);
   MutexLock fg(&f->owner->mu);
   ResetIfStale(f.get());
@@ -2099,7 +2099,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     // refused for the read access another user's open holds.
     const bool upgrade = f->open();
     st = UpstreamOpenByHandle(cr, f.get(), upgrade ? req.access : want_access,
-                              upgrade ? req.deny : want_deny, attrs);
+                              upgrade ? req.deny : want_deny, attrs,
+                              own ? &*own : nullptr);
     if (st == upstream::kNfs4Ok) {
       have_attrs = true;  // fetched with the OPEN, and validated
     } else if (st == upstream::kNfs4ErrNoent) {
@@ -2112,6 +2113,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   }
   f->Count(req.access, req.deny, +1);
   fg.Unlock();
+  own.reset();
   *out = new NacheOpen{f, req.access, req.deny};
   *key_out = key;
   if (req.truncate) {
@@ -2184,8 +2186,11 @@ uint32_t Core::CheckCreateVerifier(const Creds &cr, Key key,
 uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
                       uint32_t deny) {
   FileOpen *f = open->file.get();
+  // (Our read delegation goes back in the OPEN's COMPOUND, or alone; ends
+  // after the lock's release.)
+  std::optional<OwnReturn> own;
   if (access & upstream::kShareAccessWrite)
-    delegations_->ReturnIfReadDelegated(f->key);
+    own.emplace(delegations_.get(), f->key, up_->epoch());
   MutexLock fg(&f->owner->mu);
   ResetIfStale(f);
   f->Count(open->access, open->deny, -1);
@@ -2209,7 +2214,8 @@ uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
     } else if (!covered) {
       // An upgrade asks for this caller's modes only (as in Open).
       st = UpstreamOpenByHandle(cr, f, f->open() ? access : want_access,
-                                f->open() ? deny : want_deny, nullptr);
+                                f->open() ? deny : want_deny, nullptr,
+                                own ? &*own : nullptr);
       if (st == upstream::kNfs4ErrNoent) st = upstream::kNfs4Ok;
     } else if (f->up_access != want_access || f->up_deny != want_deny) {
       st = UpstreamDowngrade(cr, f, want_access, want_deny);

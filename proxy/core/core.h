@@ -100,6 +100,8 @@ struct nache_open {
 
 namespace nache {
 
+class OwnReturn;  // core/own_return.h
+
 // nache_open names both the struct and a C function; C++ needs the
 // elaborated name.
 using NacheOpen = struct ::nache_open;
@@ -444,8 +446,11 @@ class Core {
   // an exclusive create's verifier (create_verifier.h).
   bool RemoteCarriesVerifier(const Creds &cr, const upstream::Fh &dir,
                              const std::string &name, const uint8_t *verifier);
+  // own: our read delegation on the file, given back in the OPEN's
+  // COMPOUND (own_return.h), or null.
   uint32_t UpstreamOpenByHandle(const Creds &cr, FileOpen *f, uint32_t access,
-                                uint32_t deny, Attrs *attrs)
+                                uint32_t deny, Attrs *attrs,
+                                OwnReturn *own = nullptr)
       REQUIRES(f->owner->mu);
   uint32_t UpstreamCloseLocked(const Creds &cr, FileOpen *f)
       REQUIRES(f->owner->mu);

@@ -275,6 +275,23 @@ TEST_F(CoreDelegationsTest, ReadDelegationIsReturnedBeforeOurOwnWriteOpen) {
   EXPECT_EQ(core_->CloseFile(w), 0u);
 }
 
+// An open for writing of a file we hold a read delegation on: the
+// delegation goes back at the head of the OPEN's own COMPOUND, one round
+// trip (a mail spool's append after a read).
+TEST_F(CoreDelegationsTest, AWriteOpenReturnsOurReadDelegationInItsCompound) {
+  Start(DelegationType::kRead);
+  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
+  up_->grant = DelegationType::kNone;
+  NacheOpen *w = OpenF(kBoth);
+  ASSERT_NE(w, nullptr);
+  const std::vector<std::string> returns = up_->Compounds("DELEGRETURN");
+  ASSERT_EQ(returns.size(), 1u);
+  const std::string &c = returns[0];
+  ASSERT_NE(c.find("OPEN"), std::string::npos) << c;
+  EXPECT_LT(c.find("DELEGRETURN"), c.find("OPEN")) << c;
+  EXPECT_EQ(core_->CloseFile(w), 0u);
+}
+
 // Removing a file we hold a read delegation on: the delegation goes back
 // in the REMOVE's own COMPOUND, ahead of it (a server may take our own
 // remove for a conflict): one round trip, not two.
