@@ -28,22 +28,30 @@ UnstableWrites::~UnstableWrites() {
 bool UnstableWrites::Submit(Key key, const upstream::Creds &cr,
                             const upstream::StateId &sid, uint64_t off,
                             const char *buf, size_t len) {
+  // (Asked with no lock held: it may learn the remote's limit first.)
+  const size_t piece = std::max<size_t>(max_send_(), 1);
   MutexLock g(&mu_);
   if (len == 0 || stop_ || threads_.empty() || bytes_ + len > max_bytes_)
     return false;
   // Wait for unsent writes this one overlaps: they must land first.
   while (OverlapsUnsentLocked(key, off, len)) cv_.Wait();
-  WritePtr w = std::make_shared<Write>();
-  w->off = off;
-  w->data.assign(buf, len);
-  w->cr = cr;
-  w->sid = sid;
-  files_[key].push_back(w);
+  // A write larger than the remote's largest goes as pieces of that size,
+  // each its own job: the workers send them side by side, where one send
+  // of the whole would go piece after piece, a round trip each.
+  for (size_t done = 0; done < len; done += piece) {
+    const size_t n = std::min(piece, len - done);
+    WritePtr w = std::make_shared<Write>();
+    w->off = off + done;
+    w->data.assign(buf + done, n);
+    w->cr = cr;
+    w->sid = sid;
+    files_[key].push_back(w);
+    jobs_.push_back(Job{key, w});
+    queued_[key][w->off] = std::prev(jobs_.end());
+  }
   bytes_ += len;
-  jobs_.push_back(Job{key, w});
-  queued_[key][off] = std::prev(jobs_.end());
   g.Unlock();
-  jobs_cv_.Signal();
+  jobs_cv_.SignalAll();
   return true;
 }
 

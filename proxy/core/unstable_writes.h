@@ -20,7 +20,8 @@
 // a few large WRITEs, not one per piece (the clients of a busy branch
 // office wait for the link anyway). A queued run that already fills a send
 // goes at once, so a large stream keeps as many sends in flight as there are
-// workers.
+// workers. A write larger than the remote's largest WRITE is queued as
+// pieces of that size, which the workers send side by side.
 // A failed send is retried at COMMIT (FILE_SYNC); only then does its error
 // reach the client.
 //

@@ -276,6 +276,22 @@ TEST(UnstableWritesTest, AFailedGatheredSendIsKeptAndResentPieceByPiece) {
   EXPECT_EQ(wb->bytes(), 0u);
 }
 
+// A write larger than the remote's largest WRITE: its pieces are on the
+// wire side by side, not one after the other.
+TEST(UnstableWritesTest, ALargeWriteGoesAsPiecesSideBySide) {
+  FakeRemote r;
+  r.hold = true;
+  UnstableWrites wb(r.Send(), r.Commit(), Max(4), 1 << 20, 4);
+  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "aaaabbbbcc", 10));
+  EXPECT_TRUE(r.WaitInSend(3));
+  r.Release();
+  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  EXPECT_EQ(r.Bytes(1), "aaaabbbbcc");
+  ASSERT_EQ(r.sent.size(), 3u);
+  for (auto &s : r.sent) EXPECT_LE(s.data.size(), 4u) << s.data;
+  EXPECT_EQ(wb.bytes(), 0u);
+}
+
 TEST(UnstableWritesTest, ShutdownSendsWhatIsQueued) {
   FakeRemote r;
   {
