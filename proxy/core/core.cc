@@ -667,13 +667,15 @@ constexpr std::chrono::milliseconds kAbsenceReuse{50};
 }  // namespace
 
 bool Core::TakeRecentAbsence(Key dir, const std::string &name) {
-  RecentAbsence a = tl_absence;
+  if (tl_absence.dir == kNoKey) return false;  // (most lookups: no lock)
+  RecentAbsence a = std::move(tl_absence);
   tl_absence = RecentAbsence();
+  if (a.dir != dir || a.name != name ||
+      std::chrono::steady_clock::now() - a.at >= kAbsenceReuse)
+    return false;
   Attrs da;
   const bool have = cache_->KnownAttrs(dir, &da);
-  return a.dir == dir && a.name == name &&
-         std::chrono::steady_clock::now() - a.at < kAbsenceReuse &&
-         have == a.have_change && (!have || da.change == a.dir_change);
+  return have == a.have_change && (!have || da.change == a.dir_change);
 }
 
 void Core::NoteRecentAbsence(Key dir, const std::string &name) {

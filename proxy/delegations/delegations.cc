@@ -194,9 +194,7 @@ size_t Delegations::Count(DelegationType type) const {
 
 void Delegations::ReturnIfReadDelegated(Key key) {
   HeldDelegation d;
-  if (key == kNoKey || !table_.Find(key, &d)) return;
-  if (d.type != DelegationType::kRead || d.returning) return;
-  if (table_.BeginReturn(key, nullptr)) Return(key, false);
+  if (BeginOwnReturn(key, &d)) EndOwnReturn(key, d, false, 0);
 }
 
 uint32_t Delegations::AcquireLocal(Key key, bool write) {
