@@ -2462,21 +2462,28 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
     metrics_->CountFullDiskWrite();
     stable = StableHow::kFileSync;
   }
-  delegations_->ReturnIfReadDelegated(
-      key);  // an NFSv3 WRITE comes with no open
-  if (stable == StableHow::kUnstable && unstable_writes_ &&
+  // Our read delegation goes back (an NFSv3 WRITE comes with no open): at
+  // the head of the WRITE's own COMPOUND when the write is sent now in one.
+  std::optional<OwnReturn> own;
+  own.emplace(delegations_.get(), key, up_->epoch());
+  LearnIoLimits();
+  const bool carried = own->pending() && len <= max_write_.load();
+  if (!carried) own.reset();  // sent alone, before the write is queued
+  if (!carried && stable == StableHow::kUnstable && unstable_writes_ &&
       unstable_writes_->Submit(key, cr, IoStateid(open), offset, buf, len)) {
     *nwritten = len;  // queued; durable at COMMIT
     *committed = StableHow::kUnstable;
     return upstream::kNfs4Ok;
   }
   // Synchronously. An UNSTABLE write not queued here goes FILE_SYNC: its
-  // data is not kept for a resend, so the remote must not lose it.
+  // data is not kept for a resend, so the remote must not lose it (and
+  // the client waited for the delegation's return anyway: one round trip).
+  if (carried && unstable_writes_) unstable_writes_->Drain(key);
   upstream::Verifier verf;
   return WriteUpstream(
       cr, key, [this, open] { return IoStateid(open); }, offset, len, buf,
       stable == StableHow::kUnstable ? StableHow::kFileSync : stable, nwritten,
-      committed, &verf);
+      committed, &verf, own ? &*own : nullptr);
 }
 
 uint32_t Core::WriteUpstream(const Creds &cr, Key key,
@@ -2484,7 +2491,7 @@ uint32_t Core::WriteUpstream(const Creds &cr, Key key,
                              uint64_t offset, size_t len, const char *buf,
                              upstream::StableHow stable, size_t *nwritten,
                              upstream::StableHow *committed,
-                             upstream::Verifier *verf) {
+                             upstream::Verifier *verf, OwnReturn *own) {
   LearnIoLimits();
   Fh fh;
   uint32_t st = FhOf(key, &fh);
@@ -2499,13 +2506,19 @@ uint32_t Core::WriteUpstream(const Creds &cr, Key key,
     // bytes update the cached blocks and a read-back is a hit.
     cache_->BeginOwnChange(key);
     Compound c;
-    c.SetTag("write")
-        .Putfh(fh)
-        .Getattr(upstream::kAttrChange)
+    c.SetTag("write").Putfh(fh);
+    if (own) own->AddTo(&c);
+    c.Getattr(upstream::kAttrChange)
         .Write(sid, offset + *nwritten, stable, buf + *nwritten, chunk)
         .Getattr(upstream::kAttrsObject);
     CompoundReply rep;
     st = Run(c, cr, &rep);
+    if (own && !own->Done(rep, st)) {
+      // Refused (the server dropped it meanwhile): the WRITE never ran,
+      // and goes alone.
+      cache_->AfterOwnChange(key, false, 0, Attrs());
+      continue;
+    }
     if (IsStateError(st)) {
       cache_->AfterOwnChange(key, false, 0, Attrs());  // nothing written
       if (sid == StateId::Anonymous()) return st;

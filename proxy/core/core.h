@@ -373,12 +373,13 @@ class Core {
   // One upstream WRITE of [off, off+len) (several when len exceeds the
   // server's maxwrite), updating the cache; *committed and *verf from the
   // server. sid_of gives the stateid to use (again after a state error).
+  // own, if given, goes at the head of the first WRITE's COMPOUND.
   uint32_t WriteUpstream(const Creds &cr, Key key,
                          const std::function<upstream::StateId()> &sid_of,
                          uint64_t offset, size_t len, const char *buf,
                          upstream::StableHow stable, size_t *nwritten,
                          upstream::StableHow *committed,
-                         upstream::Verifier *verf);
+                         upstream::Verifier *verf, OwnReturn *own = nullptr);
   // Looks the export's path up on the remote and records its handle.
   uint32_t ResolveRoot(upstream::Fh *fh);
   // The server's READ/WRITE limits, learnt once per start (the root's

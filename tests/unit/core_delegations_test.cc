@@ -354,6 +354,54 @@ TEST_F(CoreDelegationsTest, ASetattrWhoseDelegreturnIsRefusedStillSets) {
                                 upstream::kNfs4ErrBadStateid);
 }
 
+// A WRITE of a file we hold a read delegation on (NFSv3's, with no open;
+// or a write open served under the delegation): the delegation goes back
+// at the head of the WRITE's own COMPOUND, sent at once even when the
+// client asked UNSTABLE (it waits for the return anyway); refused there
+// (refused: its status), the WRITE goes alone.
+void WriteUnderOurReadDelegation(ScriptedUpstream *up, Core *core,
+                                 const upstream::Creds &cr, Key file,
+                                 upstream::StableHow how, uint32_t refused) {
+  up->delegreturn_status = refused;
+  const std::string data = "HELLO";
+  size_t n = 0;
+  upstream::StableHow committed = upstream::StableHow(99);  // unset
+  ASSERT_EQ(core->Write(cr, file, nullptr, 0, data.size(), data.data(), how, &n,
+                        &committed),
+            0u);
+  EXPECT_EQ(n, data.size());
+  EXPECT_EQ(committed, upstream::StableHow::kFileSync);
+  const std::vector<std::string> writes = up->Compounds("WRITE");
+  ASSERT_EQ(writes.size(), refused ? 2u : 1u);
+  const std::string &c = writes[0];
+  ASSERT_NE(c.find("DELEGRETURN"), std::string::npos) << c;
+  EXPECT_LT(c.find("DELEGRETURN"), c.find("WRITE")) << c;
+  EXPECT_EQ(up->Compounds("DELEGRETURN").size(), 1u);
+  EXPECT_EQ(up->Data("f"), data);
+}
+
+TEST_F(CoreDelegationsTest, AWriteReturnsOurReadDelegationInItsCompound) {
+  Start(DelegationType::kRead);
+  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
+  WriteUnderOurReadDelegation(up_, core_.get(), cr_, file_,
+                              upstream::StableHow::kFileSync, 0);
+}
+
+TEST_F(CoreDelegationsTest, AnUnstableWriteGoesAtOnceWithOurDelegationsReturn) {
+  Start(DelegationType::kRead);
+  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
+  WriteUnderOurReadDelegation(up_, core_.get(), cr_, file_,
+                              upstream::StableHow::kUnstable, 0);
+}
+
+TEST_F(CoreDelegationsTest, AWriteWhoseDelegreturnIsRefusedStillWrites) {
+  Start(DelegationType::kRead);
+  ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
+  WriteUnderOurReadDelegation(up_, core_.get(), cr_, file_,
+                              upstream::StableHow::kFileSync,
+                              upstream::kNfs4ErrBadStateid);
+}
+
 // Ganesha looks a new name up twice in one request before an UNCHECKED
 // create: the second lookup, straight after on the same thread, is answered
 // with the remote's first "no such name"; once only, not on another thread,
