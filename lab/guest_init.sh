@@ -258,10 +258,16 @@ knfsd)
 	# nfsdcld tracks clients in the lab dir, so it survives a restart of
 	# this guest: the first boot has no clients to reclaim and knfsd skips
 	# its grace period; a restart runs a real one (LAB_KNFSD_GRACE s).
+	# knfsd waits only a second for nfsdcld to open the pipe it creates at
+	# start, then tracks clients otherwise (UMH, legacy), where our
+	# records are not: every reclaim is refused.  nfsdcld daemonizes
+	# before it opens its database and watches for that pipe, so it runs
+	# in the foreground here and rpc.nfsd waits for its watch (inotify).
 	mkdir -p "$LAB_KNFSD_CLD_DIR"
-	mount -t rpc_pipefs sunrpc /run/rpc_pipefs &&
-		nfsdcld -s "$LAB_KNFSD_CLD_DIR" ||
-		log "nfsdcld failed (grace period will run)"
+	mount -t rpc_pipefs sunrpc /run/rpc_pipefs || fail "mount rpc_pipefs"
+	nfsdcld -F -s "$LAB_KNFSD_CLD_DIR" \
+		>"$LAB_DIR/logs/$LAB_GUEST_NAME.nfsdcld.log" 2>&1 &
+	wait_for_fd $! inotify || fail "nfsdcld did not start"
 	[ -z "${LAB_GUEST_KRB5_DIR:-}" ] || { knfsd_svcgssd && gssd; }
 	rpcbind -w || log "rpcbind failed (continuing)"
 	# LAB_KNFSD_MANAGE_GIDS: empty keeps the host's nfs.conf; y or n.
@@ -282,6 +288,8 @@ knfsd)
 			log "cannot set nlm_grace_period"
 	fi
 	rpc.nfsd --port 2049 "$LAB_KNFSD_THREADS" || fail "rpc.nfsd"
+	dmesg | grep -q "NFSD: Using nfsdcld client tracking operations" ||
+		fail "knfsd does not track clients with nfsdcld: $(dmesg | grep 'client tracking')"
 	date +%s.%N >"$LAB_DIR/run/knfsd.started"
 	;;
 esac

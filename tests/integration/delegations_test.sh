@@ -58,8 +58,9 @@ callback_up() { [ "$(metric nache_callback_path_up)" = 1 ]; }
 # The files are written inside the knfsd guest, so no NFS client's recent
 # write stands in the way of a delegation.
 # d/e* are read by one test each (the loop below gives every d/f* a local
-# delegation in both nache clients).
-lab_knfsd_run "mkdir -p $K/d && for i in \$(seq 1 100); do echo file-\$i > $K/d/f\$i; echo e-\$i > $K/d/e\$i; done" ||
+# delegation in both nache clients). Synced: the remote's crash tests
+# expect its files to outlive a crash, as long-standing files do.
+lab_knfsd_run "mkdir -p $K/d && for i in \$(seq 1 100); do echo file-\$i > $K/d/f\$i; echo e-\$i > $K/d/e\$i; done && sync" ||
 	{ echo "cannot create files at the remote"; exit 1; }
 
 reopen_until_delegated() {
