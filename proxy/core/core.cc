@@ -2462,12 +2462,19 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
     metrics_->CountFullDiskWrite();
     stable = StableHow::kFileSync;
   }
-  // Our read delegation goes back (an NFSv3 WRITE comes with no open): at
-  // the head of the WRITE's own COMPOUND when the write is sent now in one.
+  // A write under a local open for writing keeps our read delegation: the
+  // server granted it with (or after) our upstream open for writing, as an
+  // NFSv4.1 server may (knfsd does), so our own writes are no conflict to
+  // it; WriteUpstream's attributes around each WRITE keep what it vouches
+  // for current here; and Ganesha recalled its clients' delegations before
+  // it granted that open. Any other write (NFSv3's comes with no open)
+  // returns it: at the head of the WRITE's own COMPOUND when the write is
+  // sent now in one.
   std::optional<OwnReturn> own;
-  own.emplace(delegations_.get(), key, up_->epoch());
+  if (!(open && (open->access & upstream::kShareAccessWrite)))
+    own.emplace(delegations_.get(), key, up_->epoch());
   LearnIoLimits();
-  const bool carried = own->pending() && len <= max_write_.load();
+  const bool carried = own && own->pending() && len <= max_write_.load();
   if (!carried) own.reset();  // sent alone, before the write is queued
   if (!carried && stable == StableHow::kUnstable && unstable_writes_ &&
       unstable_writes_->Submit(key, cr, IoStateid(open), offset, buf, len)) {

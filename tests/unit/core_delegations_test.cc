@@ -402,6 +402,32 @@ TEST_F(CoreDelegationsTest, AWriteWhoseDelegreturnIsRefusedStillWrites) {
                               upstream::kNfs4ErrBadStateid);
 }
 
+// A server may delegate (read) to our open for writing, as knfsd does to an
+// NFSv4.1 client: our writes under that open are no conflict, so the
+// delegation stays, and what it vouches for stays current here (a
+// GETATTR after the write asks nothing, the fixture trusting attributes
+// only under a delegation).
+TEST_F(CoreDelegationsTest,
+       AWriteUnderOurOpenForWritingKeepsOurReadDelegation) {
+  Start(DelegationType::kRead);
+  NacheOpen *w = OpenF(kBoth);
+  ASSERT_NE(w, nullptr);
+  const std::string data = "HELLO, world";
+  size_t n = 0;
+  upstream::StableHow committed;
+  ASSERT_EQ(core_->Write(cr_, file_, w, 0, data.size(), data.data(),
+                         upstream::StableHow::kFileSync, &n, &committed),
+            0u);
+  EXPECT_EQ(up_->Count("DELEGRETURN"), 0);
+  const size_t sent = up_->Compounds("PUTFH").size();
+  Attrs a;
+  ASSERT_EQ(core_->Getattr(cr_, file_, &a), 0u);
+  EXPECT_EQ(a.size, data.size());
+  EXPECT_EQ(up_->Compounds("PUTFH").size(), sent) << "revalidated";
+  EXPECT_EQ(core_->CloseFile(w), 0u);
+  EXPECT_EQ(up_->Data("f"), data);
+}
+
 // Ganesha looks a new name up twice in one request before an UNCHECKED
 // create: the second lookup, straight after on the same thread, is answered
 // with the remote's first "no such name"; once only, not on another thread,
