@@ -78,23 +78,35 @@ sparse_file_reads_through_nache() {
 # copy_file_range(2) on a vers=4.2 mount of nache (what cp does) is a
 # server-side COPY at the remote: the copy is there, byte for byte, and
 # its 4 MiB never crossed the link (neither read nor written upstream).
+# Counted from after both files are open: opening the source may bring
+# its first block along (nache reads ahead in an OPEN of a file it holds
+# no data of), which is the open's, not the copy's.
 copy_file_range_is_a_copy_at_the_remote() {
 	local want r0 w0 c0 r1 w1 c1
 	on 1 "head -c 4194304 /dev/urandom > /tmp/cs && cp /tmp/cs $N/t/cs && sync" || return 1
 	want=$(on 1 "sha256sum < /tmp/cs")
-	r0=$(metric nache_upstream_bytes_total 'direction="read"')
-	w0=$(metric nache_upstream_bytes_total 'direction="write"')
-	c0=$(metric nache_upstream_ops_total 'op="COPY",status="ok"')
-	on 1 "python3 -c '
-import os
+	on 1 "rm -f /tmp/cr.*; setsid python3 -c '
+import os, time
 src = os.open(\"$N/t/cs\", os.O_RDONLY)
 dst = os.open(\"$N/t/cd\", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+open(\"/tmp/cr.opened\", \"w\").close()
+while not os.path.exists(\"/tmp/cr.go\"):
+    time.sleep(0.05)
 left = os.fstat(src).st_size
 while left:
     n = os.copy_file_range(src, dst, left)
     assert n > 0
     left -= n
-os.close(dst)'" || return 1
+os.close(dst)
+open(\"/tmp/cr.done\", \"w\").write(\"ok\")' >/tmp/cr.out 2>&1 </dev/null &" &&
+		lab_wait_until 30 on 1 "test -e /tmp/cr.opened" ||
+		{ on 1 "cat /tmp/cr.out" >&2; return 1; }
+	r0=$(metric nache_upstream_bytes_total 'direction="read"')
+	w0=$(metric nache_upstream_bytes_total 'direction="write"')
+	c0=$(metric nache_upstream_ops_total 'op="COPY",status="ok"')
+	on 1 "touch /tmp/cr.go" &&
+		lab_wait_until 60 on 1 "test -s /tmp/cr.done" ||
+		{ on 1 "cat /tmp/cr.out" >&2; return 1; }
 	r1=$(metric nache_upstream_bytes_total 'direction="read"')
 	w1=$(metric nache_upstream_bytes_total 'direction="write"')
 	c1=$(metric nache_upstream_ops_total 'op="COPY",status="ok"')
