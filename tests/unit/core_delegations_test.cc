@@ -292,6 +292,18 @@ TEST_F(CoreDelegationsTest, AWriteOpenReturnsOurReadDelegationInItsCompound) {
   EXPECT_EQ(core_->CloseFile(w), 0u);
 }
 
+// Our read delegation went back at the head of the first of the sends
+// COMPOUNDs that carry op, and in no other COMPOUND.
+void ExpectReturnLeads(ScriptedUpstream *up, const std::string &op,
+                       size_t sends) {
+  const std::vector<std::string> with_op = up->Compounds(op);
+  ASSERT_EQ(with_op.size(), sends);
+  const std::string &c = with_op[0];
+  ASSERT_NE(c.find("DELEGRETURN"), std::string::npos) << c;
+  EXPECT_LT(c.find("DELEGRETURN"), c.find(op)) << c;
+  EXPECT_EQ(up->Compounds("DELEGRETURN").size(), 1u);
+}
+
 // Removing a file we hold a read delegation on: the delegation goes back
 // in the REMOVE's own COMPOUND, ahead of it (a server may take our own
 // remove for a conflict): one round trip, not two.
@@ -299,13 +311,8 @@ TEST_F(CoreDelegationsTest, ARemoveReturnsOurReadDelegationInItsCompound) {
   Start(DelegationType::kRead);
   ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
   ASSERT_EQ(core_->Remove(cr_, root_, "f", file_), 0u);
-  const std::vector<std::string> removes = up_->Compounds("REMOVE");
-  ASSERT_EQ(removes.size(), 1u);
-  const std::string &c = removes[0];
-  ASSERT_NE(c.find("DELEGRETURN"), std::string::npos) << c;
-  EXPECT_LT(c.find("DELEGRETURN"), c.find("REMOVE")) << c;
+  ASSERT_NO_FATAL_FAILURE(ExpectReturnLeads(up_, "REMOVE", 1));
   EXPECT_EQ(up_->Count("DELEGRETURN"), 1);
-  EXPECT_EQ(up_->Compounds("DELEGRETURN").size(), 1u);
   EXPECT_EQ(up_->Tree(), "");
 }
 
@@ -333,12 +340,7 @@ void SetattrUnderOurReadDelegation(ScriptedUpstream *up, Core *core,
   set.mask = upstream::kAttrMode;
   set.mode = 0600;
   ASSERT_EQ(core->Setattr(cr, file, nullptr, set, nullptr), 0u);
-  const std::vector<std::string> setattrs = up->Compounds("SETATTR");
-  ASSERT_EQ(setattrs.size(), refused ? 2u : 1u);
-  const std::string &c = setattrs[0];
-  ASSERT_NE(c.find("DELEGRETURN"), std::string::npos) << c;
-  EXPECT_LT(c.find("DELEGRETURN"), c.find("SETATTR")) << c;
-  EXPECT_EQ(up->Compounds("DELEGRETURN").size(), 1u);
+  ExpectReturnLeads(up, "SETATTR", refused ? 2 : 1);
 }
 
 TEST_F(CoreDelegationsTest, ASetattrReturnsOurReadDelegationInItsCompound) {
@@ -371,12 +373,7 @@ void WriteUnderOurReadDelegation(ScriptedUpstream *up, Core *core,
             0u);
   EXPECT_EQ(n, data.size());
   EXPECT_EQ(committed, upstream::StableHow::kFileSync);
-  const std::vector<std::string> writes = up->Compounds("WRITE");
-  ASSERT_EQ(writes.size(), refused ? 2u : 1u);
-  const std::string &c = writes[0];
-  ASSERT_NE(c.find("DELEGRETURN"), std::string::npos) << c;
-  EXPECT_LT(c.find("DELEGRETURN"), c.find("WRITE")) << c;
-  EXPECT_EQ(up->Compounds("DELEGRETURN").size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(ExpectReturnLeads(up, "WRITE", refused ? 2 : 1));
   EXPECT_EQ(up->Data("f"), data);
 }
 
