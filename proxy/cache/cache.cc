@@ -168,6 +168,9 @@ uint64_t Fnv1a(uint64_t h, const void *data, size_t n) {
 // Objects in use a trim passes over at most beyond those it drops; and
 // how far LoadIndex lets the objects it loads exceed the bound.
 constexpr uint64_t kTrimBatch = 64;
+// Blocks being assembled from our writes' pieces, over all objects (each
+// holds up to a block in memory).
+constexpr size_t kMaxAssemblies = 64;
 
 // Pin records (kMeta "pin/<root>"): version, the path's length and bytes,
 // the number of objects, then each object's key and size.
@@ -407,6 +410,7 @@ void Cache::TrimObjectsLocked() {
   }
   for (Key k : victims) {
     auto it = objects_.find(k);
+    ClearAssembliesLocked(it->second.get());
     object_lru_.erase(it->second->lru);
     objects_.erase(it);
   }
@@ -493,6 +497,7 @@ void Cache::UncacheCleanLocked(Key key, uint64_t idx) {
 void Cache::DropData(Key key, Object *o, void *batchp) {
   WriteBatch *batch = static_cast<WriteBatch *>(batchp);
   o->gen = NextStampLocked();
+  ClearAssembliesLocked(o);
   o->access.clear();
   o->listing.reset();
   auto first = BlocksFrom(key), it = first;
@@ -718,6 +723,55 @@ void Cache::ApplyOwnLocked(Key key, Object *o, uint64_t pre, const Attrs &post,
     SeenRemoteLocked(o, post);
     PersistAttrs(key, *o, batch);
   }
+}
+
+bool Cache::AssembleLocked(Key key, Object *o, uint64_t idx, uint64_t from,
+                           const char *buf, uint64_t len, uint64_t need,
+                           std::string *block) {
+  auto found = o->assembling.find(idx);
+  if (found == o->assembling.end()) {
+    found = o->assembling.emplace(idx, Object::Assembly()).first;
+    found->second.fifo =
+        assembly_fifo_.insert(assembly_fifo_.end(), BlockId{key, idx});
+    while (assembly_fifo_.size() > kMaxAssemblies) {
+      const BlockId oldest = assembly_fifo_.front();
+      EraseAssemblyLocked(objects_.at(oldest.key).get(), oldest.idx);
+    }
+  }
+  Object::Assembly &a = found->second;
+  if (a.data.size() < from + len) a.data.resize(from + len, '\0');
+  memcpy(&a.data[from], buf, len);
+  // Merge [from, from + len) into the sorted, disjoint ranges.
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  uint64_t lo = from, hi = from + len;
+  for (const auto &r : a.have) {
+    if (r.second < lo || r.first > hi) {
+      merged.push_back(r);
+    } else {
+      lo = std::min(lo, r.first);
+      hi = std::max(hi, r.second);
+    }
+  }
+  merged.emplace_back(lo, hi);
+  std::sort(merged.begin(), merged.end());
+  a.have.swap(merged);
+  if (a.have.size() != 1 || a.have[0].first != 0 || a.have[0].second < need)
+    return false;
+  *block = a.data.substr(0, need);
+  EraseAssemblyLocked(o, idx);
+  return true;
+}
+
+void Cache::EraseAssemblyLocked(Object *o, uint64_t idx) {
+  auto it = o->assembling.find(idx);
+  if (it == o->assembling.end()) return;
+  assembly_fifo_.erase(it->second.fifo);
+  o->assembling.erase(it);
+}
+
+void Cache::ClearAssembliesLocked(Object *o) {
+  for (auto &a : o->assembling) assembly_fifo_.erase(a.second.fifo);
+  o->assembling.clear();
 }
 
 void Cache::NoteOwnChangeLocked(Object *o, uint64_t change) {
@@ -1071,6 +1125,7 @@ bool Cache::PutBlockLocked(Key key, Object *o, uint64_t idx,
     it->second.lru = lru_.insert(lru_.end(), BlockId{key, idx});
     nblocks_++;
   }
+  EraseAssemblyLocked(o, idx);  // this block is the truth now
   BlockInfo &b = it->second;
   b.len = uint32_t(data.size());
   b.gen = o->gen;
@@ -1121,6 +1176,13 @@ void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off, const char *buf,
       // (new) end.
       have = true;
     }
+    if (!have &&
+        AssembleLocked(key, o, idx, wlo - bstart, buf + (wlo - off), whi - wlo,
+                       std::min<uint64_t>(bs, new_size - bstart), &block)) {
+      // Our writes in flight have now written all of it, in pieces.
+      PutBlockLocked(key, o, idx, block, o->attrs.change, false, &batch);
+      continue;
+    }
     if (!have) {
       // Partially known: drop any stale copy of this block.
       if (it != blocks_.end()) {
@@ -1146,6 +1208,8 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
   Locked g(this);
   Object *o = Obj(key);
   if (!o->have_attrs) return false;
+  // Bytes assembled from earlier writes of ours no longer tell the file.
+  ClearAssembliesLocked(o);
   const uint64_t bs = opts_.block_size;
   const uint64_t old_size = o->attrs.size;
   const uint64_t end = off + len;

@@ -478,6 +478,21 @@ class Cache {
       std::string data;
     };
     std::vector<Parked> parked;
+    // Blocks our own writes have written part of, not cached: pieces of
+    // one large write (or of writes one after another) whose replies came
+    // out of order, so that none covered its block up to the file's end
+    // alone. By block index: the bytes written so far and the ranges they
+    // cover (relative to the block, sorted, merged). A block is built once
+    // its ranges cover it up to the file's end. Valid while the file is
+    // ours alone: dropped with the data (DropData), by a local change
+    // (LocalWrite) and when a block is stored for its index; at most
+    // kMaxAssemblies over all objects (assembly_fifo_, oldest first).
+    struct Assembly {
+      std::string data;
+      std::vector<std::pair<uint64_t, uint64_t>> have;  // [from, to)
+      std::list<BlockId>::iterator fifo;                // in assembly_fifo_
+    };
+    std::map<uint64_t, Assembly> assembling;
     uint64_t listing_change = 0;
     bool listing_edited = false;  // names only; cookies not the server's
     uint64_t listing_epoch = 0;   // a new stamp at each change of ours
@@ -563,6 +578,16 @@ class Cache {
   void ApplyWriteLocked(Key key, Object *o, uint64_t off, const char *buf,
                         size_t len, uint64_t new_size, void *batch)
       REQUIRES(mu_);
+  // Adds our written bytes [from, from+len) of block idx (relative to the
+  // block) to o's assembly of it; true, with the block in *block, once the
+  // assembly covers its first need bytes (the block, or up to the file's
+  // end).
+  bool AssembleLocked(Key key, Object *o, uint64_t idx, uint64_t from,
+                      const char *buf, uint64_t len, uint64_t need,
+                      std::string *block) REQUIRES(mu_);
+  // Forgets o's assembly of block idx (if any), or all of o's.
+  void EraseAssemblyLocked(Object *o, uint64_t idx) REQUIRES(mu_);
+  void ClearAssembliesLocked(Object *o) REQUIRES(mu_);
   // Attributes of o (already changed by the caller) set locally: its change
   // moves, the bits of mask are pending for the flusher, and the record is
   // written (synced when sync).
@@ -624,6 +649,8 @@ class Cache {
   uint64_t nblocks_ GUARDED_BY(mu_) = 0;
   uint64_t evictions_ GUARDED_BY(mu_) = 0;
   uint64_t dirty_bytes_ GUARDED_BY(mu_) = 0;  // sum of dirty ranges
+  // Every object's block assemblies (Object::assembling), oldest first.
+  std::list<BlockId> assembly_fifo_ GUARDED_BY(mu_);
   // Cleared for good once an operation of ours saw the remote's change
   // attribute go down: a "before" inside one of our spans then proves
   // nothing (OursLocked).

@@ -1171,5 +1171,117 @@ TEST_F(CacheTest, AListingIsDueOncePerWindow) {
   EXPECT_TRUE(cache_->ListingDue(3, window)) << "the window is over";
 }
 
+// A write larger than the remote's goes as pieces sent side by side; a
+// later piece's reply may come first. Neither piece covers its block up
+// to the file's end alone (the later one has already grown the file past
+// the earlier): together they do, and the block is cached.
+TEST_F(CacheTest, OwnPiecesOfABlockCompletingOutOfOrderBuildIt) {
+  cache_->Validated(9, FileAttrs(10, 0));
+  const size_t half = kBs / 2;
+  std::string a(half, 'A'), b(half, 'B'), c(half, 'C');
+  cache_->BeginOwnChange(9);
+  cache_->BeginOwnChange(9);
+  cache_->BeginOwnChange(9);
+  // Pieces [0, half), [half, kBs), [kBs, kBs + half); replies: 2nd, 3rd, 1st.
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(11, kBs), half, b.data(),
+                         b.size());
+  cache_->AfterOwnChange(9, true, 11, FileAttrs(12, kBs + half), kBs, c.data(),
+                         c.size());
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(12, kBs + half), 0, a.data(),
+                         a.size());
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(9, 0, &d));
+  EXPECT_EQ(d, a + b);
+  ASSERT_TRUE(cache_->GetBlock(9, 1, &d));
+  EXPECT_EQ(d, c);
+}
+
+// Two writes of ours one after the other, each part of a block, build it
+// together: the kernel client's writes need not start on our blocks, and
+// none of ours may be in flight between them.
+TEST_F(CacheTest, OurWritesOneAfterAnotherBuildABlockTogether) {
+  cache_->Validated(9, FileAttrs(10, 0));
+  const size_t half = kBs / 2;
+  std::string a(half, 'A'), b(half, 'B');
+  cache_->BeginOwnChange(9);
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(11, 2 * kBs), half, b.data(),
+                         b.size());
+  std::string d;
+  EXPECT_FALSE(cache_->GetBlock(9, 0, &d)) << "only half of it is known";
+  cache_->BeginOwnChange(9);
+  cache_->AfterOwnChange(9, true, 11, FileAttrs(12, 2 * kBs), 0, a.data(),
+                         a.size());
+  ASSERT_TRUE(cache_->GetBlock(9, 0, &d));
+  EXPECT_EQ(d, a + b);
+}
+
+// Someone else changing the file between two writes of ours: the bytes
+// the first wrote may be gone, and the second builds nothing with them.
+TEST_F(CacheTest, AForeignChangeBetweenOurWritesForgetsTheirPieces) {
+  cache_->Validated(9, FileAttrs(10, 2 * kBs));
+  const size_t half = kBs / 2;
+  std::string a(half, 'A'), b(half, 'B');
+  cache_->BeginOwnChange(9);
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(11, 2 * kBs), half, b.data(),
+                         b.size());
+  // The remote's attributes say 11 to 13 was not ours.
+  cache_->Validated(9, FileAttrs(13, 2 * kBs));
+  cache_->BeginOwnChange(9);
+  cache_->AfterOwnChange(9, true, 13, FileAttrs(14, 2 * kBs), 0, a.data(),
+                         a.size());
+  std::string d;
+  EXPECT_FALSE(cache_->GetBlock(9, 0, &d))
+      << "built with the older pieces: " << d.substr(half, 1);
+}
+
+// A block stored (read from the remote) takes over from the pieces
+// assembled before it: a write of ours into it changes the stored block,
+// and once that block is evicted, the old pieces must not come back.
+TEST_F(CacheTest, AStoredBlockReplacesTheOwnPiecesOfIt) {
+  Reopen(4 * kBs);
+  cache_->Validated(9, FileAttrs(10, 2 * kBs));
+  const size_t half = kBs / 2;
+  std::string a(half, 'A'), n(half, 'N'), c(half, 'C');
+  cache_->BeginOwnChange(9);
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(11, 2 * kBs), 0, a.data(),
+                         a.size());
+  ASSERT_TRUE(cache_->PutBlock(9, 0, cache_->Generation(9),
+                               n + std::string(half, 'R')));  // read at 11
+  cache_->BeginOwnChange(9);
+  cache_->AfterOwnChange(9, true, 11, FileAttrs(12, 2 * kBs), 0, n.data(),
+                         n.size());
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(9, 0, &d));
+  EXPECT_EQ(d, n + std::string(half, 'R'));
+  Fill(5, 1, 4, 'x');  // evicts it
+  ASSERT_FALSE(cache_->GetBlock(9, 0, &d));
+  cache_->BeginOwnChange(9);
+  cache_->AfterOwnChange(9, true, 12, FileAttrs(13, 2 * kBs), half, c.data(),
+                         c.size());
+  EXPECT_FALSE(cache_->GetBlock(9, 0, &d))
+      << "built from the old pieces: " << d.substr(0, 1);
+}
+
+// Assemblies are bounded over all files: the oldest goes first.
+TEST_F(CacheTest, BlockAssembliesAreBoundedOldestFirst) {
+  const size_t half = kBs / 2;
+  std::string a(half, 'A'), b(half, 'B');
+  const Key first = 100, files = 65;
+  for (Key k = first; k < first + files; k++) {
+    cache_->Validated(k, FileAttrs(10, 0));
+    cache_->BeginOwnChange(k);
+    cache_->BeginOwnChange(k);
+    cache_->AfterOwnChange(k, true, 10, FileAttrs(11, kBs), half, b.data(),
+                           b.size());
+  }
+  std::string d;
+  for (Key k : {first, first + files - 1})
+    cache_->AfterOwnChange(k, true, 10, FileAttrs(11, kBs), 0, a.data(),
+                           a.size());
+  EXPECT_FALSE(cache_->GetBlock(first, 0, &d)) << "the oldest was dropped";
+  ASSERT_TRUE(cache_->GetBlock(first + files - 1, 0, &d));
+  EXPECT_EQ(d, a + b);
+}
+
 }  // namespace
 }  // namespace nache
