@@ -1170,7 +1170,14 @@ void Cache::ApplyWriteLocked(Key key, Object *o, uint64_t off, const char *buf,
                  .ok() &&
              block.size() == it->second.len;
       bool was_last = bstart + it->second.len >= o->attrs.size;
-      if (have && block.size() < wlo - bstart && !was_last) have = false;
+      if (have && block.size() < wlo - bstart && !was_last) {
+        // The file has grown past it meanwhile (a later piece of ours came
+        // first): the bytes between are not known yet, what it holds is.
+        std::string unused;
+        AssembleLocked(key, o, idx, 0, block.data(), block.size(), UINT64_MAX,
+                       &unused);
+        have = false;
+      }
     } else if (wlo == bstart && (whi == bstart + bs || whi >= new_size)) {
       // Not cached, but the write covers the whole block up to the file's
       // (new) end.

@@ -2,7 +2,8 @@
 # nache in front of Linux knfsd (a 6.1 kernel under user-mode-linux) instead
 # of Ganesha: the same forwarding works against the kernel server, checked by
 # a second client mounting knfsd directly and by knfsd's own op counters;
-# a client's own creates and removes keep what it cached of the directory;
+# what a client wrote through nache reads back from nache's cache; a
+# client's own creates and removes keep what it cached of the directory;
 # nache's stop destroys its NFSv4.1 session (knfsd_remote_v40_test.sh: the
 # same over NFSv4.0).
 set -uo pipefail
@@ -24,6 +25,20 @@ write_through_nache_read_direct() {
 		expect_eq "direct client reads nache's write" "$(on 2 "sha256sum < /mnt/k/k/data")" "$(cat "$LAB_DIR/sum")" &&
 		after=$(knfsd_compounds) &&
 		[ "$after" -gt "$before" ] || { echo "knfsd compounds: $before -> $after" >&2; return 1; }
+}
+
+# What a client wrote through nache is read back from nache's cache: none
+# of it comes back over the link. (A large write goes upstream in pieces
+# sent side by side, whose replies come in any order: each block is built
+# from the pieces once they all came.)
+written_data_reads_back_from_the_cache() {
+	local want r0 r1
+	want=$(on 1 "mkdir -p /mnt/n/k && head -c 4194304 /dev/urandom > /tmp/wb && cp /tmp/wb /mnt/n/k/wb && sync && sha256sum < /tmp/wb") ||
+		return 1
+	r0=$(metric nache_upstream_bytes_total 'direction="read"')
+	expect_eq "read back" "$(on 1 "echo 3 > /proc/sys/vm/drop_caches; sha256sum < /mnt/n/k/wb")" "$want" &&
+		r1=$(metric nache_upstream_bytes_total 'direction="read"') &&
+		expect_eq "bytes read upstream to read back 4 MiB just written" $((r1 - r0)) 0
 }
 
 write_direct_read_through_nache() {
@@ -102,6 +117,7 @@ stop_destroys_the_session() {
 }
 
 check write_through_nache_read_directly_from_knfsd write_through_nache_read_direct
+check data_written_through_nache_reads_back_from_its_cache written_data_reads_back_from_the_cache
 check write_at_knfsd_read_through_nache write_direct_read_through_nache
 check metadata_operations_against_knfsd metadata_ops_on_knfsd
 check own_changes_keep_the_clients_cached_names own_changes_keep_the_clients_names

@@ -1196,6 +1196,31 @@ TEST_F(CacheTest, OwnPiecesOfABlockCompletingOutOfOrderBuildIt) {
   EXPECT_EQ(d, c);
 }
 
+// A block built short (the file ended inside it then) and passed by a
+// later piece while one between is still in flight: the piece beyond a
+// gap cannot extend it, and the block is built again once the gap comes.
+TEST_F(CacheTest, AShortBlockPassedByALaterPieceIsBuiltWhenTheGapComes) {
+  cache_->Validated(9, FileAttrs(10, 0));
+  const size_t q = kBs / 4;
+  std::string p1(q, '1'), p2(q, '2'), p3(q, '3'), p4(q, '4'), p5(q, '5');
+  for (int i = 0; i < 5; i++) cache_->BeginOwnChange(9);
+  // The remote ran them in this order, and replied in it.
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(11, 2 * q), q, p2.data(), q);
+  cache_->AfterOwnChange(9, true, 11, FileAttrs(12, 2 * q), 0, p1.data(), q);
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(9, 0, &d)) << "built up to the file's end";
+  EXPECT_EQ(d, p1 + p2);
+  cache_->AfterOwnChange(9, true, 12, FileAttrs(13, kBs + q), kBs, p5.data(),
+                         q);
+  cache_->AfterOwnChange(9, true, 13, FileAttrs(14, kBs + q), 3 * q, p4.data(),
+                         q);
+  EXPECT_FALSE(cache_->GetBlock(9, 0, &d)) << "a gap in it";
+  cache_->AfterOwnChange(9, true, 14, FileAttrs(15, kBs + q), 2 * q, p3.data(),
+                         q);
+  ASSERT_TRUE(cache_->GetBlock(9, 0, &d));
+  EXPECT_EQ(d, p1 + p2 + p3 + p4);
+}
+
 // Two writes of ours one after the other, each part of a block, build it
 // together: the kernel client's writes need not start on our blocks, and
 // none of ours may be in flight between them.
