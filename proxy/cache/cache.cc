@@ -700,7 +700,13 @@ void Cache::ApplyOwnLocked(Key key, Object *o, uint64_t pre, const Attrs &post,
   } else if (newest && post.size < o->attrs.size) {
     DropData(key, o, batch);  // truncated
   }
-  if (newest && AccessInvariantChanged(o->attrs, post)) o->access.clear();
+  // A write of ours changes no one's rights but in what the attributes
+  // show (the remote clearing a setuid bit): the callers' ACCESS answers
+  // stay. Anything else of ours may have moved an ACL, which only the
+  // change attribute shows.
+  if (newest && (len > 0 ? RightsAttrsChanged(o->attrs, post)
+                         : AccessInvariantChanged(o->attrs, post)))
+    o->access.clear();
   // The change this one moves on from was ours to know too: another of
   // ours running at once at the server may have read it as its "before"
   // (both read the change attribute before either wrote).

@@ -905,6 +905,43 @@ TEST_F(CacheTest, AccessIsCachedPerIdentityAndDroppedOnModeChange) {
   EXPECT_FALSE(cache_->CachedAccess(6, Cache::CredId(alice), 0x01, &allowed));
 }
 
+// A write of ours moves the change attribute but no one's rights: the
+// callers' ACCESS answers stay (a reopen of a file just written asks the
+// remote nothing more). Any other change of ours may have moved an ACL,
+// which only the change attribute shows: they go.
+TEST_F(CacheTest, OurWritesKeepAccessAnswersOurOtherChangesDoNot) {
+  cache_->Validated(6, FileAttrs(1, 0));
+  upstream::Creds alice;
+  alice.uid = 1000;
+  const uint64_t who = Cache::CredId(alice);
+  uint32_t allowed = 0;
+  cache_->NoteAccess(6, who, 0x3f, 0x07);
+  std::string data(100, 'w');
+  cache_->BeginOwnChange(6);
+  cache_->AfterOwnChange(6, true, 1, FileAttrs(2, 100), 0, data.data(),
+                         data.size());
+  ASSERT_TRUE(cache_->CachedAccess(6, who, 0x04, &allowed))
+      << "dropped by our own write";
+  EXPECT_EQ(allowed, 0x04u);
+  Attrs setuid_cleared = FileAttrs(3, 200);
+  setuid_cleared.mode = 0644;
+  Attrs before = FileAttrs(2, 100);
+  before.mode = 04644;
+  cache_->Validated(6, before);
+  cache_->NoteAccess(6, who, 0x3f, 0x07);
+  cache_->BeginOwnChange(6);
+  cache_->AfterOwnChange(6, true, 2, setuid_cleared, 100, data.data(),
+                         data.size());
+  EXPECT_FALSE(cache_->CachedAccess(6, who, 0x04, &allowed))
+      << "kept across a mode change";
+  cache_->Validated(6, FileAttrs(3, 200));
+  cache_->NoteAccess(6, who, 0x3f, 0x07);
+  cache_->BeginOwnChange(6);
+  cache_->AfterOwnChange(6, true, 3, FileAttrs(4, 200));  // a SETATTR
+  EXPECT_FALSE(cache_->CachedAccess(6, who, 0x04, &allowed))
+      << "kept across our SETATTR";
+}
+
 TEST_F(CacheTest, ListingValidOnlyUnderItsChangeAndUntilExpired) {
   cache_->Validated(2, FileAttrs(5, 0));
   cache_->PutListing(2, 5, {{"a", 10, 1}, {"b", 11, 2}},
