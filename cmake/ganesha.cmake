@@ -43,8 +43,10 @@ ExternalProject_Add(ganesha
   # A change to MDCACHE (ganesha_patch.cmake), NFSv4.2's COPY with a
   # FSAL operation for it (ganesha_patch_copy.cmake, our files in ganesha/),
   # exclusive creates with no lookup before them for a FSAL that makes
-  # them atomically (ganesha_patch_create.cmake), and the change_info4 of
-  # a directory as the FSAL's server reported it (ganesha_patch_cinfo.cmake).
+  # them atomically (ganesha_patch_create.cmake), the change_info4 of a
+  # directory as the FSAL's server reported it (ganesha_patch_cinfo.cmake),
+  # and opens by handle judged by the FSAL's server alone
+  # (ganesha_patch_open.cmake).
   PATCH_COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
     -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch.cmake
   COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
@@ -54,6 +56,8 @@ ExternalProject_Add(ganesha
     -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_create.cmake
   COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
     -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_cinfo.cmake
+  COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
+    -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_open.cmake
   CMAKE_GENERATOR Ninja
   CMAKE_ARGS
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -92,6 +96,7 @@ ExternalProject_Add_StepDependencies(ganesha patch
   ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_copy.cmake
   ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_create.cmake
   ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_cinfo.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch_open.cmake
   ${CMAKE_CURRENT_LIST_DIR}/ganesha_edit.cmake
   ${CMAKE_SOURCE_DIR}/ganesha/nache_copy_types.h
   ${CMAKE_SOURCE_DIR}/ganesha/nache_copy_xdr.h

@@ -62,6 +62,12 @@ struct nache_fsal_module
 			 * name was taken: Ganesha looks nothing up first
 			 * (cmake/ganesha_patch_create.cmake). */
 					.atomic_exclusive_create = true,
+					/* An open by handle is the remote's
+			 * OPEN, sent with the caller's credentials, or
+			 * judged by the core when none is sent: Ganesha
+			 * neither checks nor reads attributes before it
+			 * (cmake/ganesha_patch_open.cmake). */
+					.open_judged_by_server = true,
 					.expire_time_parent = -1,
 				} } };
 

@@ -2078,22 +2078,38 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     covered = true;
     f->deleg_creds = cr;
   }
-  // Shared with another caller's upstream open, or granted under our
-  // delegation: no OPEN asks the remote about this caller, so its answer
-  // to ACCESS does (cached, or asked now), as its OPEN would have. And
-  // when the remote sees nache's own principal, its OPEN judges nache,
-  // not the caller: Access, bounded by the mode bits, judges the caller.
-  if ((covered || cfg_.remote_sees_machine) && !NotAtRemote(key)) {
-    uint32_t st = MayOpen(cr, key, req.access);
-    if (st) {
-      fg.Unlock();
-      opens_->Unpin(f);
-      return st;
-    }
-  }
   // Not at the remote yet: nobody there to share with. Or the remote is
   // unreachable and we serve what we have.
   if (!covered && DecidedLocally(key)) covered = true;
+  // Ganesha leaves the caller of an open by handle to us (its option
+  // open_judged_by_server). Shared with another caller's upstream open,
+  // granted under our delegation, or decided here: no OPEN asks the remote
+  // about this caller, so its answer to ACCESS does (cached, or asked
+  // now), as its OPEN would have; the mode bits for a file the remote has
+  // not got or while it cannot be asked. So does an upgrade of our
+  // upstream open: not every server judges one (Ganesha 4.3 lets an open's
+  // owner upgrade it unchecked, whoever asks). And when the remote sees
+  // nache's own principal, its OPEN judges nache, not the caller: Access,
+  // bounded by the mode bits, judges the caller. (Not the creator of the
+  // file: it may write what its new mode forbids.)
+  auto refuse_unless_may_open = [&]() -> uint32_t {
+    uint32_t st = *created ? upstream::kNfs4Ok : MayOpen(cr, key, req.access);
+    if (st) {
+      fg.Unlock();
+      opens_->Unpin(f);
+    }
+    return st;
+  };
+  // The close-to-open revalidation such an open needs anyway (below) goes
+  // first: its GETATTR carries the caller's ACCESS, which MayOpen finds.
+  Attrs revalidated;
+  bool have_revalidated = false;
+  if (covered && !*created && !req.truncate && !DecidedLocally(key) &&
+      !delegations_->Delegated(key) && !cache_->IsDirty(key))
+    have_revalidated = Revalidate(cr, key, &revalidated) == upstream::kNfs4Ok;
+  if (covered || f->open() || cfg_.remote_sees_machine) {
+    if (uint32_t mst = refuse_unless_may_open()) return mst;
+  }
   if (!covered) {
     // An upgrade of our open asks for this caller's bits only (the remote
     // adds them to the open's): the remote judges the caller by what it
@@ -2106,7 +2122,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     if (st == upstream::kNfs4Ok) {
       have_attrs = true;  // fetched with the OPEN, and validated
     } else if (st == upstream::kNfs4ErrNoent) {
-      st = upstream::kNfs4Ok;  // no usable name: stateless I/O
+      // No usable name: stateless I/O, and no OPEN judged the caller.
+      if ((st = refuse_unless_may_open())) return st;
     } else {
       fg.Unlock();
       opens_->Unpin(f);
@@ -2139,7 +2156,10 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     if (attrs) *attrs = a;
   }
   if (!have_attrs) {
-    st = Revalidate(cr, key, &a);
+    if (have_revalidated)
+      a = revalidated;
+    else
+      st = Revalidate(cr, key, &a);
     if (st == upstream::kNfs4Ok && attrs) *attrs = a;
     // Replaced at the remote (saved over by rename, or removed) while our
     // upstream open kept the old file alive: the client's name lookup was

@@ -6,7 +6,8 @@
 # of a directory costs a few COMPOUNDs, not one per file; after a
 # two-client open/read/close workload every upstream OPEN has its CLOSE
 # once the linger expires; an exclusive create (tar's) asks the remote
-# once, not twice, whether its name exists.
+# once, not twice, whether its name exists; an open of a file whose cached
+# attributes have aged is one round trip, the OPEN.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -146,6 +147,31 @@ exclusive_create_asks_nothing_first() {
 		expect_eq "theirs kept" "$(cat "$R/excl/g")" theirs
 }
 
+# purpose P — nache's upstream COMPOUNDs sent for purpose P so far.
+purpose() { metric nache_upstream_compounds_by_purpose_total "purpose=\"$1\""; }
+
+# A client's open of a file it has looked up (an NFSv4.1 OPEN by handle)
+# is one round trip to the remote, nache's OPEN, as on a direct mount,
+# also once nache's attributes of the file are older than Attr_Timeout:
+# Ganesha neither reads them first for the reply's change_info4 nor
+# checks the caller's rights with them (ganesha_patch_open.cmake).
+open_of_an_aged_file_is_one_round_trip() {
+	local o0 g0 a0 o1 g1 a1
+	echo aged >"$R/aged" && chmod 666 "$R/aged" &&
+		on 1 "cat $M/aged" >/dev/null || return 1
+	# Time is the input here, not a stand-in for an event: the attribute
+	# window (Attr_Timeout, 3 s) and the upstream open's linger (2 s)
+	# pass.
+	sleep 4
+	o0=$(purpose open_fh) g0=$(purpose getattr) a0=$(purpose access)
+	on 1 "python3 -c 'import os; os.close(os.open(\"$M/aged\", os.O_RDWR))'" ||
+		return 1
+	o1=$(purpose open_fh) g1=$(purpose getattr) a1=$(purpose access)
+	expect_eq "upstream OPENs" $((o1 - o0)) 1 &&
+		expect_eq "upstream GETATTR and ACCESS COMPOUNDs besides" \
+			$((g1 - g0 + a1 - a0)) 0
+}
+
 check reread_costs_no_upstream_READ reread_costs_no_read
 check read_after_write_is_a_hit read_after_write_is_a_hit
 check restart_keeps_the_cache restart_keeps_the_cache
@@ -154,4 +180,5 @@ check cache_bound_holds_under_3x_working_set bound_holds_under_three_times_the_w
 check ls_l_of_200_files_costs_few_compounds ls_l_costs_a_few_compounds
 check upstream_CLOSEs_equal_OPENs_after_linger every_open_gets_its_close
 check exclusive_create_asks_nothing_first exclusive_create_asks_nothing_first
+check open_of_a_file_with_aged_attributes_is_one_round_trip open_of_an_aged_file_is_one_round_trip
 itest_finish

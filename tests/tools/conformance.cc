@@ -1,11 +1,11 @@
 // conformance: sends NFSv4 COMPOUNDs to a server (nache's front, or any
 // NFSv4 server as a reference) and checks the protocol behaviour a client
 // relies on, case by case: share reservations, OPEN replays, create modes
-// (EXCLUSIVE4_1 over NFSv4.1), LOCKT, OPEN_DOWNGRADE, the change attribute,
-// delegations, and NFSv4.2's ALLOCATE, DEALLOCATE, SEEK, COPY and extended
-// attributes. Built on nache's own client library (proxy/upstream), which
-// speaks NFSv4.0, 4.1 and 4.2; a case that needs two clients uses two
-// client ids (two Upstream instances).
+// (EXCLUSIVE4_1 over NFSv4.1), an OPEN refused to a caller without rights,
+// LOCKT, OPEN_DOWNGRADE, the change attribute, delegations, and NFSv4.2's
+// ALLOCATE, DEALLOCATE, SEEK, COPY and extended attributes. Built on nache's
+// own client library (proxy/upstream), which speaks NFSv4.0, 4.1 and 4.2; a
+// case that needs two clients uses two client ids (two Upstream instances).
 //
 //   conformance --server ADDR [--port P] [--path /export] [--minor 0|1|2]
 //               [--only REGEX] [--timeout-ms N] [--delegations]
@@ -169,8 +169,9 @@ class Client {
 
   // Sends c; a transport failure fails the case (it is no protocol
   // answer). Returns the compound's status.
-  uint32_t Call(up::Compound &c, up::CompoundReply *reply) {
-    up::CallStatus st = u_->Call(c, up::Creds(), reply);
+  uint32_t Call(up::Compound &c, up::CompoundReply *reply,
+                const up::Creds &cr = up::Creds()) {
+    up::CallStatus st = u_->Call(c, cr, reply);
     if (st != up::CallStatus::kOk)
       Fail(c.tag() + ": transport " + up::CallStatusName(st), "a reply");
     return reply->status;
@@ -241,7 +242,7 @@ up::Fh LookupDir(Client *c, const std::string &path) {
 // OPEN of args.name in dir by owner, confirmed when NFSv4.0 asks for it.
 // args.seqid is filled from the owner's count.
 Opened Open(Client *c, const up::Fh &dir, up::OpenArgs args,
-            const std::string &owner) {
+            const std::string &owner, const up::Creds &cr = up::Creds()) {
   Opened out;
   out.owner = owner;
   args.owner = owner;
@@ -249,7 +250,7 @@ Opened Open(Client *c, const up::Fh &dir, up::OpenArgs args,
   up::Compound cp;
   cp.SetTag("open").Putfh(dir).Open(args).Getfh();
   up::CompoundReply r;
-  c->Call(cp, &r);
+  c->Call(cp, &r, cr);
   const up::OpResult *o = r.Find(up::Op::kOpen);
   if (o) c->Advance(owner, o->status);
   out.status = r.status;
@@ -447,6 +448,41 @@ void ShareReleasedOnClose(Ctx &x) {
   cl.Close(x.a, a2);
   ExpectStatus("A's OPEN(READ, DENY_WRITE) while B writes", a2.status,
                up::kNfs4ErrShareDenied);
+}
+
+// A caller without the rights to a file (root's, mode 0600) is refused
+// its OPEN by the server (NFS4ERR_ACCESS), not only by its own client's
+// ACCESS check first: for writing, more than the open the server may
+// still hold for the file's creator (reading), and for reading, which
+// that open covers. By handle (CLAIM_FH) over NFSv4.1, by name over
+// NFSv4.0. (In that order: a refused OPEN leaves no open to close.)
+void OpenRefusedToACallerWithoutRights(Ctx &x) {
+  Cleanup cl;
+  const std::string name = x.File();
+  up::OpenArgs ca = OpenArgsFor(name, up::kShareAccessRead, up::kShareDenyNone);
+  ca.create = up::OpenArgs::Create::kUnchecked;
+  ca.create_attrs.mask = up::kAttrMode;
+  ca.create_attrs.mode = 0600;
+  Opened a = MustOpen("root's OPEN(READ) creating it, mode 0600",
+                      Open(x.a, x.dir, ca, x.Owner("a")));
+  cl.Close(x.a, a);
+  up::Creds user;
+  user.uid = user.gid = 2000;
+  for (uint32_t access :
+       {uint32_t(up::kShareAccessWrite), uint32_t(up::kShareAccessRead)}) {
+    up::OpenArgs ua = OpenArgsFor(name, access, up::kShareDenyNone);
+    up::Fh at = x.dir;
+    if (x.b->session_minor() >= 1) {
+      ua.claim = up::OpenArgs::Claim::kFh;
+      ua.name.clear();
+      at = a.fh;
+    }
+    Opened u = Open(x.b, at, ua, x.Owner("u"), user);
+    cl.Close(x.b, u);
+    ExpectStatus(access == up::kShareAccessWrite ? "uid 2000's OPEN(WRITE)"
+                                                 : "uid 2000's OPEN(READ)",
+                 u.status, up::kNfs4ErrAccess);
+  }
 }
 
 // NFSv4.0: an OPEN sent again with the same owner and seqid is a replay,
@@ -960,6 +996,8 @@ const Case kCases[] = {
      ExclusiveCreateResentSameVerifier},
     {"exclusive41_create_resent_same_verifier", 1,
      Exclusive41CreateResentSameVerifier},
+    {"open_refused_to_a_caller_without_rights", -1,
+     OpenRefusedToACallerWithoutRights},
     {"lockt_own_lock_is_no_conflict", -1, LocktOwnLockIsNoConflict},
     {"open_downgrade_with_locks_held", -1, OpenDowngradeWithLocksHeld},
     {"change_moves_on_every_write", -1, ChangeMovesOnEveryWrite},
