@@ -2223,10 +2223,13 @@ uint32_t Core::Reopen(const Creds &cr, NacheOpen *open, uint32_t access,
                  (f->up_deny & want_deny) == want_deny;
   const bool deleg =
       !covered && delegations_->Covers(f->key, want_access, want_deny, nullptr);
-  // Granted without an OPEN that asks the remote about this caller (as in
-  // Open): its answer to ACCESS decides (and the mode bits, when the
+  // Granted without an OPEN that asks the remote about this caller, or
+  // with an upgrade of our upstream open, which not every server judges
+  // (as in OpenFile; Ganesha does not check a reopen for its caller
+  // either): its answer to ACCESS decides (and the mode bits, when the
   // remote sees nache's own principal).
-  if ((covered || deleg || cfg_.remote_sees_machine) && !NotAtRemote(f->key))
+  if ((covered || deleg || f->open() || cfg_.remote_sees_machine) &&
+      !NotAtRemote(f->key))
     st = MayOpen(cr, f->key, access);
   if (st == upstream::kNfs4Ok) {
     if (deleg) {

@@ -1,20 +1,25 @@
 // conformance: sends NFSv4 COMPOUNDs to a server (nache's front, or any
 // NFSv4 server as a reference) and checks the protocol behaviour a client
 // relies on, case by case: share reservations, OPEN replays, create modes
-// (EXCLUSIVE4_1 over NFSv4.1), an OPEN refused to a caller without rights,
-// LOCKT, OPEN_DOWNGRADE, the change attribute, delegations, and NFSv4.2's
-// ALLOCATE, DEALLOCATE, SEEK, COPY and extended attributes. Built on nache's
-// own client library (proxy/upstream), which speaks NFSv4.0, 4.1 and 4.2; a
-// case that needs two clients uses two client ids (two Upstream instances).
+// (EXCLUSIVE4_1 over NFSv4.1), an OPEN or its upgrade refused to a caller
+// without rights, LOCKT, OPEN_DOWNGRADE, the change attribute, delegations,
+// and NFSv4.2's ALLOCATE, DEALLOCATE, SEEK, COPY and extended attributes.
+// Built on nache's own client library (proxy/upstream), which speaks
+// NFSv4.0, 4.1 and 4.2; a case that needs two clients uses two client ids
+// (two Upstream instances).
 //
 //   conformance --server ADDR [--port P] [--path /export] [--minor 0|1|2]
 //               [--only REGEX] [--timeout-ms N] [--delegations]
-//               [--no-xattrs] [--no-copy] [--list]
+//               [--no-xattrs] [--no-copy] [--unchecked-upgrades] [--list]
 //
 // --no-xattrs says the server has no extended attributes (stock Ganesha's
 // FSAL_VFS): the xattr case then wants NFS4ERR_NOTSUPP, as such a server
 // answers, instead of the attributes working. --no-copy says the same of
 // NFSv4.2's COPY (stock FSAL_VFS has none either).
+//
+// --unchecked-upgrades says the server lets an open's owner upgrade the
+// open without judging the caller (stock Ganesha 4.3 reopens unchecked):
+// the upgrade case then wants the upgrade granted, as such a server does.
 //
 // --delegations says the server is configured to grant delegations: the
 // delegation cases run only then (NFSv4.1: the clients serve a back
@@ -61,6 +66,7 @@ struct Options {
   bool delegations = false;      // the server grants delegations
   bool xattrs = true;            // the server has extended attributes
   bool copy = true;              // the server has COPY
+  bool checked_upgrades = true;  // the server judges an open's upgrade
 };
 
 // Names of the statuses the cases expect or meet (others print as numbers).
@@ -483,6 +489,37 @@ void OpenRefusedToACallerWithoutRights(Ctx &x) {
                                                  : "uid 2000's OPEN(READ)",
                  u.status, up::kNfs4ErrAccess);
   }
+}
+
+// A caller who may read a file but not write it (root's, mode 0644) opens
+// it for reading, then asks the same open-owner's OPEN for writing: an
+// upgrade of that open, refused (NFS4ERR_ACCESS); the open it upgrades
+// earns it nothing. The server's own open of the file (a proxy's) is for
+// reading only, so a proxy upgrades it too. (--unchecked-upgrades: the
+// server grants it, as stock Ganesha 4.3 does.)
+void UpgradeRefusedToACallerWithoutRights(Ctx &x) {
+  Cleanup cl;
+  const std::string name = x.File();
+  up::OpenArgs ca = OpenArgsFor(name, up::kShareAccessRead, up::kShareDenyNone);
+  ca.create = up::OpenArgs::Create::kUnchecked;
+  ca.create_attrs.mask = up::kAttrMode;
+  ca.create_attrs.mode = 0644;
+  Opened a = MustOpen("root's OPEN(READ) creating it, mode 0644",
+                      Open(x.a, x.dir, ca, x.Owner("a")));
+  cl.Close(x.a, a);
+  up::Creds user;
+  user.uid = user.gid = 2000;
+  Opened r =
+      MustOpen("uid 2000's OPEN(READ)",
+               Open(x.b, x.dir,
+                    OpenArgsFor(name, up::kShareAccessRead, up::kShareDenyNone),
+                    x.Owner("u"), user));
+  cl.Close(x.b, r);
+  Opened w = Open(x.b, x.dir,
+                  OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone),
+                  x.Owner("u"), user);
+  ExpectStatus("the same open-owner's OPEN(WRITE)", w.status,
+               x.o->checked_upgrades ? up::kNfs4ErrAccess : up::kNfs4Ok);
 }
 
 // NFSv4.0: an OPEN sent again with the same owner and seqid is a replay,
@@ -998,6 +1035,8 @@ const Case kCases[] = {
      Exclusive41CreateResentSameVerifier},
     {"open_refused_to_a_caller_without_rights", -1,
      OpenRefusedToACallerWithoutRights},
+    {"upgrade_refused_to_a_caller_without_rights", -1,
+     UpgradeRefusedToACallerWithoutRights},
     {"lockt_own_lock_is_no_conflict", -1, LocktOwnLockIsNoConflict},
     {"open_downgrade_with_locks_held", -1, OpenDowngradeWithLocksHeld},
     {"change_moves_on_every_write", -1, ChangeMovesOnEveryWrite},
@@ -1015,7 +1054,8 @@ void Usage() {
   std::fprintf(stderr,
                "usage: conformance --server ADDR [--port P] [--path DIR] "
                "[--minor 0|1|2] [--only REGEX] [--timeout-ms N] "
-               "[--delegations] [--no-xattrs] [--no-copy] [--list]\n");
+               "[--delegations] [--no-xattrs] [--no-copy] "
+               "[--unchecked-upgrades] [--list]\n");
 }
 
 }  // namespace
@@ -1038,6 +1078,10 @@ int main(int argc, char **argv) {
     }
     if (flag == "--no-copy") {
       o.copy = false;
+      continue;
+    }
+    if (flag == "--unchecked-upgrades") {
+      o.checked_upgrades = false;
       continue;
     }
     if (i + 1 >= argc) {

@@ -1,6 +1,6 @@
 // The remote decides access (issue 16): opens that send no OPEN are asked
-// per caller, upgrades ask for the caller's modes, a recall ends the
-// answers kept under the delegation.
+// per caller, upgrades ask for the caller's modes and are judged by its
+// ACCESS answer, a recall ends the answers kept under the delegation.
 #include "scripted_upstream.h"
 
 namespace nache {
@@ -83,6 +83,33 @@ TEST_F(CoreDelegationsTest, AnUpgradeAsksTheRemoteForTheCallersAccessOnly) {
             uint32_t(upstream::kNfs4ErrAccess));
   EXPECT_EQ(core_->Reopen(writer, wo, kWrite, 0), 0u) << "its modes kept";
   EXPECT_EQ(core_->CloseFile(wo), 0u);
+  EXPECT_EQ(core_->CloseFile(reader), 0u);
+}
+
+// An upgrade of our upstream open is judged here, by the remote's ACCESS
+// answer for the caller: not every remote judges the upgrade's OPEN
+// (Ganesha 4.3 reopens for the open's owner unchecked, whoever asks), and
+// Ganesha in front leaves an open by handle, and every reopen, to us. A
+// user who may read a file but not write it gets no write open, neither
+// by opening it for writing while another's read open is upstream, nor by
+// upgrading its own read open; and no upgrade is sent.
+TEST_F(CoreDelegationsTest, AnUpgradeOfOurUpstreamOpenIsJudgedHere) {
+  Start(DelegationType::kNone);
+  up_->DenyWritingButNotOpens(2000);
+  NacheOpen *reader = OpenF(kRead);
+  ASSERT_NE(reader, nullptr);
+  Creds user;
+  user.uid = user.gid = 2000;
+  const uint32_t kWrite = upstream::kShareAccessWrite;
+  NacheOpen *wo = nullptr;
+  EXPECT_EQ(OpenFAs(user, kWrite, &wo), uint32_t(upstream::kNfs4ErrAccess));
+  EXPECT_EQ(wo, nullptr);
+  NacheOpen *ro = nullptr;
+  ASSERT_EQ(OpenFAs(user, kRead, &ro), 0u) << "reading is allowed";
+  EXPECT_EQ(core_->Reopen(user, ro, kBoth, 0),
+            uint32_t(upstream::kNfs4ErrAccess));
+  EXPECT_EQ(up_->Count("OPEN"), 1) << "an upgrade was sent";
+  EXPECT_EQ(core_->CloseFile(ro), 0u);
   EXPECT_EQ(core_->CloseFile(reader), 0u);
 }
 

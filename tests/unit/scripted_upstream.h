@@ -139,6 +139,14 @@ class ScriptedUpstream : public upstream::Upstream {
     std::lock_guard<std::mutex> g(mu_);
     unreadable_by.insert(uid);
   }
+  // Callers whose ACCESS answers leave MODIFY and EXTEND out, while their
+  // OPENs for writing are granted: a server that judges no upgrade of an
+  // open (Ganesha 4.3 reopens for the open's owner unchecked).
+  std::set<uint32_t> unwritable_by;  // guarded by mu_
+  void DenyWritingButNotOpens(uint32_t uid) {
+    std::lock_guard<std::mutex> g(mu_);
+    unwritable_by.insert(uid);
+  }
   // The same, done to the file at path at the server by someone else (a
   // chmod or an ACL entry set there): its change attribute moves.
   void ForeignDenyReading(const std::string &path, uint32_t uid) {
@@ -722,6 +730,9 @@ class ScriptedUpstream : public upstream::Upstream {
         if (unreadable_by.count(caller_.uid))
           r->access &=
               ~uint32_t(upstream::kAccessRead | upstream::kAccessExecute);
+        if (unwritable_by.count(caller_.uid))
+          r->access &=
+              ~uint32_t(upstream::kAccessModify | upstream::kAccessExtend);
         return 0;
       case OP_OPEN: {
         const OPEN4args &o = a.nfs_argop4_u.opopen;
