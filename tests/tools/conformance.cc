@@ -456,24 +456,38 @@ void ShareReleasedOnClose(Ctx &x) {
                up::kNfs4ErrShareDenied);
 }
 
+// Root creates x's file with mode, opened for reading only (closed when
+// the case ends); the cases about a caller without rights start here.
+Opened CreateForReading(Ctx &x, Cleanup *cl, uint32_t mode) {
+  up::OpenArgs ca =
+      OpenArgsFor(x.File(), up::kShareAccessRead, up::kShareDenyNone);
+  ca.create = up::OpenArgs::Create::kUnchecked;
+  ca.create_attrs.mask = up::kAttrMode;
+  ca.create_attrs.mode = mode;
+  Opened a = MustOpen("root's OPEN(READ) creating it",
+                      Open(x.a, x.dir, ca, x.Owner("a")));
+  cl->Close(x.a, a);
+  return a;
+}
+
+// A caller who is neither the files' owner nor in their group.
+up::Creds User2000() {
+  up::Creds user;
+  user.uid = user.gid = 2000;
+  return user;
+}
+
 // A caller without the rights to a file (root's, mode 0600) is refused
 // its OPEN by the server (NFS4ERR_ACCESS), not only by its own client's
 // ACCESS check first: for writing, more than the open the server may
 // still hold for the file's creator (reading), and for reading, which
 // that open covers. By handle (CLAIM_FH) over NFSv4.1, by name over
-// NFSv4.0. (In that order: a refused OPEN leaves no open to close.)
+// NFSv4.0.
 void OpenRefusedToACallerWithoutRights(Ctx &x) {
   Cleanup cl;
   const std::string name = x.File();
-  up::OpenArgs ca = OpenArgsFor(name, up::kShareAccessRead, up::kShareDenyNone);
-  ca.create = up::OpenArgs::Create::kUnchecked;
-  ca.create_attrs.mask = up::kAttrMode;
-  ca.create_attrs.mode = 0600;
-  Opened a = MustOpen("root's OPEN(READ) creating it, mode 0600",
-                      Open(x.a, x.dir, ca, x.Owner("a")));
-  cl.Close(x.a, a);
-  up::Creds user;
-  user.uid = user.gid = 2000;
+  Opened a = CreateForReading(x, &cl, 0600);
+  const up::Creds user = User2000();
   for (uint32_t access :
        {uint32_t(up::kShareAccessWrite), uint32_t(up::kShareAccessRead)}) {
     up::OpenArgs ua = OpenArgsFor(name, access, up::kShareDenyNone);
@@ -500,15 +514,8 @@ void OpenRefusedToACallerWithoutRights(Ctx &x) {
 void UpgradeRefusedToACallerWithoutRights(Ctx &x) {
   Cleanup cl;
   const std::string name = x.File();
-  up::OpenArgs ca = OpenArgsFor(name, up::kShareAccessRead, up::kShareDenyNone);
-  ca.create = up::OpenArgs::Create::kUnchecked;
-  ca.create_attrs.mask = up::kAttrMode;
-  ca.create_attrs.mode = 0644;
-  Opened a = MustOpen("root's OPEN(READ) creating it, mode 0644",
-                      Open(x.a, x.dir, ca, x.Owner("a")));
-  cl.Close(x.a, a);
-  up::Creds user;
-  user.uid = user.gid = 2000;
+  CreateForReading(x, &cl, 0644);
+  const up::Creds user = User2000();
   Opened r =
       MustOpen("uid 2000's OPEN(READ)",
                Open(x.b, x.dir,
