@@ -2092,13 +2092,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   // nache's own principal, its OPEN judges nache, not the caller: Access,
   // bounded by the mode bits, judges the caller. (Not the creator of the
   // file: it may write what its new mode forbids.)
-  auto refuse_unless_may_open = [&]() -> uint32_t {
-    uint32_t st = *created ? upstream::kNfs4Ok : MayOpen(cr, key, req.access);
-    if (st) {
-      fg.Unlock();
-      opens_->Unpin(f);
-    }
-    return st;
+  auto judge_caller = [&]() -> uint32_t {
+    return *created ? upstream::kNfs4Ok : MayOpen(cr, key, req.access);
   };
   // The close-to-open revalidation such an open needs anyway (below) goes
   // first: its GETATTR carries the caller's ACCESS, which MayOpen finds.
@@ -2108,7 +2103,11 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       !delegations_->Delegated(key) && !cache_->IsDirty(key))
     have_revalidated = Revalidate(cr, key, &revalidated) == upstream::kNfs4Ok;
   if (covered || f->open() || cfg_.remote_sees_machine) {
-    if (uint32_t mst = refuse_unless_may_open()) return mst;
+    if ((st = judge_caller())) {
+      fg.Unlock();
+      opens_->Unpin(f);
+      return st;
+    }
   }
   if (!covered) {
     // An upgrade of our open asks for this caller's bits only (the remote
@@ -2121,9 +2120,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
                               own ? &*own : nullptr);
     if (st == upstream::kNfs4Ok) {
       have_attrs = true;  // fetched with the OPEN, and validated
-    } else if (st == upstream::kNfs4ErrNoent) {
+    } else if (st == upstream::kNfs4ErrNoent && !(st = judge_caller())) {
       // No usable name: stateless I/O, and no OPEN judged the caller.
-      if ((st = refuse_unless_may_open())) return st;
     } else {
       fg.Unlock();
       opens_->Unpin(f);
