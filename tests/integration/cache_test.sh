@@ -159,9 +159,12 @@ open_of_an_aged_file_is_one_round_trip() {
 	local o0 g0 a0 o1 g1 a1
 	echo aged >"$R/aged" && chmod 666 "$R/aged" &&
 		on 1 "cat $M/aged" >/dev/null || return 1
-	# Time is the input here, not a stand-in for an event: the attribute
-	# window (Attr_Timeout, 3 s) and the upstream open's linger (2 s)
-	# pass.
+	# The read open's upstream open is closed once its linger is over (an
+	# open still upstream would make this one an upgrade, checked against
+	# the caller's ACCESS answer); then the attribute window (Attr_Timeout,
+	# 3 s) passes: time is the input here, not a stand-in for an event.
+	lab_wait_until 30 no_upstream_opens ||
+		{ echo "upstream opens left: $(metric nache_upstream_open_files)" >&2; return 1; }
 	sleep 4
 	o0=$(purpose open_fh) g0=$(purpose getattr) a0=$(purpose access)
 	on 1 "python3 -c 'import os; os.close(os.open(\"$M/aged\", os.O_RDWR))'" ||
