@@ -89,6 +89,12 @@ audit() {
 	count "$who" "open+read 64K+close cold" "cat @/r.bin"
 	count "$who" "open+read 64K+close again" "cat @/r.bin"
 	count "$who" "open+read 64K+close warm" "cat @/r.bin"
+	# An open once nache's attributes have aged and its upstream open is
+	# closed (Attr_Timeout 3 s, Open_Linger 5 s): the kernel client opens
+	# by handle, and nache's OPEN is the one round trip.
+	sleep 6
+	count "$who" "open+close 6 s later warm" \
+		"python3 -c 'import os; os.close(os.open(\"@/r.bin\", os.O_RDONLY))'"
 	count "$who" "ls -l of 80 files cold" "ls -l @/d"
 	count "$who" "ls -l of 80 files warm" "ls -l @/d"
 	count "$who" "create+write 4K+close" "head -c 4096 /dev/urandom > @/new.bin"
