@@ -530,6 +530,16 @@ void Cache::IndexDirtyLocked(Key key, const Object &o) {
 
 // --- attributes -----------------------------------------------------------
 
+bool Cache::ValidatedSince(Key key, Clock::time_point since, Attrs *out) {
+  Locked g(this);
+  Object *o = FindLocked(key);
+  if (!o || !o->have_attrs || o->validated == Clock::time_point() ||
+      o->validated < since)
+    return false;
+  *out = o->attrs;
+  return true;
+}
+
 bool Cache::FreshAttrs(Key key, Attrs *out) {
   bool hit = false;
   {

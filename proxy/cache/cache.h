@@ -132,6 +132,9 @@ class Cache {
   bool FreshAttrs(Key key, Attrs *out);
   // The last known attributes of key, however old (false if none).
   bool KnownAttrs(Key key, Attrs *out);
+  // The attributes of key if the remote gave them at or after since
+  // (false if not, or expired since).
+  bool ValidatedSince(Key key, Clock::time_point since, Attrs *out);
   // Attributes just fetched from the upstream. A moved change attribute
   // drops the object's data, access results and listing.
   void Validated(Key key, const Attrs &a);

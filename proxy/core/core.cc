@@ -2060,6 +2060,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
 
   // Open by handle: join the file's upstream open, upgrading it if needed,
   // or grant it locally under our delegation.
+  const Cache::Clock::time_point began = Cache::Clock::now();
   // (Our read delegation goes back in the upstream OPEN's COMPOUND, or on
   // its own when none is sent; declared before the lock, so that its end
   // comes after the lock's release.)
@@ -2095,13 +2096,6 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   auto judge_caller = [&]() -> uint32_t {
     return *created ? upstream::kNfs4Ok : MayOpen(cr, key, req.access);
   };
-  // The close-to-open revalidation such an open needs anyway (below) goes
-  // first: its GETATTR carries the caller's ACCESS, which MayOpen finds.
-  Attrs revalidated;
-  bool have_revalidated = false;
-  if (covered && !*created && !req.truncate && !DecidedLocally(key) &&
-      !delegations_->Delegated(key) && !cache_->IsDirty(key))
-    have_revalidated = Revalidate(cr, key, &revalidated) == upstream::kNfs4Ok;
   if (covered || f->open() || cfg_.remote_sees_machine) {
     if ((st = judge_caller())) {
       fg.Unlock();
@@ -2153,11 +2147,10 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     have_attrs = true;
     if (attrs) *attrs = a;
   }
+  // (Attributes the remote gave since this open began, with the caller's
+  // ACCESS answer asked above, are that revalidation.)
   if (!have_attrs) {
-    if (have_revalidated)
-      a = revalidated;
-    else
-      st = Revalidate(cr, key, &a);
+    if (!cache_->ValidatedSince(key, began, &a)) st = Revalidate(cr, key, &a);
     if (st == upstream::kNfs4Ok && attrs) *attrs = a;
     // Replaced at the remote (saved over by rename, or removed) while our
     // upstream open kept the old file alive: the client's name lookup was
