@@ -28,14 +28,8 @@
 # which Linux clients send for a path they have no fresh dentry for
 # (Filebench opens every file by path): Ganesha looks the name up first,
 # for nache a LOOKUP across the WAN whenever the file's attributes are
-# older than Attr_Timeout, and then opens by handle; and for an UNCHECKED
-# create (open with O_CREAT, without O_EXCL), a LOOKUP of a name that is
-# usually not there. MDCACHE holds its directory's content lock for
-# writing across such a lookup, so every other open in the directory
-# waits a round trip for it. For such a FSAL an OPEN without create, or
-# an UNCHECKED create that truncates nothing (a truncating one keeps the
-# look first: the truncation must not come before the checks below), goes
-# to fsal_open2 by name instead: MDCACHE opens a
+# older than Attr_Timeout, and then opens by handle. For such a FSAL an
+# OPEN without create goes to fsal_open2 by name instead: MDCACHE opens a
 # name it holds by handle as before, and gives one it lacks to the FSAL,
 # whose server opens it in one COMPOUND. What Ganesha checks before opening
 # a file it has looked up (a delegation it granted that conflicts, an open
@@ -127,13 +121,8 @@ edit(Protocols/NFS/nfs4_op_open.c
 edit(Protocols/NFS/nfs4_op_open.c
 "		/* nache: the FSAL's server decides whether the name is taken */
 		if (arg->openhow.opentype == OPEN4_CREATE &&"
-"		/* nache: an existing file is opened by name, in one call, and
-		 * so is a name an UNCHECKED create (one that truncates
-		 * nothing) opens or makes */
-		if ((arg->openhow.opentype == OPEN4_NOCREATE ||
-		     (createmode == FSAL_UNCHECKED &&
-		      !(FSAL_TEST_MASK(sattr.valid_mask, ATTR_SIZE) &&
-			sattr.filesize == 0))) &&
+"		/* nache: an existing file is opened by name, in one call */
+		if (arg->openhow.opentype == OPEN4_NOCREATE &&
 		    op_ctx->fsal_export->exp_ops.fs_supports(
 			    op_ctx->fsal_export, fso_open_judged_by_server))
 			break;
