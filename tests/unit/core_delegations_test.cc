@@ -40,8 +40,14 @@ TEST_F(CoreDelegationsTest, AnExclusiveCreateOfAListedNameIsRefusedHere) {
   // (A listing is trusted within the attribute window.)
   Start(DelegationType::kNone,
         [](CoreConfig *cfg) { cfg->cache.attr_timeout_ms = 60 * 1000; });
-  ListRoot();
-  if (HasFatalFailure()) return;
+  bool eof = false;
+  ASSERT_EQ(core_->Readdir(
+                cr_, root_, 0,
+                [](void *, const char *, nache_key, const nache_attrs *,
+                   uint64_t) { return true; },
+                nullptr, &eof),
+            0u);
+  ASSERT_NE(core_->cache()->Listing(root_), nullptr) << "the root is listed";
   // (OPENs sent, whatever their answer.)
   auto opens_sent = [this] { return up_->Sends("OPEN").size(); };
   const size_t opens = opens_sent();
@@ -84,8 +90,14 @@ TEST_F(CoreDelegationsTest, AnOpenByNameIsOneRoundTripOrNone) {
         cfg->cache.attr_timeout_ms = 60 * 1000;
       },
       false);
-  ListRoot();
-  if (HasFatalFailure()) return;
+  bool eof = false;
+  ASSERT_EQ(core_->Readdir(
+                cr_, root_, 0,
+                [](void *, const char *, nache_key, const nache_attrs *,
+                   uint64_t) { return true; },
+                nullptr, &eof),
+            0u);
+  ASSERT_NE(core_->cache()->Listing(root_), nullptr) << "the root is listed";
   // (A caller nothing was asked for yet.)
   Creds user;
   user.uid = user.gid = 1000;

@@ -1166,17 +1166,6 @@ class CoreDelegationsTest : public ::testing::Test {
     return core_->Lock(cr_, file_, open, owner, op, write, offset, length,
                        false, &conflict);
   }
-  // Reads the root's listing (cached while the attribute window lasts).
-  void ListRoot() {
-    bool eof = false;
-    ASSERT_EQ(core_->Readdir(
-                  cr_, root_, 0,
-                  [](void *, const char *, nache_key, const nache_attrs *,
-                     uint64_t) { return true; },
-                  nullptr, &eof),
-              0u);
-    ASSERT_NE(core_->cache()->Listing(root_), nullptr) << "the root is listed";
-  }
   // Truncates key to size: a size change goes upstream, so key (and what
   // its create depends on) is sent first.
   void TruncateTo(Key key, uint64_t size) { ASSERT_EQ(SetSize(key, size), 0u); }
