@@ -1,7 +1,6 @@
 # Run as the ganesha ExternalProject's patch step, after the other
-# ganesha_patch*.cmake (cmake -DSRC=<tree> -P): an NFSv4 OPEN of an existing
-# file, by its handle or by its name, costs a FSAL whose server judges
-# opens one round trip, not two or three.
+# ganesha_patch*.cmake (cmake -DSRC=<tree> -P): an NFSv4 OPEN of a file by
+# its handle costs a FSAL whose server judges opens one round trip, not two.
 #
 # Ganesha 4.3 does two things before it hands an open by handle (CLAIM_FH,
 # what a Linux NFSv4.1 client sends for a file it has looked up) to the
@@ -22,27 +21,8 @@
 # exclusively nor reclaims (those keep the owner's exemption Ganesha
 # grants), and a CLAIM_FH open's change_info4, which names no directory,
 # is the file's change after the open, before and after. Every other FSAL
-# behaves as before.
-#
-# The same holds for an open by name (CLAIM_NULL) of an existing file,
-# which Linux clients send for a path they have no fresh dentry for
-# (Filebench opens every file by path): Ganesha looks the name up first,
-# for nache a LOOKUP across the WAN whenever the file's attributes are
-# older than Attr_Timeout, and then opens by handle. For such a FSAL an
-# OPEN without create goes to fsal_open2 by name instead: MDCACHE opens a
-# name it holds by handle as before, and gives one it lacks to the FSAL,
-# whose server opens it in one COMPOUND. What Ganesha checks before opening
-# a file it has looked up (a delegation it granted that conflicts, an open
-# of the same owner to upgrade instead of duplicating) is checked right
-# after such an open: on either, the new open is closed again and the
-# request takes Ganesha's usual way with the file now known (a conflict
-# then answers NFS4ERR_DELAY, with the delegation recalled). The search
-# right to the directory, which Ganesha checks before any open by name, is
-# checked after such an open (the FSAL's server answers it in the OPEN's
-# COMPOUND, where a check before would ask it once more); refused, the open
-# is closed again. The edits
-# fail loudly when an anchor moved, and are made once (a marker in
-# fsal_types.h).
+# behaves as before. The edits fail loudly when an anchor moved, and are
+# made once (a marker in fsal_types.h).
 
 set(_marker "/* nache: the FSAL's server judges opens */")
 
@@ -115,131 +95,3 @@ edit(Protocols/NFS/nfs4_op_open.c
 		    op_ctx->fsal_export, fso_open_judged_by_server))
 		res_OPEN4->OPEN4res_u.resok4.cinfo.before =
 			res_OPEN4->OPEN4res_u.resok4.cinfo.after;")
-
-# NFSv4 OPEN without create, by name: no lookup before, for such a FSAL
-# (the anchor is ganesha_patch_create.cmake's edit of the lookup).
-edit(Protocols/NFS/nfs4_op_open.c
-"		/* nache: the FSAL's server decides whether the name is taken */
-		if (arg->openhow.opentype == OPEN4_CREATE &&"
-"		/* nache: an existing file is opened by name, in one call */
-		if (arg->openhow.opentype == OPEN4_NOCREATE &&
-		    op_ctx->fsal_export->exp_ops.fs_supports(
-			    op_ctx->fsal_export, fso_open_judged_by_server))
-			break;
-
-		/* nache: the FSAL's server decides whether the name is taken */
-		if (arg->openhow.opentype == OPEN4_CREATE &&")
-edit(Protocols/NFS/nfs4_op_open.c
-"	/* Check if file_obj a REGULAR_FILE */
-	if (file_obj != NULL && file_obj->type != REGULAR_FILE) {"
-"	/* nache: a file opened by name, with the open undone (below) */
- nache_known_file:
-	/* Check if file_obj a REGULAR_FILE */
-	if (file_obj != NULL && file_obj->type != REGULAR_FILE) {")
-edit(Protocols/NFS/nfs4_op_open.c
-"	if (file_obj == NULL) {
-		/* We have a file object, take the state lock. */
-		file_obj = out_obj;
-		STATELOCK_lock(file_obj);
-		st_lock_held = true;
-	}"
-"	if (file_obj == NULL) {
-		/* We have a file object, take the state lock. */
-		file_obj = out_obj;
-		STATELOCK_lock(file_obj);
-		st_lock_held = true;
-
-		/* nache: opened by name with nothing looked up before, so
-		 * what is checked before opening a known file is checked now:
-		 * a conflicting delegation (recalled: NFS4ERR_DELAY), or this
-		 * owner's open of it (upgraded instead: the file is taken as
-		 * if looked up). On either, the new open is closed first. */
-		if (op_ctx->fsal_export->exp_ops.fs_supports(
-			    op_ctx->fsal_export, fso_open_judged_by_server)) {
-			state_t *mine = nfs4_State_Get_Obj(file_obj, owner);
-			bool conflict = state_deleg_conflict_impl(
-				file_obj,
-				(arg->share_access &
-				 OPEN4_SHARE_ACCESS_WRITE) != 0);
-
-			if (mine != NULL)
-				dec_state_t_ref(mine);
-			if (mine != NULL || conflict) {
-				STATELOCK_unlock(file_obj);
-				st_lock_held = false;
-				status = file_obj->obj_ops->close2(
-					file_obj, *file_state);
-				if (FSAL_IS_ERROR(status))
-					LogDebug(COMPONENT_STATE,
-						 \"close2 of a by-name open undone: %s\",
-						 fsal_err_txt(status));
-				op_ctx->fsal_export->exp_ops.free_state(
-					op_ctx->fsal_export, *file_state);
-				*file_state = NULL;
-				*new_state = false;
-				/* The open's reference stands for a lookup's. */
-				looked_up_file_obj = true;
-				in_obj = file_obj;
-				filename = NULL;
-				out_obj = NULL;
-				if (conflict) {
-					res_OPEN4->status = NFS4ERR_DELAY;
-					goto out;
-				}
-				goto nache_known_file;
-			}
-		}
-	}")
-
-# fsal_open2 by name, without create, for such a FSAL: the directory's
-# search right is checked after the open instead of before (the server's
-# answer comes back with its OPEN, where a look before would ask it once
-# more); refused, the open is closed again.
-edit(FSAL/fsal_helper.c
-"	/* Check directory permission for LOOKUP */
-	status = fsal_access(in_obj, FSAL_EXECUTE_ACCESS);
-	if (FSAL_IS_ERROR(status))
-		return status;
-
-	status = in_obj->obj_ops->open2(in_obj,"
-"	/* Check directory permission for LOOKUP */
-	/* nache: after the open, for a FSAL whose server judges opens */
-	if (createmode != FSAL_NO_CREATE ||
-	    !op_ctx->fsal_export->exp_ops.fs_supports(
-		    op_ctx->fsal_export, fso_open_judged_by_server)) {
-		status = fsal_access(in_obj, FSAL_EXECUTE_ACCESS);
-		if (FSAL_IS_ERROR(status))
-			return status;
-	}
-
-	status = in_obj->obj_ops->open2(in_obj,")
-edit(FSAL/fsal_helper.c
-"		     *obj, (*obj)->fsal->name, name);
-
-	if (!caller_perm_check)
-		return status;"
-"		     *obj, (*obj)->fsal->name, name);
-
-	/* nache: the directory's search right, checked after the open */
-	if (createmode == FSAL_NO_CREATE &&
-	    op_ctx->fsal_export->exp_ops.fs_supports(
-		    op_ctx->fsal_export, fso_open_judged_by_server)) {
-		status = fsal_access(in_obj, FSAL_EXECUTE_ACCESS);
-		if (FSAL_IS_ERROR(status)) {
-			if (state != NULL)
-				close_status = (*obj)->obj_ops->close2(*obj,
-								       state);
-			else
-				close_status = fsal_close(*obj);
-			if (FSAL_IS_ERROR(close_status))
-				LogDebug(COMPONENT_FSAL,
-					 \"close2 after a refused search: %s\",
-					 fsal_err_txt(close_status));
-			(*obj)->obj_ops->put_ref(*obj);
-			*obj = NULL;
-			return status;
-		}
-	}
-
-	if (!caller_perm_check)
-		return status;")

@@ -992,9 +992,9 @@ uint32_t Core::UnlessOnlyAccessFailed(size_t at, uint32_t st,
              : st;
 }
 
-void Core::NoteAccessAnswer(Key key, const Creds &cr, const CompoundReply &rep,
-                            int nth) {
-  const OpResult *r = rep.Find(Op::kAccess, nth);
+void Core::NoteAccessAnswer(Key key, const Creds &cr,
+                            const CompoundReply &rep) {
+  const OpResult *r = rep.Find(Op::kAccess);
   if (r && r->status == 0)
     cache_->NoteAccess(key, Cache::CredId(cr), r->access_supported, r->access);
 }
@@ -1580,21 +1580,6 @@ void Core::NoteDirAfter(Key dir, const CompoundReply &rep, int nth,
                        removed, added, added_key, cfg_.single_writer);
 }
 
-bool Core::OpenIsLocal(Key key, uint32_t access, uint32_t deny) {
-  if (delegations_->Covers(key, access, deny, nullptr) || DecidedLocally(key))
-    return true;
-  if (!opens_->Contains(key)) return false;
-  std::shared_ptr<FileOpen> f = opens_->Get(key);
-  bool covered;
-  {
-    MutexLock g(&f->owner->mu);
-    covered = f->open() && (f->up_access & access) == access &&
-              (f->up_deny & deny) == deny;
-  }
-  opens_->Unpin(f);
-  return covered;
-}
-
 Key Core::ListedKey(Key dir, const std::string &name) {
   if (auto l = cache_->Listing(dir)) {
     for (const CachedDirent &e : *l)
@@ -1917,27 +1902,16 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     }
   }
 
-  if (by_name && req.mode != NACHE_OPEN_UNCHECKED) {
+  if (by_name &&
+      (req.mode == NACHE_OPEN_GUARDED || req.mode == NACHE_OPEN_EXCLUSIVE)) {
     // Ganesha looks nothing up before such a create (its FSAL option
-    // atomic_exclusive_create) or before an open without create of a name
-    // it does not hold (open_judged_by_server): a name a fresh listing
-    // here holds is answered as that lookup was, with no round trip.
-    // Taken (GUARDED, or EXCLUSIVE with another verifier); or opened by
-    // its handle: an open without create, or the client's own retry of
-    // the create (the same verifier). By its handle, the open may join our
-    // upstream open or be granted under our delegation.
-    // Without create, only an open nothing needs to be asked for: else the
-    // OPEN by name below answers the name, the file's attributes, the
-    // caller's rights to it and to the directory (which Ganesha checks
-    // after) in one round trip, where by handle each may cost one.
+    // atomic_exclusive_create): a name a fresh listing here holds is
+    // answered as that lookup was, with no round trip. Taken (GUARDED, or
+    // EXCLUSIVE with another verifier), or the client's own retry of the
+    // create (the same verifier), opened by its handle.
     Key k = ListedKey(req.key, req.name);
     Attrs a;
-    uint32_t dir_allowed;
-    if (k != kNoKey && cache_->FreshAttrs(k, &a) && !Unlinked(a) &&
-        (req.mode != NACHE_OPEN_NOCREATE ||
-         (cache_->CachedAccess(req.key, Cache::CredId(cr),
-                               upstream::kAccessLookup, &dir_allowed) &&
-          OpenIsLocal(k, req.access, req.deny)))) {
+    if (k != kNoKey && cache_->FreshAttrs(k, &a) && !Unlinked(a)) {
       if (uint32_t est = OpenOfExisting(
               req.mode, verified && CarriesCreateVerifier(a, req.verifier), a))
         return est;
@@ -1947,8 +1921,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
   }
 
   if (by_name) {
-    // Open by name: OPEN in the directory, whose COMPOUND also looks the
-    // name up.
+    // Open by name (always the path of a create): OPEN in the directory.
     Fh dfh;
     uint32_t st = FhOf(req.key, &dfh);
     if (st) return st;
@@ -2002,13 +1975,10 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       c.SetTag("open_name").Putfh(dfh).Open(a).Getfh();
       if (req.truncate) c.Setattr(StateId::Anonymous(), TruncateAttrs());
       // The file's attributes and the caller's rights to it, then its
-      // directory's attributes (a create changed it) and the caller's
-      // rights to the directory (Ganesha checks its search right after an
-      // open by name without create: ganesha_patch_open.cmake).
+      // directory's attributes (a create changed it).
       c.Getattr(upstream::kAttrsObject);
       AskAccess(c);
       c.Putfh(dfh).Getattr(upstream::kAttrsObject);
-      AskAccess(c);
       rep = CompoundReply();
       st = Run(c, cr, &rep);
       o = rep.Find(Op::kOpen);
@@ -2059,7 +2029,6 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       }
     }
     NoteDirAfter(req.key, rep, 1, o->cinfo, "", req.name, key);
-    NoteAccessAnswer(req.key, cr, rep, 1);
     delegations_->NoteGrant(key, deleg);
     std::shared_ptr<FileOpen> f = opens_->GetOrAdopt(key, owner);
     if (f->owner == owner) {

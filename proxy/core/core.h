@@ -368,11 +368,6 @@ class Core {
   void NoteDirAfter(Key dir, const upstream::CompoundReply &rep, int nth,
                     const upstream::ChangeInfo &ci, const std::string &removed,
                     const std::string &added, Key added_key);
-  // Whether an open of key with these share modes would be granted here
-  // with no OPEN sent: under our delegation, decided here, or joining our
-  // upstream open, which covers them. A guess (OpenFile decides again
-  // under the file's owner lock).
-  bool OpenIsLocal(Key key, uint32_t access, uint32_t deny);
   // The key of dir's entry name in dir's cached listing, or kNoKey.
   Key ListedKey(Key dir, const std::string &name);
   // One upstream WRITE of [off, off+len) (several when len exceeds the
@@ -548,9 +543,8 @@ class Core {
                                  uint32_t *allowed);
   static uint32_t UnlessOnlyAccessFailed(size_t at, uint32_t st,
                                          const upstream::CompoundReply &rep);
-  // Keeps the answer of rep's nth ACCESS (0: the first) for key and cr.
   void NoteAccessAnswer(Key key, const Creds &cr,
-                        const upstream::CompoundReply &rep, int nth = 0);
+                        const upstream::CompoundReply &rep);
   // Whether the remote lets cr open key with share_access (NFS4ERR_ACCESS
   // if not), from its ACCESS answer: for opens no OPEN of cr's decides.
   uint32_t MayOpen(const Creds &cr, Key key, uint32_t share_access);

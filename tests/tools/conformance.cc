@@ -35,7 +35,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +44,6 @@
 #include <memory>
 #include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "callback/back_channel.h"
@@ -531,75 +529,6 @@ void UpgradeRefusedToACallerWithoutRights(Ctx &x) {
                x.o->checked_upgrades ? up::kNfs4ErrAccess : up::kNfs4Ok);
 }
 
-// An OPEN by name of a file its open-owner has open already is that open,
-// upgraded: the same stateid, its seqid one on (RFC 8881 section 18.16.3,
-// RFC 7530 section 16.16.5), never a second open of the owner's. (A
-// server that opens a name without looking it up first, as nache's front
-// does for a name it does not hold, finds the owner's open after.)
-void OpenByNameAgainUpgradesTheOwnersOpen(Ctx &x) {
-  Cleanup cl;
-  const std::string name = x.File();
-  Opened r = MustOpen("OPEN(READ) creating it",
-                      Create(x.a, x, name, up::kShareAccessRead,
-                             up::kShareDenyNone, x.Owner("a")));
-  Opened w = Open(x.a, x.dir,
-                  OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone),
-                  x.Owner("a"));
-  cl.Close(x.a, w.status == up::kNfs4Ok ? w : r);
-  ExpectStatus("the same owner's OPEN(WRITE) by name", w.status, up::kNfs4Ok);
-  const bool same = std::memcmp(w.stateid.other, r.stateid.other,
-                                sizeof(r.stateid.other)) == 0;
-  ExpectTrue(same && w.stateid.seqid == r.stateid.seqid + 1,
-             same ? "the open's stateid at seqid " +
-                        std::to_string(w.stateid.seqid) + " after " +
-                        std::to_string(r.stateid.seqid)
-                  : std::string("another stateid: a second open"),
-             "the open's stateid, its seqid one on");
-}
-
-// A caller without the search right to a directory (root's, mode 0700) is
-// refused an OPEN by name of a file in it (NFS4ERR_ACCESS), though the
-// file's own mode (0666) would let it in, and though the file is open for
-// its creator: also where the server checks the directory after opening
-// (nache's front, for a name it does not hold).
-void OpenByNameNeedsTheSearchRight(Ctx &x) {
-  Cleanup cl;
-  const std::string dname = x.File("-dir");
-  up::Attrs dmode;
-  dmode.mask = up::kAttrMode;
-  dmode.mode = 0700;
-  up::Compound mk;
-  mk.SetTag("mkdir")
-      .Putfh(x.dir)
-      .Create(up::FileType::kDir, dname, dmode)
-      .Getfh();
-  up::CompoundReply mr;
-  ExpectStatus("root's CREATE of the directory", x.a->Call(mk, &mr),
-               up::kNfs4Ok);
-  const up::Fh d = mr.Find(up::Op::kGetfh)->fh;
-  cl.Add([x, d, dname] {
-    up::Compound rm;
-    rm.SetTag("remove").Putfh(d).Remove("f");
-    up::CompoundReply rr;
-    x.a->Call(rm, &rr);
-    up::Compound rd;
-    rd.SetTag("remove").Putfh(x.dir).Remove(dname);
-    x.a->Call(rd, &rr);
-  });
-  up::OpenArgs ca = OpenArgsFor("f", up::kShareAccessRead, up::kShareDenyNone);
-  ca.create = up::OpenArgs::Create::kUnchecked;
-  ca.create_attrs.mask = up::kAttrMode;
-  ca.create_attrs.mode = 0666;
-  Opened a = MustOpen("root's OPEN(READ) creating the file in it",
-                      Open(x.a, d, ca, x.Owner("a")));
-  cl.Close(x.a, a);
-  Opened u =
-      Open(x.b, d, OpenArgsFor("f", up::kShareAccessRead, up::kShareDenyNone),
-           x.Owner("u"), User2000());
-  cl.Close(x.b, u);
-  ExpectStatus("uid 2000's OPEN(READ) by name", u.status, up::kNfs4ErrAccess);
-}
-
 // NFSv4.0: an OPEN sent again with the same owner and seqid is a replay,
 // answered from the server's cache with the same reply.
 void OpenReplayGetsCachedReply(Ctx &x) {
@@ -897,43 +826,6 @@ void NoReadDelegationWhileAnotherWrites(Ctx &x) {
              "no delegation");
 }
 
-// A read delegation is recalled before another client's OPEN for writing
-// is granted (RFC 8881 section 10.4.1), also when that OPEN names the file
-// (CLAIM_NULL) and the server opens the name before it knows the file
-// (nache's front, for a name it does not hold): NFS4ERR_DELAY while b
-// holds it, b recalled, and the OPEN granted once b has returned it.
-void OpenByNameForWritingRecallsAReadDelegation(Ctx &x) {
-  Cleanup cl;
-  const std::string name = x.File();
-  Opened held =
-      MustOpen("b's create (read)", Create(x.b, x, name, up::kShareAccessRead,
-                                           up::kShareDenyNone, x.Owner("b")));
-  cl.Close(x.b, held);
-  ExpectTrue(held.delegation.type == up::DelegationType::kRead,
-             std::string(DelegationName(held.delegation.type)) +
-                 " delegation for the file's only opener",
-             "a read delegation (the control: the server grants them to b)");
-  const int recalls = x.b->recalls();
-  const up::OpenArgs wa =
-      OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone);
-  Opened w = Open(x.a, x.dir, wa, x.Owner("a"));
-  cl.Close(x.a, w);
-  ExpectStatus("a's OPEN(WRITE) by name while b holds a read delegation",
-               w.status, up::kNfs4ErrDelay);
-  // The recall comes on b's back channel, from another thread.
-  const auto until =
-      std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (x.b->recalls() == recalls && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ExpectTrue(x.b->recalls() > recalls, "b not recalled within 10 s",
-             "b's delegation recalled");
-  ReturnDelegation(x.b, held);
-  Opened w2 = Open(x.a, x.dir, wa, x.Owner("a"));
-  cl.Close(x.a, w2);
-  ExpectStatus("a's OPEN(WRITE) once b returned its delegation", w2.status,
-               up::kNfs4Ok);
-}
-
 // --- NFSv4.2 (RFC 7862, RFC 8276) ---------------------------------------
 
 // Creates a file of the case's, open for reading and writing, written with
@@ -1152,16 +1044,11 @@ const Case kCases[] = {
      OpenRefusedToACallerWithoutRights},
     {"upgrade_refused_to_a_caller_without_rights", -1,
      UpgradeRefusedToACallerWithoutRights},
-    {"open_by_name_again_upgrades_the_owners_open", -1,
-     OpenByNameAgainUpgradesTheOwnersOpen},
-    {"open_by_name_needs_the_search_right", -1, OpenByNameNeedsTheSearchRight},
     {"lockt_own_lock_is_no_conflict", -1, LocktOwnLockIsNoConflict},
     {"open_downgrade_with_locks_held", -1, OpenDowngradeWithLocksHeld},
     {"change_moves_on_every_write", -1, ChangeMovesOnEveryWrite},
     {"no_read_delegation_while_another_writes", 1,
      NoReadDelegationWhileAnotherWrites, true},
-    {"open_by_name_for_writing_recalls_a_read_delegation", 1,
-     OpenByNameForWritingRecallsAReadDelegation, true},
     {"nfs42_allocate_extends_with_zeros", 2, AllocateExtendsWithZeros},
     {"nfs42_deallocate_reads_zeros", 2, DeallocateReadsZeros},
     {"nfs42_seek_finds_data_and_the_hole_at_the_end", 2,

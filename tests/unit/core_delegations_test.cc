@@ -72,60 +72,6 @@ TEST_F(CoreDelegationsTest, AnExclusiveCreateOfAListedNameIsRefusedHere) {
   EXPECT_EQ(core_->CloseFile(open), 0u);
 }
 
-// Issue 19: Ganesha gives nache an open without create of a name it does
-// not hold by name (its FSAL option open_judged_by_server), and checks the
-// caller's search right to the directory after the open. A listed name of
-// a file that needs an OPEN anyway goes to the remote as one OPEN by name,
-// whose COMPOUND also answers the caller's rights to the directory: none
-// asked after it. An open of the name that our upstream open then covers,
-// with that answer kept, asks nothing.
-TEST_F(CoreDelegationsTest, AnOpenByNameIsOneRoundTripOrNone) {
-  up_->readdir = true;
-  up_->minor = 1;
-  // (NFSv4.1: callbacks come on the session's back channel, no probe.)
-  Start(
-      DelegationType::kNone,
-      [](CoreConfig *cfg) {
-        cfg->minor_version = 1;
-        cfg->cache.attr_timeout_ms = 60 * 1000;
-      },
-      false);
-  bool eof = false;
-  ASSERT_EQ(core_->Readdir(
-                cr_, root_, 0,
-                [](void *, const char *, nache_key, const nache_attrs *,
-                   uint64_t) { return true; },
-                nullptr, &eof),
-            0u);
-  ASSERT_NE(core_->cache()->Listing(root_), nullptr) << "the root is listed";
-  // (A caller nothing was asked for yet.)
-  Creds user;
-  user.uid = user.gid = 1000;
-  const int by_name = up_->Count("OPEN"), by_fh = up_->Count("OPEN(fh)");
-  NacheOpen *first = nullptr, *second = nullptr;
-  Key key = kNoKey;
-  bool created = true;
-  ASSERT_EQ(OpenNamed(user, "f", NACHE_OPEN_NOCREATE, &first, &key, &created),
-            0u);
-  EXPECT_EQ(key, file_);
-  EXPECT_FALSE(created);
-  EXPECT_EQ(up_->Count("OPEN") - by_name, 1);
-  EXPECT_EQ(up_->Count("OPEN(fh)") - by_fh, 0);
-  const int accesses = up_->Count("ACCESS");
-  uint32_t bits = 0;
-  ASSERT_EQ(core_->Access(user, root_, upstream::kAccessLookup, &bits), 0u);
-  EXPECT_EQ(bits, uint32_t(upstream::kAccessLookup));
-  EXPECT_EQ(up_->Count("ACCESS"), accesses)
-      << "the directory's answer did not come with the OPEN";
-  ASSERT_EQ(OpenNamed(user, "f", NACHE_OPEN_NOCREATE, &second, &key, &created),
-            0u);
-  EXPECT_EQ(key, file_);
-  EXPECT_EQ(up_->Count("OPEN") + up_->Count("OPEN(fh)"), by_name + by_fh + 1)
-      << "an open our upstream open covers was sent";
-  EXPECT_EQ(core_->CloseFile(second), 0u);
-  EXPECT_EQ(core_->CloseFile(first), 0u);
-}
-
 // An export deep in the remote's tree, on a server of short COMPOUNDs: its
 // path is walked in as many COMPOUNDs as that takes, none refused.
 TEST_F(CoreDelegationsTest,
