@@ -1,6 +1,7 @@
 # Run as the ganesha ExternalProject's patch step, after the other
 # ganesha_patch*.cmake (cmake -DSRC=<tree> -P): an NFSv4 OPEN of a file by
-# its handle costs a FSAL whose server judges opens one round trip, not two.
+# its handle, or an UNCHECKED create, costs a FSAL whose server judges
+# opens one round trip, not two.
 #
 # Ganesha 4.3 does two things before it hands an open by handle (CLAIM_FH,
 # what a Linux NFSv4.1 client sends for a file it has looked up) to the
@@ -21,8 +22,25 @@
 # exclusively nor reclaims (those keep the owner's exemption Ganesha
 # grants), and a CLAIM_FH open's change_info4, which names no directory,
 # is the file's change after the open, before and after. Every other FSAL
-# behaves as before. The edits fail loudly when an anchor moved, and are
-# made once (a marker in fsal_types.h).
+# behaves as before.
+#
+# An UNCHECKED create (an OPEN with O_CREAT, without O_EXCL: most
+# programs' creates, every file Filebench makes) had Ganesha look its name
+# up first: for nache a LOOKUP across the WAN, usually answered
+# NFS4ERR_NOENT, and MDCACHE holds the directory's content lock for
+# writing across it (mdc_lookup, mdc_lookup_uncached), so every other
+# open in that directory waited the round trip. For such a FSAL an
+# UNCHECKED create that truncates nothing goes to fsal_open2 by name
+# instead (a truncating one keeps the look first: its truncation must not
+# come before the checks below): MDCACHE opens a name it holds by handle,
+# and gives one it lacks to the FSAL, whose server opens or creates it in
+# one COMPOUND. What Ganesha checks before opening a file it has looked up
+# (a delegation it granted that conflicts, an open of the same owner to
+# upgrade instead of duplicating) is checked right after such an open:
+# on either, the new open is closed again and the request takes Ganesha's
+# usual way with the file now known (a conflict then answers
+# NFS4ERR_DELAY, with the delegation recalled). The edits fail loudly
+# when an anchor moved, and are made once (a marker in fsal_types.h).
 
 set(_marker "/* nache: the FSAL's server judges opens */")
 
@@ -95,3 +113,83 @@ edit(Protocols/NFS/nfs4_op_open.c
 		    op_ctx->fsal_export, fso_open_judged_by_server))
 		res_OPEN4->OPEN4res_u.resok4.cinfo.before =
 			res_OPEN4->OPEN4res_u.resok4.cinfo.after;")
+
+# NFSv4 OPEN, an UNCHECKED create that truncates nothing: no lookup
+# before, for such a FSAL (the anchor is ganesha_patch_create.cmake's edit
+# of the lookup).
+edit(Protocols/NFS/nfs4_op_open.c
+"		/* nache: the FSAL's server decides whether the name is taken */
+		if (arg->openhow.opentype == OPEN4_CREATE &&"
+"		/* nache: a name an UNCHECKED create that truncates nothing
+		 * opens or makes is given to the FSAL by name, unlooked */
+		if (createmode == FSAL_UNCHECKED &&
+		    !(FSAL_TEST_MASK(sattr.valid_mask, ATTR_SIZE) &&
+		      sattr.filesize == 0) &&
+		    op_ctx->fsal_export->exp_ops.fs_supports(
+			    op_ctx->fsal_export, fso_open_judged_by_server))
+			break;
+
+		/* nache: the FSAL's server decides whether the name is taken */
+		if (arg->openhow.opentype == OPEN4_CREATE &&")
+edit(Protocols/NFS/nfs4_op_open.c
+"	/* Check if file_obj a REGULAR_FILE */
+	if (file_obj != NULL && file_obj->type != REGULAR_FILE) {"
+"	/* nache: a file opened by name, with the open undone (below) */
+ nache_known_file:
+	/* Check if file_obj a REGULAR_FILE */
+	if (file_obj != NULL && file_obj->type != REGULAR_FILE) {")
+edit(Protocols/NFS/nfs4_op_open.c
+"	if (file_obj == NULL) {
+		/* We have a file object, take the state lock. */
+		file_obj = out_obj;
+		STATELOCK_lock(file_obj);
+		st_lock_held = true;
+	}"
+"	if (file_obj == NULL) {
+		/* We have a file object, take the state lock. */
+		file_obj = out_obj;
+		STATELOCK_lock(file_obj);
+		st_lock_held = true;
+
+		/* nache: opened by name with nothing looked up before, so
+		 * what is checked before opening a known file is checked now:
+		 * a conflicting delegation (recalled: NFS4ERR_DELAY), or this
+		 * owner's open of it (upgraded instead: the file is taken as
+		 * if looked up). On either, the new open is closed first. */
+		if (op_ctx->fsal_export->exp_ops.fs_supports(
+			    op_ctx->fsal_export, fso_open_judged_by_server)) {
+			state_t *mine = nfs4_State_Get_Obj(file_obj, owner);
+			bool conflict = state_deleg_conflict_impl(
+				file_obj,
+				(arg->share_access &
+				 OPEN4_SHARE_ACCESS_WRITE) != 0);
+
+			if (mine != NULL)
+				dec_state_t_ref(mine);
+			if (mine != NULL || conflict) {
+				STATELOCK_unlock(file_obj);
+				st_lock_held = false;
+				status = file_obj->obj_ops->close2(
+					file_obj, *file_state);
+				if (FSAL_IS_ERROR(status))
+					LogDebug(COMPONENT_STATE,
+						 \"close2 of a by-name open undone: %s\",
+						 fsal_err_txt(status));
+				op_ctx->fsal_export->exp_ops.free_state(
+					op_ctx->fsal_export, *file_state);
+				*file_state = NULL;
+				*new_state = false;
+				/* The open's reference stands for a lookup's. */
+				looked_up_file_obj = true;
+				in_obj = file_obj;
+				filename = NULL;
+				out_obj = NULL;
+				if (conflict) {
+					res_OPEN4->status = NFS4ERR_DELAY;
+					goto out;
+				}
+				goto nache_known_file;
+			}
+		}
+	}")
+

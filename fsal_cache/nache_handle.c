@@ -741,6 +741,10 @@ op_open2(struct fsal_obj_handle *obj, struct state_t *state,
 	*caller_perm_check = !created;
 	nh = nache_alloc_handle(exp, key, &a);
 	*new_obj = &nh->obj_handle;
+	/* An existing file MDCACHE may hold with older attributes (it keeps
+	 * its own copy when it has one): as for an open by handle. */
+	if (!created)
+		revalidate_on_open(exp, &nh->obj_handle);
 	if (fd == NULL) {
 		/* Stateless create (NFSv3 CREATE): nothing stays open.
 		 * (No obj_lock: nobody else sees nh yet.) */

@@ -147,6 +147,25 @@ exclusive_create_asks_nothing_first() {
 		expect_eq "theirs kept" "$(cat "$R/excl/g")" theirs
 }
 
+# So is a create without O_EXCL that truncates nothing (an UNCHECKED
+# OPEN, as most programs' O_CREAT sends; Filebench's file creates): Ganesha
+# gives it to nache by name with no lookup first (ganesha_patch_open.cmake),
+# where each new name cost a LOOKUP answered NFS4ERR_NOENT. An existing
+# name is opened, its data kept.
+create_without_excl_asks_nothing_first() {
+	local l0 l1 i
+	mkdir -p "$R/unchk" && echo kept >"$R/unchk/old" &&
+		on 1 "ls $M/unchk" >/dev/null || return 1
+	l0=$(metric nache_upstream_ops_total 'op="LOOKUP",status="NFS4ERR_NOENT"')
+	on 1 "cd $M/unchk && for f in n1 n2 n3 n4 n5 old; do
+		python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644))' \$f || exit 1
+	done" || return 1
+	l1=$(metric nache_upstream_ops_total 'op="LOOKUP",status="NFS4ERR_NOENT"')
+	expect_eq "upstream LOOKUPs of absent names for 5 creates" $((l1 - l0)) 0 &&
+		expect_eq "names at the remote" "$(cd "$R/unchk" && echo *)" "n1 n2 n3 n4 n5 old" &&
+		expect_eq "the existing file's data" "$(cat "$R/unchk/old")" kept
+}
+
 # purpose P — nache's upstream COMPOUNDs sent for purpose P so far.
 purpose() { metric nache_upstream_compounds_by_purpose_total "purpose=\"$1\""; }
 
@@ -183,5 +202,6 @@ check cache_bound_holds_under_3x_working_set bound_holds_under_three_times_the_w
 check ls_l_of_200_files_costs_few_compounds ls_l_costs_a_few_compounds
 check upstream_CLOSEs_equal_OPENs_after_linger every_open_gets_its_close
 check exclusive_create_asks_nothing_first exclusive_create_asks_nothing_first
+check create_without_excl_asks_nothing_first create_without_excl_asks_nothing_first
 check open_of_a_file_with_aged_attributes_is_one_round_trip open_of_an_aged_file_is_one_round_trip
 itest_finish

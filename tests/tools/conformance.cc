@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,7 @@
 #include <memory>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "callback/back_channel.h"
@@ -529,6 +531,48 @@ void UpgradeRefusedToACallerWithoutRights(Ctx &x) {
                x.o->checked_upgrades ? up::kNfs4ErrAccess : up::kNfs4Ok);
 }
 
+// An OPEN by name of a file its open-owner has open already is that open,
+// upgraded: the same stateid, its seqid one on (RFC 8881 section 18.16.3,
+// RFC 7530 section 16.16.5), never a second open of the owner's; also
+// when the OPEN is an UNCHECKED create of it. (A server that opens such a
+// create's name without looking it up first, as nache's front does, finds
+// the owner's open after.)
+void OpenByNameAgainUpgradesTheOwnersOpen(Ctx &x) {
+  Opened last;  // the owner's open as last answered (outlives the cleanup)
+  Cleanup cl;
+  const std::string name = x.File();
+  Opened r = MustOpen("OPEN(READ) creating it",
+                      Create(x.a, x, name, up::kShareAccessRead,
+                             up::kShareDenyNone, x.Owner("a")));
+  // Without create, then as an UNCHECKED create that truncates nothing
+  // (O_CREAT without O_EXCL or O_TRUNC) of the file that exists.
+  up::OpenArgs again[2] = {
+      OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone),
+      OpenArgsFor(name, up::kShareAccessBoth, up::kShareDenyNone)};
+  again[1].create = up::OpenArgs::Create::kUnchecked;
+  again[1].create_attrs.mask = up::kAttrMode;
+  again[1].create_attrs.mode = 0644;
+  const char *what[2] = {"the same owner's OPEN(WRITE) by name",
+                         "the same owner's UNCHECKED create of it"};
+  last = r;
+  cl.Add([&x, &last] { CloseFile(x.a, last); });
+  for (int i = 0; i < 2; i++) {
+    Opened o = Open(x.a, x.dir, again[i], x.Owner("a"));
+    ExpectStatus(what[i], o.status, up::kNfs4Ok);
+    const bool same = std::memcmp(o.stateid.other, last.stateid.other,
+                                  sizeof(last.stateid.other)) == 0;
+    const uint32_t before = last.stateid.seqid;
+    last = o;
+    ExpectTrue(same && o.stateid.seqid == before + 1,
+               std::string(what[i]) + ": " +
+                   (same ? "the open's stateid at seqid " +
+                               std::to_string(o.stateid.seqid) + " after " +
+                               std::to_string(before)
+                         : std::string("another stateid, a second open")),
+               "the open's stateid, its seqid one on");
+  }
+}
+
 // NFSv4.0: an OPEN sent again with the same owner and seqid is a replay,
 // answered from the server's cache with the same reply.
 void OpenReplayGetsCachedReply(Ctx &x) {
@@ -826,6 +870,47 @@ void NoReadDelegationWhileAnotherWrites(Ctx &x) {
              "no delegation");
 }
 
+// A read delegation is recalled before another client's OPEN for writing
+// is granted (RFC 8881 section 10.4.1), also when that OPEN is an
+// UNCHECKED create of the file (O_CREAT without O_EXCL or O_TRUNC), whose
+// name the server may open before it knows the file (nache's front):
+// NFS4ERR_DELAY while b holds it, b recalled, and the OPEN granted once b
+// has returned it.
+void UncheckedCreateForWritingRecallsAReadDelegation(Ctx &x) {
+  Cleanup cl;
+  const std::string name = x.File();
+  Opened held =
+      MustOpen("b's create (read)", Create(x.b, x, name, up::kShareAccessRead,
+                                           up::kShareDenyNone, x.Owner("b")));
+  cl.Close(x.b, held);
+  ExpectTrue(held.delegation.type == up::DelegationType::kRead,
+             std::string(DelegationName(held.delegation.type)) +
+                 " delegation for the file's only opener",
+             "a read delegation (the control: the server grants them to b)");
+  const int recalls = x.b->recalls();
+  up::OpenArgs wa =
+      OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone);
+  wa.create = up::OpenArgs::Create::kUnchecked;
+  wa.create_attrs.mask = up::kAttrMode;
+  wa.create_attrs.mode = 0644;
+  Opened w = Open(x.a, x.dir, wa, x.Owner("a"));
+  cl.Close(x.a, w);
+  ExpectStatus("a's UNCHECKED create (WRITE) while b holds a read delegation",
+               w.status, up::kNfs4ErrDelay);
+  // The recall comes on b's back channel, from another thread.
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (x.b->recalls() == recalls && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ExpectTrue(x.b->recalls() > recalls, "b not recalled within 10 s",
+             "b's delegation recalled");
+  ReturnDelegation(x.b, held);
+  Opened w2 = Open(x.a, x.dir, wa, x.Owner("a"));
+  cl.Close(x.a, w2);
+  ExpectStatus("a's OPEN(WRITE) once b returned its delegation", w2.status,
+               up::kNfs4Ok);
+}
+
 // --- NFSv4.2 (RFC 7862, RFC 8276) ---------------------------------------
 
 // Creates a file of the case's, open for reading and writing, written with
@@ -1044,11 +1129,15 @@ const Case kCases[] = {
      OpenRefusedToACallerWithoutRights},
     {"upgrade_refused_to_a_caller_without_rights", -1,
      UpgradeRefusedToACallerWithoutRights},
+    {"open_by_name_again_upgrades_the_owners_open", -1,
+     OpenByNameAgainUpgradesTheOwnersOpen},
     {"lockt_own_lock_is_no_conflict", -1, LocktOwnLockIsNoConflict},
     {"open_downgrade_with_locks_held", -1, OpenDowngradeWithLocksHeld},
     {"change_moves_on_every_write", -1, ChangeMovesOnEveryWrite},
     {"no_read_delegation_while_another_writes", 1,
      NoReadDelegationWhileAnotherWrites, true},
+    {"unchecked_create_for_writing_recalls_a_read_delegation", 1,
+     UncheckedCreateForWritingRecallsAReadDelegation, true},
     {"nfs42_allocate_extends_with_zeros", 2, AllocateExtendsWithZeros},
     {"nfs42_deallocate_reads_zeros", 2, DeallocateReadsZeros},
     {"nfs42_seek_finds_data_and_the_hole_at_the_end", 2,
