@@ -95,6 +95,11 @@ audit() {
 	sleep 6
 	count "$who" "open+close 6 s later warm" \
 		"python3 -c 'import os; os.close(os.open(\"@/r.bin\", os.O_RDONLY))'"
+	# The same once they have aged again, by a path the client holds no
+	# name of (its caches dropped): an OPEN by name (CLAIM_NULL).
+	sleep 6
+	count "$who" "open+close 6 s later, by path" \
+		"python3 -c 'import os; os.close(os.open(\"@/r.bin\", os.O_RDONLY))'"
 	count "$who" "ls -l of 80 files cold" "ls -l @/d"
 	count "$who" "ls -l of 80 files warm" "ls -l @/d"
 	count "$who" "create+write 4K+close" "head -c 4096 /dev/urandom > @/new.bin"
