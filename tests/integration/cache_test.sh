@@ -153,7 +153,7 @@ exclusive_create_asks_nothing_first() {
 # where each new name cost a LOOKUP answered NFS4ERR_NOENT. An existing
 # name is opened, its data kept.
 create_without_excl_asks_nothing_first() {
-	local l0 l1 i
+	local l0 l1
 	mkdir -p "$R/unchk" && echo kept >"$R/unchk/old" &&
 		on 1 "ls $M/unchk" >/dev/null || return 1
 	l0=$(metric nache_upstream_ops_total 'op="LOOKUP",status="NFS4ERR_NOENT"')
