@@ -45,8 +45,8 @@ ExternalProject_Add(ganesha
   # exclusive creates with no lookup before them for a FSAL that makes
   # them atomically (ganesha_patch_create.cmake), the change_info4 of a
   # directory as the FSAL's server reported it (ganesha_patch_cinfo.cmake),
-  # and opens by handle and UNCHECKED creates judged by the FSAL's server
-  # alone, with no check or lookup before (ganesha_patch_open.cmake).
+  # and opens judged by the FSAL's server alone: by handle with no check
+  # before, by name with no lookup before (ganesha_patch_open.cmake).
   PATCH_COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>
     -P ${CMAKE_CURRENT_LIST_DIR}/ganesha_patch.cmake
   COMMAND ${CMAKE_COMMAND} -DSRC=<SOURCE_DIR>

@@ -1,7 +1,7 @@
 # Run as the ganesha ExternalProject's patch step, after the other
-# ganesha_patch*.cmake (cmake -DSRC=<tree> -P): an NFSv4 OPEN of a file by
-# its handle, or an UNCHECKED create, costs a FSAL whose server judges
-# opens one round trip, not two.
+# ganesha_patch*.cmake (cmake -DSRC=<tree> -P): an NFSv4 OPEN of an existing
+# file, by its handle or by its name, costs a FSAL whose server judges
+# opens one round trip, not two or three.
 #
 # Ganesha 4.3 does two things before it hands an open by handle (CLAIM_FH,
 # what a Linux NFSv4.1 client sends for a file it has looked up) to the
@@ -24,22 +24,31 @@
 # is the file's change after the open, before and after. Every other FSAL
 # behaves as before.
 #
-# An UNCHECKED create (an OPEN with O_CREAT, without O_EXCL: most
-# programs' creates, every file Filebench makes) had Ganesha look its name
-# up first: for nache a LOOKUP across the WAN, usually answered
-# NFS4ERR_NOENT, and MDCACHE holds the directory's content lock for
-# writing across it (mdc_lookup, mdc_lookup_uncached), so every other
-# open in that directory waited the round trip. For such a FSAL an
-# UNCHECKED create that truncates nothing goes to fsal_open2 by name
-# instead (a truncating one keeps the look first: its truncation must not
-# come before the checks below): MDCACHE opens a name it holds by handle,
-# and gives one it lacks to the FSAL, whose server opens or creates it in
-# one COMPOUND. What Ganesha checks before opening a file it has looked up
-# (a delegation it granted that conflicts, an open of the same owner to
-# upgrade instead of duplicating) is checked right after such an open:
-# on either, the new open is closed again and the request takes Ganesha's
-# usual way with the file now known (a conflict then answers
-# NFS4ERR_DELAY, with the delegation recalled). The edits fail loudly
+# The same holds for an open by name (CLAIM_NULL) of an existing file,
+# which Linux clients send for a path they have no fresh dentry for
+# (Filebench opens every file by path): Ganesha looks the name up first,
+# for nache a LOOKUP across the WAN whenever the file's attributes are
+# older than Attr_Timeout, and then opens by handle; and for an UNCHECKED
+# create (open with O_CREAT, without O_EXCL), a LOOKUP of a name that is
+# usually not there. MDCACHE holds its directory's content lock for
+# writing across such a lookup, so every other open in the directory
+# waits a round trip for it. For such a FSAL an OPEN without create, or
+# an UNCHECKED create that truncates nothing (a truncating one keeps the
+# look first: the truncation must not come before the checks below), goes
+# to fsal_open2 by name instead: MDCACHE opens a
+# name it holds by handle as before, and gives one it lacks to the FSAL,
+# whose server opens it in one COMPOUND. What Ganesha checks before opening
+# a file it has looked up (a delegation it granted that conflicts, an open
+# of the same owner to upgrade instead of duplicating) is checked right
+# after such an open: on either, the new open is closed again and the
+# request takes Ganesha's usual way with the file now known (a conflict
+# then answers NFS4ERR_DELAY, with the delegation recalled). The search
+# right to the directory, which Ganesha checks before any open by name, is
+# checked after such an open (the FSAL's server answers it in the OPEN's
+# COMPOUND, where a check before would ask it once more); refused, the open
+# is closed again. MDCACHE opens a name it holds by handle; an entry the
+# server no longer knows (the file replaced there: NFS4ERR_STALE) is
+# dropped and the name given to the FSAL by name. The edits fail loudly
 # when an anchor moved, and are made once (a marker in fsal_types.h).
 
 set(_marker "/* nache: the FSAL's server judges opens */")
@@ -114,17 +123,18 @@ edit(Protocols/NFS/nfs4_op_open.c
 		res_OPEN4->OPEN4res_u.resok4.cinfo.before =
 			res_OPEN4->OPEN4res_u.resok4.cinfo.after;")
 
-# NFSv4 OPEN, an UNCHECKED create that truncates nothing: no lookup
-# before, for such a FSAL (the anchor is ganesha_patch_create.cmake's edit
-# of the lookup).
+# NFSv4 OPEN without create, by name: no lookup before, for such a FSAL
+# (the anchor is ganesha_patch_create.cmake's edit of the lookup).
 edit(Protocols/NFS/nfs4_op_open.c
 "		/* nache: the FSAL's server decides whether the name is taken */
 		if (arg->openhow.opentype == OPEN4_CREATE &&"
-"		/* nache: a name an UNCHECKED create that truncates nothing
-		 * opens or makes is given to the FSAL by name, unlooked */
-		if (createmode == FSAL_UNCHECKED &&
-		    !(FSAL_TEST_MASK(sattr.valid_mask, ATTR_SIZE) &&
-		      sattr.filesize == 0) &&
+"		/* nache: an existing file is opened by name, in one call, and
+		 * so is a name an UNCHECKED create (one that truncates
+		 * nothing) opens or makes */
+		if ((arg->openhow.opentype == OPEN4_NOCREATE ||
+		     (createmode == FSAL_UNCHECKED &&
+		      !(FSAL_TEST_MASK(sattr.valid_mask, ATTR_SIZE) &&
+			sattr.filesize == 0))) &&
 		    op_ctx->fsal_export->exp_ops.fs_supports(
 			    op_ctx->fsal_export, fso_open_judged_by_server))
 			break;
@@ -193,3 +203,80 @@ edit(Protocols/NFS/nfs4_op_open.c
 		}
 	}")
 
+# fsal_open2 by name, without create, for such a FSAL: the directory's
+# search right is checked after the open instead of before (the server's
+# answer comes back with its OPEN, where a look before would ask it once
+# more); refused, the open is closed again.
+edit(FSAL/fsal_helper.c
+"	/* Check directory permission for LOOKUP */
+	status = fsal_access(in_obj, FSAL_EXECUTE_ACCESS);
+	if (FSAL_IS_ERROR(status))
+		return status;
+
+	status = in_obj->obj_ops->open2(in_obj,"
+"	/* Check directory permission for LOOKUP */
+	/* nache: after the open, for a FSAL whose server judges opens */
+	if (createmode != FSAL_NO_CREATE ||
+	    !op_ctx->fsal_export->exp_ops.fs_supports(
+		    op_ctx->fsal_export, fso_open_judged_by_server)) {
+		status = fsal_access(in_obj, FSAL_EXECUTE_ACCESS);
+		if (FSAL_IS_ERROR(status))
+			return status;
+	}
+
+	status = in_obj->obj_ops->open2(in_obj,")
+edit(FSAL/fsal_helper.c
+"		     *obj, (*obj)->fsal->name, name);
+
+	if (!caller_perm_check)
+		return status;"
+"		     *obj, (*obj)->fsal->name, name);
+
+	/* nache: the directory's search right, checked after the open */
+	if (createmode == FSAL_NO_CREATE &&
+	    op_ctx->fsal_export->exp_ops.fs_supports(
+		    op_ctx->fsal_export, fso_open_judged_by_server)) {
+		status = fsal_access(in_obj, FSAL_EXECUTE_ACCESS);
+		if (FSAL_IS_ERROR(status)) {
+			if (state != NULL)
+				close_status = (*obj)->obj_ops->close2(*obj,
+								       state);
+			else
+				close_status = fsal_close(*obj);
+			if (FSAL_IS_ERROR(close_status))
+				LogDebug(COMPONENT_FSAL,
+					 \"close2 after a refused search: %s\",
+					 fsal_err_txt(close_status));
+			(*obj)->obj_ops->put_ref(*obj);
+			*obj = NULL;
+			return status;
+		}
+	}
+
+	if (!caller_perm_check)
+		return status;")
+
+# MDCACHE's open by name of a name it holds opens the entry by handle; for
+# such a FSAL an entry the FSAL's server no longer knows (a file replaced
+# there: NFS4ERR_STALE) is dropped, and the name goes to the FSAL by name,
+# which opens what the name holds now. Else the client's retry of the
+# open would meet the same dead entry, and its user ESTALE.
+edit(FSAL/Stackable_FSALs/FSAL_MDCACHE/mdcache_file.c
+"		LogFullDebug(COMPONENT_CACHE_INODE,
+			     \"Open failed %s\",
+			     msg_fsal_err(status.major));
+		mdcache_put(entry);
+		return status;"
+"		LogFullDebug(COMPONENT_CACHE_INODE,
+			     \"Open failed %s\",
+			     msg_fsal_err(status.major));
+		/* nache: a dead entry, for a FSAL whose server judges opens */
+		if (status.major == ERR_FSAL_STALE &&
+		    op_ctx->fsal_export->exp_ops.fs_supports(
+			    op_ctx->fsal_export, fso_open_judged_by_server)) {
+			mdcache_kill_entry(entry);
+			mdcache_put(entry);
+			return fsalstat(ERR_FSAL_NOENT, 0);
+		}
+		mdcache_put(entry);
+		return status;")

@@ -992,9 +992,9 @@ uint32_t Core::UnlessOnlyAccessFailed(size_t at, uint32_t st,
              : st;
 }
 
-void Core::NoteAccessAnswer(Key key, const Creds &cr,
-                            const CompoundReply &rep) {
-  const OpResult *r = rep.Find(Op::kAccess);
+void Core::NoteAccessAnswer(Key key, const Creds &cr, const CompoundReply &rep,
+                            int nth) {
+  const OpResult *r = rep.Find(Op::kAccess, nth);
   if (r && r->status == 0)
     cache_->NoteAccess(key, Cache::CredId(cr), r->access_supported, r->access);
 }
@@ -1580,6 +1580,21 @@ void Core::NoteDirAfter(Key dir, const CompoundReply &rep, int nth,
                        removed, added, added_key, cfg_.single_writer);
 }
 
+bool Core::OpenIsLocal(Key key, uint32_t access, uint32_t deny) {
+  if (delegations_->Covers(key, access, deny, nullptr) || DecidedLocally(key))
+    return true;
+  if (!opens_->Contains(key)) return false;
+  std::shared_ptr<FileOpen> f = opens_->Get(key);
+  bool covered;
+  {
+    MutexLock g(&f->owner->mu);
+    covered = f->open() && (f->up_access & access) == access &&
+              (f->up_deny & deny) == deny;
+  }
+  opens_->Unpin(f);
+  return covered;
+}
+
 Key Core::ListedKey(Key dir, const std::string &name) {
   if (auto l = cache_->Listing(dir)) {
     for (const CachedDirent &e : *l)
@@ -1902,16 +1917,27 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     }
   }
 
-  if (by_name &&
-      (req.mode == NACHE_OPEN_GUARDED || req.mode == NACHE_OPEN_EXCLUSIVE)) {
+  if (by_name && req.mode != NACHE_OPEN_UNCHECKED) {
     // Ganesha looks nothing up before such a create (its FSAL option
-    // atomic_exclusive_create): a name a fresh listing here holds is
-    // answered as that lookup was, with no round trip. Taken (GUARDED, or
-    // EXCLUSIVE with another verifier), or the client's own retry of the
-    // create (the same verifier), opened by its handle.
+    // atomic_exclusive_create) or before an open without create of a name
+    // it does not hold (open_judged_by_server): a name a fresh listing
+    // here holds is answered as that lookup was, with no round trip.
+    // Taken (GUARDED, or EXCLUSIVE with another verifier); or opened by
+    // its handle: an open without create, or the client's own retry of
+    // the create (the same verifier). By its handle, the open may join our
+    // upstream open or be granted under our delegation.
+    // Without create, only an open nothing needs to be asked for: else the
+    // OPEN by name below answers the name, the file's attributes, the
+    // caller's rights to it and to the directory (which Ganesha checks
+    // after) in one round trip, where by handle each may cost one.
     Key k = ListedKey(req.key, req.name);
     Attrs a;
-    if (k != kNoKey && cache_->FreshAttrs(k, &a) && !Unlinked(a)) {
+    uint32_t dir_allowed;
+    if (k != kNoKey && cache_->FreshAttrs(k, &a) && !Unlinked(a) &&
+        (req.mode != NACHE_OPEN_NOCREATE ||
+         (cache_->CachedAccess(req.key, Cache::CredId(cr),
+                               upstream::kAccessLookup, &dir_allowed) &&
+          OpenIsLocal(k, req.access, req.deny)))) {
       if (uint32_t est = OpenOfExisting(
               req.mode, verified && CarriesCreateVerifier(a, req.verifier), a))
         return est;
@@ -1920,8 +1946,26 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     }
   }
 
+  // An open by name goes upstream in the name's turn: one waiting for it
+  // opens by handle what the one before found, if its attributes are
+  // fresh, as for a listed name above (else by name, out of turn).
+  NameTurns::Turn turn;
   if (by_name) {
-    // Open by name (always the path of a create): OPEN in the directory.
+    Key found;
+    turn = name_turns_.Take(req.key, req.name, &found);
+    Attrs a;
+    if (found != kNoKey && cache_->FreshAttrs(found, &a) && !Unlinked(a)) {
+      if (uint32_t est = OpenOfExisting(
+              req.mode, verified && CarriesCreateVerifier(a, req.verifier), a))
+        return est;
+      key = found;
+      by_name = false;
+    }
+  }
+
+  if (by_name) {
+    // Open by name: OPEN in the directory, whose COMPOUND also looks the
+    // name up.
     Fh dfh;
     uint32_t st = FhOf(req.key, &dfh);
     if (st) return st;
@@ -1975,10 +2019,13 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       c.SetTag("open_name").Putfh(dfh).Open(a).Getfh();
       if (req.truncate) c.Setattr(StateId::Anonymous(), TruncateAttrs());
       // The file's attributes and the caller's rights to it, then its
-      // directory's attributes (a create changed it).
+      // directory's attributes (a create changed it) and the caller's
+      // rights to the directory (Ganesha checks its search right after an
+      // open by name without create: ganesha_patch_open.cmake).
       c.Getattr(upstream::kAttrsObject);
       AskAccess(c);
       c.Putfh(dfh).Getattr(upstream::kAttrsObject);
+      AskAccess(c);
       rep = CompoundReply();
       st = Run(c, cr, &rep);
       o = rep.Find(Op::kOpen);
@@ -2014,6 +2061,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
                              {dfh, req.name, req.access, req.deny}, &deleg)))
       return st;
     key = handles_->Intern(rep.Find(Op::kGetfh)->fh, req.key, req.name);
+    turn.Found(key);
     *created = created_once || (req.mode != NACHE_OPEN_NOCREATE &&
                                 (req.mode != NACHE_OPEN_UNCHECKED ||
                                  o->cinfo.before != o->cinfo.after));
@@ -2029,6 +2077,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
       }
     }
     NoteDirAfter(req.key, rep, 1, o->cinfo, "", req.name, key);
+    NoteAccessAnswer(req.key, cr, rep, 1);
     delegations_->NoteGrant(key, deleg);
     std::shared_ptr<FileOpen> f = opens_->GetOrAdopt(key, owner);
     if (f->owner == owner) {

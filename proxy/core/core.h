@@ -78,6 +78,7 @@
 #include "metrics/metrics.h"
 #include "nache/nache.h"
 #include "opens/lingering_opens.h"
+#include "opens/name_turns.h"
 #include "opens/opens.h"
 #include "store/store.h"
 #include "upstream/compound.h"
@@ -368,6 +369,11 @@ class Core {
   void NoteDirAfter(Key dir, const upstream::CompoundReply &rep, int nth,
                     const upstream::ChangeInfo &ci, const std::string &removed,
                     const std::string &added, Key added_key);
+  // Whether an open of key with these share modes would be granted here
+  // with no OPEN sent: under our delegation, decided here, or joining our
+  // upstream open, which covers them. A guess (OpenFile decides again
+  // under the file's owner lock).
+  bool OpenIsLocal(Key key, uint32_t access, uint32_t deny);
   // The key of dir's entry name in dir's cached listing, or kNoKey.
   Key ListedKey(Key dir, const std::string &name);
   // One upstream WRITE of [off, off+len) (several when len exceeds the
@@ -543,8 +549,9 @@ class Core {
                                  uint32_t *allowed);
   static uint32_t UnlessOnlyAccessFailed(size_t at, uint32_t st,
                                          const upstream::CompoundReply &rep);
+  // Keeps the answer of rep's nth ACCESS (0: the first) for key and cr.
   void NoteAccessAnswer(Key key, const Creds &cr,
-                        const upstream::CompoundReply &rep);
+                        const upstream::CompoundReply &rep, int nth = 0);
   // Whether the remote lets cr open key with share_access (NFS4ERR_ACCESS
   // if not), from its ACCESS answer: for opens no OPEN of cr's decides.
   uint32_t MayOpen(const Creds &cr, Key key, uint32_t share_access);
@@ -586,6 +593,9 @@ class Core {
   std::unique_ptr<Flusher> flusher_;                 // null unless write_back
   // Write-through removes and creates that got no answer (unanswered.h).
   UnansweredNames unanswered_;
+  // Upstream OPENs by name, one per directory entry at a time: a second
+  // open of the name opens by handle what the first found (counted).
+  NameTurns name_turns_{[this] { metrics_->CountOpenNameWait(); }};
   // Write-back's components (writeback/), each owning its state and
   // locks: WriteBack (who each dirty file's flush writes as, the flush
   // open-owners, the conflict gate); NamespaceWriteBack (the log, local

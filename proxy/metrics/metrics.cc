@@ -442,6 +442,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                "NFS4ERR_NOSPC: the file was at the remote "
                                "with nothing unflushed")
                            .Register(r);
+  open_name_waits_ = &prometheus::BuildCounter()
+                          .Name("nache_open_name_waits_total")
+                          .Help(
+                              "Opens by name that waited while another "
+                              "open of the same name was at the remote, "
+                              "to open by handle the file it found")
+                          .Register(r);
   conflict_waits_ = &prometheus::BuildCounter()
                          .Name("nache_writeback_conflict_waits_total")
                          .Help(
@@ -629,6 +636,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->full_disk_writes_ = &full_disk_writes_->Add(ex);
   e->flush_resent_ = &flush_resent_->Add(ex);
   e->conflict_waits_ = &conflict_waits_->Add(ex);
+  e->open_name_waits_ = &open_name_waits_->Add(ex);
   e->created_as_nobody_ = &created_as_nobody_->Add(ex);
   e->identity_waits_expired_ = &identity_waits_expired_->Add(ex);
   for (size_t i = 0; i < e->seqid_resends_.size(); i++)

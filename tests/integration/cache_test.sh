@@ -194,6 +194,34 @@ open_of_an_aged_file_is_one_round_trip() {
 			$((g1 - g0 + a1 - a0)) 0
 }
 
+# A client's open of a name it has not seen (an OPEN by name, CLAIM_NULL:
+# what Filebench's opens by path send for files made since) of a file made
+# at the remote is one round trip too, nache's OPEN by name: Ganesha gives
+# it to nache by name instead of looking the name up first, and checks the
+# caller's search right to the directory after the open, with the answer
+# that came back in the OPEN's COMPOUND (ganesha_patch_open.cmake). Before,
+# a LOOKUP went first, and an ACCESS of the directory once its attributes
+# were older than Attr_Timeout. (The client may revalidate the directory
+# itself with a GETATTR, as on a direct mount: not counted.)
+open_by_name_of_a_new_file_is_one_round_trip() {
+	local n0 o0 l0 a0 n1 o1 l1 a1
+	on 1 "ls $M" >/dev/null || return 1
+	# The attribute window (Attr_Timeout, 3 s) of the export's root passes:
+	# time is the input here, not a stand-in for an event.
+	sleep 4
+	echo named >"$R/named" && chmod 666 "$R/named" || return 1
+	n0=$(purpose open_name) o0=$(purpose open_fh) l0=$(purpose lookup)
+	a0=$(purpose access)
+	on 1 "python3 -c 'import os; os.close(os.open(\"$M/named\", os.O_RDWR))'" ||
+		return 1
+	n1=$(purpose open_name) o1=$(purpose open_fh) l1=$(purpose lookup)
+	a1=$(purpose access)
+	expect_eq "upstream OPENs (by name, by handle)" \
+		"$((n1 - n0)),$((o1 - o0))" "1,0" &&
+		expect_eq "upstream LOOKUP and ACCESS COMPOUNDs besides" \
+			$((l1 - l0 + a1 - a0)) 0
+}
+
 check reread_costs_no_upstream_READ reread_costs_no_read
 check read_after_write_is_a_hit read_after_write_is_a_hit
 check restart_keeps_the_cache restart_keeps_the_cache
@@ -204,4 +232,5 @@ check upstream_CLOSEs_equal_OPENs_after_linger every_open_gets_its_close
 check exclusive_create_asks_nothing_first exclusive_create_asks_nothing_first
 check create_without_excl_asks_nothing_first create_without_excl_asks_nothing_first
 check open_of_a_file_with_aged_attributes_is_one_round_trip open_of_an_aged_file_is_one_round_trip
+check open_by_name_of_a_new_file_is_one_round_trip open_by_name_of_a_new_file_is_one_round_trip
 itest_finish

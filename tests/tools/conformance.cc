@@ -573,6 +573,49 @@ void OpenByNameAgainUpgradesTheOwnersOpen(Ctx &x) {
   }
 }
 
+// A caller without the search right to a directory (root's, mode 0700) is
+// refused an OPEN by name of a file in it (NFS4ERR_ACCESS), though the
+// file's own mode (0666) would let it in, and though the file is open for
+// its creator: also where the server checks the directory after opening
+// (nache's front, for a name it does not hold).
+void OpenByNameNeedsTheSearchRight(Ctx &x) {
+  Cleanup cl;
+  const std::string dname = x.File("-dir");
+  up::Attrs dmode;
+  dmode.mask = up::kAttrMode;
+  dmode.mode = 0700;
+  up::Compound mk;
+  mk.SetTag("mkdir")
+      .Putfh(x.dir)
+      .Create(up::FileType::kDir, dname, dmode)
+      .Getfh();
+  up::CompoundReply mr;
+  ExpectStatus("root's CREATE of the directory", x.a->Call(mk, &mr),
+               up::kNfs4Ok);
+  const up::Fh d = mr.Find(up::Op::kGetfh)->fh;
+  cl.Add([x, d, dname] {
+    up::Compound rm;
+    rm.SetTag("remove").Putfh(d).Remove("f");
+    up::CompoundReply rr;
+    x.a->Call(rm, &rr);
+    up::Compound rd;
+    rd.SetTag("remove").Putfh(x.dir).Remove(dname);
+    x.a->Call(rd, &rr);
+  });
+  up::OpenArgs ca = OpenArgsFor("f", up::kShareAccessRead, up::kShareDenyNone);
+  ca.create = up::OpenArgs::Create::kUnchecked;
+  ca.create_attrs.mask = up::kAttrMode;
+  ca.create_attrs.mode = 0666;
+  Opened a = MustOpen("root's OPEN(READ) creating the file in it",
+                      Open(x.a, d, ca, x.Owner("a")));
+  cl.Close(x.a, a);
+  Opened u =
+      Open(x.b, d, OpenArgsFor("f", up::kShareAccessRead, up::kShareDenyNone),
+           x.Owner("u"), User2000());
+  cl.Close(x.b, u);
+  ExpectStatus("uid 2000's OPEN(READ) by name", u.status, up::kNfs4ErrAccess);
+}
+
 // NFSv4.0: an OPEN sent again with the same owner and seqid is a replay,
 // answered from the server's cache with the same reply.
 void OpenReplayGetsCachedReply(Ctx &x) {
@@ -871,32 +914,28 @@ void NoReadDelegationWhileAnotherWrites(Ctx &x) {
 }
 
 // A read delegation is recalled before another client's OPEN for writing
-// is granted (RFC 8881 section 10.4.1), also when that OPEN is an
-// UNCHECKED create of the file (O_CREAT without O_EXCL or O_TRUNC), whose
-// name the server may open before it knows the file (nache's front):
-// NFS4ERR_DELAY while b holds it, b recalled, and the OPEN granted once b
-// has returned it.
-void UncheckedCreateForWritingRecallsAReadDelegation(Ctx &x) {
+// by name is granted (RFC 8881 section 10.4.1), also where the server opens
+// the name before it knows the file (nache's front, for a name it does not
+// hold): NFS4ERR_DELAY while b holds it, b recalled, and the OPEN granted
+// once b has returned it. wa is a's OPEN: without create, or an UNCHECKED
+// create of the file (O_CREAT without O_EXCL or O_TRUNC); what names it.
+void WriteOpenRecallsAReadDelegation(Ctx &x, up::OpenArgs wa,
+                                     const char *what) {
   Cleanup cl;
-  const std::string name = x.File();
-  Opened held =
-      MustOpen("b's create (read)", Create(x.b, x, name, up::kShareAccessRead,
-                                           up::kShareDenyNone, x.Owner("b")));
+  Opened held = MustOpen("b's create (read)",
+                         Create(x.b, x, wa.name, up::kShareAccessRead,
+                                up::kShareDenyNone, x.Owner("b")));
   cl.Close(x.b, held);
   ExpectTrue(held.delegation.type == up::DelegationType::kRead,
              std::string(DelegationName(held.delegation.type)) +
                  " delegation for the file's only opener",
              "a read delegation (the control: the server grants them to b)");
   const int recalls = x.b->recalls();
-  up::OpenArgs wa =
-      OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone);
-  wa.create = up::OpenArgs::Create::kUnchecked;
-  wa.create_attrs.mask = up::kAttrMode;
-  wa.create_attrs.mode = 0644;
   Opened w = Open(x.a, x.dir, wa, x.Owner("a"));
   cl.Close(x.a, w);
-  ExpectStatus("a's UNCHECKED create (WRITE) while b holds a read delegation",
-               w.status, up::kNfs4ErrDelay);
+  const std::string held_what =
+      std::string("a's ") + what + " (WRITE) while b holds a read delegation";
+  ExpectStatus(held_what.c_str(), w.status, up::kNfs4ErrDelay);
   // The recall comes on b's back channel, from another thread.
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -909,6 +948,21 @@ void UncheckedCreateForWritingRecallsAReadDelegation(Ctx &x) {
   cl.Close(x.a, w2);
   ExpectStatus("a's OPEN(WRITE) once b returned its delegation", w2.status,
                up::kNfs4Ok);
+}
+
+void OpenByNameForWritingRecallsAReadDelegation(Ctx &x) {
+  WriteOpenRecallsAReadDelegation(
+      x, OpenArgsFor(x.File(), up::kShareAccessWrite, up::kShareDenyNone),
+      "OPEN by name");
+}
+
+void UncheckedCreateForWritingRecallsAReadDelegation(Ctx &x) {
+  up::OpenArgs wa =
+      OpenArgsFor(x.File(), up::kShareAccessWrite, up::kShareDenyNone);
+  wa.create = up::OpenArgs::Create::kUnchecked;
+  wa.create_attrs.mask = up::kAttrMode;
+  wa.create_attrs.mode = 0644;
+  WriteOpenRecallsAReadDelegation(x, wa, "UNCHECKED create");
 }
 
 // --- NFSv4.2 (RFC 7862, RFC 8276) ---------------------------------------
@@ -1131,11 +1185,14 @@ const Case kCases[] = {
      UpgradeRefusedToACallerWithoutRights},
     {"open_by_name_again_upgrades_the_owners_open", -1,
      OpenByNameAgainUpgradesTheOwnersOpen},
+    {"open_by_name_needs_the_search_right", -1, OpenByNameNeedsTheSearchRight},
     {"lockt_own_lock_is_no_conflict", -1, LocktOwnLockIsNoConflict},
     {"open_downgrade_with_locks_held", -1, OpenDowngradeWithLocksHeld},
     {"change_moves_on_every_write", -1, ChangeMovesOnEveryWrite},
     {"no_read_delegation_while_another_writes", 1,
      NoReadDelegationWhileAnotherWrites, true},
+    {"open_by_name_for_writing_recalls_a_read_delegation", 1,
+     OpenByNameForWritingRecallsAReadDelegation, true},
     {"unchecked_create_for_writing_recalls_a_read_delegation", 1,
      UncheckedCreateForWritingRecallsAReadDelegation, true},
     {"nfs42_allocate_extends_with_zeros", 2, AllocateExtendsWithZeros},

@@ -40,14 +40,8 @@ TEST_F(CoreDelegationsTest, AnExclusiveCreateOfAListedNameIsRefusedHere) {
   // (A listing is trusted within the attribute window.)
   Start(DelegationType::kNone,
         [](CoreConfig *cfg) { cfg->cache.attr_timeout_ms = 60 * 1000; });
-  bool eof = false;
-  ASSERT_EQ(core_->Readdir(
-                cr_, root_, 0,
-                [](void *, const char *, nache_key, const nache_attrs *,
-                   uint64_t) { return true; },
-                nullptr, &eof),
-            0u);
-  ASSERT_NE(core_->cache()->Listing(root_), nullptr) << "the root is listed";
+  ListRoot();
+  if (HasFatalFailure()) return;
   // (OPENs sent, whatever their answer.)
   auto opens_sent = [this] { return up_->Sends("OPEN").size(); };
   const size_t opens = opens_sent();
@@ -70,6 +64,100 @@ TEST_F(CoreDelegationsTest, AnExclusiveCreateOfAListedNameIsRefusedHere) {
   EXPECT_TRUE(created);
   EXPECT_EQ(opens_sent(), opens + 1);
   EXPECT_EQ(core_->CloseFile(open), 0u);
+}
+
+// Issue 19: Ganesha gives nache an open without create of a name it does
+// not hold by name (its FSAL option open_judged_by_server), and checks the
+// caller's search right to the directory after the open. A listed name of
+// a file that needs an OPEN anyway goes to the remote as one OPEN by name,
+// whose COMPOUND also answers the caller's rights to the directory: none
+// asked after it. An open of the name that our upstream open then covers,
+// with that answer kept, asks nothing.
+TEST_F(CoreDelegationsTest, AnOpenByNameIsOneRoundTripOrNone) {
+  up_->readdir = true;
+  up_->minor = 1;
+  // (NFSv4.1: callbacks come on the session's back channel, no probe.)
+  Start(
+      DelegationType::kNone,
+      [](CoreConfig *cfg) {
+        cfg->minor_version = 1;
+        cfg->cache.attr_timeout_ms = 60 * 1000;
+      },
+      false);
+  ListRoot();
+  if (HasFatalFailure()) return;
+  // (A caller nothing was asked for yet.)
+  Creds user;
+  user.uid = user.gid = 1000;
+  const int by_name = up_->Count("OPEN"), by_fh = up_->Count("OPEN(fh)");
+  NacheOpen *first = nullptr, *second = nullptr;
+  Key key = kNoKey;
+  bool created = true;
+  ASSERT_EQ(OpenNamed(user, "f", NACHE_OPEN_NOCREATE, &first, &key, &created),
+            0u);
+  EXPECT_EQ(key, file_);
+  EXPECT_FALSE(created);
+  EXPECT_EQ(up_->Count("OPEN") - by_name, 1);
+  EXPECT_EQ(up_->Count("OPEN(fh)") - by_fh, 0);
+  const int accesses = up_->Count("ACCESS");
+  uint32_t bits = 0;
+  ASSERT_EQ(core_->Access(user, root_, upstream::kAccessLookup, &bits), 0u);
+  EXPECT_EQ(bits, uint32_t(upstream::kAccessLookup));
+  EXPECT_EQ(up_->Count("ACCESS"), accesses)
+      << "the directory's answer did not come with the OPEN";
+  ASSERT_EQ(OpenNamed(user, "f", NACHE_OPEN_NOCREATE, &second, &key, &created),
+            0u);
+  EXPECT_EQ(key, file_);
+  EXPECT_EQ(up_->Count("OPEN") + up_->Count("OPEN(fh)"), by_name + by_fh + 1)
+      << "an open our upstream open covers was sent";
+  EXPECT_EQ(core_->CloseFile(second), 0u);
+  EXPECT_EQ(core_->CloseFile(first), 0u);
+}
+
+// Two local clients' first opens of one name, both by name (Ganesha gives
+// nache an open of a name it does not hold by name): the second waits for
+// the first's OPEN and opens by handle the file it found, joining its
+// upstream open. One OPEN at the remote, not two with one closed again.
+TEST_F(CoreDelegationsTest, ConcurrentOpensOfOneNameSendOneOpen) {
+  Start(DelegationType::kNone,
+        [](CoreConfig *cfg) { cfg->cache.attr_timeout_ms = 60 * 1000; });
+  auto waits = [this] {
+    for (const prometheus::MetricFamily &f : metrics_.Collect())
+      if (f.name == "nache_open_name_waits_total" && f.metric.size() == 1)
+        return f.metric[0].counter.value;
+    return -1.0;
+  };
+  const int opens = up_->Count("OPEN") + up_->Count("OPEN(fh)");
+  up_->hold_opens = true;
+  NacheOpen *first = nullptr, *second = nullptr;
+  Key k1 = kNoKey, k2 = kNoKey;
+  std::atomic<uint32_t> st1{~0u}, st2{~0u};
+  std::thread a([&] {
+    bool created;
+    st1 = OpenNamed(cr_, "f", NACHE_OPEN_NOCREATE, &first, &k1, &created);
+  });
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->opens_waiting == 1; }));
+  std::thread b([&] {
+    bool created;
+    st2 = OpenNamed(cr_, "f", NACHE_OPEN_NOCREATE, &second, &k2, &created);
+  });
+  // The second waits for the first (before the fix it went upstream).
+  const bool waited = cb_client::WaitFor([&] { return waits() >= 1; });
+  up_->ReleaseOpens();
+  a.join();
+  b.join();
+  EXPECT_TRUE(waited) << "the second open did not wait for the first";
+  ASSERT_EQ(st1, 0u);
+  ASSERT_EQ(st2, 0u);
+  EXPECT_EQ(k1, file_);
+  EXPECT_EQ(k2, file_);
+  EXPECT_EQ(up_->Count("OPEN") + up_->Count("OPEN(fh)") - opens, 1)
+      << "each open went to the remote";
+  EXPECT_EQ(up_->Count("CLOSE"), 0);
+  EXPECT_EQ(waits(), 1.0);
+  EXPECT_EQ(core_->CloseFile(second), 0u);
+  EXPECT_EQ(core_->CloseFile(first), 0u);
+  EXPECT_EQ(up_->Count("CLOSE"), 1) << "one upstream open, closed once";
 }
 
 // An export deep in the remote's tree, on a server of short COMPOUNDs: its

@@ -84,6 +84,7 @@ class ScriptedUpstream : public upstream::Upstream {
   // thread after it confirmed a new client id.
   std::function<void(uint64_t)> on_new_clientid;
   std::atomic<bool> hold_writes{false};  // WRITEs wait while true
+  std::atomic<bool> hold_opens{false};   // OPENs wait while true
   // A kill of nache simulated at the server: once an op of this name is
   // executed, its reply is lost (the call times out) and every later call
   // finds no server (nache is dead) until `dead` is cleared.
@@ -165,6 +166,7 @@ class ScriptedUpstream : public upstream::Upstream {
     read_refused_.insert(AtPath(path));
   }
   std::atomic<int> writes_waiting{0};  // WRITEs held right now
+  std::atomic<int> opens_waiting{0};   // OPENs held right now
   // Ops named here fail with NFS4ERR_ACCESS for callers without group
   // need_group (as gid or supplementary group). Guarded by mu_.
   std::set<std::string> guarded_ops;
@@ -301,6 +303,13 @@ class ScriptedUpstream : public upstream::Upstream {
     {
       std::lock_guard<std::mutex> g(mu_);
       hold_writes = false;
+    }
+    cv_.notify_all();
+  }
+  void ReleaseOpens() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      hold_opens = false;
     }
     cv_.notify_all();
   }
@@ -735,6 +744,9 @@ class ScriptedUpstream : public upstream::Upstream {
               ~uint32_t(upstream::kAccessModify | upstream::kAccessExtend);
         return 0;
       case OP_OPEN: {
+        opens_waiting++;
+        cv_.wait(g, [this] { return !hold_opens.load(); });
+        opens_waiting--;
         const OPEN4args &o = a.nfs_argop4_u.opopen;
         if ((o.share_access & OPEN4_SHARE_ACCESS_READ) &&
             unreadable_by.count(caller_.uid))
@@ -1017,7 +1029,7 @@ class ScriptedUpstream : public upstream::Upstream {
   }
 
   std::mutex mu_;  // guards everything below; Call holds it throughout
-  std::condition_variable cv_;  // hold_writes changed
+  std::condition_variable cv_;  // hold_writes or hold_opens changed
   std::map<Fh, File> files_;
   std::condition_variable done_cv_;  // an op was completed
   std::vector<std::string> log_;     // ops completed, in order
@@ -1165,6 +1177,17 @@ class CoreDelegationsTest : public ::testing::Test {
     nache_lock_conflict conflict{};
     return core_->Lock(cr_, file_, open, owner, op, write, offset, length,
                        false, &conflict);
+  }
+  // Reads the root's listing (cached while the attribute window lasts).
+  void ListRoot() {
+    bool eof = false;
+    ASSERT_EQ(core_->Readdir(
+                  cr_, root_, 0,
+                  [](void *, const char *, nache_key, const nache_attrs *,
+                     uint64_t) { return true; },
+                  nullptr, &eof),
+              0u);
+    ASSERT_NE(core_->cache()->Listing(root_), nullptr) << "the root is listed";
   }
   // Truncates key to size: a size change goes upstream, so key (and what
   // its create depends on) is sent first.
