@@ -1917,6 +1917,16 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     }
   }
 
+  // The name holds k (attributes a), known here: refused as taken, or
+  // opened by its handle below (0).
+  auto by_handle = [&](Key k, const Attrs &a) -> uint32_t {
+    if (uint32_t est = OpenOfExisting(
+            req.mode, verified && CarriesCreateVerifier(a, req.verifier), a))
+      return est;
+    key = k;
+    by_name = false;
+    return upstream::kNfs4Ok;
+  };
   if (by_name && req.mode != NACHE_OPEN_UNCHECKED) {
     // Ganesha looks nothing up before such a create (its FSAL option
     // atomic_exclusive_create) or before an open without create of a name
@@ -1938,11 +1948,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
          (cache_->CachedAccess(req.key, Cache::CredId(cr),
                                upstream::kAccessLookup, &dir_allowed) &&
           OpenIsLocal(k, req.access, req.deny)))) {
-      if (uint32_t est = OpenOfExisting(
-              req.mode, verified && CarriesCreateVerifier(a, req.verifier), a))
-        return est;
-      key = k;
-      by_name = false;
+      if (uint32_t est = by_handle(k, a)) return est;
     }
   }
 
@@ -1955,11 +1961,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     turn = name_turns_.Take(req.key, req.name, &found);
     Attrs a;
     if (found != kNoKey && cache_->FreshAttrs(found, &a) && !Unlinked(a)) {
-      if (uint32_t est = OpenOfExisting(
-              req.mode, verified && CarriesCreateVerifier(a, req.verifier), a))
-        return est;
-      key = found;
-      by_name = false;
+      if (uint32_t est = by_handle(found, a)) return est;
     }
   }
 
