@@ -18,6 +18,13 @@
       later RUNDIR replaces the earlier one), OUTDIR/params.txt naming
       the runs, then summarize OUTDIR.
 
+  report.py clients CELLDIR [CELLDIR ...]
+      What each client of a cell sent during its timed phase, from the
+      guests' /proc/self/mountstats snapshots CELLDIR/mountstats.I.before
+      and .after (the mount under test only): per NFS operation the RPCs,
+      and their mean queue, round-trip and execution times in ms. Where a
+      client waited on its server, and for what.
+
 Server op counts: with --server knfsd, the difference of the knfsd guest's
 /proc/net/rpc/nfsd between the snapshots ("proc4ops": one counter per NFSv4
 operation number, "proc4": NULL and COMPOUND calls).  With --server nache,
@@ -562,6 +569,59 @@ def cmd_merge(a):
     return cmd_summarize(argparse.Namespace(rundir=a.outdir))
 
 
+MOUNT_POINT = "/mnt/b"   # bench/run.sh's mount under test in the guests
+
+
+def mountstats_ops(path):
+    """Per-operation counters of the mount under test in a mountstats
+    file: op -> [ops, transmissions, major timeouts, bytes sent, bytes
+    received, queue ms, round-trip ms, execute ms] (cumulative)."""
+    ops, mine, in_ops = {}, False, False
+    with open(path) as f:
+        for line in f:
+            if line.startswith("device "):
+                mine = (" mounted on %s " % MOUNT_POINT) in line
+                in_ops = False
+            elif mine and "per-op statistics" in line:
+                in_ops = True
+            elif mine and in_ops:
+                m = re.match(r"\s*([A-Z_0-9]+):\s+([\d\s]+)$", line)
+                if m:
+                    ops[m.group(1)] = [int(x) for x in m.group(2).split()[:8]]
+    return ops
+
+
+def cmd_clients(a):
+    for celldir in a.celldirs:
+        befores = sorted(glob.glob(os.path.join(celldir, "mountstats.*.before")),
+                         key=lambda p: int(p.split(".")[-2]))
+        if not befores:
+            print("%s: no mountstats snapshots" % celldir, file=sys.stderr)
+            return 1
+        for before in befores:
+            after = before[:-len("before")] + "after"
+            i = before.split(".")[-2]
+            if not os.path.exists(after):
+                print("%s: client %s: no snapshot after" % (celldir, i),
+                      file=sys.stderr)
+                return 1
+            b, e = mountstats_ops(before), mountstats_ops(after)
+            diff = {}
+            for op, v in e.items():
+                d = [y - x for x, y in zip(b.get(op, [0] * 8), v)]
+                if d[0] > 0:
+                    diff[op] = d
+            print("%s client %s: %d RPCs" % (
+                os.path.basename(os.path.normpath(celldir)), i,
+                sum(d[0] for d in diff.values())))
+            print("| op | RPCs | queue ms | round trip ms | execute ms |")
+            print("|---|---:|---:|---:|---:|")
+            for op, d in sorted(diff.items(), key=lambda kv: -kv[1][0]):
+                print("| %s | %d | %.2f | %.2f | %.2f |" % (
+                    op, d[0], d[5] / d[0], d[6] / d[0], d[7] / d[0]))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -579,9 +639,11 @@ def main():
     p = sub.add_parser("merge")
     p.add_argument("outdir")
     p.add_argument("rundirs", nargs="+")
+    p = sub.add_parser("clients")
+    p.add_argument("celldirs", nargs="+")
     a = ap.parse_args()
     return {"cell": cmd_cell, "summarize": cmd_summarize,
-            "merge": cmd_merge}[a.cmd](a)
+            "merge": cmd_merge, "clients": cmd_clients}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -300,6 +300,19 @@ server_of() {
 	esac
 }
 
+# client_stats RAW WHEN N — each client's NFS per-operation statistics
+# (/proc/self/mountstats in its guest) into RAW/mountstats.I.WHEN: what
+# each client sent and how long it waited, per operation (RPC counts,
+# queue, round-trip and execution times), to diff after against before.
+client_stats() {
+	local raw=$1 when=$2 n=$3 i
+	for i in $(seq 1 "$n"); do
+		lab_client_run "$i" "cat /proc/self/mountstats" \
+			>"$raw/mountstats.$i.$when" 2>&1 ||
+			log "client $i: mountstats not read ($raw/mountstats.$i.$when)"
+	done
+}
+
 # data_dir I — the directory (relative to the cell's) of client I's data:
 # its own c<i>, or with SHARED=1 the one set all share.
 data_dir() { if [ "$SHARED" = 1 ]; then echo shared; else echo "c$1"; fi; }
@@ -480,9 +493,11 @@ run_cell() {
 		rc=1
 	else
 		server_snapshot "$raw" before "$c" || log "cell $cell: counter snapshot failed"
+		client_stats "$raw" before "$n"
 		log "cell $cell: running $n client(s)"
 		touch "$sync/go"
 		for i in "${pids[@]}"; do wait "$i" || rc=1; done
+		client_stats "$raw" after "$n"
 		# Write-back: the remote has everything only once nache has
 		# flushed; its operations until then belong to the cell.
 		[[ $c == nache* ]] && wait_flushed "$raw"

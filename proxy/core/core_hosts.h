@@ -54,10 +54,13 @@ class Core::DelegationsHost : public Delegations::Host {
     // check (nobody else can have written), WRITEs with its stateid. It
     // owns the file's flush from before it is marked until after, so no
     // other flush of the file runs under the mark, and none is left in
-    // flight when the DELEGRETURN goes.
+    // flight when the DELEGRETURN goes. The operation the delegation
+    // conflicts with waits for the return: no COMMIT round trip after
+    // WRITEs that go in one wave.
     if (core_->flusher_ && d.type == upstream::DelegationType::kWrite) {
       Flusher::Ownership own = core_->flusher_->Own(key);
-      if (core_->delegations_->ReturnFlush(key, [&] { return own.Flush(); }))
+      if (core_->delegations_->ReturnFlush(
+              key, [&] { return own.Flush(Flusher::Urgency::kWaitedFor); }))
         NACHE_LOG(kLogWarn, "NACHE_DELEG",
                   "flush of %llu before returning its delegation failed; its "
                   "data stays here and is sent later",

@@ -122,7 +122,9 @@ Flusher::Ownership::~Ownership() {
   if (flusher_) flusher_->Release(key_);
 }
 
-uint32_t Flusher::Ownership::Flush() { return flusher_->FlushOne(key_, false); }
+uint32_t Flusher::Ownership::Flush(Urgency urgency) {
+  return flusher_->FlushOne(key_, false, urgency);
+}
 
 uint32_t Flusher::FlushMany(const std::vector<Key> &keys,
                             Clock::time_point deadline, bool patient) {
@@ -146,7 +148,7 @@ bool Flusher::FlushAll(Clock::time_point deadline) {
   return cache_->DirtyFiles(std::chrono::milliseconds(0), 1).empty();
 }
 
-uint32_t Flusher::FlushOne(Key key, bool patient) {
+uint32_t Flusher::FlushOne(Key key, bool patient, Urgency urgency) {
   if (prepare_) {
     uint32_t st = prepare_(key, patient);
     if (st == kNotYet) return 0;  // stays dirty, not a failure
@@ -163,7 +165,7 @@ uint32_t Flusher::FlushOne(Key key, bool patient) {
   cache_->FlushBegins(key);
   std::vector<uint32_t> status(ranges.size(), 0);
   std::vector<upstream::Attrs> after(ranges.size());
-  SendRanges(key, ranges, &status, &after);
+  SendRanges(key, ranges, urgency, &status, &after);
   // Clean what arrived; the newest attributes (highest change) describe
   // the file after all of it.
   std::vector<Cache::DirtyRange> sent;
@@ -244,7 +246,7 @@ std::vector<Flusher::Group> Flusher::JoinRanges(
   return groups;
 }
 
-void Flusher::SendGroups(Key key, uint64_t max_send,
+void Flusher::SendGroups(Key key, uint64_t max_send, Urgency urgency,
                          std::vector<Group> *groups) {
   using upstream::StableHow;
   // A group bigger than one WRITE (a dirty block larger than the remote's
@@ -262,9 +264,6 @@ void Flusher::SendGroups(Key key, uint64_t max_send,
     for (size_t from = 0; from < g.data.size(); from += max_send)
       pieces.push_back(
           Piece{&g, from, std::min<size_t>(max_send, g.data.size() - from)});
-  // One WRITE: FILE_SYNC (a COMMIT would cost a second round trip).
-  const StableHow stable =
-      pieces.size() > 1 ? StableHow::kUnstable : StableHow::kFileSync;
   // In flight: opts_.parallel WRITEs, and more when they are small, so
   // that at least kInFlightBytes are on their way (a WAN's bandwidth-delay
   // product; knfsd on a small machine takes WRITEs of 64 KiB only).
@@ -274,6 +273,12 @@ void Flusher::SendGroups(Key key, uint64_t max_send,
       size_t(std::max(1, opts_.parallel)),
       std::min<size_t>(kMaxInFlight,
                        kInFlightBytes / std::max<uint64_t>(1, max_send)));
+  // One WRITE: FILE_SYNC (a COMMIT would cost a second round trip). So is
+  // one wave of them when a client waits for this flush at the remote.
+  const size_t file_sync_up_to = urgency == Urgency::kWaitedFor ? in_flight : 1;
+  const StableHow stable = pieces.size() > file_sync_up_to
+                               ? StableHow::kUnstable
+                               : StableHow::kFileSync;
   // Every piece is tried (the status of each decides what is clean).
   ParallelFor(pieces.size(), in_flight, [&](size_t i) -> uint32_t {
     Piece &p = pieces[i];
@@ -353,11 +358,11 @@ void Flusher::CommitGroups(Key key, std::vector<Group> *groups) {
 }
 
 void Flusher::SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
-                         std::vector<uint32_t> *status,
+                         Urgency urgency, std::vector<uint32_t> *status,
                          std::vector<upstream::Attrs> *after) {
   const uint64_t max_send = opts_.max_send ? opts_.max_send() : 1 << 20;
   std::vector<Group> groups = JoinRanges(ranges, max_send);
-  SendGroups(key, max_send, &groups);
+  SendGroups(key, max_send, urgency, &groups);
   CommitGroups(key, &groups);
   for (const Group &g : groups)
     for (size_t i = g.first; i < g.end; i++) {

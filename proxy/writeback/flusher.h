@@ -14,7 +14,10 @@
 // UNSTABLE, then one COMMIT makes them durable together (the server syncs
 // once, not once per WRITE): a range whose WRITE verifier differs from the
 // COMMIT's (the server restarted in between and may have lost it) is sent
-// again FILE_SYNC before it counts as sent.
+// again FILE_SYNC before it counts as sent. Except where a client waits at
+// the remote for the flush (a delegation's return, Urgency::kWaitedFor):
+// WRITEs that all go in one wave go FILE_SYNC, so no COMMIT's round trip
+// follows them.
 // A failed send leaves the file dirty and the flusher backs off; the data
 // stays durable in the store whatever happens.
 //
@@ -50,6 +53,18 @@ struct FlusherOptions {
 class Flusher {
  public:
   using Clock = std::chrono::steady_clock;
+  // Whom a flush's durability costs more: the server (a sync per WRITE)
+  // or a waiter (a COMMIT's round trip after the WRITEs).
+  enum class Urgency {
+    // Several WRITEs go UNSTABLE, then one COMMIT: the server syncs once.
+    kBackground,
+    // A client waits at the remote until the flush is done (the flush
+    // before a delegation's return, which another client's OPEN waits
+    // for). WRITEs that all go in flight at once go FILE_SYNC (the server
+    // syncs each, in parallel with the others) and no COMMIT follows;
+    // more than that go as kBackground.
+    kWaitedFor,
+  };
   // What the server said of one range's WRITEs.
   struct Sent {
     // The weakest stability any of its WRITEs got (the server may give
@@ -120,7 +135,7 @@ class Flusher {
     Ownership &operator=(Ownership &&) = delete;
     ~Ownership();
     // Flushes the owned file now, as FlushFile does.
-    uint32_t Flush();
+    uint32_t Flush(Urgency urgency = Urgency::kBackground);
 
    private:
     friend class Flusher;
@@ -149,12 +164,13 @@ class Flusher {
 
  private:
   void Loop();
-  uint32_t FlushOne(Key key, bool patient);
-  // Sends ranges of key (UNSTABLE then COMMIT when there are several);
-  // status[i] and after[i] are range i's outcome. NFS4ERR_STALE from the
-  // COMMIT is every range's.
+  uint32_t FlushOne(Key key, bool patient,
+                    Urgency urgency = Urgency::kBackground);
+  // Sends ranges of key (UNSTABLE then COMMIT when there are several,
+  // unless urgency says otherwise); status[i] and after[i] are range i's
+  // outcome. NFS4ERR_STALE from the COMMIT is every range's.
   void SendRanges(Key key, const std::vector<Cache::DirtyRange> &ranges,
-                  std::vector<uint32_t> *status,
+                  Urgency urgency, std::vector<uint32_t> *status,
                   std::vector<upstream::Attrs> *after);
   // Contiguous dirty ranges [first, end) joined into one WRITE's bytes
   // (up to max_send), and what the server said of them.
@@ -168,8 +184,10 @@ class Flusher {
   std::vector<Group> JoinRanges(const std::vector<Cache::DirtyRange> &ranges,
                                 uint64_t max_send) const;
   // Sends every group, cut into WRITEs of at most max_send bytes, in
-  // parallel: FILE_SYNC when that is one WRITE, else UNSTABLE.
-  void SendGroups(Key key, uint64_t max_send, std::vector<Group> *groups);
+  // parallel: FILE_SYNC when that is one WRITE (or, kWaitedFor, one wave
+  // in flight), else UNSTABLE.
+  void SendGroups(Key key, uint64_t max_send, Urgency urgency,
+                  std::vector<Group> *groups);
   // The COMMIT of the groups sent UNSTABLE; those whose verifier is not
   // the COMMIT's are sent again FILE_SYNC.
   void CommitGroups(Key key, std::vector<Group> *groups);

@@ -286,6 +286,43 @@ TEST_F(CoreDelegationsTest, TheRecallsFlushGoesUnderTheDelegation) {
   EXPECT_EQ(core_->CloseFile(o), 0u);
 }
 
+// The recall's flush is waited for: the opener that caused the recall
+// retries at the remote until the DELEGRETURN. WRITEs that all go in one
+// wave go FILE_SYNC, so no COMMIT's round trip comes between them and the
+// return (on wan about 80 ms of the 0.5 s the opener should wait), and the
+// data is durable at the remote before the delegation goes.
+TEST_F(CoreDelegationsTest, TheRecallsFlushOfOneWaveNeedsNoCommit) {
+  up_->unstable_writes = true;
+  Start(DelegationType::kWrite, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->flush_age_ms = 3600 * 1000;
+  });
+  NacheOpen *o = OpenF(kBoth);
+  ASSERT_NE(o, nullptr);
+  // Three blocks apart: three WRITEs.
+  std::string content;
+  for (int b = 0; b < 3; b++) {
+    std::string block(4096, char('a' + b));
+    const uint64_t at = uint64_t(b) * 2 * 4096;
+    size_t n = 0;
+    upstream::StableHow committed{};
+    ASSERT_EQ(core_->Write(cr_, file_, o, at, block.size(), block.data(),
+                           upstream::StableHow::kFileSync, &n, &committed),
+              0u);
+    content.resize(at, '\0');
+    content += block;
+  }
+  ASSERT_EQ(up_->Count("WRITE"), 0) << "kept here under the delegation";
+  cb_client::Reply *r = Recall(1);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->nfs_status, upstream::kNfs4Ok);
+  ASSERT_TRUE(cb_client::WaitFor([&] { return up_->Count("DELEGRETURN"); }));
+  EXPECT_EQ(up_->Count("WRITE"), 3);
+  EXPECT_EQ(up_->Count("COMMIT"), 0) << "a round trip the opener waits for";
+  EXPECT_EQ(up_->StableData("f"), content) << "durable before the return";
+  EXPECT_EQ(core_->CloseFile(o), 0u);
+}
+
 // Under a write delegation a lock is granted here (no other client of the
 // server can open the file, so none can hold a lock on it); when the
 // delegation is recalled the lock is sent, on the upstream open made for

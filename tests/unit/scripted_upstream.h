@@ -352,6 +352,13 @@ class ScriptedUpstream : public upstream::Upstream {
     Fh fh = AtPath(path);
     return fh.empty() ? "<none>" : files_[fh].data;
   }
+  // What of path's data would survive a reboot (unstable_writes: data
+  // WRITEs left UNSTABLE are not in it until a COMMIT).
+  std::string StableData(const std::string &path) {
+    std::lock_guard<std::mutex> g(mu_);
+    Fh fh = AtPath(path);
+    return fh.empty() ? "<none>" : files_[fh].stable;
+  }
   // Someone else removes path at the server (a directory with all it
   // holds): its handles go stale.
   void ForeignRemove(const std::string &path) {
