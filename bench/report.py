@@ -412,7 +412,7 @@ def cmd_summarize(a):
     return 0
 
 
-FIXED_WORK = ("untar", "lslr", "build", "seqread")
+FIXED_WORK = ("untar", "lslr", "build", "seqread", "seqwrite")
 
 
 def overview(data):
@@ -516,7 +516,7 @@ def make_plots(rundir, data):
         ax.legend(fontsize=7)
         # Throughput, or duration for one-job workloads.
         ax = axes[2]
-        if w in ("untar", "lslr", "build", "seqread"):
+        if w in FIXED_WORK:
             ax.bar(x, [num(c.get("duration_s")) or 0 for c in cells],
                    color="tab:green")
             ax.set_title("duration (s, lower is better)")

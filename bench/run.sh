@@ -11,7 +11,7 @@
 #
 # Parameters (environment; lists are comma-separated):
 #   WORKLOAD  webserver webserver-zipf varmail fileserver webproxy untar
-#             lslr build seqread, or "all"              (default webserver)
+#             lslr build seqread seqwrite, or "all"     (default webserver)
 #   PROFILE   lan wan lanrouter                         (default lan)
 #   CLIENTS   client counts, e.g. 1,2,4                 (default 1)
 #   CONFIGS   direct proxyv4 nache nache-wb             (default the first three)
@@ -32,6 +32,9 @@
 #             directory theirs), so that nache checks each caller's rights
 #             with the remote; 0: every client as root    (default 0)
 #   BUILD_JOBS  make -j for "build"                     (default 4)
+#   PROBE     1: during each timed phase, sample every client's workload
+#             threads' state and kernel wait channel (raw/<cell>/probe.I,
+#             bench/driver/probe.py)                     (default 0)
 #   NACHE_BUILD_DIR  build tree with stage/             (default ./build)
 #   NACHE_EXTRA  extra lines for nache's FSAL block, e.g. write-back:
 #             'Write_Policy = "write_back"; Single_Writer = true;'
@@ -77,6 +80,7 @@ export LAB_NACHE_SQUASH=${LAB_NACHE_SQUASH:-No_Root_Squash}
 source "$NACHE_SOURCE_DIR/lab/lab.sh"
 PY=$LAB_PYTHON                   # the system python3 (has matplotlib)
 DRIVER=$BENCH_DIR/driver/fbdriver.py
+PROBE=${PROBE:-0}
 
 WORKLOAD=${WORKLOAD:-webserver}
 PROFILE=${PROFILE:-lan}
@@ -94,7 +98,7 @@ BENCH_OUT=${BENCH_OUT:-$BENCH_DIR/out}
 # Jobs on a wan profile run for many minutes (bench/README.md).
 JOB_TIMEOUT=${BENCH_JOB_TIMEOUT:-7200}
 
-ALL_WORKLOADS="webserver webserver-zipf varmail fileserver webproxy untar lslr build seqread"
+ALL_WORKLOADS="webserver webserver-zipf varmail fileserver webproxy untar lslr build seqread seqwrite"
 PERSONALITIES=" webserver webserver-zipf varmail fileserver webproxy "
 # What SHARED=1 may share: workloads that only read the prepared data
 # (webserver's log is each client's own).  The others write or delete in
@@ -152,7 +156,8 @@ fi
 [ -x "$LAB_STAGE_DIR/bin/ganesha.nfsd" ] ||
 	die "no staged ganesha.nfsd in $LAB_STAGE_DIR: run 'make build' (or set NACHE_BUILD_DIR)"
 
-# Sizes of the fixed-work workloads per scale (GEN_* / SEQREAD_SIZE win).
+# Sizes of the fixed-work workloads per scale (GEN_* / SEQREAD_SIZE /
+# SEQWRITE_SIZE win).
 if [ "$SCALE" = smoke ]; then
 	export GEN_FILES=${GEN_FILES:-150} GEN_DIRS=${GEN_DIRS:-30} GEN_BYTES=${GEN_BYTES:-1600000}
 	SEQREAD_SIZE=${SEQREAD_SIZE:-32m}
@@ -161,6 +166,7 @@ else
 	SEQREAD_SIZE=${SEQREAD_SIZE:-256m}
 	BUILD_SOURCES=${BUILD_SOURCES:-200} BUILD_HEADERS=${BUILD_HEADERS:-19}
 fi
+SEQWRITE_SIZE=${SEQWRITE_SIZE:-$SEQREAD_SIZE}
 
 # ------------------------------------------------------------ output
 
@@ -300,6 +306,18 @@ server_of() {
 	esac
 }
 
+# probe_seconds W — how long PROBE samples a cell of workload W: a
+# personality's run, else a fixed-work job's (which may end sooner).
+probe_seconds() {
+	if [[ $PERSONALITIES == *" $1 "* ]]; then
+		[ -n "${DURATION:-}" ] && { echo "$DURATION"; return; }
+		"$PY" "$DRIVER" params "$1" --scale "$SCALE" |
+			"$PY" -c 'import json, sys; print(json.load(sys.stdin)["duration"])'
+	else
+		echo 30
+	fi
+}
+
 # client_stats RAW WHEN N — each client's NFS per-operation statistics
 # (/proc/self/mountstats in its guest) into RAW/mountstats.I.WHEN: what
 # each client sent and how long it waited, per operation (RPC counts,
@@ -330,7 +348,7 @@ prepare() {
 	for i in $sets; do
 		local d=$srv/$i
 		case $w in
-		untar) cmd+="; mkdir -p '$d'" ;;
+		untar | seqwrite) cmd+="; mkdir -p '$d'" ;;
 		lslr) cmd+="; mkdir -p '$d'; tar -xf '$WORK/tree.tar' -C '$d'" ;;
 		build) cmd+="; $SRV_PY -B '$DRIVER' genproject --dir '$d' --sources $BUILD_SOURCES --headers $BUILD_HEADERS >/dev/null" ;;
 		seqread) cmd+="; $SRV_PY -B '$DRIVER' mkfile --path '$d/seq.bin' --size $SEQREAD_SIZE >/dev/null" ;;
@@ -382,6 +400,7 @@ client_cmd() {
 	lslr) echo "python3 -B '$DRIVER' lslr --dir '$d' $barrier" ;;
 	build) echo "python3 -B '$DRIVER' build --dir '$d' --jobs $BUILD_JOBS $barrier" ;;
 	seqread) echo "python3 -B '$DRIVER' seqread --path '$d/seq.bin' $barrier" ;;
+	seqwrite) echo "python3 -B '$DRIVER' seqwrite --path '$d/seq.bin' --size $SEQWRITE_SIZE $barrier" ;;
 	*)
 		# Webserver's opens draw from a generator seeded per client: each
 		# client reads its own sequence of files (webserver.f).
@@ -495,8 +514,17 @@ run_cell() {
 		server_snapshot "$raw" before "$c" || log "cell $cell: counter snapshot failed"
 		client_stats "$raw" before "$n"
 		log "cell $cell: running $n client(s)"
+		local probes=()
+		if [ "$PROBE" = 1 ]; then
+			for i in $(seq 1 "$n"); do
+				lab_client_run "$i" "python3 -B '$BENCH_DIR/driver/probe.py' $(probe_seconds "$w")" \
+					>"$raw/probe.$i" 2>&1 &
+				probes+=($!)
+			done
+		fi
 		touch "$sync/go"
 		for i in "${pids[@]}"; do wait "$i" || rc=1; done
+		for i in "${probes[@]}"; do wait "$i" || log "cell $cell: a probe failed (raw/$cell/probe.*)"; done
 		client_stats "$raw" after "$n"
 		# Write-back: the remote has everything only once nache has
 		# flushed; its operations until then belong to the cell.

@@ -26,6 +26,8 @@ Fixed-work workloads (one job, timed as a whole or per I/O):
   fbdriver.py build    --dir D [--jobs J] [--emulate]   (make -jJ with cc)
   fbdriver.py mkfile   --path P --size BYTES
   fbdriver.py seqread  --path P [--iosize BYTES]
+  fbdriver.py seqwrite --path P --size BYTES [--iosize BYTES]
+                                                   (write, then fsync)
 
 Every timed command accepts --ready FILE --go FILE: it prepares without
 touching the file system under test, creates READY, waits for GO to appear
@@ -639,11 +641,46 @@ def cmd_seqread(args):
             nbytes += len(data)
     finally:
         os.close(fd)
-    elapsed = time.monotonic() - t0
-    return {"workload": "seqread", "engine": "python", "elapsed_s": elapsed,
-            "ops": st.ops, "errors": 0, "bytes_read": nbytes,
-            "bytes_written": 0, "latency": "per-op", "total": st.as_dict(),
-            "flowops": {"read": st.as_dict()}}
+    return io_report("seqread", time.monotonic() - t0, {"read": st}, nbytes, 0)
+
+
+def cmd_seqwrite(args):
+    """Writes SIZE bytes into a new file in IOSIZE write()s, then fsync:
+    done when the file system says the data is stable (through nache's
+    write-through, at the remote)."""
+    block = os.urandom(args.iosize)
+    wait_for_go(args)
+    writes, syncs = Stat("write"), Stat("fsync")
+    t0 = time.monotonic()
+    nbytes = 0
+    fd = os.open(args.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        while nbytes < args.size:
+            chunk = block[:min(args.iosize, args.size - nbytes)]
+            t = time.perf_counter()
+            n = os.write(fd, chunk)
+            writes.add(time.perf_counter() - t)
+            nbytes += n
+        t = time.perf_counter()
+        os.fsync(fd)
+        syncs.add(time.perf_counter() - t)
+    finally:
+        os.close(fd)
+    return io_report("seqwrite", time.monotonic() - t0,
+                     {"write": writes, "fsync": syncs}, 0, nbytes)
+
+
+def io_report(workload, elapsed, stats, bytes_read, bytes_written):
+    """The report of a sequential I/O job: stats maps a flowop name to its
+    Stat; every op was timed."""
+    total = Stat()
+    for s in stats.values():
+        total.merge(s)
+    return {"workload": workload, "engine": "python", "elapsed_s": elapsed,
+            "ops": total.ops, "errors": 0, "bytes_read": bytes_read,
+            "bytes_written": bytes_written, "latency": "per-op",
+            "total": total.as_dict(),
+            "flowops": {k: s.as_dict() for k, s in stats.items()}}
 
 
 # ------------------------------------------------------------ main
@@ -715,6 +752,11 @@ def main():
     barrier(p)
     p.add_argument("--path", required=True)
     p.add_argument("--iosize", type=parse_size, default=MIB)
+    p = sub.add_parser("seqwrite", help="write a file sequentially, fsync")
+    barrier(p)
+    p.add_argument("--path", required=True)
+    p.add_argument("--size", type=parse_size, required=True)
+    p.add_argument("--iosize", type=parse_size, default=MIB)
     args = ap.parse_args()
 
     if args.cmd in ("params", "prealloc", "run"):
@@ -736,7 +778,8 @@ def main():
         return 0
     handler = {"untar": cmd_untar, "lslr": cmd_lslr,
                "genproject": cmd_genproject, "build": cmd_build,
-               "mkfile": cmd_mkfile, "seqread": cmd_seqread}[args.cmd]
+               "mkfile": cmd_mkfile, "seqread": cmd_seqread,
+               "seqwrite": cmd_seqwrite}[args.cmd]
     report(handler(args))
     return 0
 
