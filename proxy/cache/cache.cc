@@ -580,6 +580,28 @@ void Cache::Validated(Key key, const Attrs &a) {
     o->remote_size = a.size;
     return;
   }
+  if (o->have_attrs && o->attrs.change != a.change) {
+    // A state of ours the cache has moved past: the reply was overtaken.
+    if (changes_grow_ && a.change < o->attrs.change &&
+        (InOwnRanges(*o, a.change) ||
+         std::find(o->own_changes.begin(), o->own_changes.end(), a.change) !=
+             o->own_changes.end()))
+      return;
+    // Possibly a state one of ours passed through: judged when they are
+    // back (AfterOwnChange). Beyond kMaxSeen such states it is judged now.
+    if (o->own_inflight > 0) {
+      size_t seen = 0;
+      for (const auto &p : o->parked) {
+        if (p.seen && p.pre == a.change) return;  // parked already
+        seen += p.seen;
+      }
+      if (seen < kMaxSeen) {
+        o->parked.push_back(
+            Object::Parked{a.change, a, 0, std::string(), true});
+        return;
+      }
+    }
+  }
   WriteBatch batch;
   // (A directory's size says nothing about its entries beyond its change.)
   bool moved = !o->have_attrs || o->attrs.change != a.change ||
@@ -604,7 +626,10 @@ void Cache::Validated(Key key, const Attrs &a) {
 
 void Cache::BeginOwnChange(Key key) {
   Locked g(this);
-  Obj(key)->own_inflight++;
+  Object *o = Obj(key);
+  // The state the first of ours in flight starts from is a known one.
+  if (o->own_inflight++ == 0 && o->have_attrs)
+    AddOwnRange(o, o->attrs.change, o->attrs.change);
 }
 
 void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
@@ -654,12 +679,13 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
           continue;
         Object::Parked p = std::move(o->parked[i]);
         o->parked.erase(o->parked.begin() + i);
+        progress = true;
+        if (p.seen) break;  // explained: nothing to apply
         // Applying reads the cached blocks back: write what is pending.
         Commit(&batch);
         batch.Clear();
         ApplyOwnLocked(key, o, p.pre, p.post, p.off, p.data.data(),
                        p.data.size(), &batch);
-        progress = true;
         break;
       }
     }
@@ -692,7 +718,10 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
   }
   // A span vouches only for operations of ours that ran alongside it: once
   // none is in flight, the next one's "before" is known (or foreign).
-  if (o->own_inflight == 0) o->own_spans.clear();
+  if (o->own_inflight == 0) {
+    o->own_spans.clear();
+    o->own_ranges.clear();
+  }
   Commit(&batch);  // the written blocks and the attributes together
   EvictLocked();
 }
@@ -722,6 +751,8 @@ void Cache::ApplyOwnLocked(Key key, Object *o, uint64_t pre, const Attrs &post,
   // (both read the change attribute before either wrote).
   if (newest && o->have_attrs && o->attrs.change != post.change)
     NoteOwnChangeLocked(o, o->attrs.change);
+  // So was the one it started from (ours, or it would not be applied).
+  NoteOwnChangeLocked(o, pre);
   NoteOwnChangeLocked(o, post.change);
   if (post.change < pre && changes_grow_) {
     changes_grow_ = false;
@@ -732,6 +763,7 @@ void Cache::ApplyOwnLocked(Key key, Object *o, uint64_t pre, const Attrs &post,
   }
   if (o->own_spans.size() >= 64) o->own_spans.erase(o->own_spans.begin());
   o->own_spans.push_back(Object::Span{pre, post.change});
+  if (changes_grow_) AddOwnRange(o, pre, post.change);
   if (newest) {
     o->attrs = post;
     o->have_attrs = true;
@@ -804,16 +836,43 @@ bool Cache::OursLocked(const Object &o, uint64_t before, uint64_t after) const {
       std::find(o.own_changes.begin(), o.own_changes.end(), before) !=
           o.own_changes.end())
     return true;
-  for (const Object::Span &s : o.own_spans) {
+  if (changes_grow_ && InOwnRanges(o, before)) return true;
+  for (const Object::Span &s : o.own_spans)
     if (after == s.after) return true;
-    if (changes_grow_ && s.before < before && before <= s.after) return true;
-  }
   return false;
+}
+
+namespace {
+// The first of sorted, disjoint ranges that ends at or after v.
+using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+Ranges::const_iterator FirstEndingFrom(const Ranges &r, uint64_t v) {
+  return std::lower_bound(
+      r.begin(), r.end(), v,
+      [](const Ranges::value_type &x, uint64_t w) { return x.second < w; });
+}
+}  // namespace
+
+void Cache::AddOwnRange(Object *o, uint64_t from, uint64_t to) {
+  if (to < from) std::swap(from, to);
+  Ranges &r = o->own_ranges;
+  auto first = FirstEndingFrom(r, from), last = first;
+  for (; last != r.end() && last->first <= to; ++last) {
+    from = std::min(from, last->first);
+    to = std::max(to, last->second);
+  }
+  r.insert(r.erase(first, last), {from, to});
+  if (r.size() > kMaxOwnRanges) r.erase(r.begin());
+}
+
+bool Cache::InOwnRanges(const Object &o, uint64_t change) {
+  auto it = FirstEndingFrom(o.own_ranges, change);
+  return it != o.own_ranges.end() && it->first <= change;
 }
 
 void Cache::ForgetOwnChangesLocked(Object *o) {
   o->own_changes.clear();
   o->own_spans.clear();
+  o->own_ranges.clear();
   o->parked.clear();
 }
 
@@ -1483,6 +1542,7 @@ void Cache::Flushed(Key key, const std::vector<DirtyRange> &sent,
     }
     o->own_changes.clear();
     o->own_spans.clear();
+    o->own_ranges.clear();
     // What the remote holds now is the base of the next local change,
     // even when our view differs from it (it is then revalidated first).
     o->base_known = o->base_uncertain = false;

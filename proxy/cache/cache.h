@@ -20,8 +20,15 @@
 // own writes and setattrs fetch the change attribute just before and just
 // after the operation in one COMPOUND: if "before" equals the cached change
 // or the "after" of another of our own recent operations (clients send
-// WRITEs in parallel), nothing else happened in between and the cache stays
-// valid, with the written bytes applied; otherwise the generation advances.
+// WRITEs in parallel), or, while the remote's change attributes grow, lies
+// among the changes our operations in flight together moved through (a
+// WRITE the server held back behind many of ours finds its "before" there),
+// nothing else happened in between and the cache stays valid, with the
+// written bytes applied; otherwise the generation advances. Attributes
+// fetched while ours are in flight (a client's GETATTR crossing them) are
+// judged the same way once ours are back, not taken for a foreign change
+// at once; a reply showing a state of ours the cache has moved past is no
+// news.
 // Like any NFS client, a foreign write landing between our "before" and our
 // own operation goes unseen until the next change. A block read
 // from upstream is stored only if its generation is still current.
@@ -136,7 +143,11 @@ class Cache {
   // (false if not, or expired since).
   bool ValidatedSince(Key key, Clock::time_point since, Attrs *out);
   // Attributes just fetched from the upstream. A moved change attribute
-  // drops the object's data, access results and listing.
+  // drops the object's data, access results and listing; but not one our
+  // own operations explain: a change one of ours produced or moved on from
+  // (a reply overtaken by ours: no news, ignored), or one seen while ours
+  // are in flight, judged once they are back (someone else's then when
+  // none of them explains it, as AfterOwnChange judges a "before").
   void Validated(Key key, const Attrs &a);
   // After an operation of ours changed the object: pre is the change
   // attribute fetched in the same COMPOUND just before the operation
@@ -471,14 +482,27 @@ class Cache {
       uint64_t before, after;
     };
     std::vector<Span> own_spans;
+    // While the remote's change attributes are seen to grow: every change
+    // our operations moved through since the last time none was in flight,
+    // as sorted, disjoint, closed intervals [from, to] (the state one of
+    // ours started from up to where it left the object, and the cached
+    // state the first of them started from). A completion whose "before"
+    // lies in one is ours, however many of ours ran since: a WRITE the
+    // server held back while dozens of ours went through (knfsd takes one
+    // WRITE of a file at a time) still finds its "before". At most
+    // kMaxOwnRanges (the lowest go); cleared with own_spans.
+    std::vector<std::pair<uint64_t, uint64_t>> own_ranges;
     int own_inflight = 0;  // our operations between Begin and After
     // Completions whose "before" is not known yet but may be the "after"
-    // of one of ours still in flight.
+    // of one of ours still in flight; and changes a GETATTR saw while ours
+    // were in flight (seen: pre == post.change, nothing to apply), which
+    // one of ours may yet explain.
     struct Parked {
       uint64_t pre;
       Attrs post;
       uint64_t off;
       std::string data;
+      bool seen = false;
     };
     std::vector<Parked> parked;
     // Blocks our own writes have written part of, not cached: pieces of
@@ -521,6 +545,9 @@ class Cache {
     return o.dirty_blocks > 0 || o.set_mask != 0;
   }
   // Whether o may be dropped from memory (see the file comment).
+  // Changes seen by GETATTRs while ours are in flight, parked at most.
+  static constexpr size_t kMaxSeen = 16;
+  static constexpr size_t kMaxOwnRanges = 256;
   static bool MayDrop(const Object &o) {
     return !IsDirtyObj(o) && o.own_inflight == 0 && o.parked.empty() &&
            !o.delegated;
@@ -607,11 +634,14 @@ class Cache {
   bool SeenRemoteLocked(Object *o, const Attrs &a) REQUIRES(mu_);
   // Adds change to o's own_changes (bounded; the oldest goes).
   void NoteOwnChangeLocked(Object *o, uint64_t change) REQUIRES(mu_);
+  // Adds [from, to] to o's own_ranges (merging the ones it overlaps).
+  static void AddOwnRange(Object *o, uint64_t from, uint64_t to);
+  static bool InOwnRanges(const Object &o, uint64_t change);
   // Whether an operation of ours that went from before to after is known
   // to be ours alone: its "before" is a change we know, or it ran inside
   // the span of one already taken as ours (its "after" is one of theirs,
   // with no assumption on the server's change attributes; or, while they
-  // are seen to grow, its "before" lies inside one). Two of ours can
+  // are seen to grow, its "before" lies in own_ranges). Two of ours can
   // interleave at the server so that one's "before" is a state nobody
   // reported: X reads c1 and writes (c2), Y reads c2 and writes (c3), X's
   // closing GETATTR runs last; X says c1 -> c3, Y c2 -> c3.

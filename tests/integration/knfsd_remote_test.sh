@@ -41,6 +41,27 @@ written_data_reads_back_from_the_cache() {
 		expect_eq "bytes read upstream to read back 4 MiB just written" $((r1 - r0)) 0
 }
 
+# The same while every attribute the clients ask for goes to knfsd (no
+# attribute window in nache or Ganesha): each client WRITE's GETATTR then
+# crosses nache's own WRITEs in flight, and sees the file halfway through
+# them. Those are nache's own changes, not someone else's: the data stays.
+# (Before, such a GETATTR dropped the file's cached data; and a WRITE that
+# knfsd held back while more than 64 others went through was taken for
+# someone else's change when its reply came.)
+written_data_reads_back_while_attributes_go_upstream() {
+	local want r0 r1
+	lab_nache_stop &&
+		LAB_NACHE_ATTR_EXPIRATION=0 LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ \
+			lab_nache_start 'Attr_Timeout = 0;' || return 1
+	want=$(on 1 "mkdir -p /mnt/n/k && head -c 4194304 /dev/urandom > /tmp/wb0 && cp /tmp/wb0 /mnt/n/k/wb0 && sync && sha256sum < /tmp/wb0") ||
+		return 1
+	r0=$(metric nache_upstream_bytes_total 'direction="read"')
+	expect_eq "read back" "$(on 1 "echo 3 > /proc/sys/vm/drop_caches; sha256sum < /mnt/n/k/wb0")" "$want" &&
+		r1=$(metric nache_upstream_bytes_total 'direction="read"') &&
+		expect_eq "bytes read upstream to read back 4 MiB just written" $((r1 - r0)) 0 &&
+		lab_nache_stop && LAB_NACHE_UPSTREAM=$LAB_KNFSD_ADDR LAB_NACHE_UPSTREAM_PATH=/ lab_nache_start
+}
+
 write_direct_read_through_nache() {
 	on 2 "echo from-knfsd-client > /mnt/k/k/other" &&
 		expect_eq "nache client" "$(on 1 "cat /mnt/n/k/other")" from-knfsd-client
@@ -118,6 +139,7 @@ stop_destroys_the_session() {
 
 check write_through_nache_read_directly_from_knfsd write_through_nache_read_direct
 check data_written_through_nache_reads_back_from_its_cache written_data_reads_back_from_the_cache
+check data_written_reads_back_while_every_getattr_goes_upstream written_data_reads_back_while_attributes_go_upstream
 check write_at_knfsd_read_through_nache write_direct_read_through_nache
 check metadata_operations_against_knfsd metadata_ops_on_knfsd
 check own_changes_keep_the_clients_cached_names own_changes_keep_the_clients_names

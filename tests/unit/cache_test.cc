@@ -268,6 +268,115 @@ TEST_F(CacheTest, AnEarlierSpanProvesNothingLater) {
   EXPECT_FALSE(cache_->GetBlock(9, 1, &d));
 }
 
+// A write of ours read its "before" (1000) and was then held at the server
+// while 100 others of ours went through one after another (a stream of
+// small WRITEs that the server takes one at a time: seen against knfsd
+// with 16 in flight); its reply comes last. Its "before" is where the
+// others started: ours, however many changes ago.
+TEST_F(CacheTest, AStragglerAmongManyOwnWritesStaysCached) {
+  Fill(9, 1000, 2, 'a');
+  const int n = 100;
+  std::string w(kBs, 'W'), s(kBs, 'S');
+  for (int i = 0; i <= n; i++) cache_->BeginOwnChange(9);
+  for (int i = 0; i < n; i++)
+    cache_->AfterOwnChange(9, true, 1000 + i, FileAttrs(1001 + i, 2 * kBs), 0,
+                           w.data(), w.size());
+  cache_->AfterOwnChange(9, true, 1000, FileAttrs(1001 + n, 2 * kBs), kBs,
+                         s.data(), s.size());
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(9, 0, &d));
+  EXPECT_EQ(d, w);
+  ASSERT_TRUE(cache_->GetBlock(9, 1, &d));
+  EXPECT_EQ(d, s);
+  Attrs now;
+  ASSERT_TRUE(cache_->FreshAttrs(9, &now));
+  EXPECT_EQ(now.change, uint64_t(1001 + n));
+}
+
+// A GETATTR (a client's, or an OPEN's) runs at the remote between two
+// writes of ours and its reply is read before either write's: the change
+// it saw (11) is our first write's, not someone else's. Nothing cached is
+// dropped, and the attributes stay the newest of ours.
+TEST_F(CacheTest, AGetattrCrossingOwnWritesDropsNothing) {
+  Fill(9, 10, 2, 'a');
+  std::string x(kBs, 'X'), y(kBs, 'Y');
+  cache_->BeginOwnChange(9);
+  cache_->BeginOwnChange(9);
+  cache_->Validated(9, FileAttrs(11, 2 * kBs));
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(11, 2 * kBs), 0, x.data(),
+                         x.size());
+  cache_->AfterOwnChange(9, true, 11, FileAttrs(12, 2 * kBs), kBs, y.data(),
+                         y.size());
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(9, 0, &d));
+  EXPECT_EQ(d, x);
+  ASSERT_TRUE(cache_->GetBlock(9, 1, &d));
+  EXPECT_EQ(d, y);
+  Attrs now;
+  ASSERT_TRUE(cache_->FreshAttrs(9, &now));
+  EXPECT_EQ(now.change, 12u);
+}
+
+// The same when the GETATTR saw a change strictly inside one of our
+// writes' spans (X: 10 -> 12, the remote's change moving twice within it;
+// Y: 12 -> 13).
+TEST_F(CacheTest, AGetattrInsideAnOwnWritesSpanDropsNothing) {
+  Fill(9, 10, 2, 'a');
+  std::string x(kBs, 'X'), y(kBs, 'Y');
+  cache_->BeginOwnChange(9);
+  cache_->BeginOwnChange(9);
+  cache_->Validated(9, FileAttrs(11, 2 * kBs));
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(12, 2 * kBs), 0, x.data(),
+                         x.size());
+  cache_->AfterOwnChange(9, true, 12, FileAttrs(13, 2 * kBs), kBs, y.data(),
+                         y.size());
+  std::string d;
+  ASSERT_TRUE(cache_->GetBlock(9, 0, &d));
+  EXPECT_EQ(d, x);
+  ASSERT_TRUE(cache_->GetBlock(9, 1, &d));
+  EXPECT_EQ(d, y);
+}
+
+// A GETATTR's reply overtaken by our write's: it shows the state our
+// write moved on from (or one our writes passed through), which is no news.
+TEST_F(CacheTest, AGetattrOvertakenByOurWriteDropsNothing) {
+  Fill(9, 10, 2, 'a');
+  std::string x(kBs, 'X'), y(kBs, 'Y');
+  cache_->BeginOwnChange(9);
+  cache_->BeginOwnChange(9);
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(12, 2 * kBs), 0, x.data(),
+                         x.size());
+  cache_->AfterOwnChange(9, true, 11, FileAttrs(12, 2 * kBs), kBs, y.data(),
+                         y.size());
+  for (uint64_t seen : {10, 11}) {
+    cache_->Validated(9, FileAttrs(seen, 2 * kBs));
+    std::string d;
+    ASSERT_TRUE(cache_->GetBlock(9, 0, &d)) << "saw " << seen;
+    EXPECT_EQ(d, x);
+    Attrs now;
+    ASSERT_TRUE(cache_->KnownAttrs(9, &now));
+    EXPECT_EQ(now.change, 12u);
+  }
+}
+
+// A change that none of our writes explains, seen by a GETATTR while they
+// were in flight, is someone else's: once they are all back, the data goes
+// and the attributes are the foreign ones.
+TEST_F(CacheTest, AForeignChangeSeenDuringOwnWritesDrops) {
+  Fill(9, 10, 2, 'a');
+  std::string x(kBs, 'X');
+  cache_->BeginOwnChange(9);
+  cache_->Validated(9, FileAttrs(50, 2 * kBs));
+  std::string d;
+  cache_->AfterOwnChange(9, true, 10, FileAttrs(11, 2 * kBs), 0, x.data(),
+                         x.size());
+  EXPECT_FALSE(cache_->GetBlock(9, 0, &d));
+  EXPECT_FALSE(cache_->GetBlock(9, 1, &d));
+  Attrs now;
+  ASSERT_TRUE(cache_->KnownAttrs(9, &now));
+  EXPECT_EQ(now.change, 50u);
+}
+
 TEST_F(CacheTest, ParkedCompletionWithAForeignBeforeInvalidates) {
   Fill(9, 10, 1, 'a');
   std::string w(kBs, 'W');
