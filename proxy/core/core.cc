@@ -301,7 +301,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
           core->LearnIoLimits();
           return size_t(core->max_write_.load());
         },
-        cfg.write_behind_max, 8));
+        cfg.write_behind_max, 16));
   }
   if (cfg.write_back && cfg.single_writer) {
     // Before the flusher starts: it may need the log at once.

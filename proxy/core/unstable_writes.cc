@@ -5,15 +5,18 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "util/parallel.h"
+
 namespace nache {
 
 UnstableWrites::UnstableWrites(SendFn send, CommitFn commit, MaxSendFn max_send,
-                               uint64_t max_bytes, int threads)
+                               uint64_t max_bytes, int workers)
     : send_(std::move(send)),
       commit_(std::move(commit)),
       max_send_(std::move(max_send)),
-      max_bytes_(max_bytes) {
-  for (int i = 0; i < threads; i++) threads_.emplace_back([this] { Worker(); });
+      max_bytes_(max_bytes),
+      workers_(size_t(std::max(0, workers))) {
+  for (int i = 0; i < workers; i++) threads_.emplace_back([this] { Worker(); });
 }
 
 UnstableWrites::~UnstableWrites() {
@@ -31,7 +34,7 @@ bool UnstableWrites::Submit(Key key, const upstream::Creds &cr,
   // (Asked with no lock held: it may learn the remote's limit first.)
   const size_t piece = std::max<size_t>(max_send_(), 1);
   MutexLock g(&mu_);
-  if (len == 0 || stop_ || threads_.empty() || bytes_ + len > max_bytes_)
+  if (len == 0 || stop_ || workers_ == 0 || bytes_ + len > max_bytes_)
     return false;
   // Wait for unsent writes this one overlaps: they must land first.
   while (OverlapsUnsentLocked(key, off, len)) cv_.Wait();
@@ -180,15 +183,19 @@ bool UnstableWrites::TakeSendLocked(size_t max_send, Send *out) {
 }
 
 void UnstableWrites::Worker() {
+  constexpr size_t kMinInFlight = 8;
   for (;;) {
     const size_t max_send = std::max<size_t>(max_send_(), 1);
+    const size_t in_flight =
+        RequestsInFlight(max_send, std::min(kMinInFlight, workers_), workers_);
     Send s;
     {
       MutexLock g(&mu_);
-      while (!TakeSendLocked(max_send, &s)) {
+      while (sending_ >= in_flight || !TakeSendLocked(max_send, &s)) {
         if (stop_ && jobs_.empty()) return;  // stopping, queue sent
         jobs_cv_.Wait();
       }
+      sending_++;
     }
     std::string gathered;
     const std::string *data = &s.writes[0]->data;
@@ -208,6 +215,7 @@ void UnstableWrites::Worker() {
         w->done = true;
       }
       if (s.small && --small_sends_[s.key] == 0) small_sends_.erase(s.key);
+      sending_--;
     }
     cv_.SignalAll();
     jobs_cv_.SignalAll();  // the file's held writes may go now

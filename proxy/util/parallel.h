@@ -13,6 +13,19 @@
 
 namespace nache {
 
+// How many requests of request_bytes each to keep in flight over a WAN
+// so that about kWanInFlightBytes are on their way (a link's
+// bandwidth-delay product, with room: 50 Mbit/s at 80 ms is 0.5 MB):
+// at least lo, at most hi (session slots are shared with everything
+// else). A server that takes small WRITEs (knfsd on a small machine:
+// 32 or 64 KiB) needs many of them in flight to fill the link.
+constexpr uint64_t kWanInFlightBytes = 2 << 20;
+inline size_t RequestsInFlight(uint64_t request_bytes, size_t lo, size_t hi) {
+  const uint64_t want =
+      kWanInFlightBytes / std::max<uint64_t>(1, request_bytes);
+  return size_t(std::max<uint64_t>(lo, std::min<uint64_t>(hi, want)));
+}
+
 template <typename Fn>
 uint32_t ParallelFor(size_t n, size_t threads, Fn fn) {
   std::atomic<size_t> next{0};

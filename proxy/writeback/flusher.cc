@@ -264,15 +264,12 @@ void Flusher::SendGroups(Key key, uint64_t max_send, Urgency urgency,
     for (size_t from = 0; from < g.data.size(); from += max_send)
       pieces.push_back(
           Piece{&g, from, std::min<size_t>(max_send, g.data.size() - from)});
-  // In flight: opts_.parallel WRITEs, and more when they are small, so
-  // that at least kInFlightBytes are on their way (a WAN's bandwidth-delay
-  // product; knfsd on a small machine takes WRITEs of 64 KiB only).
-  constexpr uint64_t kInFlightBytes = 2 << 20;
+  // In flight: opts_.parallel WRITEs, and more when they are small
+  // (RequestsInFlight), at most 16.
   constexpr size_t kMaxInFlight = 16;
-  const size_t in_flight = std::max<size_t>(
-      size_t(std::max(1, opts_.parallel)),
-      std::min<size_t>(kMaxInFlight,
-                       kInFlightBytes / std::max<uint64_t>(1, max_send)));
+  const size_t parallel = size_t(std::max(1, opts_.parallel));
+  const size_t in_flight =
+      RequestsInFlight(max_send, parallel, std::max(parallel, kMaxInFlight));
   // One WRITE: FILE_SYNC (a COMMIT would cost a second round trip). So is
   // one wave of them when a client waits for this flush at the remote.
   const size_t file_sync_up_to = urgency == Urgency::kWaitedFor ? in_flight : 1;

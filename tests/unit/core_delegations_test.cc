@@ -516,6 +516,36 @@ TEST_F(CoreDelegationsTest, AnUnstableWriteGoesAtOnceWithOurDelegationsReturn) {
                               upstream::StableHow::kUnstable, 0);
 }
 
+// Write-behind over a WAN: a client's large UNSTABLE write to a remote
+// that takes small WRITEs (knfsd on a small machine: 32 KiB) keeps about
+// a link's bandwidth-delay product in flight, 16 WRITEs of 32 KiB. With 8
+// (256 KiB per round trip) a 32 MiB write through nache took 12.1 s on
+// wan where a direct mount took 6.9 s.
+TEST_F(CoreDelegationsTest, ALargeUnstableWriteKeepsALinksWorthInFlight) {
+  Start(DelegationType::kNone,
+        [](CoreConfig *cfg) { cfg->max_io_size = 32 << 10; });
+  NacheOpen *o = OpenF(kBoth);
+  ASSERT_NE(o, nullptr);
+  std::string data(1 << 20, '\0');
+  for (size_t i = 0; i < data.size(); i++) data[i] = char('a' + i % 23);
+  up_->hold_writes = true;
+  size_t n = 0;
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, o, 0, data.size(), data.data(),
+                         upstream::StableHow::kUnstable, &n, &committed),
+            0u);
+  EXPECT_EQ(committed, upstream::StableHow::kUnstable) << "queued";
+  const bool sixteen =
+      cb_client::WaitFor([&] { return up_->writes_waiting.load() >= 16; });
+  const int waiting = up_->writes_waiting.load();
+  up_->ReleaseWrites();
+  EXPECT_TRUE(sixteen) << "WRITEs in flight at once: " << waiting;
+  EXPECT_LE(waiting, 16);
+  EXPECT_EQ(core_->Commit(cr_, file_, 0, 0), 0u);
+  EXPECT_EQ(up_->Data("f"), data);
+  EXPECT_EQ(core_->CloseFile(o), 0u);
+}
+
 TEST_F(CoreDelegationsTest, AWriteWhoseDelegreturnIsRefusedStillWrites) {
   Start(DelegationType::kRead);
   ASSERT_EQ(core_->CloseFile(OpenF(kRead)), 0u);
