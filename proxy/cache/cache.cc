@@ -628,8 +628,10 @@ void Cache::BeginOwnChange(Key key) {
   Locked g(this);
   Object *o = Obj(key);
   // The state the first of ours in flight starts from is a known one.
-  if (o->own_inflight++ == 0 && o->have_attrs)
+  if (o->own_inflight++ == 0 && o->have_attrs) {
+    o->own_floor = o->attrs.change;
     AddOwnRange(o, o->attrs.change, o->attrs.change);
+  }
 }
 
 void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
@@ -718,10 +720,7 @@ void Cache::AfterOwnChange(Key key, bool have_pre, uint64_t pre,
   }
   // A span vouches only for operations of ours that ran alongside it: once
   // none is in flight, the next one's "before" is known (or foreign).
-  if (o->own_inflight == 0) {
-    o->own_spans.clear();
-    o->own_ranges.clear();
-  }
+  if (o->own_inflight == 0) o->own_spans.clear();
   Commit(&batch);  // the written blocks and the attributes together
   EvictLocked();
 }
@@ -836,7 +835,8 @@ bool Cache::OursLocked(const Object &o, uint64_t before, uint64_t after) const {
       std::find(o.own_changes.begin(), o.own_changes.end(), before) !=
           o.own_changes.end())
     return true;
-  if (changes_grow_ && InOwnRanges(o, before)) return true;
+  if (changes_grow_ && before >= o.own_floor && InOwnRanges(o, before))
+    return true;
   for (const Object::Span &s : o.own_spans)
     if (after == s.after) return true;
   return false;

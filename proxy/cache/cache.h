@@ -483,15 +483,18 @@ class Cache {
     };
     std::vector<Span> own_spans;
     // While the remote's change attributes are seen to grow: every change
-    // our operations moved through since the last time none was in flight,
-    // as sorted, disjoint, closed intervals [from, to] (the state one of
-    // ours started from up to where it left the object, and the cached
-    // state the first of them started from). A completion whose "before"
-    // lies in one is ours, however many of ours ran since: a WRITE the
-    // server held back while dozens of ours went through (knfsd takes one
-    // WRITE of a file at a time) still finds its "before". At most
-    // kMaxOwnRanges (the lowest go); cleared with own_spans.
+    // our operations moved through, as sorted, disjoint, closed intervals
+    // [from, to] (the state one of ours started from up to where it left
+    // the object, and the cached state the first of a run of ours in
+    // flight together started from: own_floor). A completion whose
+    // "before" lies in one at or above own_floor is ours, however many of
+    // ours ran since: a WRITE the server held back while dozens of ours
+    // went through (knfsd takes one WRITE of a file at a time) still finds
+    // its "before". Below own_floor they only tell a late reply from news
+    // (Validated). At most kMaxOwnRanges (the lowest go); forgotten with
+    // the other own changes.
     std::vector<std::pair<uint64_t, uint64_t>> own_ranges;
+    uint64_t own_floor = 0;
     int own_inflight = 0;  // our operations between Begin and After
     // Completions whose "before" is not known yet but may be the "after"
     // of one of ours still in flight; and changes a GETATTR saw while ours
