@@ -1755,6 +1755,7 @@ uint32_t Core::UpstreamOpenByHandle(const Creds &cr, FileOpen *f,
                            &deleg)))
     return st;
   if (got == rec.fh) delegations_->NoteGrant(f->key, deleg);
+  if (f->open()) metrics_->CountOpenJoin();  // an upgrade: merged
   f->SetOpen(sid, up_->epoch());
   f->up_access |= access;
   f->up_deny |= deny;
@@ -2085,7 +2086,10 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     if (f->owner == owner) {
       f->owner->mu.AssertHeld();  // (owner->mu, held above)
       ResetIfStale(f.get());
-      f->SetOpen(sid, epoch);  // same owner, same file: the server merged
+      // Same owner, same file: the server merged this OPEN into the open
+      // we hold (a lingering one, say), which one CLOSE ends.
+      if (f->open()) metrics_->CountOpenJoin();
+      f->SetOpen(sid, epoch);
       f->up_access |= req.access;
       f->up_deny |= req.deny;
       f->NoteUpstreamModes(req.access, req.deny);

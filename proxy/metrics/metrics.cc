@@ -449,6 +449,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                               "open of the same name was at the remote, "
                               "to open by handle the file it found")
                           .Register(r);
+  open_joins_ = &prometheus::BuildCounter()
+                     .Name("nache_upstream_open_joins_total")
+                     .Help(
+                         "Upstream OPENs of a file nache held open already "
+                         "for the same owner (an upgrade, or an open by "
+                         "name): the remote merged them into that open, "
+                         "which one CLOSE ends")
+                     .Register(r);
   conflict_waits_ = &prometheus::BuildCounter()
                          .Name("nache_writeback_conflict_waits_total")
                          .Help(
@@ -637,6 +645,7 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->flush_resent_ = &flush_resent_->Add(ex);
   e->conflict_waits_ = &conflict_waits_->Add(ex);
   e->open_name_waits_ = &open_name_waits_->Add(ex);
+  e->open_joins_ = &open_joins_->Add(ex);
   e->created_as_nobody_ = &created_as_nobody_->Add(ex);
   e->identity_waits_expired_ = &identity_waits_expired_->Add(ex);
   for (size_t i = 0; i < e->seqid_resends_.size(); i++)

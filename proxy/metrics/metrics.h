@@ -223,6 +223,8 @@ class ExportMetrics {
   void CountConflictWait() { conflict_waits_->Increment(); }
   // An open by name that waited for another open of the same name.
   void CountOpenNameWait() { open_name_waits_->Increment(); }
+  // An upstream OPEN the remote merged into an open nache held.
+  void CountOpenJoin() { open_joins_->Increment(); }
   // Upstream_Sec krb5* as nache's own principal: an object nache made at
   // the remote came back owned by nobody (the remote maps nache's
   // principal to its anonymous user).
@@ -368,6 +370,7 @@ class ExportMetrics {
   prometheus::Counter *flush_resent_ = nullptr;    // ..._flush_resent_total
   prometheus::Counter *conflict_waits_ = nullptr;  // ..._conflict_waits_total
   prometheus::Counter *open_name_waits_ = nullptr;  // ..._open_name_waits_total
+  prometheus::Counter *open_joins_ = nullptr;  // ..._upstream_open_joins_total
   // nache_upstream_created_as_nobody_total
   prometheus::Counter *created_as_nobody_ = nullptr;
   // nache_upstream_identity_waits_expired_total
@@ -469,6 +472,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *flush_resent_ = nullptr;
   prometheus::Family<prometheus::Counter> *conflict_waits_ = nullptr;
   prometheus::Family<prometheus::Counter> *open_name_waits_ = nullptr;
+  prometheus::Family<prometheus::Counter> *open_joins_ = nullptr;
   prometheus::Family<prometheus::Counter> *created_as_nobody_ = nullptr;
   prometheus::Family<prometheus::Counter> *identity_waits_expired_ = nullptr;
   prometheus::Family<prometheus::Gauge> *local_delegs_ = nullptr;

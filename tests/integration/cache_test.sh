@@ -91,8 +91,12 @@ ls_l_costs_a_few_compounds() {
 
 no_upstream_opens() { [ "$(metric nache_upstream_open_files)" = 0 ]; }
 
+# Every upstream open ends in a CLOSE once its linger is over. An OPEN by
+# name of a file nache holds open already (its attributes too old to answer
+# the name here, as under CI load) is merged by the remote into that open,
+# which one CLOSE ends: nache counts those (nache_upstream_open_joins_total).
 every_open_gets_its_close() {
-	local i o0 opens closes local_opens
+	local i o0 opens closes joins local_opens
 	mkdir -p "$R/oc" && for i in $(seq 1 20); do echo "$i" >"$R/oc/f$i"; done
 	o0=$(metric nache_local_ops_total 'op="open"')
 	for n in 1 2; do
@@ -102,10 +106,11 @@ every_open_gets_its_close() {
 		{ echo "upstream opens left: $(metric nache_upstream_open_files)" >&2; return 1; }
 	opens=$(metric nache_upstream_ops_total 'op="OPEN",status="ok"')
 	closes=$(metric nache_upstream_ops_total 'op="CLOSE",status="ok"')
+	joins=$(metric nache_upstream_open_joins_total)
 	local_opens=$(($(metric nache_local_ops_total 'op="open"') - o0))
-	echo "local opens $local_opens, upstream OPEN $opens, CLOSE $closes"
+	echo "local opens $local_opens, upstream OPEN $opens (of which joined an open held: $joins), CLOSE $closes"
 	at_least "upstream OPENs" "$opens" 1 &&
-		expect_eq "upstream CLOSE count" "$closes" "$opens" &&
+		expect_eq "upstream CLOSE count" "$closes" $((opens - joins)) &&
 		[ "$opens" -lt "$local_opens" ] ||
 		{ echo "no open was reused ($opens upstream for $local_opens local)" >&2; return 1; }
 }
