@@ -71,7 +71,18 @@ int StartConnect(const std::string &host, int port, std::string *error) {
   }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  // A server that restarted forgot the connection without a word: the
+  // first probe of an idle one, kKeepIdleSeconds in, meets its reset, and
+  // the reconnection finds the session or client id gone while its grace
+  // period still runs (our lease renewal may come too late for a short
+  // one). A connection whose probes all go unanswered is closed, and
+  // made again when the server answers.
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepIdleSeconds,
+             sizeof kKeepIdleSeconds);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepIntervalSeconds,
+             sizeof kKeepIntervalSeconds);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepProbes, sizeof kKeepProbes);
   BindReservedPort(fd, res->ai_family);
   rc = connect(fd, res->ai_addr, res->ai_addrlen);
   freeaddrinfo(res);

@@ -8,9 +8,16 @@
 namespace nache {
 namespace rpc {
 
+// TCP keepalive of the connections made here: the first probe after this
+// long idle, then one every kKeepIntervalSeconds, kKeepProbes in all.
+constexpr int kKeepIdleSeconds = 5;
+constexpr int kKeepIntervalSeconds = 2;
+constexpr int kKeepProbes = 3;
+
 // Starts connecting to host (an address, or a name resolved here,
 // synchronously) and port. Returns the socket, non-blocking with
-// TCP_NODELAY, its connect possibly still in progress (poll it for
+// TCP_NODELAY and the keepalive above, its connect possibly still in
+// progress (poll it for
 // POLLOUT, then ask ConnectResult); or -1, with *error saying why.
 int StartConnect(const std::string &host, int port, std::string *error);
 

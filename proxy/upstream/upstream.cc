@@ -780,8 +780,20 @@ bool UpstreamImpl::BindConnection(int index) {
       [&br](rpc::XdrIn *in) {
         return nfs41::DecodeBindConnToSession(in, &br);
       });
+  if (st == CallStatus::kOk &&
+      (br.status == kNfs4ErrBadSession || br.status == kNfs4ErrDeadSession)) {
+    // The server restarted (a new connection after it dropped ours): the
+    // session is gone, and its grace period runs now. Recovery at once,
+    // not at the next lease renewal, which may come after the grace.
+    nache_log(kLogEvent, kComponent,
+              "connection %d: the server lost our session "
+              "(BIND_CONN_TO_SESSION: nfs status %u)",
+              index, br.status);
+    TriggerRecovery(generation_.load());
+    return false;
+  }
   if (st != CallStatus::kOk || br.status != kNfs4Ok) {
-    nache_log(kLogInfo, kComponent,
+    nache_log(kLogEvent, kComponent,
               "connection %d: BIND_CONN_TO_SESSION: %s, nfs status %u", index,
               CallStatusName(st), br.status);
     return false;

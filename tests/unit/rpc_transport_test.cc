@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -578,6 +579,32 @@ TEST(TcpConnectTest, ConnectsAndReportsRefusal) {
   }
   EXPECT_LT(StartConnect("no-such-host.invalid", port, &error), 0);
   EXPECT_NE(error.find("resolve"), std::string::npos) << error;
+}
+
+// A connection probes its peer once idle for a few seconds: a server that
+// restarted (and forgot the connection without a word) is found out while
+// its grace period still runs, not at our next lease renewal. Seen as
+// knfsd612_v41's reclaim after a restart failing: knfsd's 10 s grace was
+// over when nache first spoke to it again, 30 s after its last renewal.
+TEST(TcpConnectTest, IdleConnectionsProbeTheirPeerWithinSeconds) {
+  std::string error;
+  int fd = StartConnect("127.0.0.1", 9, &error);  // the connect may fail
+  ASSERT_GE(fd, 0) << error;
+  auto opt = [fd](int level, int name) {
+    int v = -1;
+    socklen_t len = sizeof v;
+    EXPECT_EQ(getsockopt(fd, level, name, &v, &len), 0);
+    return v;
+  };
+  EXPECT_EQ(opt(SOL_SOCKET, SO_KEEPALIVE), 1);
+  const int idle = opt(IPPROTO_TCP, TCP_KEEPIDLE);
+  const int interval = opt(IPPROTO_TCP, TCP_KEEPINTVL);
+  const int probes = opt(IPPROTO_TCP, TCP_KEEPCNT);
+  EXPECT_LE(idle, 5);
+  // An unanswered connection is given up within 15 s of going idle.
+  EXPECT_LE(idle + interval * probes, 15);
+  EXPECT_GE(probes, 2);
+  close(fd);
 }
 
 }  // namespace
