@@ -63,6 +63,15 @@ class CacheTest : public ::testing::Test {
       ASSERT_TRUE(cache_->PutBlock(key, i, gen, std::string(kBs, c)));
   }
 
+  // Blocks 0, 1, ... of key are cached and hold want's.
+  void ExpectBlocks(Key key, const std::vector<std::string> &want) {
+    for (size_t i = 0; i < want.size(); i++) {
+      std::string d;
+      ASSERT_TRUE(cache_->GetBlock(key, i, &d)) << "block " << i;
+      EXPECT_EQ(d, want[i]) << "block " << i;
+    }
+  }
+
   TempDir dir_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Cache> cache_;
@@ -284,58 +293,39 @@ TEST_F(CacheTest, AStragglerAmongManyOwnWritesStaysCached) {
                            w.data(), w.size());
   cache_->AfterOwnChange(9, true, 1000, FileAttrs(1001 + n, 2 * kBs), kBs,
                          s.data(), s.size());
-  std::string d;
-  ASSERT_TRUE(cache_->GetBlock(9, 0, &d));
-  EXPECT_EQ(d, w);
-  ASSERT_TRUE(cache_->GetBlock(9, 1, &d));
-  EXPECT_EQ(d, s);
+  ExpectBlocks(9, {w, s});
   Attrs now;
   ASSERT_TRUE(cache_->FreshAttrs(9, &now));
   EXPECT_EQ(now.change, uint64_t(1001 + n));
 }
 
 // A GETATTR (a client's, or an OPEN's) runs at the remote between two
-// writes of ours and its reply is read before either write's: the change
-// it saw (11) is our first write's, not someone else's. Nothing cached is
-// dropped, and the attributes stay the newest of ours.
+// writes of ours, X and Y, and its reply is read before either write's:
+// the change it saw (11) is where X left the file, or one X passed through
+// (X: 10 -> 12, the remote's change moving twice within it), not someone
+// else's. Nothing cached is dropped, and the attributes stay the newest of
+// ours.
 TEST_F(CacheTest, AGetattrCrossingOwnWritesDropsNothing) {
-  Fill(9, 10, 2, 'a');
-  std::string x(kBs, 'X'), y(kBs, 'Y');
-  cache_->BeginOwnChange(9);
-  cache_->BeginOwnChange(9);
-  cache_->Validated(9, FileAttrs(11, 2 * kBs));
-  cache_->AfterOwnChange(9, true, 10, FileAttrs(11, 2 * kBs), 0, x.data(),
-                         x.size());
-  cache_->AfterOwnChange(9, true, 11, FileAttrs(12, 2 * kBs), kBs, y.data(),
-                         y.size());
-  std::string d;
-  ASSERT_TRUE(cache_->GetBlock(9, 0, &d));
-  EXPECT_EQ(d, x);
-  ASSERT_TRUE(cache_->GetBlock(9, 1, &d));
-  EXPECT_EQ(d, y);
-  Attrs now;
-  ASSERT_TRUE(cache_->FreshAttrs(9, &now));
-  EXPECT_EQ(now.change, 12u);
-}
-
-// The same when the GETATTR saw a change strictly inside one of our
-// writes' spans (X: 10 -> 12, the remote's change moving twice within it;
-// Y: 12 -> 13).
-TEST_F(CacheTest, AGetattrInsideAnOwnWritesSpanDropsNothing) {
-  Fill(9, 10, 2, 'a');
-  std::string x(kBs, 'X'), y(kBs, 'Y');
-  cache_->BeginOwnChange(9);
-  cache_->BeginOwnChange(9);
-  cache_->Validated(9, FileAttrs(11, 2 * kBs));
-  cache_->AfterOwnChange(9, true, 10, FileAttrs(12, 2 * kBs), 0, x.data(),
-                         x.size());
-  cache_->AfterOwnChange(9, true, 12, FileAttrs(13, 2 * kBs), kBs, y.data(),
-                         y.size());
-  std::string d;
-  ASSERT_TRUE(cache_->GetBlock(9, 0, &d));
-  EXPECT_EQ(d, x);
-  ASSERT_TRUE(cache_->GetBlock(9, 1, &d));
-  EXPECT_EQ(d, y);
+  struct Case {
+    uint64_t x_post, y_pre, y_post;
+  };
+  for (const Case &c : {Case{11, 11, 12}, Case{12, 12, 13}}) {
+    SCOPED_TRACE("X 10 -> " + std::to_string(c.x_post));
+    const Key key = 30 + c.x_post;
+    Fill(key, 10, 2, 'a');
+    std::string x(kBs, 'X'), y(kBs, 'Y');
+    cache_->BeginOwnChange(key);
+    cache_->BeginOwnChange(key);
+    cache_->Validated(key, FileAttrs(11, 2 * kBs));
+    cache_->AfterOwnChange(key, true, 10, FileAttrs(c.x_post, 2 * kBs), 0,
+                           x.data(), x.size());
+    cache_->AfterOwnChange(key, true, c.y_pre, FileAttrs(c.y_post, 2 * kBs),
+                           kBs, y.data(), y.size());
+    ExpectBlocks(key, {x, y});
+    Attrs now;
+    ASSERT_TRUE(cache_->FreshAttrs(key, &now));
+    EXPECT_EQ(now.change, c.y_post);
+  }
 }
 
 // A GETATTR's reply overtaken by our write's: it shows the state our
@@ -350,10 +340,9 @@ TEST_F(CacheTest, AGetattrOvertakenByOurWriteDropsNothing) {
   cache_->AfterOwnChange(9, true, 11, FileAttrs(12, 2 * kBs), kBs, y.data(),
                          y.size());
   for (uint64_t seen : {10, 11}) {
+    SCOPED_TRACE("saw " + std::to_string(seen));
     cache_->Validated(9, FileAttrs(seen, 2 * kBs));
-    std::string d;
-    ASSERT_TRUE(cache_->GetBlock(9, 0, &d)) << "saw " << seen;
-    EXPECT_EQ(d, x);
+    ExpectBlocks(9, {x, y});
     Attrs now;
     ASSERT_TRUE(cache_->KnownAttrs(9, &now));
     EXPECT_EQ(now.change, 12u);
