@@ -226,8 +226,12 @@ void UpstreamImpl::Start() {
 
 bool UpstreamImpl::WaitReady(int timeout_ms) {
   std::unique_lock<std::mutex> lk(mu_);
+  // Not while a recovery is asked for: the client id (or session) is known
+  // lost until the state thread has a new one, and a caller woken now
+  // would only meet the same error again.
   return cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [this] {
-    return stopping_ || (client_ready_ && connected_count_.load() > 0);
+    return stopping_ || (client_ready_ && !recovery_requested_ &&
+                         connected_count_.load() > 0);
   }) && !stopping_;
 }
 

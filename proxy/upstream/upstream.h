@@ -122,8 +122,9 @@ class Upstream {
   // network: the pool connects in the background.
   static std::unique_ptr<Upstream> Create(const UpstreamOptions &opts);
 
-  // Waits up to timeout_ms for a connection and a confirmed client id.
-  // Returns true when ready.
+  // Waits up to timeout_ms for a connection and a confirmed client id (not
+  // one a reply has just shown lost: then for its replacement). Returns
+  // true when ready.
   virtual bool WaitReady(int timeout_ms) = 0;
 
   // Sends one COMPOUND with the caller's credentials and waits for the reply.
