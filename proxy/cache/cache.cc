@@ -583,9 +583,7 @@ void Cache::Validated(Key key, const Attrs &a) {
   if (o->have_attrs && o->attrs.change != a.change) {
     // A state of ours the cache has moved past: the reply was overtaken.
     if (changes_grow_ && a.change < o->attrs.change &&
-        (InOwnRanges(*o, a.change) ||
-         std::find(o->own_changes.begin(), o->own_changes.end(), a.change) !=
-             o->own_changes.end()))
+        (InOwnRanges(*o, a.change) || KnownOwnChange(*o, a.change)))
       return;
     // Possibly a state one of ours passed through: judged when they are
     // back (AfterOwnChange). Beyond kMaxSeen such states it is judged now.
@@ -821,20 +819,20 @@ void Cache::ClearAssembliesLocked(Object *o) {
   o->assembling.clear();
 }
 
+bool Cache::KnownOwnChange(const Object &o, uint64_t change) {
+  return std::find(o.own_changes.begin(), o.own_changes.end(), change) !=
+         o.own_changes.end();
+}
+
 void Cache::NoteOwnChangeLocked(Object *o, uint64_t change) {
-  if (std::find(o->own_changes.begin(), o->own_changes.end(), change) !=
-      o->own_changes.end())
-    return;
+  if (KnownOwnChange(*o, change)) return;
   if (o->own_changes.size() >= 64) o->own_changes.erase(o->own_changes.begin());
   o->own_changes.push_back(change);
 }
 
 bool Cache::OursLocked(const Object &o, uint64_t before, uint64_t after) const {
   if (!o.have_attrs) return false;
-  if (o.attrs.change == before ||
-      std::find(o.own_changes.begin(), o.own_changes.end(), before) !=
-          o.own_changes.end())
-    return true;
+  if (o.attrs.change == before || KnownOwnChange(o, before)) return true;
   if (changes_grow_ && before >= o.own_floor && InOwnRanges(o, before))
     return true;
   for (const Object::Span &s : o.own_spans)

@@ -640,6 +640,8 @@ class Cache {
   // Adds [from, to] to o's own_ranges (merging the ones it overlaps).
   static void AddOwnRange(Object *o, uint64_t from, uint64_t to);
   static bool InOwnRanges(const Object &o, uint64_t change);
+  // Whether change is in o's own_changes.
+  static bool KnownOwnChange(const Object &o, uint64_t change);
   // Whether an operation of ours that went from before to after is known
   // to be ours alone: its "before" is a change we know, or it ran inside
   // the span of one already taken as ours (its "after" is one of theirs,

@@ -797,7 +797,7 @@ bool UpstreamImpl::BindConnection(int index) {
     return false;
   }
   if (st != CallStatus::kOk || br.status != kNfs4Ok) {
-    nache_log(kLogEvent, kComponent,
+    nache_log(kLogInfo, kComponent,
               "connection %d: BIND_CONN_TO_SESSION: %s, nfs status %u", index,
               CallStatusName(st), br.status);
     return false;
