@@ -24,10 +24,11 @@
 // size, which the workers send side by side.
 //
 // In flight: enough sends for about 2 MiB on their way (RequestsInFlight:
-// a WAN's bandwidth-delay product), at least 8 and at most the workers. A
-// remote that takes WRITEs of 32 KiB needs 16 in flight to fill a 50
-// Mbit/s link at 80 ms; with 8, a client's large write went at half the
-// speed of a direct mount's.
+// a WAN's bandwidth-delay product, with room), at least 8 and at most the
+// workers (the core starts 32). A remote that takes WRITEs of 32 KiB
+// needs 16 in flight just to fill a 50 Mbit/s link at 80 ms; with 8, a
+// client's large write went at half the speed of a direct mount's, with
+// 16 a few per cent slower (any pause of the server's idled the link).
 // A failed send is retried at COMMIT (FILE_SYNC); only then does its error
 // reach the client.
 //

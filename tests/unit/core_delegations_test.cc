@@ -517,10 +517,11 @@ TEST_F(CoreDelegationsTest, AnUnstableWriteGoesAtOnceWithOurDelegationsReturn) {
 }
 
 // Write-behind over a WAN: a client's large UNSTABLE write to a remote
-// that takes small WRITEs (knfsd on a small machine: 32 KiB) keeps about
-// a link's bandwidth-delay product in flight, 16 WRITEs of 32 KiB. With 8
+// that takes small WRITEs (knfsd on a small machine: 32 KiB) keeps twice
+// a link's bandwidth-delay product in flight, 32 WRITEs of 32 KiB. With 8
 // (256 KiB per round trip) a 32 MiB write through nache took 12.1 s on
-// wan where a direct mount took 6.9 s.
+// wan where a direct mount took 6.9 s; with 16 (the product itself, no
+// margin) it was 1 to 5 % slower than the direct mount.
 TEST_F(CoreDelegationsTest, ALargeUnstableWriteKeepsALinksWorthInFlight) {
   Start(DelegationType::kNone,
         [](CoreConfig *cfg) { cfg->max_io_size = 32 << 10; });
@@ -535,12 +536,12 @@ TEST_F(CoreDelegationsTest, ALargeUnstableWriteKeepsALinksWorthInFlight) {
                          upstream::StableHow::kUnstable, &n, &committed),
             0u);
   EXPECT_EQ(committed, upstream::StableHow::kUnstable) << "queued";
-  const bool sixteen =
-      cb_client::WaitFor([&] { return up_->writes_waiting.load() >= 16; });
+  const bool all =
+      cb_client::WaitFor([&] { return up_->writes_waiting.load() >= 32; });
   const int waiting = up_->writes_waiting.load();
   up_->ReleaseWrites();
-  EXPECT_TRUE(sixteen) << "WRITEs in flight at once: " << waiting;
-  EXPECT_LE(waiting, 16);
+  EXPECT_TRUE(all) << "WRITEs in flight at once: " << waiting;
+  EXPECT_LE(waiting, 32);
   EXPECT_EQ(core_->Commit(cr_, file_, 0, 0), 0u);
   EXPECT_EQ(up_->Data("f"), data);
   EXPECT_EQ(core_->CloseFile(o), 0u);
