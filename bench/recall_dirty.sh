@@ -23,7 +23,12 @@
 # Prints CSV case,metric,value (open_ms_median, open_ms_max, files,
 # flushed_bytes, return_ms_mean, direct_write_ms) and a markdown table on
 # stderr.
-# usage: bench/recall_dirty.sh [PROFILE] [FILES]   (wan 3)
+#
+# CAPTURE=DIR: also capture the WAN side of nache's namespace (tcpdump,
+# DIR/recall.pcap) and write, per conflicting open, the RPCs of the
+# opener and of nache during it (bench/rpc_timeline.py, DIR/<file>.txt):
+# where the opener's time goes.
+# usage: [CAPTURE=DIR] bench/recall_dirty.sh [PROFILE] [FILES]   (wan 3)
 set -uo pipefail
 export LAB_KNFSD_KERNEL=6.12
 export LAB_KNFSD_NLM_GRACE=${LAB_KNFSD_NLM_GRACE:-10}
@@ -35,6 +40,7 @@ M=/mnt/r
 D=/mnt/d
 die() { echo "recall_dirty: $*" >&2; exit 1; }
 log() { printf '[recall_dirty %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+CAPTURE=${CAPTURE:-}
 [[ $FILES =~ ^[1-9][0-9]*$ ]] || die "FILES must be a positive integer, got '$FILES'"
 case $PROFILE in wan | lan | lanrouter) ;; *) die "unknown profile '$PROFILE' (wan|lan|lanrouter)" ;; esac
 
@@ -48,6 +54,22 @@ lab_knfsd_run "mkdir -p $K/r && chmod 777 $K/r && for c in 0 1 32; do for i in \
 	die "cannot create the files at the remote"
 knfsd_bench_ready "$PROFILE" "$M" "$D" || die "cannot switch to profile $PROFILE or mount"
 log "profile $PROFILE, RTT ${RTT} ms, $FILES files per case"
+if [ -n "$CAPTURE" ]; then
+	mkdir -p "$CAPTURE" && CAPTURE=$(cd "$CAPTURE" && pwd) && : >"$CAPTURE/opens" ||
+		die "cannot write to CAPTURE=$CAPTURE"
+	lab_helper_start tcpdump "$LAB_NS_LAN" tcpdump -i wan0 -n -U -s 0 -Z root \
+		-w "$CAPTURE/recall.pcap" 'tcp port 2049' &&
+		lab_wait_until 20 grep -q "listening on wan0" "$LAB_DIR/logs/tcpdump.log" ||
+		die "tcpdump did not start: $(cat "$LAB_DIR/logs/tcpdump.log" 2>/dev/null)"
+fi
+# timed_open FILE — open_ms FILE; with CAPTURE, notes when it ran.
+timed_open() {
+	local t0 ms
+	t0=$(date +%s.%N)
+	ms=$(open_ms "$1") || return 1
+	[ -z "$CAPTURE" ] || echo "$1 $t0 $(date +%s.%N)" >>"$CAPTURE/opens"
+	echo "$ms"
+}
 
 NACHE='name: "nache/'
 cur_write_delegs() { write_delegs "$NACHE" "r/$CUR"; }
@@ -93,7 +115,7 @@ print(v[len(v) // 2], v[-1], len(v))'
 
 declare -A RESULT
 free=""
-for i in $(seq 1 "$FILES"); do free+="$(open_ms "free$i") " || die "open of free$i failed"; done
+for i in $(seq 1 "$FILES"); do free+="$(timed_open "free$i") " || die "open of free$i failed"; done
 RESULT[free]=$(echo "$free" | stats)
 for c in 0 1 32; do
 	bytes=$((c * 1048576))
@@ -103,7 +125,7 @@ for c in 0 1 32; do
 	for i in $(seq 1 "$FILES"); do
 		held "d$c-$i" "$bytes" || die "no write delegation on d$c-$i"
 		[ "$c" = 0 ] || at_least "dirty bytes" "$(metric nache_dirty_bytes)" "$bytes" || die "d$c-$i: the data is not dirty in nache"
-		t=$(open_ms "d$c-$i") || die "open of d$c-$i failed"
+		t=$(timed_open "d$c-$i") || die "open of d$c-$i failed"
 		release 1 h
 		times+="$t "
 		log "dirty ${c} MiB, file $i: conflicting open took $t ms"
@@ -112,6 +134,14 @@ for c in 0 1 32; do
 	direct=$([ "$c" = 0 ] && echo – || direct_write_ms "$bytes") || die "direct write failed"
 	RESULT[$c]="$(echo "$times" | stats) $(($(metric nache_upstream_bytes_total 'direction="write"') - w0)) $ret $direct"
 done
+if [ -n "$CAPTURE" ]; then
+	while read -r f t0 t1; do
+		python3 "$(dirname "$0")/rpc_timeline.py" "$CAPTURE/recall.pcap" --from "$t0" --to "$t1" \
+			--hosts "$(lab_client_addr 2),$LAB_NACHE_WAN_ADDR" --no-data >"$CAPTURE/$f.txt" ||
+			die "no timeline of $f in $CAPTURE/recall.pcap"
+	done <"$CAPTURE/opens"
+	log "RPC timelines of the conflicting opens in $CAPTURE"
+fi
 echo "case,metric,value"
 read -r med max n <<<"${RESULT[free]}"
 echo "no delegation,open_ms_median,$med"
