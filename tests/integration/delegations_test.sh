@@ -83,25 +83,33 @@ remote_delegates_to_nache() {
 }
 
 shared_files_opened_once_upstream() {
-	local o0 c0 g0 r0 f0 o1 g1 r1 f1
+	local o0 c0 g0 r0 f0 j0 o1 g1 r1 f1 j1 opens
 	o0=$(knfsd_op OPEN) c0=$(knfsd_op CLOSE) g0=$(knfsd_op GETATTR) r0=$(knfsd_op READ)
-	f0=$(knfsd_op OPEN_CONFIRM)
+	f0=$(knfsd_op OPEN_CONFIRM) j0=$(metric nache_upstream_open_joins_total)
 	local loop='for r in 1 2 3 4 5 6 7 8; do for i in $(seq 1 100); do cat '$M'/d/f$i >/dev/null || exit 1; done; done'
 	on 1 "$loop" & local p1=$!
 	on 2 "$loop" & local p2=$!
 	wait $p1 && wait $p2 || { echo "a client's loop failed" >&2; return 1; }
 	o1=$(knfsd_op OPEN) g1=$(knfsd_op GETATTR) r1=$(knfsd_op READ)
-	f1=$(knfsd_op OPEN_CONFIRM)
-	echo "100 files x 8 rounds x 2 clients at the remote: OPEN $((o1 - o0)) (OPEN_CONFIRM $((f1 - f0))) GETATTR $((g1 - g0)) READ $((r1 - r0))" >&2
+	f1=$(knfsd_op OPEN_CONFIRM) j1=$(metric nache_upstream_open_joins_total)
+	echo "100 files x 8 rounds x 2 clients at the remote: OPEN $((o1 - o0)) (OPEN_CONFIRM $((f1 - f0)), joined an open held $((j1 - j0))) GETATTR $((g1 - g0)) READ $((r1 - r0))" >&2
 	# At most one open per file: an OPEN_CONFIRM's COMPOUND repeats its
 	# OPEN (the same open, now by a confirmed owner, which is what knfsd
-	# delegates to), so those OPENs are not new opens.
-	[ $((o1 - o0 - (f1 - f0))) -le 100 ] ||
-		{ echo "expected at most 100 upstream opens, got $((o1 - o0 - (f1 - f0)))" >&2; return 1; }
+	# delegates to), and an OPEN by name of a file nache holds open
+	# already (its attributes too old to answer the name here, as under
+	# load) is merged by the remote into that open (cache_test.sh,
+	# every_open_gets_its_close), so those OPENs are not new opens.
+	opens=$((o1 - o0 - (f1 - f0) - (j1 - j0)))
+	[ "$opens" -le 100 ] || {
+		echo "expected at most 100 upstream opens, got $opens" \
+			"(opens by name that waited for another: $(metric nache_open_name_waits_total);" \
+			"read delegations granted: $(metric nache_delegations_granted_total 'type="read"'))" >&2
+		return 1
+	}
 	at_least "delegations held" "$(nache_delegs)" 90 &&
 		# Once the linger expires every upstream open is closed.
-		lab_wait_until 30 eval '[ $(($(knfsd_op CLOSE) - c0)) -ge $((o1 - o0 - (f1 - f0))) ]' ||
-		{ echo "CLOSE $(($(knfsd_op CLOSE) - c0)) < opens $((o1 - o0 - (f1 - f0)))" >&2; return 1; }
+		lab_wait_until 30 eval '[ $(($(knfsd_op CLOSE) - c0)) -ge $opens ]' ||
+		{ echo "CLOSE $(($(knfsd_op CLOSE) - c0)) < opens $opens" >&2; return 1; }
 }
 
 direct_writer_recalls_and_sees_data() {
