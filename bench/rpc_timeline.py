@@ -100,12 +100,17 @@ def skip_open(x):
         x.skip(16)
 
 
+# Bytes of the arguments of the operations whose arguments are fixed:
+# SEQUENCE, CLOSE, COMMIT, DELEGRETURN, ACCESS, READ, FREE_STATEID, RENEW,
+# RECLAIM_COMPLETE, DESTROY_SESSION.
+FIXED_ARGS = {53: 32, 4: 20, 5: 12, 8: 16, 3: 4, 25: 28, 45: 16, 30: 8,
+              58: 4, 44: 16}
+
+
 def skip_args(op, x, write_bytes):
     """Steps over op's arguments; False when their layout is not known."""
-    fixed = {53: 32, 4: 20, 5: 12, 8: 16, 3: 4, 25: 28, 45: 16, 30: 8,
-             58: 4, 44: 16}
-    if op in fixed:
-        x.skip(fixed[op])
+    if op in FIXED_ARGS:
+        x.skip(FIXED_ARGS[op])
     elif op in (10, 24, 31, 32, 16, 23):
         pass
     elif op in (22, 15, 28):  # PUTFH, LOOKUP, REMOVE
@@ -210,7 +215,8 @@ def parse_message(msg, first_t, last_t, src, dst, calls, out):
 class Stream:
     """One direction of a TCP connection, cut into RPC messages."""
 
-    def __init__(self):
+    def __init__(self, emit):
+        self.emit = emit  # called with (message, first_t, last_t)
         self.next_seq = None
         self.buf = bytearray()
         self.pos = 0  # bytes of buf already cut off
@@ -225,7 +231,7 @@ class Stream:
             return True
         return struct.unpack_from(">I", self.buf, self.pos + 8)[0] in (0, 1)
 
-    def add(self, seq, payload, t, emit):
+    def add(self, seq, payload, t):
         if self.next_seq is None:
             self.next_seq = seq
         off = (seq - self.next_seq) & 0xFFFFFFFF
@@ -256,7 +262,7 @@ class Stream:
             self.frags += self.buf[self.pos + 4:self.pos + 4 + n]
             self.pos += 4 + n
             if mark & 0x80000000:
-                emit(bytes(self.frags), self.first_t, t)
+                self.emit(bytes(self.frags), self.first_t, t)
                 self.frags = bytearray()
                 self.first_t = t if self.pos < len(self.buf) else None
         if self.pos > 1 << 20 or self.pos == len(self.buf):
@@ -315,14 +321,14 @@ def timeline(path):
         if not payload:
             continue
         key = (src, sport, dst, dport)
-        s = streams.setdefault(key, Stream())
-
-        def emit(msg, first_t, last_t, src=src, dst=dst, sport=sport,
-                 dport=dport):
-            parse_message(msg, first_t, last_t, "%s:%d" % (src, sport),
-                          "%s:%d" % (dst, dport), calls, out)
-
-        s.add(seq, payload, t, emit)
+        s = streams.get(key)
+        if s is None:
+            # One emitter per direction, naming its two ends.
+            ends = ("%s:%d" % (src, sport), "%s:%d" % (dst, dport))
+            s = streams[key] = Stream(
+                lambda msg, t0, t1, ends=ends: parse_message(
+                    msg, t0, t1, ends[0], ends[1], calls, out))
+        s.add(seq, payload, t)
     return out
 
 
