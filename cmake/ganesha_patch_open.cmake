@@ -44,9 +44,18 @@
 # request takes Ganesha's usual way with the file now known (a conflict
 # then answers NFS4ERR_DELAY, with the delegation recalled). The search
 # right to the directory, which Ganesha checks before any open by name, is
-# checked after such an open (the FSAL's server answers it in the OPEN's
-# COMPOUND, where a check before would ask it once more); refused, the open
-# is closed again. MDCACHE opens a name it holds by handle; an entry the
+# checked after such an open without create (the FSAL's server answers it
+# in the OPEN's COMPOUND, where a check before would ask it once more);
+# refused, the open is closed again. A GUARDED or EXCLUSIVE create by name
+# (tar's) is not checked by Ganesha at all: the FSAL's server judges the
+# OPEN that makes the file, and the FSAL checks the right itself where it
+# answers without one. Nor does Ganesha read the directory's
+# change attribute before an open by name for the reply's change_info4:
+# the FSAL reports the change its server gave (ganesha_patch_cinfo.cmake),
+# and where it reports none (no OPEN sent) the change after the open stands
+# for both, not atomic. Each of these two was a round trip across the WAN
+# per file tar wrote into a directory last changed more than Attr_Timeout
+# before. MDCACHE opens a name it holds by handle; an entry the
 # server no longer knows (the file replaced there: NFS4ERR_STALE) is
 # dropped and the name given to the FSAL by name. The edits fail loudly
 # when an anchor moved, and are made once (a marker in fsal_types.h).
@@ -100,15 +109,16 @@ edit(FSAL/fsal_helper.c
 
 	if (FSAL_IS_ERROR(status)) {")
 
-# NFSv4 OPEN: a CLAIM_FH open's change_info4 without a look before.
+# NFSv4 OPEN: its change_info4 without a look before.
 edit(Protocols/NFS/nfs4_op_open.c
 "	res_OPEN4->OPEN4res_u.resok4.cinfo.before =
 		fsal_get_changeid4(obj_change);"
-"	/* nache: an open by handle names no directory; for a FSAL whose
-	 * server judges opens, the file's change after the open stands for
-	 * both (below) instead of a look at its attributes now. */
-	if (claim != CLAIM_FH ||
-	    !op_ctx->fsal_export->exp_ops.fs_supports(
+"	/* nache: for a FSAL whose server judges opens, no look at the
+	 * attributes now: an open by handle names no directory, and the
+	 * change of an open by name's directory is the one its server
+	 * reported (FSAL_DIR_CINFO, below); where it reported none, the
+	 * change after the open stands for both (not atomic). */
+	if (!op_ctx->fsal_export->exp_ops.fs_supports(
 		    op_ctx->fsal_export, fso_open_judged_by_server))
 		res_OPEN4->OPEN4res_u.resok4.cinfo.before =
 			fsal_get_changeid4(obj_change);")
@@ -117,8 +127,7 @@ edit(Protocols/NFS/nfs4_op_open.c
 		fsal_get_changeid4(obj_change);"
 "	res_OPEN4->OPEN4res_u.resok4.cinfo.after =
 		fsal_get_changeid4(obj_change);
-	if (claim == CLAIM_FH &&
-	    op_ctx->fsal_export->exp_ops.fs_supports(
+	if (op_ctx->fsal_export->exp_ops.fs_supports(
 		    op_ctx->fsal_export, fso_open_judged_by_server))
 		res_OPEN4->OPEN4res_u.resok4.cinfo.before =
 			res_OPEN4->OPEN4res_u.resok4.cinfo.after;")
@@ -203,10 +212,16 @@ edit(Protocols/NFS/nfs4_op_open.c
 		}
 	}")
 
-# fsal_open2 by name, without create, for such a FSAL: the directory's
-# search right is checked after the open instead of before (the server's
-# answer comes back with its OPEN, where a look before would ask it once
-# more); refused, the open is closed again.
+# fsal_open2 by name, for such a FSAL: the directory's search right is not
+# checked before the open. Without create it is checked after the open
+# (the server's answer comes back with its OPEN, where a look before would
+# ask it once more; refused, the open is closed again). A GUARDED or
+# EXCLUSIVE create, which MDCACHE gives to such a FSAL by name whatever it
+# holds (atomic_exclusive_create), is judged by the FSAL: its server judges
+# the OPEN that makes the file, and the FSAL checks the right itself where
+# it answers a create without one (a name it knows is taken, a create it
+# logs). An UNCHECKED create keeps the check before: MDCACHE opens a name
+# it holds by handle.
 edit(FSAL/fsal_helper.c
 "	/* Check directory permission for LOOKUP */
 	status = fsal_access(in_obj, FSAL_EXECUTE_ACCESS);
@@ -215,10 +230,14 @@ edit(FSAL/fsal_helper.c
 
 	status = in_obj->obj_ops->open2(in_obj,"
 "	/* Check directory permission for LOOKUP */
-	/* nache: after the open, for a FSAL whose server judges opens */
-	if (createmode != FSAL_NO_CREATE ||
-	    !op_ctx->fsal_export->exp_ops.fs_supports(
-		    op_ctx->fsal_export, fso_open_judged_by_server)) {
+	/* nache: after the open, or by the FSAL, for a FSAL whose server
+	 * judges opens */
+	if (!op_ctx->fsal_export->exp_ops.fs_supports(
+		    op_ctx->fsal_export, fso_open_judged_by_server) ||
+	    createmode == FSAL_UNCHECKED ||
+	    (createmode >= FSAL_GUARDED &&
+	     !op_ctx->fsal_export->exp_ops.fs_supports(
+		     op_ctx->fsal_export, fso_atomic_exclusive_create))) {
 		status = fsal_access(in_obj, FSAL_EXECUTE_ACCESS);
 		if (FSAL_IS_ERROR(status))
 			return status;

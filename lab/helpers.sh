@@ -70,6 +70,9 @@ print(int(total) if total == int(total) else total)
 EOF
 }
 
+# purpose P — nache's upstream COMPOUNDs sent for purpose P so far.
+purpose() { metric nache_upstream_compounds_by_purpose_total "purpose=\"$1\""; }
+
 # at_least WHAT GOT WANT — fails unless GOT >= WANT.
 at_least() {
 	python3 -c "import sys; sys.exit(0 if float('$2') >= float('$3') else 1)" ||

@@ -1599,6 +1599,15 @@ bool Core::OpenIsLocal(Key key, uint32_t access, uint32_t deny) {
   return covered;
 }
 
+uint32_t Core::CachedSearchRight(const Creds &cr, Key dir) {
+  uint32_t allowed = 0;
+  if (!cache_->CachedAccess(dir, Cache::CredId(cr), upstream::kAccessLookup,
+                            &allowed))
+    return upstream::kNfs4ErrDelay;
+  return allowed & upstream::kAccessLookup ? upstream::kNfs4Ok
+                                           : upstream::kNfs4ErrAccess;
+}
+
 Key Core::ListedKey(Key dir, const std::string &name) {
   if (auto l = cache_->Listing(dir)) {
     for (const CachedDirent &e : *l)
@@ -1881,7 +1890,15 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
 
   if (by_name && LocalNamespace()) {
     // Created here, or opened by its local name: no upstream OPEN. A name
-    // the remote has takes the usual way below.
+    // the remote has takes the usual way below. A create needs the search
+    // right to the directory (Ganesha checks it after an open without
+    // create): whether the name is taken is not told to anyone else.
+    if (req.mode != NACHE_OPEN_NOCREATE) {
+      uint32_t allowed = 0;
+      if (uint32_t ast = Access(cr, req.key, upstream::kAccessLookup, &allowed))
+        return ast;
+      if (!(allowed & upstream::kAccessLookup)) return upstream::kNfs4ErrAccess;
+    }
     Key k;
     Attrs a;
     uint32_t st = Lookup(cr, req.key, req.name, &k, &a);
@@ -1945,14 +1962,18 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     // OPEN by name below answers the name, the file's attributes, the
     // caller's rights to it and to the directory (which Ganesha checks
     // after) in one round trip, where by handle each may cost one.
+    // A create is judged here (Ganesha checks nothing before it): only a
+    // caller known to may search the directory learns the name is taken;
+    // one known not to is refused; without a fresh answer the remote
+    // judges the OPEN by name below.
     Key k = ListedKey(req.key, req.name);
     Attrs a;
-    uint32_t dir_allowed;
+    const uint32_t search = CachedSearchRight(cr, req.key);
     if (k != kNoKey && cache_->FreshAttrs(k, &a) && !Unlinked(a) &&
+        search != upstream::kNfs4ErrDelay &&
         (req.mode != NACHE_OPEN_NOCREATE ||
-         (cache_->CachedAccess(req.key, Cache::CredId(cr),
-                               upstream::kAccessLookup, &dir_allowed) &&
-          OpenIsLocal(k, req.access, req.deny)))) {
+         OpenIsLocal(k, req.access, req.deny))) {
+      if (req.mode != NACHE_OPEN_NOCREATE && search) return search;
       if (uint32_t est = by_handle(k, a)) return est;
     }
   }
@@ -1965,7 +1986,13 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     Key found;
     turn = name_turns_.Take(req.key, req.name, &found);
     Attrs a;
-    if (found != kNoKey && cache_->FreshAttrs(found, &a) && !Unlinked(a)) {
+    // (A create, judged here, as for a listed name above.)
+    const uint32_t search = req.mode == NACHE_OPEN_NOCREATE
+                                ? uint32_t(upstream::kNfs4Ok)
+                                : CachedSearchRight(cr, req.key);
+    if (found != kNoKey && cache_->FreshAttrs(found, &a) && !Unlinked(a) &&
+        search != upstream::kNfs4ErrDelay) {
+      if (search) return search;
       if (uint32_t est = by_handle(found, a)) return est;
     }
   }

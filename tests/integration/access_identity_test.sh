@@ -11,6 +11,9 @@
 #    group 3000) and by nobody outside the group, also once it is cached;
 #  - a chmod or an ACL set at the remote revokes a reader within a bound of
 #    a few attribute timeouts;
+#  - so does a chmod 700 of the file's directory at the remote (checked
+#    with the client's own caches dropped: it keeps a directory's rights
+#    as long as its attributes);
 #  - root's creates: refused in uid 1000's 755 directory, owned by the
 #    squashed uid (65534) in a 777 one;
 #  - an NFSv4 ACL set through the direct mount (nfs4_setfacl) with DENY
@@ -87,6 +90,10 @@ setup_remote() {
 				echo \$f > id/\$f-\$via.txt
 				chown 1000:1000 id/\$f-\$via.txt; chmod 644 id/\$f-\$via.txt
 			done
+		done
+		for via in direct nache; do
+			mkdir id/rdir-\$via; chmod 755 id/rdir-\$via
+			echo rdir > id/rdir-\$via/f.txt; chmod 644 id/rdir-\$via/f.txt
 		done
 		for f in v4acl v4acl-warm-direct v4acl-warm-nache v4acl-wo-direct v4acl-wo-nache; do
 			echo \$f > id/\$f.txt
@@ -391,14 +398,15 @@ done
 
 # ---------------------------------------------------------------- revocation
 
-# revoked MNT FILE CHANGE — uid 2000 reads id/FILE, CHANGE runs at the
-# remote (in id/), then uid 2000 is denied within REVOKE_BOUND seconds.
+# revoked MNT FILE CHANGE [TRY] — uid 2000 reads id/FILE, CHANGE runs at
+# the remote (in id/), then uid 2000 is denied within REVOKE_BOUND seconds
+# (TRY WHO PATH tells; denied_quietly by default).
 revoked() {
-	local mnt=$1 f=$2 change=$3 t0
+	local mnt=$1 f=$2 change=$3 try=${4:-denied_quietly} t0
 	reads 2000:2000 "$mnt/id/$f" "${f%-*}" &&
 		lab_knfsd_run "cd $K/id && $change" || return 1
 	t0=$(date +%s%N)
-	if lab_wait_until $REVOKE_BOUND denied_quietly 2000:2000 "$mnt/id/$f"; then
+	if lab_wait_until $REVOKE_BOUND $try 2000:2000 "$mnt/id/$f"; then
 		echo "uid 2000 denied $((($(date +%s%N) - t0) / 1000000)) ms after: $change" >&2
 		return 0
 	fi
@@ -407,10 +415,22 @@ revoked() {
 	return 1
 }
 
+# dropped_then_denied WHO PATH — client 1 drops its own caches (dentries,
+# and the rights it keeps with them), then WHO's read of PATH is denied.
+# For a right to a directory: the client keeps it as long as the
+# directory's attributes (acdirmin, 30 s and more, past REVOKE_BOUND), and
+# what is checked is the server's answer (nache's: Ganesha's and its own
+# cached rights, each kept Attr_Timeout).
+dropped_then_denied() {
+	on 1 "echo 3 > /proc/sys/vm/drop_caches" && denied_quietly "$@"
+}
+
 for via in direct nache; do
 	mnt=$(mnt_of $via)
 	check "chmod_600_at_remote_revokes_reader__$via" revoked "$mnt" "rev-chmod-$via.txt" "chmod 600 rev-chmod-$via.txt"
 	check "acl_set_at_remote_revokes_reader__$via" revoked "$mnt" "rev-acl-$via.txt" "setfacl -m u:2000:--- rev-acl-$via.txt"
+	check "chmod_700_of_a_dir_at_remote_revokes_reader_within_attr_timeout__$via" \
+		revoked "$mnt" "rdir-$via/f.txt" "chmod 700 rdir-$via" dropped_then_denied
 done
 
 # Revocation while the reader's path holds knfsd's read delegation: nache

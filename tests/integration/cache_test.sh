@@ -171,9 +171,6 @@ create_without_excl_asks_nothing_first() {
 		expect_eq "the existing file's data" "$(cat "$R/unchk/old")" kept
 }
 
-# purpose P — nache's upstream COMPOUNDs sent for purpose P so far.
-purpose() { metric nache_upstream_compounds_by_purpose_total "purpose=\"$1\""; }
-
 # A client's open of a file it has looked up (an NFSv4.1 OPEN by handle)
 # is one round trip to the remote, nache's OPEN, as on a direct mount,
 # also once nache's attributes of the file are older than Attr_Timeout:

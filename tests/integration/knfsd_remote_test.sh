@@ -4,6 +4,8 @@
 # a second client mounting knfsd directly and by knfsd's own op counters;
 # what a client wrote through nache reads back from nache's cache; a
 # client's own creates and removes keep what it cached of the directory;
+# tar's exclusive create in a directory whose attributes aged is one round
+# trip;
 # nache's stop destroys its NFSv4.1 session (knfsd_remote_v40_test.sh: the
 # same over NFSv4.0).
 set -uo pipefail
@@ -105,6 +107,34 @@ for i in range(1, 6):
 		expect_eq "nothing left at knfsd" "$(on 2 "ls /mnt/k/k/neg")" ""
 }
 
+# tar's create of a file (an exclusive create: O_CREAT|O_EXCL) in a
+# directory last changed more than Attr_Timeout before is one round trip,
+# nache's OPEN by name, as on a direct mount. Before, Ganesha first read
+# the directory's change attribute for the reply's change_info4 (which
+# nache reports from knfsd's OPEN anyway) and checked the caller's search
+# right (which knfsd judges in that OPEN), and each went to knfsd once
+# nache's attributes of the directory had aged: a GETATTR per such file
+# (cmake/ganesha_patch_open.cmake). knfsd's change_info4 is atomic, so the
+# client keeps its rights to the directory: it asks nothing either.
+exclusive_create_in_an_aged_directory() {
+	local n0 g0 a0 l0 n1 g1 a1 l1
+	on 1 "mkdir -p /mnt/n/k/aged && echo a > /mnt/n/k/aged/a" || return 1
+	# The attribute window (Attr_Timeout, 3 s) of the directory passes:
+	# time is the input here, not a stand-in for an event.
+	sleep 4
+	n0=$(purpose open_name) g0=$(purpose getattr) a0=$(purpose access)
+	l0=$(purpose lookup)
+	on 1 "python3 -c 'import os; os.close(os.open(\"/mnt/n/k/aged/b\", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))'" ||
+		return 1
+	n1=$(purpose open_name) g1=$(purpose getattr) a1=$(purpose access)
+	l1=$(purpose lookup)
+	echo "besides the OPEN: GETATTR $((g1 - g0)), ACCESS $((a1 - a0)), LOOKUP $((l1 - l0))" >&2
+	expect_eq "b at knfsd" "$(on 2 "stat -c %s /mnt/k/k/aged/b")" 0 &&
+		expect_eq "upstream OPENs by name" $((n1 - n0)) 1 &&
+		expect_eq "upstream GETATTR, ACCESS and LOOKUP COMPOUNDs besides" \
+			$((g1 - g0 + a1 - a0 + l1 - l0)) 0
+}
+
 # After a restart nache knows the root's handle from its store: it must
 # still learn knfsd's READ/WRITE limits (a small guest's knfsd drops the
 # connection on a larger request, "RPC fragment too large") before it reads
@@ -143,6 +173,7 @@ check data_written_reads_back_while_every_getattr_goes_upstream written_data_rea
 check write_at_knfsd_read_through_nache write_direct_read_through_nache
 check metadata_operations_against_knfsd metadata_ops_on_knfsd
 check own_changes_keep_the_clients_cached_names own_changes_keep_the_clients_names
+check exclusive_create_in_an_aged_directory_is_one_round_trip exclusive_create_in_an_aged_directory
 check io_limits_are_learnt_after_a_restart io_limits_after_a_restart
 check stop_destroys_the_nfsv41_session stop_destroys_the_session
 itest_finish

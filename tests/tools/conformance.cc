@@ -2,11 +2,11 @@
 // NFSv4 server as a reference) and checks the protocol behaviour a client
 // relies on, case by case: share reservations, OPEN replays, create modes
 // (EXCLUSIVE4_1 over NFSv4.1), an OPEN or its upgrade refused to a caller
-// without rights, LOCKT, OPEN_DOWNGRADE, the change attribute, delegations,
-// and NFSv4.2's ALLOCATE, DEALLOCATE, SEEK, COPY and extended attributes.
-// Built on nache's own client library (proxy/upstream), which speaks
-// NFSv4.0, 4.1 and 4.2; a case that needs two clients uses two client ids
-// (two Upstream instances).
+// without rights, a create refused to one without the search right, LOCKT,
+// OPEN_DOWNGRADE, the change attribute, delegations, and NFSv4.2's ALLOCATE,
+// DEALLOCATE, SEEK, COPY and extended attributes. Built on nache's own client
+// library (proxy/upstream), which speaks NFSv4.0, 4.1 and 4.2; a case that
+// needs two clients uses two client ids (two Upstream instances).
 //
 //   conformance --server ADDR [--port P] [--path /export] [--minor 0|1|2]
 //               [--only REGEX] [--timeout-ms N] [--delegations]
@@ -573,13 +573,10 @@ void OpenByNameAgainUpgradesTheOwnersOpen(Ctx &x) {
   }
 }
 
-// A caller without the search right to a directory (root's, mode 0700) is
-// refused an OPEN by name of a file in it (NFS4ERR_ACCESS), though the
-// file's own mode (0666) would let it in, and though the file is open for
-// its creator: also where the server checks the directory after opening
-// (nache's front, for a name it does not hold).
-void OpenByNameNeedsTheSearchRight(Ctx &x) {
-  Cleanup cl;
+// Root makes a directory of mode 0700 in the export holding a file "f" of
+// mode 0666, open for reading by root (closed, and both removed, by cl):
+// the directory's handle.
+up::Fh UnsearchableDirWithAFile(Ctx &x, Cleanup *cl) {
   const std::string dname = x.File("-dir");
   up::Attrs dmode;
   dmode.mask = up::kAttrMode;
@@ -593,7 +590,7 @@ void OpenByNameNeedsTheSearchRight(Ctx &x) {
   ExpectStatus("root's CREATE of the directory", x.a->Call(mk, &mr),
                up::kNfs4Ok);
   const up::Fh d = mr.Find(up::Op::kGetfh)->fh;
-  cl.Add([x, d, dname] {
+  cl->Add([x, d, dname] {
     up::Compound rm;
     rm.SetTag("remove").Putfh(d).Remove("f");
     up::CompoundReply rr;
@@ -608,12 +605,78 @@ void OpenByNameNeedsTheSearchRight(Ctx &x) {
   ca.create_attrs.mode = 0666;
   Opened a = MustOpen("root's OPEN(READ) creating the file in it",
                       Open(x.a, d, ca, x.Owner("a")));
-  cl.Close(x.a, a);
+  cl->Close(x.a, a);
+  return d;
+}
+
+// A caller without the search right to a directory (root's, mode 0700) is
+// refused an OPEN by name of a file in it (NFS4ERR_ACCESS), though the
+// file's own mode (0666) would let it in, and though the file is open for
+// its creator: also where the server checks the directory after opening
+// (nache's front, for a name it does not hold).
+void OpenByNameNeedsTheSearchRight(Ctx &x) {
+  Cleanup cl;
+  const up::Fh d = UnsearchableDirWithAFile(x, &cl);
   Opened u =
       Open(x.b, d, OpenArgsFor("f", up::kShareAccessRead, up::kShareDenyNone),
            x.Owner("u"), User2000());
   cl.Close(x.b, u);
   ExpectStatus("uid 2000's OPEN(READ) by name", u.status, up::kNfs4ErrAccess);
+}
+
+// A caller without the search right to a directory (root's, mode 0700) is
+// refused a GUARDED or EXCLUSIVE create by name in it (NFS4ERR_ACCESS),
+// of a name that is taken as of one that is not: whether a name is taken
+// is not told to it. Also where the server answers a create of a name it
+// knows is taken without asking its own server (nache's front: the
+// directory listed first, by root), and once the caller's ACCESS answer
+// for the directory is kept there.
+void CreateByNameNeedsTheSearchRight(Ctx &x) {
+  Cleanup cl;
+  const up::Fh d = UnsearchableDirWithAFile(x, &cl);
+  // Root looks up a name that is not there (a proxy lists the directory).
+  up::Compound lk;
+  lk.SetTag("lookup").Putfh(d).Lookup("absent");
+  up::CompoundReply lr;
+  ExpectStatus("root's LOOKUP of a name not there", x.a->Call(lk, &lr),
+               up::kNfs4ErrNoent);
+  const up::Creds user = User2000();
+  const bool v41 = x.b->session_minor() >= 1;
+  auto creates = [&](const char *when) {
+    for (const char *name : {"f", "g"}) {
+      for (up::OpenArgs::Create mode :
+           {up::OpenArgs::Create::kGuarded,
+            v41 ? up::OpenArgs::Create::kExclusive41
+                : up::OpenArgs::Create::kExclusive}) {
+        up::OpenArgs ua =
+            OpenArgsFor(name, up::kShareAccessWrite, up::kShareDenyNone);
+        ua.create = mode;
+        if (mode == up::OpenArgs::Create::kGuarded) {
+          ua.create_attrs.mask = up::kAttrMode;
+          ua.create_attrs.mode = 0644;
+        } else {
+          ua.create_verf = up::Verifier("\x11\x22\x33\x44\x55\x66\x77\x88", 8);
+        }
+        Opened u = Open(x.b, d, ua, x.Owner("u"), user);
+        cl.Close(x.b, u);
+        const std::string what =
+            std::string("uid 2000's ") +
+            (mode == up::OpenArgs::Create::kGuarded ? "GUARDED" : "EXCLUSIVE") +
+            " create of " +
+            (std::string(name) == "f" ? "the taken name" : "a free name") +
+            ", " + when;
+        ExpectStatus(what.c_str(), u.status, up::kNfs4ErrAccess);
+      }
+    }
+  };
+  creates("nothing asked before");
+  // uid 2000 asks its rights to the directory (a proxy keeps the answer).
+  up::Compound ac;
+  ac.SetTag("access").Putfh(d).Access(up::kAccessLookup | up::kAccessRead);
+  up::CompoundReply ar;
+  ExpectStatus("uid 2000's ACCESS of the directory", x.b->Call(ac, &ar, user),
+               up::kNfs4Ok);
+  creates("its ACCESS answered");
 }
 
 // NFSv4.0: an OPEN sent again with the same owner and seqid is a replay,
@@ -1186,6 +1249,8 @@ const Case kCases[] = {
     {"open_by_name_again_upgrades_the_owners_open", -1,
      OpenByNameAgainUpgradesTheOwnersOpen},
     {"open_by_name_needs_the_search_right", -1, OpenByNameNeedsTheSearchRight},
+    {"create_by_name_needs_the_search_right", -1,
+     CreateByNameNeedsTheSearchRight},
     {"lockt_own_lock_is_no_conflict", -1, LocktOwnLockIsNoConflict},
     {"open_downgrade_with_locks_held", -1, OpenDowngradeWithLocksHeld},
     {"change_moves_on_every_write", -1, ChangeMovesOnEveryWrite},

@@ -50,20 +50,50 @@ TEST_F(CoreDelegationsTest, AnExclusiveCreateOfAListedNameIsRefusedHere) {
   bool created = false;
   EXPECT_EQ(OpenNamed(cr_, "f", NACHE_OPEN_GUARDED, &open, &key, &created),
             uint32_t(upstream::kNfs4ErrExist));
-  const uint8_t verifier[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  Core::OpenRequest req;
-  req.key = root_;
-  req.name = "f";
-  req.access = kBoth;
-  req.mode = NACHE_OPEN_EXCLUSIVE;
-  req.verifier = verifier;
-  EXPECT_EQ(core_->OpenFile(cr_, req, &open, &key, nullptr, &created),
+  EXPECT_EQ(ExclusiveCreateOfF(cr_, &open, &key, &created),
             uint32_t(upstream::kNfs4ErrExist));
   EXPECT_EQ(opens_sent(), opens) << "answered with no round trip";
   ASSERT_EQ(OpenNamed(cr_, "g", NACHE_OPEN_GUARDED, &open, &key, &created), 0u);
   EXPECT_TRUE(created);
   EXPECT_EQ(opens_sent(), opens + 1);
   EXPECT_EQ(core_->CloseFile(open), 0u);
+}
+
+// Ganesha leaves a create by name to nache's judgement (it checks the
+// directory's search right before no create: open_judged_by_server). So a
+// listed name is answered as taken only to a caller known to may search
+// the directory; one known not to is refused with no round trip; for one
+// with no answer kept, the remote judges the OPEN by name.
+TEST_F(CoreDelegationsTest, ACreateOfAListedNameIsJudgedBeforeItIsAnswered) {
+  up_->readdir = true;
+  Start(DelegationType::kNone,
+        [](CoreConfig *cfg) { cfg->cache.attr_timeout_ms = 60 * 1000; });
+  ListRoot();
+  if (HasFatalFailure()) return;
+  Creds mallory;
+  mallory.uid = mallory.gid = 2000;
+  up_->DenySearching(mallory.uid);
+  auto opens_sent = [this] { return up_->Sends("OPEN").size(); };
+  NacheOpen *open = nullptr;
+  Key key;
+  bool created = false;
+  // No answer kept for mallory: the remote judges.
+  size_t opens = opens_sent();
+  EXPECT_EQ(OpenNamed(mallory, "f", NACHE_OPEN_GUARDED, &open, &key, &created),
+            uint32_t(upstream::kNfs4ErrAccess));
+  EXPECT_EQ(opens_sent(), opens + 1) << "the remote was not asked";
+  // Refused by the remote's answer to an ACCESS, kept: refused here.
+  uint32_t allowed = 0;
+  ASSERT_EQ(core_->Access(mallory, root_, upstream::kAccessLookup, &allowed),
+            0u);
+  ASSERT_EQ(allowed, 0u);
+  opens = opens_sent();
+  EXPECT_EQ(OpenNamed(mallory, "f", NACHE_OPEN_GUARDED, &open, &key, &created),
+            uint32_t(upstream::kNfs4ErrAccess))
+      << "a name taken told to a caller who may not search the directory";
+  EXPECT_EQ(ExclusiveCreateOfF(mallory, &open, &key, &created),
+            uint32_t(upstream::kNfs4ErrAccess));
+  EXPECT_EQ(opens_sent(), opens) << "refused with no round trip";
 }
 
 // Issue 19: Ganesha gives nache an open without create of a name it does

@@ -148,6 +148,13 @@ class ScriptedUpstream : public upstream::Upstream {
     std::lock_guard<std::mutex> g(mu_);
     unwritable_by.insert(uid);
   }
+  // Callers the remote lets search no directory: ACCESS leaves LOOKUP out
+  // for them, and their LOOKUPs and OPENs by name fail.
+  std::set<uint32_t> unsearchable_by;  // guarded by mu_
+  void DenySearching(uint32_t uid) {
+    std::lock_guard<std::mutex> g(mu_);
+    unsearchable_by.insert(uid);
+  }
   // The same, done to the file at path at the server by someone else (a
   // chmod or an ACL entry set there): its change attribute moves.
   void ForeignDenyReading(const std::string &path, uint32_t uid) {
@@ -700,6 +707,7 @@ class ScriptedUpstream : public upstream::Upstream {
           return upstream::kNfs4ErrStale;
         return 0;
       case OP_LOOKUP: {
+        if (unsearchable_by.count(caller_.uid)) return upstream::kNfs4ErrAccess;
         const component4 &n = a.nfs_argop4_u.oplookup.objname;
         Fh fh = Named(*cur, Str(n.utf8string_val, n.utf8string_len));
         if (fh.empty()) return upstream::kNfs4ErrNoent;
@@ -749,6 +757,8 @@ class ScriptedUpstream : public upstream::Upstream {
         if (unwritable_by.count(caller_.uid))
           r->access &=
               ~uint32_t(upstream::kAccessModify | upstream::kAccessExtend);
+        if (unsearchable_by.count(caller_.uid))
+          r->access &= ~uint32_t(upstream::kAccessLookup);
         return 0;
       case OP_OPEN: {
         opens_waiting++;
@@ -784,6 +794,7 @@ class ScriptedUpstream : public upstream::Upstream {
           }
           return 0;
         }
+        if (unsearchable_by.count(caller_.uid)) return upstream::kNfs4ErrAccess;
         const component4 &n = o.claim.open_claim4_u.file;
         std::string name = Str(n.utf8string_val, n.utf8string_len);
         Fh fh = Named(*cur, name);
@@ -1209,6 +1220,19 @@ class CoreDelegationsTest : public ::testing::Test {
   }
   // Opens name in the root as cr, for reading and writing, created as
   // mode says; the status.
+  // An EXCLUSIVE create of the root's "f" as cr, for reading and writing;
+  // the status.
+  uint32_t ExclusiveCreateOfF(const Creds &cr, NacheOpen **open, Key *key,
+                              bool *created) {
+    static const uint8_t verifier[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    Core::OpenRequest req;
+    req.key = root_;
+    req.name = "f";
+    req.access = kBoth;
+    req.mode = NACHE_OPEN_EXCLUSIVE;
+    req.verifier = verifier;
+    return core_->OpenFile(cr, req, open, key, nullptr, created);
+  }
   uint32_t OpenNamed(const Creds &cr, const char *name, nache_createmode mode,
                      NacheOpen **open, Key *key, bool *created) {
     Core::OpenRequest req;
