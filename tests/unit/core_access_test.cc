@@ -143,6 +143,47 @@ TEST_F(CoreDelegationsTest, WhenTheRemoteSeesNacheTheModeBitsBoundTheCaller) {
   EXPECT_EQ(bits, uint32_t(upstream::kAccessModify));
 }
 
+// The same for a create of a name nache has listed, which it answers
+// without asking the remote (Ganesha leaves a create by name to nache's
+// judgement): the remote's answer for nache's principal lets it search the
+// directory, the directory's mode (0700, uid 1000's) keeps uid 2000 out,
+// and uid 2000 is refused, not told the name is taken.
+TEST_F(CoreDelegationsTest, WhenTheRemoteSeesNacheACreateNeedsTheModesSearch) {
+  up_->readdir = true;
+  up_->Own("d/f", 1000, 1000, 0, 0644);
+  up_->Own("d", 1000, 1000, 0, 0700);
+  Start(DelegationType::kNone, [](CoreConfig *cfg) {
+    cfg->remote_sees_machine = true;
+    cfg->cache.attr_timeout_ms = 60000;
+  });
+  Key d = kNoKey;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "d", &d, nullptr), 0u);
+  bool eof = false;
+  ASSERT_EQ(core_->Readdir(
+                cr_, d, 0,
+                [](void *, const char *, nache_key, const nache_attrs *,
+                   uint64_t) { return true; },
+                nullptr, &eof),
+            0u);
+  ASSERT_NE(core_->cache()->Listing(d), nullptr) << "d is listed";
+  Creds other;
+  other.uid = other.gid = 2000;
+  uint32_t bits = 0;
+  ASSERT_EQ(core_->Access(other, d, upstream::kAccessLookup, &bits), 0u);
+  ASSERT_EQ(bits, 0u) << "the mode keeps uid 2000 out of d";
+  Core::OpenRequest req;
+  req.key = d;
+  req.name = "f";
+  req.access = kBoth;
+  req.mode = NACHE_OPEN_GUARDED;
+  NacheOpen *open = nullptr;
+  Key key;
+  bool created = false;
+  EXPECT_EQ(core_->OpenFile(other, req, &open, &key, nullptr, &created),
+            uint32_t(upstream::kNfs4ErrAccess))
+      << "told f is taken in a directory it may not search";
+}
+
 // A recall ends the trust the delegation gave at once: the server recalls
 // it before a change (Linux knfsd when a chmod or an ACL entry is set at
 // the remote), so an ACCESS answer kept while it was held is not used
