@@ -158,14 +158,8 @@ TEST_F(CoreDelegationsTest, WhenTheRemoteSeesNacheACreateNeedsTheModesSearch) {
   });
   Key d = kNoKey;
   ASSERT_EQ(core_->Lookup(cr_, root_, "d", &d, nullptr), 0u);
-  bool eof = false;
-  ASSERT_EQ(core_->Readdir(
-                cr_, d, 0,
-                [](void *, const char *, nache_key, const nache_attrs *,
-                   uint64_t) { return true; },
-                nullptr, &eof),
-            0u);
-  ASSERT_NE(core_->cache()->Listing(d), nullptr) << "d is listed";
+  ListDir(d);
+  if (HasFatalFailure()) return;
   Creds other;
   other.uid = other.gid = 2000;
   uint32_t bits = 0;

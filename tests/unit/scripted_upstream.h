@@ -1197,15 +1197,18 @@ class CoreDelegationsTest : public ::testing::Test {
                        false, &conflict);
   }
   // Reads the root's listing (cached while the attribute window lasts).
-  void ListRoot() {
+  void ListRoot() { ListDir(root_); }
+  // Reads directory dir's entries as cr_: nache keeps its listing.
+  void ListDir(Key dir) {
     bool eof = false;
     ASSERT_EQ(core_->Readdir(
-                  cr_, root_, 0,
+                  cr_, dir, 0,
                   [](void *, const char *, nache_key, const nache_attrs *,
                      uint64_t) { return true; },
                   nullptr, &eof),
               0u);
-    ASSERT_NE(core_->cache()->Listing(root_), nullptr) << "the root is listed";
+    ASSERT_NE(core_->cache()->Listing(dir), nullptr)
+        << "the directory is listed";
   }
   // Truncates key to size: a size change goes upstream, so key (and what
   // its create depends on) is sent first.
