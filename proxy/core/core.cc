@@ -1604,12 +1604,10 @@ bool Core::OpenIsLocal(Key key, uint32_t access, uint32_t deny) {
   return covered;
 }
 
-uint32_t Core::CachedSearchRight(const Creds &cr, Key dir) {
+uint32_t Core::MaySearch(const Creds &cr, Key dir) {
   uint32_t allowed = 0;
-  if (!cache_->CachedAccess(dir, Cache::CredId(cr), upstream::kAccessLookup,
-                            &allowed))
-    return upstream::kNfs4ErrDelay;
-  allowed = NoMoreThanItsMode(cr, dir, upstream::kAccessLookup, allowed);
+  if (uint32_t st = Access(cr, dir, upstream::kAccessLookup, &allowed))
+    return st;
   return allowed & upstream::kAccessLookup ? upstream::kNfs4Ok
                                            : upstream::kNfs4ErrAccess;
 }
@@ -1900,10 +1898,7 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     // right to the directory (Ganesha checks it after an open without
     // create): whether the name is taken is not told to anyone else.
     if (req.mode != NACHE_OPEN_NOCREATE) {
-      uint32_t allowed = 0;
-      if (uint32_t ast = Access(cr, req.key, upstream::kAccessLookup, &allowed))
-        return ast;
-      if (!(allowed & upstream::kAccessLookup)) return upstream::kNfs4ErrAccess;
+      if (uint32_t ast = MaySearch(cr, req.key)) return ast;
     }
     Key k;
     Attrs a;
@@ -1969,17 +1964,20 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     // caller's rights to it and to the directory (which Ganesha checks
     // after) in one round trip, where by handle each may cost one.
     // A create is judged here (Ganesha checks nothing before it): only a
-    // caller known to may search the directory learns the name is taken;
-    // one known not to is refused; without a fresh answer the remote
-    // judges the OPEN by name below.
+    // caller who may search the directory learns the name is taken (its
+    // right asked of the remote when no answer is kept: one ACCESS, kept
+    // for the next creates, as Ganesha's check asked it before).
     Key k = ListedKey(req.key, req.name);
     Attrs a;
-    const uint32_t search = CachedSearchRight(cr, req.key);
+    uint32_t dir_allowed;
     if (k != kNoKey && cache_->FreshAttrs(k, &a) && !Unlinked(a) &&
-        search != upstream::kNfs4ErrDelay &&
         (req.mode != NACHE_OPEN_NOCREATE ||
-         OpenIsLocal(k, req.access, req.deny))) {
-      if (req.mode != NACHE_OPEN_NOCREATE && search) return search;
+         (cache_->CachedAccess(req.key, Cache::CredId(cr),
+                               upstream::kAccessLookup, &dir_allowed) &&
+          OpenIsLocal(k, req.access, req.deny)))) {
+      if (req.mode != NACHE_OPEN_NOCREATE) {
+        if (uint32_t sst = MaySearch(cr, req.key)) return sst;
+      }
       if (uint32_t est = by_handle(k, a)) return est;
     }
   }
@@ -1992,13 +1990,11 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     Key found;
     turn = name_turns_.Take(req.key, req.name, &found);
     Attrs a;
-    // (A create, judged here, as for a listed name above.)
-    const uint32_t search = req.mode == NACHE_OPEN_NOCREATE
-                                ? uint32_t(upstream::kNfs4Ok)
-                                : CachedSearchRight(cr, req.key);
-    if (found != kNoKey && cache_->FreshAttrs(found, &a) && !Unlinked(a) &&
-        search != upstream::kNfs4ErrDelay) {
-      if (search) return search;
+    if (found != kNoKey && cache_->FreshAttrs(found, &a) && !Unlinked(a)) {
+      // (A create, judged here, as for a listed name above.)
+      if (req.mode != NACHE_OPEN_NOCREATE) {
+        if (uint32_t sst = MaySearch(cr, req.key)) return sst;
+      }
       if (uint32_t est = by_handle(found, a)) return est;
     }
   }

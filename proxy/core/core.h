@@ -376,12 +376,11 @@ class Core {
   bool OpenIsLocal(Key key, uint32_t access, uint32_t deny);
   // The key of dir's entry name in dir's cached listing, or kNoKey.
   Key ListedKey(Key dir, const std::string &name);
-  // The caller's search right to dir as far as a cached ACCESS answer
-  // tells it: kNfs4Ok (allowed), kNfs4ErrAccess (refused), or
-  // kNfs4ErrDelay (no fresh answer). Ganesha leaves a create by name to the
-  // FSAL's judgement (open_judged_by_server): where a create is answered
-  // here without an OPEN sent, this judges it.
-  uint32_t CachedSearchRight(const Creds &cr, Key dir);
+  // Whether cr may search dir (kNfs4Ok, NFS4ERR_ACCESS, or the error of
+  // asking): a kept ACCESS answer, else the remote's. Ganesha leaves a
+  // create by name to the FSAL's judgement (open_judged_by_server): where
+  // a create is answered here without an OPEN sent, this judges it.
+  uint32_t MaySearch(const Creds &cr, Key dir);
   // One upstream WRITE of [off, off+len) (several when len exceeds the
   // server's maxwrite), updating the cache; *committed and *verf from the
   // server. sid_of gives the stateid to use (again after a state error).
