@@ -911,19 +911,14 @@ uint32_t Core::Setattr(const Creds &cr, Key key, NacheOpen *open,
 uint32_t Core::Access(const Creds &cr, Key key, uint32_t want,
                       uint32_t *allowed) {
   uint32_t st = AccessAsTheRemoteSays(cr, key, want, allowed);
-  if (st) return st;
-  *allowed = NoMoreThanItsMode(cr, key, want, *allowed);
-  return upstream::kNfs4Ok;
-}
-
-uint32_t Core::NoMoreThanItsMode(const Creds &cr, Key key, uint32_t want,
-                                 uint32_t allowed) {
-  if (!cfg_.remote_sees_machine) return allowed;
+  if (st || !cfg_.remote_sees_machine) return st;
   // The remote answered for nache's own principal (Upstream_Sec krb5*),
   // which it trusts as a machine: the caller gets no more than the mode
   // bits give it (config/README.md, "Kerberos to the remote").
   Attrs a;
-  return cache_->KnownAttrs(key, &a) ? allowed & AccessByMode(cr, a, want) : 0;
+  *allowed =
+      cache_->KnownAttrs(key, &a) ? *allowed & AccessByMode(cr, a, want) : 0;
+  return upstream::kNfs4Ok;
 }
 
 uint32_t Core::AccessAsTheRemoteSays(const Creds &cr, Key key, uint32_t want,

@@ -560,11 +560,6 @@ class Core {
   // Whether the remote lets cr open key with share_access (NFS4ERR_ACCESS
   // if not), from its ACCESS answer: for opens no OPEN of cr's decides.
   uint32_t MayOpen(const Creds &cr, Key key, uint32_t share_access);
-  // allowed, an answer of the remote's for cr's want on key, as far as cr
-  // gets it: where the remote answered for nache's own principal
-  // (remote_sees_machine), no more than key's mode bits give cr.
-  uint32_t NoMoreThanItsMode(const Creds &cr, Key key, uint32_t want,
-                             uint32_t allowed);
   // Root as a remote that squashes it sees it: nobody, no groups.
   static Creds SquashedRoot();
 
