@@ -301,10 +301,8 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
           if (st == upstream::kNfs4Ok) *verf = rep.Find(Op::kCommit)->verifier;
           return st;
         },
-        [core] {
-          core->LearnIoLimits();
-          return size_t(core->max_write_.load());
-        },
+        // As known now: Write learns it before it queues anything.
+        [core] { return size_t(core->max_write_.load()); },
         cfg.write_behind_max, kWriteBehindMaxInFlight));
   }
   if (cfg.write_back && cfg.single_writer) {
@@ -552,12 +550,20 @@ void Core::ForgetGone(Key key) {
 }
 
 uint32_t Core::ResolveRoot(Fh *fh) {
-  MutexLock g(&root_mu_);
+  // Callers that come while another resolves it take that outcome.
+  uint32_t st = root_attempt_.Run([this] { return WalkToRoot(); });
+  if (st) return st;
   HandleRecord r;
-  if (handles_->Get(root_key_, &r) && !r.fh.empty()) {
-    *fh = r.fh;  // another thread resolved it meanwhile
-    return upstream::kNfs4Ok;
-  }
+  if (!handles_->Get(root_key_, &r) || r.fh.empty())
+    return upstream::kNfs4ErrDelay;
+  *fh = r.fh;
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::WalkToRoot() {
+  HandleRecord r;
+  if (handles_->Get(root_key_, &r) && !r.fh.empty())
+    return upstream::kNfs4Ok;  // another thread resolved it meanwhile
   std::vector<std::string> names;
   const std::string &p = cfg_.upstream_path;
   for (size_t i = 0; i < p.size();) {
@@ -589,8 +595,7 @@ uint32_t Core::ResolveRoot(Fh *fh) {
     if (st) return st;
     at = rep.Find(Op::kGetfh)->fh;
   } while (next < names.size());
-  *fh = at;
-  handles_->SetFh(root_key_, *fh);
+  handles_->SetFh(root_key_, at);
   ApplyIoLimits(rep.Find(Op::kGetattr)->attrs);
   return upstream::kNfs4Ok;
 }
@@ -598,17 +603,22 @@ uint32_t Core::ResolveRoot(Fh *fh) {
 void Core::LearnIoLimits() {
   if (io_limits_known_.load()) return;
   // The root's handle is known from an earlier run (else resolving it
-  // learns the limits): ask for them once (other callers wait for it).
-  MutexLock g(&io_limits_mu_);
-  Fh fh;
-  if (FhOf(root_key_, &fh) || io_limits_known_.load()) return;
-  Compound c;
-  c.SetTag("io_limits")
-      .Putfh(fh)
-      .Getattr(upstream::kAttrMaxRead | upstream::kAttrMaxWrite);
-  CompoundReply rep;
-  if (Run(c, Creds(), &rep) == upstream::kNfs4Ok)
-    ApplyIoLimits(rep.Find(Op::kGetattr)->attrs);
+  // learns the limits): ask for them once (callers that come meanwhile
+  // take that outcome).
+  io_limits_attempt_.Run([this]() -> uint32_t {
+    Fh fh;
+    if (io_limits_known_.load()) return upstream::kNfs4Ok;
+    if (uint32_t st = FhOf(root_key_, &fh)) return st;
+    if (io_limits_known_.load()) return upstream::kNfs4Ok;
+    Compound c;
+    c.SetTag("io_limits")
+        .Putfh(fh)
+        .Getattr(upstream::kAttrMaxRead | upstream::kAttrMaxWrite);
+    CompoundReply rep;
+    uint32_t st = Run(c, Creds(), &rep);
+    if (st == upstream::kNfs4Ok) ApplyIoLimits(rep.Find(Op::kGetattr)->attrs);
+    return st;
+  });
 }
 
 void Core::ApplyIoLimits(const Attrs &a) {

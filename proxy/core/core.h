@@ -84,6 +84,7 @@
 #include "upstream/compound.h"
 #include "upstream/upstream.h"
 #include "util/mutex.h"
+#include "util/shared_attempt.h"
 #include "writeback/conflicts.h"
 #include "writeback/flush_sender.h"
 #include "writeback/flusher.h"
@@ -393,6 +394,7 @@ class Core {
                          upstream::Verifier *verf, OwnReturn *own = nullptr);
   // Looks the export's path up on the remote and records its handle.
   uint32_t ResolveRoot(upstream::Fh *fh);
+  uint32_t WalkToRoot();  // ResolveRoot's one attempt
   // The server's READ/WRITE limits, learnt once per start (the root's
   // handle may be known from an earlier run): before any READ or WRITE.
   void LearnIoLimits();
@@ -665,8 +667,8 @@ class Core {
   // The remote answered READ_PLUS with NFS4ERR_NOTSUPP (stock Ganesha
   // VFS): blocks are fetched with READ from then on.
   std::atomic<bool> read_plus_refused_{false};
-  Mutex io_limits_mu_;  // one LearnIoLimits asks at a time (guards nothing)
-  Mutex root_mu_;       // serialises ResolveRoot (guards nothing)
+  SharedAttempt io_limits_attempt_;  // one LearnIoLimits asks at a time
+  SharedAttempt root_attempt_;       // one ResolveRoot walks at a time
 
   std::atomic<uint64_t> lock_serial_{0};  // numbers our lock-owner names
   std::string owner_prefix_;              // unique per proxy start (immutable)

@@ -31,7 +31,7 @@ UnstableWrites::~UnstableWrites() {
 bool UnstableWrites::Submit(Key key, const upstream::Creds &cr,
                             const upstream::StateId &sid, uint64_t off,
                             const char *buf, size_t len) {
-  // (Asked with no lock held: it may learn the remote's limit first.)
+  // (Asked with no lock held, as its contract says.)
   const size_t piece = std::max<size_t>(max_send_(), 1);
   MutexLock g(&mu_);
   if (len == 0 || stop_ || workers_ == 0 || bytes_ + len > max_bytes_)

@@ -65,8 +65,10 @@ class UnstableWrites {
   // Sends COMMIT of the whole file; sets *verf.
   using CommitFn = std::function<uint32_t(Key key, const upstream::Creds &cr,
                                           upstream::Verifier *verf)>;
-  // The largest send worth gathering (the remote's largest WRITE); called
-  // with no lock held.
+  // The largest send worth gathering (the remote's largest WRITE, as
+  // known now); called with no lock held, by idle workers too, so it must
+  // not wait (for the remote or anything else): a worker stuck in it holds
+  // up the queue's destruction.
   using MaxSendFn = std::function<size_t()>;
 
   // workers: the most sends in flight at once (the threads started).
