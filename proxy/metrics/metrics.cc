@@ -6,6 +6,7 @@
 
 #include <exception>
 
+#include "metrics/process_stats.h"
 #include "nache/nache.h"
 
 namespace nache {
@@ -418,6 +419,29 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                    "Writes to the cache store that failed, "
                                    "by reason (no_space, other)")
                                .Register(r);
+  auto &cpu = prometheus::BuildCounter()
+                  .Name("process_cpu_seconds_total")
+                  .Help(
+                      "CPU time the daemon (Ganesha and nache, all threads) "
+                      "has used, by mode (user, system)")
+                  .Register(r);
+  cpu_user_ = &cpu.Add({{"mode", "user"}});
+  cpu_system_ = &cpu.Add({{"mode", "system"}});
+  resident_ = &prometheus::BuildGauge()
+                   .Name("process_resident_memory_bytes")
+                   .Help("The daemon's resident memory")
+                   .Register(r)
+                   .Add({});
+  threads_ = &prometheus::BuildGauge()
+                  .Name("process_threads")
+                  .Help("The daemon's threads")
+                  .Register(r)
+                  .Add({});
+  open_fds_ = &prometheus::BuildGauge()
+                   .Name("process_open_fds")
+                   .Help("The daemon's open file descriptors")
+                   .Register(r)
+                   .Add({});
   store_no_space_ = &prometheus::BuildGauge()
                          .Name("nache_cache_store_no_space")
                          .Help(
@@ -692,9 +716,27 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   return e.get();
 }
 
+void Metrics::SampleProcess() {
+  ProcessStats p;
+  if (!SampleThisProcess(&p)) return;
+  // Counters only grow: add what the kernel counted since the last scrape.
+  if (p.user_cpu_s > cpu_user_seen_) {
+    cpu_user_->Increment(p.user_cpu_s - cpu_user_seen_);
+    cpu_user_seen_ = p.user_cpu_s;
+  }
+  if (p.system_cpu_s > cpu_system_seen_) {
+    cpu_system_->Increment(p.system_cpu_s - cpu_system_seen_);
+    cpu_system_seen_ = p.system_cpu_s;
+  }
+  resident_->Set(double(p.resident_bytes));
+  threads_->Set(double(p.threads));
+  open_fds_->Set(double(p.open_fds));
+}
+
 std::vector<prometheus::MetricFamily> Metrics::Collect() {
   {
     MutexLock g(&mu_);
+    SampleProcess();
     for (auto &e : exports_) e.second->Sample();
   }
   return registry_->Collect();

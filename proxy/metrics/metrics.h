@@ -482,9 +482,19 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *store_moved_ = nullptr;
   prometheus::Family<prometheus::Counter> *store_write_failures_ = nullptr;
   prometheus::Family<prometheus::Gauge> *store_no_space_ = nullptr;
+  // The process's own (process_stats.h), sampled at each Collect.
+  prometheus::Counter *cpu_user_ = nullptr;
+  prometheus::Counter *cpu_system_ = nullptr;
+  prometheus::Gauge *resident_ = nullptr;
+  prometheus::Gauge *threads_ = nullptr;
+  prometheus::Gauge *open_fds_ = nullptr;
+  void SampleProcess() REQUIRES(mu_);
 
   Mutex mu_;  // (not held per operation)
   std::map<uint32_t, std::unique_ptr<ExportMetrics>> exports_ GUARDED_BY(mu_);
+  // CPU seconds already added to cpu_user_ and cpu_system_.
+  double cpu_user_seen_ GUARDED_BY(mu_) = 0;
+  double cpu_system_seen_ GUARDED_BY(mu_) = 0;
 
   Mutex exposer_mu_;
   std::unique_ptr<prometheus::Exposer> exposer_ GUARDED_BY(exposer_mu_);

@@ -131,7 +131,22 @@ refuses() {
 	[[ $line == *"$2"* ]] || { echo "log does not name $2: $line" >&2; return 1; }
 }
 
+# The daemon's own costs (CPU time, memory, threads) are served too, under
+# Prometheus' usual process_* names: its CPU time grows with its work.
+process_costs_served() {
+	local cpu0 cpu1 threads rss
+	cpu0=$(metric process_cpu_seconds_total) &&
+		on 1 "head -c $N /dev/urandom > $M/cpu.bin && sync && cat $M/cpu.bin >/dev/null" &&
+		cpu1=$(metric process_cpu_seconds_total) &&
+		threads=$(metric process_threads) && rss=$(metric process_resident_memory_bytes) || return 1
+	python3 -c "import sys; sys.exit(0 if float(sys.argv[2]) > float(sys.argv[1]) else 1)" "$cpu0" "$cpu1" ||
+		{ echo "CPU seconds did not grow: $cpu0 -> $cpu1" >&2; return 1; }
+	at_least "threads (Ganesha's and nache's)" "$threads" 10 &&
+		at_least "resident bytes" "${rss%.*}" $((16 << 20))
+}
+
 check nache_upstream_connected_is_1 upstream_connected
+check process_cpu_memory_and_threads_are_served process_costs_served
 check write_counts_WRITE_ops_bytes_and_rtt write_counts_write_ops_and_bytes
 check read_counts_READ_ops_bytes_and_local_opens read_counts_read_ops_bytes_and_local_opens
 check reread_counts_cache_hits_not_READs reread_counts_cache_hits_not_reads

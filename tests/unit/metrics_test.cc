@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "metrics/process_stats.h"
 #include "nache/nache.h"
 
 namespace nache {
@@ -363,6 +365,57 @@ TEST(MetricsTest, CApiStartBlamesAnAddressNotOnThisHost) {
   // not the port.
   EXPECT_FALSE(nache_metrics_start("192.0.2.1", 9464, err, sizeof(err)));
   EXPECT_EQ(std::string(err).rfind("Metrics_Address:", 0), 0u) << err;
+}
+
+// /proc/<pid>/stat: a command name holding spaces and a ')' does not
+// shift the fields; a line that is not one is refused.
+TEST(ProcessStatsTest, ParsesTheKernelsFields) {
+  // Fields 14 and 15: 250 and 50 ticks; 20: 7 threads; 24: 300 pages.
+  const std::string stat =
+      "4242 (ganesha) (x y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 "
+      "20 0 7 0 1000 123456789 300 18446744073709551615";
+  ProcessStats p;
+  ASSERT_TRUE(ParseProcStat(stat, 100, 4096, &p));
+  EXPECT_DOUBLE_EQ(p.user_cpu_s, 2.5);
+  EXPECT_DOUBLE_EQ(p.system_cpu_s, 0.5);
+  EXPECT_EQ(p.threads, 7u);
+  EXPECT_EQ(p.resident_bytes, 300u * 4096u);
+  EXPECT_FALSE(ParseProcStat("4242 (short) S 1 2 3", 100, 4096, &p));
+  EXPECT_FALSE(ParseProcStat("no parenthesis at all", 100, 4096, &p));
+  EXPECT_FALSE(ParseProcStat(
+      "1 (x) S 1 1 1 0 -1 0 0 0 0 0 abc 50 0 0 20 0 7 0 1 1 300 1", 100, 4096,
+      &p));
+}
+
+double UserCpuNow() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec) + double(u.ru_utime.tv_usec) / 1e6;
+}
+
+// What the process costs is served under Prometheus' usual names, and the
+// CPU counter follows the kernel's count.
+TEST(MetricsTest, TheProcessesOwnCostsAreServed) {
+  Metrics m;
+  const LabelMap user = {{"mode", "user"}};
+  const double before = CounterValue(m, "process_cpu_seconds_total", user);
+  ASSERT_GE(before, 0) << "no process_cpu_seconds_total{mode=\"user\"}";
+  EXPECT_GE(CounterValue(m, "process_cpu_seconds_total", {{"mode", "system"}}),
+            0);
+  // Burn 0.3 s of user CPU (as the kernel counts it).
+  volatile uint64_t spin = 0;
+  for (const double until = UserCpuNow() + 0.3; UserCpuNow() < until;)
+    for (int i = 0; i < 100000; i++) spin = spin + i;
+  const double after = CounterValue(m, "process_cpu_seconds_total", user);
+  EXPECT_GE(after - before, 0.25) << "before " << before << ", after " << after;
+  EXPECT_GT(GaugeValue(m, "process_resident_memory_bytes", {}), 1 << 20);
+  EXPECT_GE(GaugeValue(m, "process_threads", {}), 1);
+  const double fds = GaugeValue(m, "process_open_fds", {});
+  int p[2][2];
+  ASSERT_EQ(pipe(p[0]), 0);
+  ASSERT_EQ(pipe(p[1]), 0);
+  EXPECT_EQ(GaugeValue(m, "process_open_fds", {}), fds + 4);
+  for (auto &q : p) close(q[0]), close(q[1]);
 }
 
 }  // namespace
