@@ -272,6 +272,14 @@ class Stream:
 
 def packets(path):
     """(time, src, sport, dst, dport, seq, payload) of each TCP/IPv4 packet."""
+    for t, src, sport, dst, dport, seq, payload, _n in segments(path):
+        yield t, src, sport, dst, dport, seq, payload
+
+
+def segments(path):
+    """(time, src, sport, dst, dport, seq, payload, length) of each TCP/IPv4
+    packet: length is the payload's size on the wire, which a capture with
+    a short snap length (tcpdump -s) holds only part of."""
     with open(path, "rb") as f:
         hdr = f.read(24)
         if len(hdr) < 24:
@@ -312,7 +320,8 @@ def packets(path):
             sport, dport, seq = struct.unpack_from(">HHI", data, tcp)
             doff = (data[tcp + 12] >> 4) * 4
             payload = data[tcp + doff:ip + total]
-            yield sec + sub * frac, src, sport, dst, dport, seq, payload
+            yield (sec + sub * frac, src, sport, dst, dport, seq, payload,
+                   max(0, total - ihl - doff))
 
 
 def timeline(path):

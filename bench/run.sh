@@ -32,6 +32,10 @@
 #             directory theirs), so that nache checks each caller's rights
 #             with the remote; 0: every client as root    (default 0)
 #   BUILD_JOBS  make -j for "build"                     (default 4)
+#   CAPTURE   1: during each timed phase, capture the packet headers on
+#             the office's side of the WAN link (wan0 of the LAN namespace:
+#             the direct clients' and nache's traffic to the remote) into
+#             raw/<cell>/wan.pcap (bench/link_use.py)   (default 0)
 #   PROBE     1: during each timed phase, sample every client's workload
 #             threads' state and kernel wait channel (raw/<cell>/probe.I,
 #             bench/driver/probe.py)                     (default 0)
@@ -81,6 +85,7 @@ source "$NACHE_SOURCE_DIR/lab/lab.sh"
 PY=$LAB_PYTHON                   # the system python3 (has matplotlib)
 DRIVER=$BENCH_DIR/driver/fbdriver.py
 PROBE=${PROBE:-0}
+CAPTURE=${CAPTURE:-0}
 
 WORKLOAD=${WORKLOAD:-webserver}
 PROFILE=${PROFILE:-lan}
@@ -466,6 +471,23 @@ wait_flushed() {
 FAILED=0
 
 # run_cell WORKLOAD PROFILE N CONFIG
+# capture_start CELL DIR — tcpdump of the NFS traffic on the office's side
+# of the WAN link, headers only (enough for bench/link_use.py), into
+# DIR/wan.pcap; capture_stop CELL ends it (SIGINT: the file is complete).
+capture_start() {
+	lab_helper_start "tcpdump-$1" "$LAB_NS_LAN" tcpdump -i wan0 -n -U -s 128 \
+		-Z root -w "$2/wan.pcap" 'tcp port 2049' &&
+		lab_wait_until 20 grep -q "listening on wan0" "$LAB_DIR/logs/tcpdump-$1.log" ||
+		log "cell $1: tcpdump did not start (its log: $LAB_DIR/logs/tcpdump-$1.log)"
+}
+capture_stop() {
+	local pid
+	pid=$(lab_helper_pid "tcpdump-$1")
+	[ -n "$pid" ] && kill -INT "$pid" 2>/dev/null &&
+		lab_wait_until 10 eval "! kill -0 $pid 2>/dev/null"
+	lab_helper_stop "tcpdump-$1"
+}
+
 run_cell() {
 	local w=$1 p=$2 n=$3 c=$4 i
 	local cell=$w-$p-c$n-$c
@@ -522,6 +544,7 @@ run_cell() {
 				probes+=($!)
 			done
 		fi
+		[ "$CAPTURE" = 1 ] && capture_start "$cell" "$raw"
 		touch "$sync/go"
 		for i in "${pids[@]}"; do wait "$i" || rc=1; done
 		for i in "${probes[@]}"; do wait "$i" || log "cell $cell: a probe failed (raw/$cell/probe.*)"; done
@@ -529,6 +552,7 @@ run_cell() {
 		# Write-back: the remote has everything only once nache has
 		# flushed; its operations until then belong to the cell.
 		[[ $c == nache* ]] && wait_flushed "$raw"
+		[ "$CAPTURE" = 1 ] && capture_stop "$cell"
 		server_snapshot "$raw" after "$c" || log "cell $cell: counter snapshot failed"
 	fi
 	pids=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/rpc_timeline.py on captures built here: RPC records cut across
 TCP segments, a retransmitted segment, a capture that begins inside a
-message, a WRITE run summarised, and a CB_RECALL on the back channel."""
+message, a WRITE run summarised, and a CB_RECALL on the back channel; and
+bench/link_use.py (the link's use over time) on a capture of headers only."""
 import os
 import struct
 import subprocess
@@ -11,6 +12,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "bench", "rpc_timeline.py")
+LINK_USE = os.path.join(HERE, "..", "..", "bench", "link_use.py")
 CLIENT, SERVER = (10, 0, 0, 2), (10, 0, 0, 9)
 
 
@@ -63,7 +65,7 @@ class Pcap:
         self.recs = []
         self.seqs = {}
 
-    def seg(self, t, src, dst, sport, dport, payload, seq=None):
+    def seg(self, t, src, dst, sport, dport, payload, seq=None, snap=None):
         key = (src, sport, dst, dport)
         if seq is None:
             seq = self.seqs.get(key, 1000)
@@ -73,7 +75,8 @@ class Pcap:
         ip = struct.pack(">BBHHHBBH4B4B", 0x45, 0, 20 + len(tcp) + len(payload),
                          0, 0, 64, 6, 0, *src, *dst)
         frame = b"\2" * 6 + b"\4" * 6 + b"\x08\x00" + ip + tcp + payload
-        self.recs.append((t, frame))
+        # snap: only the first bytes captured (tcpdump -s).
+        self.recs.append((t, frame[:snap] if snap else frame, len(frame)))
 
     def send(self, t, src, dst, sport, dport, data, mss=1000):
         """data cut into segments of mss bytes, 1 ms apart."""
@@ -84,10 +87,10 @@ class Pcap:
     def write(self, path):
         with open(path, "wb") as f:
             f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-            for t, frame in self.recs:
+            for t, frame, wire in self.recs:
                 sec = int(t)
                 f.write(struct.pack("<IIII", sec, int((t - sec) * 1e6),
-                                    len(frame), len(frame)))
+                                    len(frame), wire))
                 f.write(frame)
 
 
@@ -163,6 +166,35 @@ class RpcTimelineTest(unittest.TestCase):
                                  capture_output=True, text=True)
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("not a pcap", out.stderr)
+
+
+class LinkUseTest(unittest.TestCase):
+    def test_idle_stretch_found_in_a_capture_of_headers(self):
+        p = Pcap()
+        # 10 kB toward the server every 10 ms (1 MB/s) for 1 s, nothing for
+        # 0.5 s (the server's small replies go on), then 1 s more; only
+        # the headers captured.
+        t = 10.0
+        for phase, (start, end) in enumerate(((0.0, 1.0), (1.5, 2.5))):
+            for i in range(int(round((end - start) / 0.01))):
+                p.seg(t + start + i * 0.01, CLIENT, SERVER, 900, 2049,
+                      b"w" * 10000, snap=54)
+        for i in range(25):
+            p.seg(t + i * 0.1, SERVER, CLIENT, 2049, 900, b"r" * 100)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "c.pcap")
+            p.write(path)
+            out = subprocess.run([sys.executable, LINK_USE, path,
+                                  "--rate-mbit", "8"],
+                                 capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertIn("toward the server: 2000000 bytes in 2.50 s", lines[0])
+        self.assertIn("mean use: 80.0 % of the link", lines[2])
+        self.assertIn("bins at >= 90 %  of the link:    20", lines[3])
+        self.assertIn("bins at < 10 %   of the link:     5", lines[6])
+        longest = lines[8].split()
+        self.assertEqual(longest, ["1.00", "500"])
 
 
 if __name__ == "__main__":
