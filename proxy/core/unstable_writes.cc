@@ -34,26 +34,10 @@ bool UnstableWrites::Submit(Key key, const upstream::Creds &cr,
   // (Asked with no lock held, as its contract says.)
   const size_t piece = std::max<size_t>(max_send_(), 1);
   MutexLock g(&mu_);
-  if (len == 0 || stop_ || workers_ == 0 || len > max_bytes_) return false;
-  for (;;) {
-    if (stop_) return false;
-    // Unsent writes this one overlaps must land first.
-    if (OverlapsUnsentLocked(key, off, len)) {
-      cv_.Wait();
-      continue;
-    }
-    if (bytes_ + len <= max_bytes_) break;
-    // Full: what the remote has taken is committed there to make room (as
-    // a kernel client commits when its unstable pages pile up); meanwhile,
-    // and while sends are on their way, the caller waits. Refused (the
-    // caller writes synchronously) only when nothing can free room.
-    if (!settling_ && SettleSomeLocked()) continue;
-    if (settling_ || sending_ > 0 || !jobs_.empty()) {
-      cv_.Wait();
-      continue;
-    }
+  if (len == 0 || stop_ || workers_ == 0 || bytes_ + len > max_bytes_)
     return false;
-  }
+  // Wait for unsent writes this one overlaps: they must land first.
+  while (OverlapsUnsentLocked(key, off, len)) cv_.Wait();
   // A write larger than the remote's largest goes as pieces of that size,
   // each its own job: the workers send them side by side, where one send
   // of the whole would go piece after piece, a round trip each.
@@ -125,64 +109,15 @@ uint32_t UnstableWrites::Commit(Key key, const upstream::Creds &cr) {
     w->verf = cverf;
   }
   MutexLock g(&mu_);
-  for (const WritePtr &w : mine) ForgetLocked(key, w);
-  cv_.SignalAll();  // room for a full queue's callers
-  return upstream::kNfs4Ok;
-}
-
-bool UnstableWrites::SettleSomeLocked() {
-  // The file with the most bytes the remote has taken (sent, not failed).
-  Key key = 0;
-  uint64_t most = 0;
-  for (const auto &f : files_) {
-    uint64_t n = 0;
-    for (const WritePtr &w : f.second)
-      if (Settleable(*w)) n += w->data.size();
-    if (n > most) {
-      most = n;
-      key = f.first;
-    }
-  }
-  if (most == 0) return false;
-  std::vector<WritePtr> sent;
-  for (const WritePtr &w : files_[key])
-    if (Settleable(*w)) sent.push_back(w);
-  const upstream::Creds cr = sent.front()->cr;
-  settling_ = true;
-  mu_.Unlock();  // (the caller's lock: held again before it goes on)
-  upstream::Verifier v;
-  const uint32_t st = commit_(key, cr, &v);
-  mu_.Lock();
-  settling_ = false;
-  early_commits_++;
-  // Stable at the remote now: those written under the COMMIT's verifier.
-  // Any other was lost by a remote restart: kept for the file's COMMIT,
-  // which sends it again, and not committed again meanwhile.
-  if (st == upstream::kNfs4Ok) {
-    for (const WritePtr &w : sent) {
-      if (w->verf == v)
-        ForgetLocked(key, w);
-      else
-        w->lost = true;
-    }
-  }
-  cv_.SignalAll();
-  return st == upstream::kNfs4Ok;
-}
-
-void UnstableWrites::ForgetLocked(Key key, const WritePtr &w) {
   auto it = files_.find(key);
-  if (it == files_.end()) return;
-  auto pos = std::find(it->second.begin(), it->second.end(), w);
-  if (pos == it->second.end()) return;  // the file's COMMIT took it first
-  it->second.erase(pos);
-  bytes_ -= w->data.size();
-  if (it->second.empty()) files_.erase(it);
-}
-
-uint64_t UnstableWrites::early_commits() const {
-  MutexLock g(&mu_);
-  return early_commits_;
+  if (it != files_.end()) {
+    for (const WritePtr &w : mine) {
+      it->second.remove(w);
+      bytes_ -= w->data.size();
+    }
+    if (it->second.empty()) files_.erase(it);
+  }
+  return upstream::kNfs4Ok;
 }
 
 uint64_t UnstableWrites::bytes() const {

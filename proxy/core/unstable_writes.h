@@ -32,15 +32,8 @@
 // A failed send is retried at COMMIT (FILE_SYNC); only then does its error
 // reach the client.
 //
-// Bound: at most max_bytes queued or uncommitted. A write that would pass
-// it makes room first: the file with the most data the remote has taken is
-// committed there (one COMMIT; the writes it made stable are forgotten),
-// as a kernel client commits when its unstable pages pile up; while sends
-// are still on their way the caller waits for them. Only when nothing can
-// free room (every sent write failed) does Submit refuse, and the caller
-// writes synchronously (FILE_SYNC). Refusing at the bound instead made
-// every write past it a FILE_SYNC write sent piece after piece: with 4 or
-// 8 clients each writing 32 MiB before its fsync, most of their data.
+// Bound: at most max_bytes queued or uncommitted; beyond it Submit refuses
+// and the caller writes synchronously.
 //
 // Thread safety: all methods are thread-safe. No lock is held while a send
 // or COMMIT is on the wire.
@@ -96,8 +89,6 @@ class UnstableWrites {
   uint32_t Commit(Key key, const upstream::Creds &cr);
 
   uint64_t bytes() const;  // queued or uncommitted bytes
-  // COMMITs sent to make room in a full queue.
-  uint64_t early_commits() const;
 
  private:
   struct Write {
@@ -108,12 +99,7 @@ class UnstableWrites {
     bool done = false;
     uint32_t status = 0;
     upstream::Verifier verf;
-    bool lost = false;  // a COMMIT's verifier differed: resend at COMMIT
   };
-  // Sent, taken, and not known lost: a COMMIT would make it stable.
-  static bool Settleable(const Write &w) {
-    return w.done && w.status == upstream::kNfs4Ok && !w.lost;
-  }
   using WritePtr = std::shared_ptr<Write>;
   struct Job {
     Key key;
@@ -135,12 +121,6 @@ class UnstableWrites {
   size_t RunBytesLocked(const Job &j, size_t max_send) const REQUIRES(mu_);
   void UnqueueLocked(JobList::iterator it) REQUIRES(mu_);
   bool PendingLocked(Key key) const REQUIRES(mu_);  // an unsent write of key
-  // Commits the sent writes of the file that has the most and forgets
-  // those the COMMIT made stable (mu_ is released meanwhile); false when
-  // nothing was sent or the COMMIT failed.
-  bool SettleSomeLocked() REQUIRES(mu_);
-  // Drops w, one of key's writes, unless it is gone already.
-  void ForgetLocked(Key key, const WritePtr &w) REQUIRES(mu_);
   // An unsent write of key overlaps [off, off + len).
   bool OverlapsUnsentLocked(Key key, uint64_t off, size_t len) const
       REQUIRES(mu_);
@@ -165,8 +145,6 @@ class UnstableWrites {
   std::unordered_map<Key, int> small_sends_ GUARDED_BY(mu_);
   size_t sending_ GUARDED_BY(mu_) = 0;  // sends on the wire
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
-  bool settling_ GUARDED_BY(mu_) = false;  // a COMMIT to make room is out
-  uint64_t early_commits_ GUARDED_BY(mu_) = 0;
   bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // started by the constructor
 };

@@ -1,8 +1,7 @@
 // Write-behind: UNSTABLE writes are queued and sent in the background;
 // COMMIT resends what the remote lost (changed verifier) or failed to take;
 // overlapping writes keep their order; appends queued behind a small send
-// go as one; a full queue commits what the remote took to make room, and
-// refuses only when nothing can; shutdown sends everything queued.
+// go as one; the bound refuses; shutdown sends everything queued.
 #include "core/unstable_writes.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +13,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace nache {
@@ -149,88 +147,13 @@ TEST(UnstableWritesTest, FailedSendRetriedAtCommitAndErrorKeptUntilFixed) {
   EXPECT_EQ(wb.bytes(), 0u);
 }
 
-TEST(UnstableWritesTest, AWriteLargerThanTheBoundIsRefused) {
-  FakeRemote r;
-  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 8, 1);
-  EXPECT_FALSE(wb.Submit(1, cr, sid, 0, "123456789", 9));
-  EXPECT_EQ(wb.bytes(), 0u);
-}
-
-// A full queue commits what the remote has taken to make room, instead of
-// refusing (which made the caller write synchronously, FILE_SYNC).
-TEST(UnstableWritesTest, AFullQueueCommitsWhatTheRemoteTookToMakeRoom) {
-  FakeRemote r;
-  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 10, 2);
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "12345", 5));
-  ASSERT_TRUE(wb.Submit(2, cr, sid, 0, "abcde", 5));
-  wb.Drain(1);
-  wb.Drain(2);
-  EXPECT_TRUE(wb.Submit(3, cr, sid, 0, "xyz", 3));
-  EXPECT_EQ(r.commits, 1);
-  EXPECT_EQ(wb.early_commits(), 1u);
-  EXPECT_EQ(wb.bytes(), 8u);  // one file's 5 bytes are stable and gone
-  // The files' own COMMITs: one has nothing left, the other commits; no
-  // write is sent again.
-  EXPECT_EQ(wb.Commit(1, cr), 0u);
-  EXPECT_EQ(wb.Commit(2, cr), 0u);
-  EXPECT_EQ(wb.Commit(3, cr), 0u);
-  EXPECT_EQ(r.commits, 3);
-  for (auto &s : r.sent) EXPECT_EQ(s.stable, upstream::StableHow::kUnstable);
-  EXPECT_EQ(wb.bytes(), 0u);
-}
-
-// While the writes that fill it are still on their way, a caller waits for
-// them (and then makes room), instead of being refused.
-TEST(UnstableWritesTest, AFullQueueWaitsForSendsOnTheirWay) {
+TEST(UnstableWritesTest, BoundRefuses) {
   FakeRemote r;
   r.hold = true;
   UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 8, 1);
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "12345", 5));
-  ASSERT_TRUE(r.WaitInSend(1));
-  bool queued = false;
-  std::thread second([&] { queued = wb.Submit(2, cr, sid, 0, "abcde", 5); });
+  EXPECT_TRUE(wb.Submit(1, cr, sid, 0, "12345", 5));
+  EXPECT_FALSE(wb.Submit(2, cr, sid, 0, "12345", 5));
   r.Release();
-  second.join();
-  EXPECT_TRUE(queued);
-  EXPECT_EQ(wb.early_commits(), 1u);
-  EXPECT_EQ(wb.Commit(2, cr), 0u);
-  EXPECT_EQ(r.Bytes(1), "12345");
-  EXPECT_EQ(r.Bytes(2), "abcde");
-}
-
-// Writes the remote refused cannot be committed away: the queue refuses,
-// and the caller writes synchronously.
-TEST(UnstableWritesTest, WhenNothingCanFreeRoomTheWriteIsRefused) {
-  FakeRemote r;
-  r.fail_status = upstream::kNfs4ErrNospc;
-  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 8, 1);
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "12345", 5));
-  wb.Drain(1);
-  EXPECT_FALSE(wb.Submit(2, cr, sid, 0, "abcde", 5));
-  EXPECT_EQ(r.commits, 0);
-  EXPECT_EQ(wb.bytes(), 5u);  // kept for the file's COMMIT to resend
-}
-
-// An early COMMIT that finds the remote restarted keeps what it lost (the
-// file's own COMMIT sends it again, FILE_SYNC) and does not commit it again
-// and again: the full queue then refuses.
-TEST(UnstableWritesTest, AnEarlyCommitAfterARemoteRestartKeepsWhatItLost) {
-  FakeRemote r;
-  UnstableWrites wb(r.Send(), r.Commit(), Max(1 << 20), 10, 1);
-  ASSERT_TRUE(wb.Submit(1, cr, sid, 0, "12345", 5));
-  wb.Drain(1);
-  {
-    std::lock_guard<std::mutex> g(r.mu);
-    r.verf = "boot-two";
-  }
-  EXPECT_FALSE(wb.Submit(2, cr, sid, 0, "abcdef", 6));
-  EXPECT_EQ(r.commits, 1);
-  EXPECT_EQ(wb.bytes(), 5u);
-  EXPECT_EQ(wb.Commit(1, cr), 0u);
-  ASSERT_EQ(r.sent.size(), 2u);
-  EXPECT_EQ(r.sent[1].data, "12345");
-  EXPECT_EQ(r.sent[1].stable, upstream::StableHow::kFileSync);
-  EXPECT_EQ(wb.bytes(), 0u);
 }
 
 TEST(UnstableWritesTest, OverlappingWriteWaitsForTheEarlierOne) {
