@@ -35,7 +35,9 @@
 #   CAPTURE   1: during each timed phase, capture the packet headers on
 #             the office's side of the WAN link (wan0 of the LAN namespace:
 #             the direct clients' and nache's traffic to the remote) into
-#             raw/<cell>/wan.pcap (bench/link_use.py)   (default 0)
+#             raw/<cell>/wan.pcap, and on the office's LAN (the clients'
+#             requests) into raw/<cell>/lan.pcap (bench/link_use.py)
+#             (default 0)
 #   PROBE     1: during each timed phase, sample every client's workload
 #             threads' state and kernel wait channel (raw/<cell>/probe.I,
 #             bench/driver/probe.py)                     (default 0)
@@ -471,21 +473,30 @@ wait_flushed() {
 FAILED=0
 
 # run_cell WORKLOAD PROFILE N CONFIG
-# capture_start CELL DIR — tcpdump of the NFS traffic on the office's side
-# of the WAN link, headers only (enough for bench/link_use.py), into
-# DIR/wan.pcap; capture_stop CELL ends it (SIGINT: the file is complete).
+# capture_start CELL DIR — tcpdump of the NFS traffic, headers only
+# (enough for bench/link_use.py), on the office's side of the WAN link
+# (wan0) into DIR/wan.pcap and on the office's LAN (br0: the clients' own
+# requests, to nache or to the remote) into DIR/lan.pcap; capture_stop
+# CELL ends both (SIGINT: the files are complete).
 capture_start() {
-	lab_helper_start "tcpdump-$1" "$LAB_NS_LAN" tcpdump -i wan0 -n -U -s 128 \
-		-Z root -w "$2/wan.pcap" 'tcp port 2049' &&
-		lab_wait_until 20 grep -q "listening on wan0" "$LAB_DIR/logs/tcpdump-$1.log" ||
-		log "cell $1: tcpdump did not start (its log: $LAB_DIR/logs/tcpdump-$1.log)"
+	local side dev
+	for side in wan lan; do
+		dev=wan0
+		[ $side = lan ] && dev=br0
+		lab_helper_start "tcpdump-$1-$side" "$LAB_NS_LAN" tcpdump -i $dev -n -U \
+			-s 128 -Z root -w "$2/$side.pcap" 'tcp port 2049' &&
+			lab_wait_until 20 grep -q "listening on $dev" "$LAB_DIR/logs/tcpdump-$1-$side.log" ||
+			log "cell $1: tcpdump did not start (its log: $LAB_DIR/logs/tcpdump-$1-$side.log)"
+	done
 }
 capture_stop() {
-	local pid
-	pid=$(lab_helper_pid "tcpdump-$1")
-	[ -n "$pid" ] && kill -INT "$pid" 2>/dev/null &&
-		lab_wait_until 10 eval "! kill -0 $pid 2>/dev/null"
-	lab_helper_stop "tcpdump-$1"
+	local side pid
+	for side in wan lan; do
+		pid=$(lab_helper_pid "tcpdump-$1-$side")
+		[ -n "$pid" ] && kill -INT "$pid" 2>/dev/null &&
+			lab_wait_until 10 eval "! kill -0 $pid 2>/dev/null"
+		lab_helper_stop "tcpdump-$1-$side"
+	done
 }
 
 run_cell() {
