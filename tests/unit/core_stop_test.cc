@@ -4,11 +4,7 @@
 // asked the remote for its I/O limits as it started, one after another.)
 // And the attempts every caller needs once (the root, the I/O limits) are
 // made by one caller at a time, the others taking its outcome.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +14,7 @@
 #include <vector>
 
 #include "core/core.h"
+#include "tcp_peer.h"
 #include "temp_dir.h"
 #include "upstream/types.h"
 #include "util/shared_attempt.h"
@@ -25,31 +22,8 @@
 namespace nache {
 namespace {
 
-// A TCP port on the loopback that takes connections (the kernel completes
-// them) and never reads or answers: a remote whose replies never come.
-class SilentListener {
- public:
-  SilentListener() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (bind(fd_, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0 &&
-        listen(fd_, 16) == 0 &&
-        getsockname(fd_, reinterpret_cast<sockaddr *>(&a), &len) == 0)
-      port_ = ntohs(a.sin_port);
-  }
-  ~SilentListener() { close(fd_); }
-  uint16_t port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  uint16_t port_ = 0;
-};
-
 TEST(CoreStopTest, ARemoteThatNeverAnswersDoesNotHoldUpTheStop) {
-  SilentListener remote;
+  SilentServer remote;
   ASSERT_NE(remote.port(), 0);
   testing_util::TempDir dir;
   CoreConfig cfg;

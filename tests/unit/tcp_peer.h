@@ -15,21 +15,39 @@
 
 namespace nache {
 
+// A socket listening on a free port of 127.0.0.1 (backlog: how many
+// connections the kernel completes unaccepted); sets *port.
+inline int ListenOnLoopback(int backlog, int *port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr *>(&a), len);
+  listen(fd, backlog);
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// A TCP port on 127.0.0.1 that completes handshakes (the kernel backlog)
+// but never reads or answers: the server that hangs.
+class SilentServer {
+ public:
+  SilentServer() { fd_ = ListenOnLoopback(16, &port_); }
+  ~SilentServer() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // A listener on 127.0.0.1 whose accepted connection the test reads and
 // writes itself.
 class Peer {
  public:
-  Peer() {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    bind(listen_fd_, reinterpret_cast<sockaddr *>(&a), len);
-    listen(listen_fd_, 4);
-    getsockname(listen_fd_, reinterpret_cast<sockaddr *>(&a), &len);
-    port_ = ntohs(a.sin_port);
-  }
+  Peer() { listen_fd_ = ListenOnLoopback(4, &port_); }
   ~Peer() {
     if (fd_ >= 0) close(fd_);
     close(listen_fd_);

@@ -23,29 +23,6 @@ namespace nache {
 namespace upstream {
 namespace {
 
-// A TCP port on 127.0.0.1 that completes handshakes (the kernel backlog)
-// but never reads or answers: the server that hangs.
-class SilentServer {
- public:
-  SilentServer() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr));
-    listen(fd_, 16);
-    socklen_t len = sizeof(addr);
-    getsockname(fd_, reinterpret_cast<sockaddr *>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~SilentServer() { close(fd_); }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
 UpstreamOptions Options(int port) {
   UpstreamOptions o;
   o.server = "127.0.0.1";
