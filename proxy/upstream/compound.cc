@@ -254,6 +254,7 @@ Compound &Compound::Write(const StateId &stateid, uint64_t offset,
   // Not copied: libnfs encodes it straight into the PDU buffer (the caller
   // keeps it alive until the call completes).
   w.data.data_val = const_cast<char *>(data);
+  b.meta().write_count = len;
   return *this;
 }
 

@@ -306,6 +306,12 @@ bool GetSpecialBody(XdrIn *in, const OpMeta &meta, OwnerCodec *owners,
       if (!in->U32(&out->count) || !in->U32(&committed) ||
           !GetVerifier(in, &out->verifier))
         return false;
+      // More written than was sent, or a stability that does not exist:
+      // a reply that cannot be true (taken, it would mark bytes that never
+      // left us as written, or read past the caller's buffer).
+      if (out->count > meta.write_count ||
+          committed > uint32_t(StableHow::kFileSync))
+        return false;
       out->committed = StableHow(committed);
       return true;
     }

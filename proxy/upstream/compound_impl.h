@@ -30,6 +30,7 @@ struct OpMeta {
   Op op = Op::kPutfh;             // the operation
   char *read_dest = nullptr;      // READ: where the data goes (caller's buffer)
   uint32_t read_count = 0;        // READ: bytes requested (bound on the reply)
+  uint32_t write_count = 0;       // WRITE: bytes sent (bound on the reply)
   bool want_fh = false;           // READDIR: filehandle requested per entry
   uint32_t readdir_maxcount = 0;  // READDIR: maxcount (bound on the reply)
   bool auto_clientid = false;     // the clientid is filled in by FillClientid

@@ -629,6 +629,35 @@ TEST(CompoundDecodeTest, WriteCommitAccessRenameReadlink) {
   EXPECT_EQ(reply.Find(Op::kReadlink)->data, "target");
 }
 
+// A WRITE reply claiming more bytes than were sent, or a stability that
+// does not exist, cannot be true: the whole reply is refused (a caller
+// would mark bytes that never left it as written, or read past its buffer).
+TEST(CompoundDecodeTest, AWriteReplyBeyondWhatWasSentIsRefused) {
+  struct Case {
+    uint32_t count;
+    uint32_t committed;
+    bool ok;
+  };
+  for (const Case &k :
+       {Case{4, FILE_SYNC4, true}, Case{3, UNSTABLE4, true},
+        Case{5, FILE_SYNC4, false}, Case{0xffffffffu, UNSTABLE4, false},
+        Case{4, FILE_SYNC4 + 1, false}}) {
+    Compound c;
+    c.Putfh("f").Write(StateId(), 0, StableHow::kUnstable, "abcd", 4);
+    ReplyBuilder rb;
+    rb.Add(OP_PUTFH, NFS4_OK);
+    WRITE4resok &w =
+        rb.Add(OP_WRITE, NFS4_OK).nfs_resop4_u.opwrite.WRITE4res_u.resok4;
+    w.count = k.count;
+    w.committed = stable_how4(k.committed);
+    std::memcpy(w.writeverf, "wverf001", 8);
+    CompoundReply reply;
+    EXPECT_EQ(Decode(c, rb.Get(NFS4_OK), &reply), k.ok)
+        << "count " << k.count << ", committed " << k.committed;
+    if (k.ok) EXPECT_EQ(reply.Find(Op::kWrite)->count, k.count);
+  }
+}
+
 // --- The op table's result shapes (ops.h) ---------------------------------
 //
 // Every operation whose row gives a shape has its result decoded by that
