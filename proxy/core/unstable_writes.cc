@@ -185,13 +185,18 @@ bool UnstableWrites::TakeSendLocked(size_t max_send, Send *out) {
 void UnstableWrites::Worker() {
   constexpr size_t kMinInFlight = 8;
   for (;;) {
-    const size_t max_send = std::max<size_t>(max_send_(), 1);
-    const size_t in_flight =
-        RequestsInFlight(max_send, std::min(kMinInFlight, workers_), workers_);
     Send s;
     {
       MutexLock g(&mu_);
-      while (sending_ >= in_flight || !TakeSendLocked(max_send, &s)) {
+      for (;;) {
+        // The remote's largest WRITE as known now, at every look: it is
+        // learned after the workers start, and a size read before a wait
+        // (Max_IO_Size) would gather 1 MiB sends, 8 at a time, that go
+        // out in the remote's small WRITEs one after the other.
+        const size_t max_send = std::max<size_t>(max_send_(), 1);
+        const size_t in_flight = RequestsInFlight(
+            max_send, std::min(kMinInFlight, workers_), workers_);
+        if (sending_ < in_flight && TakeSendLocked(max_send, &s)) break;
         if (stop_ && jobs_.empty()) return;  // stopping, queue sent
         jobs_cv_.Wait();
       }

@@ -66,9 +66,9 @@ class UnstableWrites {
   using CommitFn = std::function<uint32_t(Key key, const upstream::Creds &cr,
                                           upstream::Verifier *verf)>;
   // The largest send worth gathering (the remote's largest WRITE, as
-  // known now); called with no lock held, by idle workers too, so it must
-  // not wait (for the remote or anything else): a worker stuck in it holds
-  // up the queue's destruction.
+  // known now); called under the queue's lock, by idle workers each time
+  // they look for work, so it must not wait (for the remote or anything
+  // else) nor take a lock: a worker stuck in it holds up the queue.
   using MaxSendFn = std::function<size_t()>;
 
   // workers: the most sends in flight at once (the threads started).

@@ -315,6 +315,47 @@ TEST(UnstableWritesTest, LargeSendsKeepNoMoreThanALinksWorthInFlight) {
   EXPECT_EQ(r.max_in_send, 8);
 }
 
+// The remote's largest WRITE is learned after the queue starts (nache
+// starts with Max_IO_Size, 1 MiB, and learns knfsd's 32 KiB from the
+// export's root): its idle workers must go by the size as known when a
+// write comes, not as it was when they began to wait. With the window of
+// 1 MiB sends (8) kept, a seqwrite through a small-WRITE remote ran with
+// 8 sends on the wire, a third of the link.
+TEST(UnstableWritesTest, AWriteSizeLearnedLaterWidensTheWindow) {
+  FakeRemote r;
+  r.hold = true;
+  std::atomic<size_t> max{1 << 20};
+  std::atomic<int> asked{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  auto max_send = [&] {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      asked++;
+    }
+    cv.notify_all();
+    return max.load();
+  };
+  constexpr int kWorkers = 32;
+  UnstableWrites wb(r.Send(), r.Commit(), max_send, 64 << 20, kWorkers);
+  {
+    // Every worker has looked at the size once (and waits for work).
+    std::unique_lock<std::mutex> g(mu);
+    ASSERT_TRUE(cv.wait_for(g, std::chrono::seconds(20),
+                            [&] { return asked >= kWorkers; }));
+  }
+  max = 32 << 10;
+  const std::string piece(32 << 10, 'x');
+  for (int i = 0; i < kWorkers; i++)
+    ASSERT_TRUE(wb.Submit(1, cr, sid, uint64_t(i) * piece.size(), piece.data(),
+                          piece.size()));
+  // 2 MiB of 32 KiB sends is 64: as many as there are workers.
+  EXPECT_TRUE(r.WaitInSend(kWorkers)) << r.max_in_send << " on the wire";
+  r.Release();
+  EXPECT_EQ(wb.Commit(1, cr), 0u);
+  EXPECT_EQ(r.sent.size(), size_t(kWorkers));
+}
+
 TEST(UnstableWritesTest, ShutdownSendsWhatIsQueued) {
   FakeRemote r;
   {
