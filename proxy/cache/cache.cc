@@ -284,6 +284,10 @@ void Cache::LoadIndex() {
     b.dirty_hi = mark.hi;
     b.dirty_epoch = mark.epoch;
     if (dirty) {
+      NACHE_LOG(kLogDebug, "NACHE_CACHE",
+                "unflushed: block %llu of %llu, bytes %u to %u (epoch %llu)",
+                (unsigned long long)idx, (unsigned long long)key, mark.lo,
+                mark.hi, (unsigned long long)mark.epoch);
       // Unflushed local writes from before the restart: due at once.
       if (o->dirty_blocks++ == 0)
         o->dirty_since = Clock::time_point(Clock::duration(1));

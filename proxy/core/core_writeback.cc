@@ -7,6 +7,7 @@
 
 #include "core/convert.h"
 #include "core/core.h"
+#include "util/log.h"
 
 namespace nache {
 
@@ -65,6 +66,9 @@ uint32_t Core::WriteLocal(const Creds &cr, Key key, NacheOpen *open,
   for (int attempt = 0; attempt < 4; attempt++) {
     uint64_t need = UINT64_MAX, unchanged = 0;
     if (cache_->LocalWrite(key, offset, buf, len, &need, &unchanged)) {
+      NACHE_LOG(kLogDebug, kWritebackComponent,
+                "local write of %llu: %zu at %llu", (unsigned long long)key,
+                len, (unsigned long long)offset);
       if (unchanged) metrics_->CountUnchangedWrite(unchanged);
       *nwritten = len;
       // FILE_SYNC: it is on our stable storage.

@@ -86,6 +86,11 @@ uint32_t FlushSender::SendRange(Key key, uint64_t offset,
   if (!host_->WriteDelegation(key, &sid)) sid = StateId::Anonymous();
   st = WriteRange(cr, fh, sid, offset, data.data(), data.size(), stable,
                   "flush", sent);
+  NACHE_LOG(kLogDebug, kWritebackComponent,
+            "flush of %llu: WRITE %zu at %llu (%s): status %u",
+            (unsigned long long)key, data.size(), (unsigned long long)offset,
+            stable == upstream::StableHow::kUnstable ? "unstable" : "stable",
+            st);
   NoteRefused("write", key, cr, st);
   return st;
 }

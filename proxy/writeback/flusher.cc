@@ -160,6 +160,14 @@ uint32_t Flusher::FlushOne(Key key, bool patient, Urgency urgency) {
   uint64_t set_epoch = 0;
   bool have_set = cache_->PendingSetattr(key, &set, &set_epoch);
   if (ranges.empty() && !have_set) return 0;
+  if (nache_log_get_level() >= kLogDebug) {
+    uint64_t total = 0;
+    for (const Cache::DirtyRange &r : ranges) total += r.data.size();
+    NACHE_LOG(kLogDebug, kComponent,
+              "flush of %llu: %zu range(s), %llu byte(s)%s",
+              (unsigned long long)key, ranges.size(), (unsigned long long)total,
+              have_set ? ", attributes" : "");
+  }
   // From here until Flushed the remote's change attribute moves by our
   // own sends: a flush cut off leaves the file's base uncertain.
   cache_->FlushBegins(key);
@@ -208,6 +216,14 @@ uint32_t Flusher::FlushOne(Key key, bool patient, Urgency urgency) {
     MutexLock g(&mu_);
     flushed_bytes_ += bytes;
   }
+  NACHE_LOG(
+      kLogDebug, kComponent,
+      "flush of %llu: %zu of %zu range(s) (%llu bytes) at the remote, "
+      "size there %llu",
+      (unsigned long long)key, sent.size(), ranges.size(),
+      (unsigned long long)bytes,
+      (unsigned long long)((newest.mask & upstream::kAttrSize) ? newest.size
+                                                               : 0));
   if (first_error)
     NACHE_LOG(kLogInfo, kComponent,
               "flush of %llu: %zu of %zu range(s) failed (nfs status %u); "
@@ -323,6 +339,8 @@ void Flusher::CommitGroups(Key key, std::vector<Group> *groups) {
   upstream::Verifier verf;
   upstream::Attrs committed_attrs;
   const uint32_t st = commit_(key, &verf, &committed_attrs);
+  NACHE_LOG(kLogDebug, kComponent, "flush of %llu: COMMIT of %zu: %u",
+            (unsigned long long)key, uncommitted.size(), st);
   std::vector<Group *> lost;
   for (Group *g : uncommitted) {
     if (st) {

@@ -568,6 +568,11 @@ upstream::Attrs NamespaceWriteBack::ObjectSent(const LogRecord &r,
       const OpResult *w = nf.rep.Find(Op::kWrite, int(i));
       if (!w || w->count != plan.ranges[i].data.size()) whole = false;
     }
+    NACHE_LOG(kLogDebug, kComponent,
+              "created %llu with its data: %zu range(s)%s, size there %llu",
+              (unsigned long long)r.key2, plan.ranges.size(),
+              whole ? "" : " (a short WRITE: kept dirty)",
+              (unsigned long long)g->attrs.size);
     if (whole)
       cache_->Flushed(r.key2, plan.ranges, plan.have_set ? plan.set_epoch : 0,
                       g->attrs);

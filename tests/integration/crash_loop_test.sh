@@ -31,8 +31,9 @@ MIN_FILES=50
 REMOTE=${CRASH_REMOTE:-vfs}
 PROFILE=${CRASH_PROFILE:-lan}
 MIX=${CRASH_MIX:-}
-# nache's INFO lines (what write-back sent) for the post-mortem below.
-export LAB_NACHE_GLOBAL='LOG { COMPONENTS { FSAL = INFO; } }'
+# nache's INFO lines (what write-back sent) for the post-mortem below
+# (CRASH_LOG=DEBUG also logs every local write and every WRITE of a flush).
+export LAB_NACHE_GLOBAL="LOG { COMPONENTS { FSAL = ${CRASH_LOG:-INFO}; } }"
 WB='Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 2;'
 [ "$REMOTE" = knfsd612 ] &&
 	WB='Upstream_Minor_Version = 1; Write_Policy = "write_back"; Flush_Age = 2;'
@@ -75,7 +76,7 @@ J=/tmp/journal; : > $J; i=0; D=d0; MIX='$MIX'
 S=/tmp/shadow; rm -rf $S; mkdir -p $S
 acked() { awk -v n="$1" "{ for (k = 1; k <= NF; k++) if (\$k == n) last = \$0 }
 	END { exit !(index(last, n \" \") == 1) }" $J; }
-journal() { echo "$1 $(sha256sum < $S/$1 | cut -c1-64)" >> $J; }
+journal() { echo "$1 $(sha256sum < $S/$1 | cut -c1-64) $(stat -c %s $S/$1)" >> $J; }
 while [ ! -e /tmp/stop ]; do
 	i=$((i + 1))
 	head -c $(( (RANDOM % 1024 + 1) * 1024 )) /dev/urandom > /tmp/blob
@@ -141,7 +142,7 @@ VERIFY=$LAB_DIR/verify.py
 cat >"$VERIFY" <<'EOF'
 import hashlib, os, sys
 root, journal = sys.argv[1], sys.argv[2]
-want = {}       # name -> sha it must have
+want = {}       # name -> (sha, size) it must have
 unsure = set()  # names whose last change's outcome the client did not hear
 pending = None
 for line in open(journal):
@@ -165,21 +166,28 @@ for line in open(journal):
             want[f[2] + name[len(f[1]):]] = want.pop(name)
         unsure.discard(f[1]); unsure.discard(f[2])
     else:
-        want[f[0]] = f[1]
+        want[f[0]] = (f[1], int(f[2]) if len(f) > 2 else -1)
         unsure.discard(f[0])
 bad = []
 def is_unsure(name):
     return any(name == u or name.startswith(u + "/") for u in unsure)
-for name, sha in want.items():
+def zero_pages(data):
+    return sum(data[o:o + 4096] == bytes(len(data[o:o + 4096]))
+               for o in range(0, len(data), 4096))
+for name, (sha, size) in want.items():
     p = os.path.join(root, name)
     if is_unsure(name):
         continue
     if not os.path.exists(p):
         bad.append(f"{name}: acknowledged, missing at the remote")
         continue
-    got = hashlib.sha256(open(p, "rb").read()).hexdigest()
-    if got != sha:
-        bad.append(f"{name}: content differs from the acknowledged one")
+    data = open(p, "rb").read()
+    if hashlib.sha256(data).hexdigest() != sha:
+        # (What differs, for the post-mortem: the client's data is random,
+        # so pages of zeros are bytes that never arrived.)
+        bad.append(f"{name}: content differs from the acknowledged one "
+                   f"({len(data)} bytes at the remote, {size} acknowledged; "
+                   f"{zero_pages(data)} of its 4 KiB pages are zeros)")
 present = set()
 for d, dirs, files in os.walk(root):
     for n in dirs + files:
@@ -191,6 +199,13 @@ for name in sorted(n for n in (gone & present) - set(want) if not is_unsure(n)):
 # Our own flush cut off by a kill is no conflict with ourselves.
 for name in sorted(n for n in present if ".nache-conflict-" in n):
     bad.append(f"{name}: a conflict copy (nothing else wrote the remote)")
+# Nor can a file have been lost at it.
+lost_found = os.path.join(os.path.dirname(root.rstrip("/")), "nache-lost+found")
+lost = [n for n in present if ".nache-lost-" in n]
+if os.path.isdir(lost_found):
+    lost += ["../nache-lost+found/" + n for n in os.listdir(lost_found)]
+for name in sorted(lost):
+    bad.append(f"{name}: saved as lost (nothing else removed anything)")
 moved = sum("/" in n for n in want)
 print(f"{len(want)} acknowledged files ({moved} in a renamed directory), "
       f"{len(bad)} wrong", file=sys.stderr)
