@@ -31,9 +31,10 @@ MIN_FILES=50
 REMOTE=${CRASH_REMOTE:-vfs}
 PROFILE=${CRASH_PROFILE:-lan}
 MIX=${CRASH_MIX:-}
-# nache's INFO lines (what write-back sent) for the post-mortem below
-# (CRASH_LOG=DEBUG also logs every local write and every WRITE of a flush).
-export LAB_NACHE_GLOBAL="LOG { COMPONENTS { FSAL = ${CRASH_LOG:-INFO}; } }"
+# nache's INFO and DEBUG lines (what write-back sent; every local write
+# and every WRITE of a flush) for the post-mortem below (CRASH_LOG=INFO
+# for less).
+export LAB_NACHE_GLOBAL="LOG { COMPONENTS { FSAL = ${CRASH_LOG:-DEBUG}; } }"
 WB='Write_Policy = "write_back"; Single_Writer = true; Flush_Age = 2;'
 [ "$REMOTE" = knfsd612 ] &&
 	WB='Upstream_Minor_Version = 1; Write_Policy = "write_back"; Flush_Age = 2;'
@@ -240,13 +241,25 @@ crash_loop_loses_no_acknowledged_change() {
 	on 1 "cat /tmp/journal" >"$LAB_DIR/journal" || return 1
 	at_least "acknowledged files" "$(grep -c '^w[0-9]* ' "$LAB_DIR/journal")" "$MIN_FILES" &&
 		lab_wait_until 180 verify "$LAB_DIR/journal" || {
-		verify "$LAB_DIR/journal"
+		verify "$LAB_DIR/journal" 2>"$LAB_DIR/verify.out"
+		cat "$LAB_DIR/verify.out" >&2
 		# What nache said about write-back in every run, for the post-mortem.
 		cat "$(lab_nache_log)" >>"$LAB_DIR/nache-history.log"
+		local h="$LAB_DIR/nache-history.log.short"
 		grep -E 'NACHE_|ganesha.nfsd-[0-9]+\[main\] nfs_start' \
 			"$LAB_DIR/nache-history.log" | grep -vE 'I/O sizes|NACHE_UPSTREAM' |
-			sed -E 's/^.*(ganesha.nfsd-[0-9]+).*nache_log_to_ganesha :FSAL :/\1 /' |
-			tail -150 >&2
+			sed -E 's/^.*(ganesha.nfsd-[0-9]+).*nache_log_to_ganesha :FSAL :/\1 /' >"$h"
+		grep -v ' DEBUG :' "$h" | tail -150 >&2
+		# Everything said of each wrong file's key (its writes and flushes
+		# at DEBUG): the names' keys from the creates and renames sent.
+		local name key
+		for name in $(sed -n 's/^\([^ :]*\): .*/\1/p' "$LAB_DIR/verify.out"); do
+			for key in $(grep -oE " ${name##*/} (\(key [0-9]+\)|in [0-9]+ to [^ ]+ in [0-9]+ \(key [0-9]+\))" "$h" |
+				grep -oE '[0-9]+\)$' | tr -d ')' | sort -u); do
+				echo "--- what nache said of ${name##*/} (key $key):" >&2
+				grep -wE "$key" "$h" | head -300 >&2
+			done
+		done
 		echo "--- the client's journal (last 80 lines):" >&2
 		tail -80 "$LAB_DIR/journal" >&2
 		return 1
