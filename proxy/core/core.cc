@@ -291,15 +291,7 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
           return st;
         },
         [core](Key key, const Creds &cr, upstream::Verifier *verf) {
-          Fh fh;
-          uint32_t st = core->FhOf(key, &fh);
-          if (st) return st;
-          Compound c;
-          c.SetTag("commit").Putfh(fh).Commit(0, 0);
-          CompoundReply rep;
-          st = core->Run(c, cr, &rep);
-          if (st == upstream::kNfs4Ok) *verf = rep.Find(Op::kCommit)->verifier;
-          return st;
+          return core->CommitUpstream(cr, key, verf);
         },
         // As known now: Write learns it before it queues anything.
         [core] { return size_t(core->max_write_.load()); },
@@ -2594,10 +2586,37 @@ uint32_t Core::Write(const Creds &cr, Key key, NacheOpen *open, uint64_t offset,
   // the client waited for the delegation's return anyway: one round trip).
   if (carried && unstable_writes_) unstable_writes_->Drain(key);
   upstream::Verifier verf;
-  return WriteUpstream(
+  const StableHow asked =
+      stable == StableHow::kUnstable ? StableHow::kFileSync : stable;
+  uint32_t st = WriteUpstream(
       cr, key, [this, open] { return IoStateid(open); }, offset, len, buf,
-      stable == StableHow::kUnstable ? StableHow::kFileSync : stable, nwritten,
-      committed, &verf, own ? &*own : nullptr);
+      asked, nwritten, committed, &verf, own ? &*own : nullptr);
+  if (st != upstream::kNfs4Ok || *nwritten == 0 ||
+      uint32_t(*committed) >= uint32_t(asked))
+    return st;
+  // Answered less durable than asked (a broken server: it may not). The
+  // data is kept nowhere else here, and a client told FILE_SYNC, or one
+  // whose COMMIT finds nothing queued, would drop it: made durable now.
+  upstream::Verifier cverf;
+  if ((st = CommitUpstream(cr, key, &cverf))) return st;
+  // The remote restarted in between and may have lost it: the client
+  // sends it again.
+  if (cverf != verf) return upstream::kNfs4ErrDelay;
+  *committed = asked;
+  return upstream::kNfs4Ok;
+}
+
+uint32_t Core::CommitUpstream(const Creds &cr, Key key,
+                              upstream::Verifier *verf) {
+  Fh fh;
+  uint32_t st = FhOf(key, &fh);
+  if (st) return st;
+  Compound c;
+  c.SetTag("commit").Putfh(fh).Commit(0, 0);
+  CompoundReply rep;
+  st = Run(c, cr, &rep);
+  if (st == upstream::kNfs4Ok) *verf = rep.Find(Op::kCommit)->verifier;
+  return st;
 }
 
 uint32_t Core::WriteUpstream(const Creds &cr, Key key,

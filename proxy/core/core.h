@@ -392,6 +392,8 @@ class Core {
                          upstream::StableHow stable, size_t *nwritten,
                          upstream::StableHow *committed,
                          upstream::Verifier *verf, OwnReturn *own = nullptr);
+  // One upstream COMMIT of the whole file, as cr; *verf from the server.
+  uint32_t CommitUpstream(const Creds &cr, Key key, upstream::Verifier *verf);
   // Looks the export's path up on the remote and records its handle.
   uint32_t ResolveRoot(upstream::Fh *fh);
   uint32_t WalkToRoot();  // ResolveRoot's one attempt

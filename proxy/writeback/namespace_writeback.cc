@@ -562,16 +562,20 @@ upstream::Attrs NamespaceWriteBack::ObjectSent(const LogRecord &r,
   // flusher sends what is left the usual way.
   if (!g || g->status) return Attrs();
   if (plan.inline_all && nf.rep.status == upstream::kNfs4Ok) {
-    // Each WRITE wrote its whole range (a short one leaves it dirty).
+    // Each WRITE wrote its whole range, durably as asked (a short one, or
+    // one a broken server kept only in memory, leaves the file dirty: the
+    // flusher's COMMIT settles it).
     bool whole = true;
     for (size_t i = 0; i < plan.ranges.size(); i++) {
       const OpResult *w = nf.rep.Find(Op::kWrite, int(i));
-      if (!w || w->count != plan.ranges[i].data.size()) whole = false;
+      if (!w || w->count != plan.ranges[i].data.size() ||
+          w->committed != upstream::StableHow::kFileSync)
+        whole = false;
     }
     NACHE_LOG(kLogDebug, kComponent,
               "created %llu with its data: %zu range(s)%s, size there %llu",
               (unsigned long long)r.key2, plan.ranges.size(),
-              whole ? "" : " (a short WRITE: kept dirty)",
+              whole ? "" : " (short or not durable: kept dirty)",
               (unsigned long long)g->attrs.size);
     if (whole)
       cache_->Flushed(r.key2, plan.ranges, plan.have_set ? plan.set_epoch : 0,

@@ -83,6 +83,52 @@ class FlushStabilityTest : public CoreDelegationsTest {
   int writes_before_ = 0;
 };
 
+// A small file's data goes inside its create's COMPOUND, FILE_SYNC. A
+// server that answers such a WRITE UNSTABLE (a broken one: it may not)
+// holds it only in memory: the file is not taken as flushed until a
+// COMMIT has made it durable.
+TEST_F(CoreDelegationsTest, AnInlineWriteAnsweredUnstableIsCommitted) {
+  up_->minor = 1;
+  up_->weak_file_sync = true;
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);
+  CreateWritten("small", "kept in the create");
+  std::string err;
+  ASSERT_TRUE(core_->AdminFlush(
+      std::chrono::steady_clock::now() + std::chrono::seconds(20), &err))
+      << err;
+  ASSERT_EQ(up_->Compounds("OPEN").size(), 1u);
+  EXPECT_NE(up_->Compounds("OPEN")[0].find("WRITE"), std::string::npos)
+      << "the data went with the create";
+  EXPECT_EQ(up_->StableData("small"), "kept in the create")
+      << "durable at the remote once flushed";
+  EXPECT_GE(up_->Count("COMMIT"), 1);
+}
+
+// The same for a write sent through (write-through, FILE_SYNC): a reply
+// of UNSTABLE from a broken server is made durable by a COMMIT before
+// the client hears FILE_SYNC, and one the client then COMMITs is durable
+// too (nache's COMMIT had nothing queued, and sent nothing).
+TEST_F(CoreDelegationsTest, AWriteThroughAnsweredUnstableIsCommitted) {
+  up_->weak_file_sync = true;
+  Start(DelegationType::kNone);
+  for (auto asked :
+       {upstream::StableHow::kFileSync, upstream::StableHow::kUnstable}) {
+    SCOPED_TRACE(int(asked));
+    const std::string data = asked == upstream::StableHow::kFileSync
+                                 ? "durable once told"
+                                 : "durable once committed";
+    size_t n = 0;
+    upstream::StableHow committed{};
+    ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, data.size(), data.data(),
+                           asked, &n, &committed),
+              0u);
+    EXPECT_EQ(n, data.size());
+    if (committed != upstream::StableHow::kFileSync)
+      ASSERT_EQ(core_->Commit(cr_, file_, 0, 0), 0u);
+    EXPECT_EQ(up_->StableData("f").substr(0, data.size()), data);
+  }
+}
+
 TEST_F(FlushStabilityTest, SeveralWritesGoUnstableThenOneCommit) {
   const std::string content = WriteAndFlush(3, 2);  // blocks 0, 2, 4
   EXPECT_EQ(Writes(), 3);

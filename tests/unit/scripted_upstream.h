@@ -225,6 +225,9 @@ class ScriptedUpstream : public upstream::Upstream {
   // WRITEs asked UNSTABLE stay so (in memory until a COMMIT); else every
   // WRITE is FILE_SYNC.
   std::atomic<bool> unstable_writes{false};
+  // A broken server: every WRITE stays UNSTABLE, whatever was asked (a
+  // FILE_SYNC WRITE answered UNSTABLE is kept only in memory).
+  std::atomic<bool> weak_file_sync{false};
   // The next COMMIT finds the server rebooted: the unstable data gone,
   // another write verifier.
   std::atomic<bool> reboot_before_commit{false};
@@ -944,7 +947,7 @@ class ScriptedUpstream : public upstream::Upstream {
         r->count = w.data.data_len;
         r->committed = upstream::StableHow::kFileSync;
         r->verifier = write_verifier_;
-        if (unstable_writes && w.stable == UNSTABLE4)
+        if ((unstable_writes && w.stable == UNSTABLE4) || weak_file_sync)
           r->committed = upstream::StableHow::kUnstable;
         else
           f.stable = f.data;
