@@ -138,7 +138,7 @@ size_t LocalNames::size() const {
 void LocalNames::AddRemoved(const Removed &r) {
   MutexLock g(&mu_);
   removed_[NameKey(r.dir, r.name)] = r;
-  if (!r.moved) removed_keys_[r.key] = r.seq;
+  if (!r.moved && r.key != kNoKey) removed_keys_[r.key] = r.seq;
   removed_seqs_[r.seq] = NameKey(r.dir, r.name);
 }
 

@@ -159,14 +159,32 @@ uint32_t NamespaceWriteBack::RemoveLocal(const Creds &cr, Key dir,
   if (e.type == FileType::kDir && local_names_->LastChildSeq(e.key) != 0)
     return upstream::kNfs4ErrNotempty;
   // Synced: once the client hears "removed", a crash must not bring the
-  // create back.
-  if (!oplog_->Erase({e.seq}, true)) return host_->StoreFailure();
-  local_names_->Erase(e.key);
+  // create back. A create that may have reached the remote (one from
+  // before a restart, or whose reply was lost) may have left the object
+  // there under this name: its remove takes the create's place.
+  if (MayBeAtRemote(e)) {
+    std::vector<LogRecord> recs{RemoveRecord(cr, dir, e.name, e.key)};
+    if (!oplog_->Replace(e.seq, &recs)) return host_->StoreFailure();
+    local_names_->Erase(e.key);
+    local_names_->AddRemoved(
+        LocalNames::Removed{recs[0].seq, dir, e.name, e.key});
+  } else {
+    if (!oplog_->Erase({e.seq}, true)) return host_->StoreFailure();
+    local_names_->Erase(e.key);
+  }
   never_sent_.erase(e.key);
   cache_->Forget(e.key);  // its data need never be sent
   cache_->LocalDirEdit(dir, e.name, "", kNoKey);
   metrics_->CountLocalCancel();
   return upstream::kNfs4Ok;
+}
+
+bool NamespaceWriteBack::MayBeAtRemote(const LocalNames::Entry &e) {
+  // Tried before (never_sent_ holds this run's untried ones; a record
+  // from before a restart may have gone out), and in a directory the
+  // remote has: a create is sent only with its directory's handle, so
+  // one in a directory still local here has never left.
+  return never_sent_.count(e.key) == 0 && !NotAtRemote(e.dir);
 }
 
 uint32_t NamespaceWriteBack::RenameLocal(const Creds &cr,
@@ -222,12 +240,21 @@ uint32_t NamespaceWriteBack::RenameLocal(const Creds &cr,
     if (!oplog_->Erase({target.seq}, false)) return host_->StoreFailure();
   }
   std::vector<LogRecord> recs;
+  // A create that may have reached the remote may have left the object
+  // there under its old name: removed first (the object itself is
+  // created anew under the new name, so the whiteout names no object).
+  const bool orphan = MayBeAtRemote(src);
+  if (orphan) recs.push_back(RemoveRecord(cr, src.dir, src.name, kNoKey));
   if (replaced != kNoKey)
     recs.push_back(RemoveRecord(cr, newdir, newname, replaced));
   recs.push_back(std::move(r));
   if (!oplog_->Replace(src.seq, &recs)) return host_->StoreFailure();
   uint64_t seq = recs.back().seq;
-  if (replaced != kNoKey) NoteReplaced(recs[0].seq, newdir, newname, replaced);
+  if (orphan)
+    local_names_->AddRemoved(
+        LocalNames::Removed{recs[0].seq, src.dir, src.name, kNoKey});
+  if (replaced != kNoKey)
+    NoteReplaced(recs[orphan ? 1 : 0].seq, newdir, newname, replaced);
   if (target_local) {
     local_names_->Erase(target.key);
     never_sent_.erase(target.key);

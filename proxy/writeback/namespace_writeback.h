@@ -156,6 +156,10 @@ class NamespaceWriteBack {
   uint32_t RenameLocal(const Creds &cr, const LocalNames::Entry &src,
                        Key newdir, const std::string &newname, bool *done)
       EXCLUDES(mu_);
+  // Whether e's create may have made the object at the remote already (a
+  // try whose reply was lost, or one from before a restart): its name
+  // there is then removed when the object is removed or renamed here.
+  bool MayBeAtRemote(const LocalNames::Entry &e) REQUIRES(mu_);
   // Creates the local object key at the remote, its directory first
   // (recursively); OK also when it is no longer local (sent by another
   // thread meanwhile, or removed). Creates of unrelated objects proceed in

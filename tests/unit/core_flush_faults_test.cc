@@ -66,6 +66,108 @@ TEST_P(FlushKillTest, AKillAtThisStepLosesNothingAndMakesNoConflict) {
 INSTANTIATE_TEST_SUITE_P(EveryStep, FlushKillTest,
                          ::testing::Values("GETATTR", "WRITE", "SETATTR"));
 
+// Clean-clone run 54's crash loop: a file created here with more data
+// than one WRITE, flushed (its create, then its data as UNSTABLE WRITEs
+// and a COMMIT), moved into a directory, with nache killed once in the
+// first flush and once in the flush after the move and a rename of the
+// directory, at each step. After a last restart the remote holds the
+// acknowledged data under the new name, and nothing beside it.
+class MoveKillTest : public FlushStepTest,
+                     public ::testing::WithParamInterface<
+                         std::tuple<const char *, const char *>> {
+ protected:
+  void StartAgain() {
+    Start(
+        DelegationType::kNone,
+        [](CoreConfig *cfg) {
+          cfg->write_back = true;
+          cfg->single_writer = true;
+          cfg->flush_age_ms = 0;
+          cfg->max_io_size = 4096;  // several WRITEs, then a COMMIT
+        },
+        false);
+  }
+  // A kill at the first op of that name ("" none) once it is reached, or
+  // once done() says the flush has ended without it.
+  void KillAt(const char *op, const std::function<bool()> &done = nullptr) {
+    if (*op && !done) {
+      EXPECT_TRUE(cb_client::WaitFor([&] { return up_->dead.load(); }))
+          << "never reached " << op;
+    } else if (*op) {
+      EXPECT_TRUE(
+          cb_client::WaitFor([&] { return up_->dead.load() || done(); }));
+    }
+    up_->hold_writes = false;
+    core_.reset();
+    up_->dead = false;
+    up_->DieAfter("");
+  }
+};
+
+TEST_P(MoveKillTest, KillsAroundAMoveIntoADirectoryLoseNothing) {
+  const char *first = std::get<0>(GetParam());
+  const char *second = std::get<1>(GetParam());
+  up_->minor = 1;
+  up_->unstable_writes = true;
+  up_->AddDir("d");
+  std::string data(5 * 4096, '\0');
+  for (size_t i = 0; i < data.size(); i++) data[i] = char('a' + i * 7 % 23);
+  StartAgain();
+  up_->DieAfter(first);
+  CreateWritten("w", data);
+  KillAt(first);
+  // Restarted: the data's flush waits at its first WRITE while the move
+  // is logged, then goes on, and is killed at the second step if it
+  // comes (after a kill at the OPEN the move is a local one: no RENAME).
+  up_->hold_writes = true;
+  StartAgain();
+  Key d;
+  ASSERT_EQ(core_->Lookup(cr_, root_, "d", &d, nullptr), 0u);
+  ASSERT_EQ(core_->Rename(cr_, root_, "w", d, "w"), 0u);
+  ASSERT_EQ(core_->Rename(cr_, root_, "d", root_, "e"), 0u);
+  up_->DieAfter(second);
+  up_->hold_writes = false;
+  KillAt(second, [&] {
+    return up_->Data("e/w") == data && up_->Data("w") == "<none>";
+  });
+  StartAgain();
+  std::string err;
+  ASSERT_TRUE(core_->AdminFlush(
+      std::chrono::steady_clock::now() + std::chrono::seconds(20), &err))
+      << err;
+  EXPECT_EQ(up_->Data("e/w"), data);
+  EXPECT_EQ(up_->Data("w"), "<none>");
+  EXPECT_EQ(up_->Tree(), "e/ e/w f");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryStep, MoveKillTest,
+    ::testing::Combine(::testing::Values("OPEN", "WRITE", "COMMIT"),
+                       ::testing::Values("", "WRITE", "COMMIT", "RENAME",
+                                         "SETATTR")));
+
+// The same kill at the create's OPEN (done at the remote, its reply
+// lost), then a remove here: the file the lost OPEN made is removed
+// too, whether it holds data or not.
+TEST_F(MoveKillTest, AKillAtTheCreateThenARemoveLeavesNothing) {
+  up_->minor = 1;
+  StartAgain();
+  up_->DieAfter("OPEN");
+  CreateWritten("w", "short-lived");
+  KillAt("OPEN");
+  ASSERT_EQ(up_->Data("w"), "") << "made by the lost OPEN";
+  StartAgain();
+  ASSERT_EQ(core_->Remove(cr_, root_, "w"), 0u);
+  Key k;
+  EXPECT_EQ(core_->Lookup(cr_, root_, "w", &k, nullptr),
+            uint32_t(upstream::kNfs4ErrNoent));
+  std::string err;
+  ASSERT_TRUE(core_->AdminFlush(
+      std::chrono::steady_clock::now() + std::chrono::seconds(20), &err))
+      << err;
+  EXPECT_EQ(up_->Tree(), "f");
+}
+
 // Faults at each step of a flush, nache running on: the request lost on
 // its way (not done); or the op done at the server, its reply lost, and
 // the server having forgotten our client id and its state meanwhile (with

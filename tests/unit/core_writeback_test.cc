@@ -123,8 +123,9 @@ TEST_F(CoreDelegationsTest, AWriteThroughAnsweredUnstableIsCommitted) {
                            asked, &n, &committed),
               0u);
     EXPECT_EQ(n, data.size());
-    if (committed != upstream::StableHow::kFileSync)
+    if (committed != upstream::StableHow::kFileSync) {
       ASSERT_EQ(core_->Commit(cr_, file_, 0, 0), 0u);
+    }
     EXPECT_EQ(up_->StableData("f").substr(0, data.size()), data);
   }
 }
