@@ -172,6 +172,23 @@ for line in open(journal):
 bad = []
 def is_unsure(name):
     return any(name == u or name.startswith(u + "/") for u in unsure)
+def origin(name, data):
+    # Whose bytes these are: the first 64 of each 4 KiB page looked for in
+    # the other files at the remote (random data: a match is the source).
+    found = []
+    for off in range(0, min(len(data), 64 << 10), 4096):
+        probe = data[off:off + 64]
+        if len(probe) < 64 or probe == bytes(64):
+            continue
+        for d, _, files in os.walk(root):
+            for n in files:
+                other = os.path.relpath(os.path.join(d, n), root)
+                if other == name:
+                    continue
+                at = open(os.path.join(d, n), "rb").read().find(probe)
+                if at >= 0:
+                    found.append(f"page {off // 4096} is {other} at {at}")
+    return "; ".join(found[:8]) or "its pages are in no other file"
 def zero_pages(data):
     return sum(data[o:o + 4096] == bytes(len(data[o:o + 4096]))
                for o in range(0, len(data), 4096))
@@ -188,7 +205,8 @@ for name, (sha, size) in want.items():
         # so pages of zeros are bytes that never arrived.)
         bad.append(f"{name}: content differs from the acknowledged one "
                    f"({len(data)} bytes at the remote, {size} acknowledged; "
-                   f"{zero_pages(data)} of its 4 KiB pages are zeros)")
+                   f"{zero_pages(data)} of its 4 KiB pages are zeros; "
+                   f"{origin(name, data)})")
 present = set()
 for d, dirs, files in os.walk(root):
     for n in dirs + files:
