@@ -201,6 +201,12 @@ for name, (sha, size) in want.items():
         continue
     data = open(p, "rb").read()
     if hashlib.sha256(data).hexdigest() != sha:
+        # A copy beside this script (in the lab's directory) for the
+        # post-mortem.
+        keep = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])),
+                            "wrong", name)
+        os.makedirs(os.path.dirname(keep), exist_ok=True)
+        open(keep, "wb").write(data)
         # (What differs, for the post-mortem: the client's data is random,
         # so pages of zeros are bytes that never arrived.)
         bad.append(f"{name}: content differs from the acknowledged one "
