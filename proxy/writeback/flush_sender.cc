@@ -245,13 +245,17 @@ void FlushSender::CreateObjects(const Creds &cr, const Fh &pfh,
   const size_t max_bytes = host_->MaxWrite();
   std::vector<std::pair<size_t, size_t>> batches;  // [first, end) of objs
   for (size_t b = 0; b < objs.size();) {
-    size_t e = b, ops = 0, bytes = 0;
+    size_t e = b, ops = 0, bytes = 0, writes = 0;
     while (e < objs.size()) {
       const size_t o = NewObjectOps(objs[e]);
       const size_t n = objs[e].more_bytes + kNewObjectBytes;
-      if (e > b && (ops + o > max_ops || bytes + n > max_bytes)) break;
+      // (One WRITE a COMPOUND: see kMaxWritesPerCompound.)
+      if (e > b && (ops + o > max_ops || bytes + n > max_bytes ||
+                    writes + objs[e].writes > kMaxWritesPerCompound))
+        break;
       ops += o;
       bytes += n;
+      writes += objs[e].writes;
       e++;
     }
     batches.emplace_back(b, e);

@@ -545,7 +545,8 @@ NamespaceWriteBack::FilePlan NamespaceWriteBack::PlanFile(const LogRecord &r) {
   for (const Cache::DirtyRange &d : p.ranges) bytes += d.data.size();
   NewObject f;
   f.more_ops = p.ranges.size() + (p.have_set && p.set.mask ? 1 : 0);
-  p.inline_all = p.ranges.size() <= 4 && bytes <= host_->MaxWrite() &&
+  p.inline_all = p.ranges.size() <= kMaxWritesPerCompound &&
+                 bytes <= host_->MaxWrite() &&
                  NewObjectOps(f) <= host_->MaxOps();
   return p;
 }
@@ -567,6 +568,7 @@ NewObject NamespaceWriteBack::NewObjectFor(const LogRecord &r, bool fresh,
   if (!plan.inline_all) return f;
   const uint64_t bs = cache_->block_size();
   for (const Cache::DirtyRange &d : plan.ranges) f.more_bytes += d.data.size();
+  f.writes = plan.ranges.size();
   f.more_ops = plan.ranges.size() + (plan.have_set && plan.set.mask ? 1 : 0);
   // (plan outlives the create: the caller's.)
   f.more = [&plan, bs](Compound *c, const StateId &sid) {

@@ -33,7 +33,16 @@ struct NewObject {
   std::function<void(upstream::Compound *, const upstream::StateId &sid)> more;
   size_t more_ops = 0;    // how many operations `more` adds
   size_t more_bytes = 0;  // and the bytes of data they carry
+  size_t writes = 0;      // how many of them are WRITEs (at most one)
 };
+
+// At most one WRITE in a COMPOUND, whatever the server: Linux knfsd 6.1
+// (Debian 12's) writes the wrong bytes for every WRITE of a COMPOUND but
+// the first (the data of a later one starts at a page boundary of the
+// request, not where it is), and says it wrote them.
+// (writeback_batches_knfsd_test.sh
+// small_files_in_one_compound_keep_their_bytes.)
+constexpr size_t kMaxWritesPerCompound = 1;
 
 // The operations o takes in its COMPOUND: PUTFH, OPEN, GETFH, its own,
 // GETATTR, CLOSE for a regular file; PUTFH, CREATE, GETFH, GETATTR for
