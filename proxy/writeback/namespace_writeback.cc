@@ -50,13 +50,25 @@ NamespaceWriteBack::NamespaceWriteBack(Store *store, Cache *cache,
   // dirty mark is written after the synced log record, and a power loss
   // may have taken it. Marked again here.
   // (A directory removed here itself sends them with its own remove.)
-  for (Key dir : local_names_->DirsWithRemoved())
+  for (Key dir : local_names_->DirsWithRemoved()) {
     if (!local_names_->IsRemovedKey(dir) &&
         !cache_->LocalDirEdit(dir, "", "", kNoKey))
       NACHE_LOG(kLogWarn, kWritebackComponent,
                 "directory %llu has unsent removes but no known "
                 "attributes: they are sent with its next change",
                 (unsigned long long)dir);
+    // A removed object's unflushed data is dropped after its remove is
+    // logged: a kill in between left it dirty, and the flusher would send
+    // it after the REMOVE (and save it as lost). The log is the word.
+    for (const LocalNames::Removed &r : local_names_->RemovedIn(dir))
+      if (!r.moved && r.key != kNoKey && cache_->IsDirty(r.key)) {
+        NACHE_LOG(kLogInfo, kWritebackComponent,
+                  "%s (key %llu) was removed here: its unflushed data is "
+                  "dropped",
+                  r.name.c_str(), (unsigned long long)r.key);
+        cache_->Forget(r.key);
+      }
+  }
 }
 
 uint32_t NamespaceWriteBack::CheckNewName(const Creds &cr, Key dir,

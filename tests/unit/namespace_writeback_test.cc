@@ -306,5 +306,36 @@ TEST_F(NamespaceWriteBackTest, ARemoteFileRemovedIsAWhiteoutUntilSent) {
   EXPECT_EQ(ns_->log()->records(), 0u);
 }
 
+// The remove of a remote file is logged (synced), then its unflushed data
+// is dropped. A kill between the two left the data dirty: after the
+// restart the flusher sent it, found the file gone (its REMOVE went
+// first) and saved it as NAME.nache-lost-*, for a file the client had
+// removed. The log is the word: data of a removed file is dropped at
+// start.
+TEST_F(NamespaceWriteBackTest, DataOfAFileRemovedBeforeAKillIsNotKept) {
+  Key f = handles_->Intern(core_.NextFh(), core_.root, "old");
+  Attrs a;
+  a.mask = upstream::kAttrsObject;
+  a.type = FileType::kReg;
+  a.mode = 0644;
+  a.nlink = 1;
+  a.fileid = f;
+  a.change = 1;
+  cache_->Validated(f, a);
+  core_.remote[{core_.root, "old"}] = f;
+  bool done = false;
+  Key target = kNoKey;
+  ASSERT_EQ(ns_->RemoveLogged(User(1000), core_.root, "old", &done, &target),
+            upstream::kNfs4Ok);
+  // As the kill left it: the remove logged, the data still dirty.
+  cache_->Validated(f, a);
+  uint64_t need = 0, unchanged = 0;
+  ASSERT_TRUE(cache_->LocalWrite(f, 0, "ours", 4, &need, &unchanged));
+  ASSERT_TRUE(cache_->IsDirty(f));
+  Reopen();
+  EXPECT_TRUE(ns_->names().IsRemovedKey(f)) << "the remove is still to send";
+  EXPECT_FALSE(cache_->IsDirty(f)) << "its data is not";
+}
+
 }  // namespace
 }  // namespace nache
