@@ -64,7 +64,10 @@ on_remote "mkdir -p $R/cl && chmod 777 $R/cl" || { echo "no cl/ at the remote"; 
 # 13th renames that directory (with what it holds) to d<i>. "try" lines
 # mark a change whose outcome the client may not have heard (nache died
 # meanwhile): either outcome is then right. (A failed directory rename is
-# settled by looking: the directory has one name as the client sees it.)
+# settled by looking, past the client's dentry cache: the directory has
+# one name as the client sees it. A run once kept the old name from a
+# cached dentry after nache had made the rename and died, and the files
+# went on under a new directory of the old name.)
 #
 # With CRASH_MIX, files the client was told it wrote are changed again
 # (only while the journal's last word on them is an acknowledgement):
@@ -128,7 +131,11 @@ while [ ! -e /tmp/stop ]; do
 	fi
 	if [ $((i % 13)) = 0 ] && [ -d $D ]; then
 		echo "try mv $D d$i" >> $J
-		if mv $D d$i 2>/dev/null || { [ -d d$i ] && [ ! -e $D ]; }; then
+		# (Looked at afresh: a rename nache made before it died is not
+		# one the retry finds to make, and the kernel would go on
+		# trusting its dentry of the old name.)
+		if mv $D d$i 2>/dev/null ||
+			{ echo 2 >/proc/sys/vm/drop_caches; [ -d d$i ] && [ ! -e $D ]; }; then
 			echo "mv $D d$i" >> $J
 			D=d$i
 		fi
