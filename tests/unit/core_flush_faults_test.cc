@@ -13,13 +13,15 @@ constexpr char kOurs[] = "ours, and longer than theirs";
 // A single-writer write-back export that flushes at once.
 class FlushStepTest : public CoreDelegationsTest {
  protected:
-  void StartFlushingAtOnce(bool probe_callbacks) {
+  // max_io: the largest WRITE (0: the default).
+  void StartFlushingAtOnce(bool probe_callbacks, uint32_t max_io = 0) {
     Start(
         DelegationType::kNone,
-        [](CoreConfig *cfg) {
+        [max_io](CoreConfig *cfg) {
           cfg->write_back = true;
           cfg->single_writer = true;
           cfg->flush_age_ms = 0;
+          if (max_io) cfg->max_io_size = max_io;
         },
         probe_callbacks);
   }
@@ -76,17 +78,8 @@ class MoveKillTest : public FlushStepTest,
                      public ::testing::WithParamInterface<
                          std::tuple<const char *, const char *>> {
  protected:
-  void StartAgain() {
-    Start(
-        DelegationType::kNone,
-        [](CoreConfig *cfg) {
-          cfg->write_back = true;
-          cfg->single_writer = true;
-          cfg->flush_age_ms = 0;
-          cfg->max_io_size = 4096;  // several WRITEs, then a COMMIT
-        },
-        false);
-  }
+  // (4 KiB WRITEs: several, then a COMMIT.)
+  void StartAgain() { StartFlushingAtOnce(false, 4096); }
   // A kill at the first op of that name ("" none) once it is reached, or
   // once done() says the flush has ended without it.
   void KillAt(const char *op, const std::function<bool()> &done = nullptr) {

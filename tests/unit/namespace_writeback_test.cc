@@ -177,6 +177,23 @@ class NamespaceWriteBackTest : public ::testing::Test {
                                      &core_));
     core_.ns = ns_.get();
   }
+  // A file of one link the remote has in the root, known here with *a.
+  Key RemoteFile(const std::string &name, Attrs *a) {
+    Key f = handles_->Intern(core_.NextFh(), core_.root, name);
+    a->mask = upstream::kAttrsObject;
+    a->type = FileType::kReg;
+    a->mode = 0644;
+    a->nlink = 1;
+    a->fileid = f;
+    a->change = 1;
+    cache_->Validated(f, *a);
+    core_.remote[{core_.root, name}] = f;
+    return f;
+  }
+  // The remove of name in the root, logged, as user 1000.
+  uint32_t RemoveLogged(const std::string &name, bool *done, Key *target) {
+    return ns_->RemoveLogged(User(1000), core_.root, name, done, target);
+  }
   Key CreateLocal(const std::string &name, FileType type) {
     Key k = kNoKey;
     Attrs in;
@@ -280,20 +297,11 @@ TEST_F(NamespaceWriteBackTest, ARecordLoadedAfterARestartIsNotGuarded) {
 }
 
 TEST_F(NamespaceWriteBackTest, ARemoteFileRemovedIsAWhiteoutUntilSent) {
-  Key f = handles_->Intern(core_.NextFh(), core_.root, "old");
   Attrs a;
-  a.mask = upstream::kAttrsObject;
-  a.type = FileType::kReg;
-  a.mode = 0644;
-  a.nlink = 1;
-  a.fileid = f;
-  a.change = 1;
-  cache_->Validated(f, a);
-  core_.remote[{core_.root, "old"}] = f;
+  Key f = RemoteFile("old", &a);
   bool done = false;
   Key target = kNoKey;
-  EXPECT_EQ(ns_->RemoveLogged(User(1000), core_.root, "old", &done, &target),
-            upstream::kNfs4Ok);
+  EXPECT_EQ(RemoveLogged("old", &done, &target), upstream::kNfs4Ok);
   EXPECT_TRUE(done);
   EXPECT_EQ(target, f);
   EXPECT_TRUE(ns_->names().FindRemoved(core_.root, "old", nullptr));
@@ -313,20 +321,11 @@ TEST_F(NamespaceWriteBackTest, ARemoteFileRemovedIsAWhiteoutUntilSent) {
 // removed. The log is the word: data of a removed file is dropped at
 // start.
 TEST_F(NamespaceWriteBackTest, DataOfAFileRemovedBeforeAKillIsNotKept) {
-  Key f = handles_->Intern(core_.NextFh(), core_.root, "old");
   Attrs a;
-  a.mask = upstream::kAttrsObject;
-  a.type = FileType::kReg;
-  a.mode = 0644;
-  a.nlink = 1;
-  a.fileid = f;
-  a.change = 1;
-  cache_->Validated(f, a);
-  core_.remote[{core_.root, "old"}] = f;
+  Key f = RemoteFile("old", &a);
   bool done = false;
   Key target = kNoKey;
-  ASSERT_EQ(ns_->RemoveLogged(User(1000), core_.root, "old", &done, &target),
-            upstream::kNfs4Ok);
+  ASSERT_EQ(RemoveLogged("old", &done, &target), upstream::kNfs4Ok);
   // As the kill left it: the remove logged, the data still dirty.
   cache_->Validated(f, a);
   uint64_t need = 0, unchanged = 0;
