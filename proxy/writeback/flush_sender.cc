@@ -261,7 +261,9 @@ void FlushSender::CreateObjects(const Creds &cr, const Fh &pfh,
     batches.emplace_back(b, e);
     b = e;
   }
-  ParallelFor(batches.size(), WriteBack::kFlushOwners, [&](size_t i) {
+  // (A file with data is a batch of its own: kMaxWritesPerCompound. An
+  // untar's directory of them goes kCreatesInFlight at once.)
+  ParallelFor(batches.size(), kCreatesInFlight, [&](size_t i) {
     CreateObjects41(cr, pfh, objs, batches[i].first, batches[i].second, out);
     return upstream::kNfs4Ok;
   });
@@ -354,13 +356,15 @@ void FlushSender::CreateObjects41(const Creds &cr, const Fh &pfh,
   // all under the open's stateid as the current one (RFC 8881 16.2.3.1.2;
   // the next PUTFH clears it). Each directory or symlink: PUTFH dir,
   // CREATE, GETFH, GETATTR. The session makes the COMPOUND exactly-once,
-  // so one owner serves the whole batch.
+  // so one owner serves the whole batch, and batches of one owner go side
+  // by side (no seqid to keep in order): its lock is held only while its
+  // name goes into the OPENs.
   OwnerSlot *owner = writeback_->FlushOwner(files[first].key);
-  MutexLock og(&owner->mu);
-  NameFlushOwner(owner);
   Compound c;
   c.SetTag("flush_create");
   std::vector<size_t> ops;  // each object's operations
+  MutexLock og(&owner->mu);
+  NameFlushOwner(owner);
   for (size_t i = first; i < end; i++) {
     const NewObject &f = files[i];
     const size_t before = c.size();
@@ -377,6 +381,7 @@ void FlushSender::CreateObjects41(const Creds &cr, const Fh &pfh,
     c.Getattr(upstream::kAttrsObject).Close(0, StateId::Current());
     ops.push_back(c.size() - before);
   }
+  og.Unlock();
   CompoundReply rep;
   const uint32_t st = host_->Run(c, cr, &rep);
   // Each file's own results: the COMPOUND stopped at the first failure,

@@ -55,6 +55,10 @@ namespace nache {
 
 class FlushSender {
  public:
+  // COMPOUNDs of creates of one directory in flight at once over NFSv4.1
+  // (each file with data takes its own: kMaxWritesPerCompound).
+  static constexpr size_t kCreatesInFlight = 16;
+
   using Creds = upstream::Creds;
   using Attrs = upstream::Attrs;
 
