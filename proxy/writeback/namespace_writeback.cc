@@ -174,16 +174,15 @@ uint32_t NamespaceWriteBack::RemoveLocal(const Creds &cr, Key dir,
   // create back. A create that may have reached the remote (one from
   // before a restart, or whose reply was lost) may have left the object
   // there under this name: its remove takes the create's place.
-  if (MayBeAtRemote(e)) {
-    std::vector<LogRecord> recs{RemoveRecord(cr, dir, e.name, e.key)};
-    if (!oplog_->Replace(e.seq, &recs)) return host_->StoreFailure();
-    local_names_->Erase(e.key);
+  const bool orphan = MayBeAtRemote(e);
+  std::vector<LogRecord> recs;
+  if (orphan) recs.push_back(RemoveRecord(cr, dir, e.name, e.key));
+  if (!(orphan ? oplog_->Replace(e.seq, &recs) : oplog_->Erase({e.seq}, true)))
+    return host_->StoreFailure();
+  local_names_->Erase(e.key);
+  if (orphan)
     local_names_->AddRemoved(
         LocalNames::Removed{recs[0].seq, dir, e.name, e.key});
-  } else {
-    if (!oplog_->Erase({e.seq}, true)) return host_->StoreFailure();
-    local_names_->Erase(e.key);
-  }
   never_sent_.erase(e.key);
   cache_->Forget(e.key);  // its data need never be sent
   cache_->LocalDirEdit(dir, e.name, "", kNoKey);
