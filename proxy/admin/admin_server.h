@@ -119,7 +119,7 @@ class AdminServer {
   std::thread accept_thread_;
   std::thread flush_thread_;
 
-  Mutex mu_;
+  Mutex mu_{"admin_server"};
   CondVar cv_{&mu_};  // stop, a flush requested or ended
   bool stop_ GUARDED_BY(mu_) = false;
   bool stopped_ GUARDED_BY(mu_) = false;  // Stop ran

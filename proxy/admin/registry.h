@@ -223,7 +223,7 @@ class Registry {
     int in_use = 0;          // calls running on it (ForEach)
     bool removing = false;   // Remove waits; ForEach skips it
   };
-  mutable Mutex mu_;
+  mutable Mutex mu_{"admin_registry"};
   CondVar cv_{&mu_};  // an entry's in_use dropped
   std::map<uint64_t, Entry> entries_ GUARDED_BY(mu_);  // by token
   uint64_t next_token_ GUARDED_BY(mu_) = 1;

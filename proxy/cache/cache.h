@@ -675,7 +675,7 @@ class Cache {
   metrics::ExportMetrics *metrics_;                 // may be null; not owned
   std::function<Clock::time_point()> lease_clock_;  // set before use
   std::function<bool()> stale_ok_;                  // set before use
-  mutable Mutex mu_;
+  mutable Mutex mu_{"cache"};
   std::unordered_map<Key, std::unique_ptr<Object>> objects_ GUARDED_BY(mu_);
   // objects_, least recent first
   std::list<Key> object_lru_ GUARDED_BY(mu_);
@@ -710,7 +710,7 @@ class Cache {
   };
   std::unordered_map<Key, PinCount> pinned_ GUARDED_BY(mu_);
   // When ListingDue last said each directory's listing was due.
-  Mutex listed_mu_;
+  Mutex listed_mu_{"cache_listed"};
   std::map<Key, Clock::time_point> listed_at_ GUARDED_BY(listed_mu_);
 };
 

@@ -100,7 +100,7 @@ class BlockReader {
   Cache *cache_;   // not owned
   FetchFn fetch_;  // immutable
   uint32_t ra_max_;
-  mutable Mutex mu_;
+  mutable Mutex mu_{"cache_reader"};
   std::map<std::pair<Key, uint64_t>, std::shared_ptr<Flight>> flights_
       GUARDED_BY(mu_);
   std::unordered_map<Key, ReadaheadPolicy> policies_ GUARDED_BY(mu_);

@@ -60,7 +60,7 @@ class BackChannel {
 
   CallbackHandler *const handler_;  // outlives us
   const uint32_t program_;          // the cb_program of CREATE_SESSION
-  mutable Mutex mu_;
+  mutable Mutex mu_{"back_channel"};
   bool told_ GUARDED_BY(mu_) = false;          // SetSession was called
   bool have_session_ GUARDED_BY(mu_) = false;  // session_ is set
   upstream::nfs41::SessionId session_ GUARDED_BY(mu_){};  // the current one

@@ -105,7 +105,7 @@ class CallbackServer {
   uint16_t port_ = 0;               // bound port; set before the thread
   int listen_fd_ = -1;              // closed by Stop() after the join
   int wake_fd_ = -1;                // eventfd: Stop() wakes the loop
-  Mutex stop_mu_;                   // serializes Stop()
+  Mutex stop_mu_{"callback_stop"};  // serializes Stop()
   std::thread thread_ GUARDED_BY(stop_mu_);  // the service thread
   std::atomic<uint64_t> calls_{0};           // written by the thread only
   std::atomic<uint64_t> rejected_{0};        // written by the thread only

@@ -649,7 +649,7 @@ class Core {
   bool Below(Key k, Key top, std::unordered_map<Key, bool> *memo);
   // The last operation that failed for want of the upstream (a transport
   // failure), for nachectl status.
-  Mutex last_error_mu_;
+  Mutex last_error_mu_{"core_last_error"};
   std::string last_error_ GUARDED_BY(last_error_mu_);
   int64_t last_error_time_ GUARDED_BY(last_error_mu_) = 0;  // UTC seconds
   void NoteUpstreamError(const std::string &what) EXCLUDES(last_error_mu_);

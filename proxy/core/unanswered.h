@@ -53,7 +53,7 @@ class UnansweredNames {
     uint64_t who;
     Clock::time_point when;
   };
-  Mutex mu_;
+  Mutex mu_{"unanswered"};
   std::deque<Entry> entries_ GUARDED_BY(mu_);  // oldest first
 };
 

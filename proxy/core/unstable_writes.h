@@ -130,7 +130,7 @@ class UnstableWrites {
   MaxSendFn max_send_;  // immutable
   uint64_t max_bytes_;  // immutable
   size_t workers_;      // immutable: threads_'s size, once started
-  mutable Mutex mu_;
+  mutable Mutex mu_{"unstable_writes"};
   CondVar cv_{&mu_};       // a write finished
   CondVar jobs_cv_{&mu_};  // a job was queued (or stop)
   // Uncommitted writes by file. A Write's done, status and verf are read

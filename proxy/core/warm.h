@@ -95,7 +95,7 @@ class TreeWalk {
   // Bytes of unpinned files warmed so far (the cache-full check).
   uint64_t warmed_ = 0;                               // Run's thread only
   std::chrono::steady_clock::time_point reported_{};  // Run's thread only
-  mutable Mutex mu_;
+  mutable Mutex mu_{"tree_walk"};
   CondVar pace_cv_{&mu_};  // (waited on with a deadline: the rate cap)
   std::string last_skip_ GUARDED_BY(mu_);
   // When the next fetch may start (the rate cap).
@@ -123,7 +123,7 @@ class Warmer {
 
   Core *core_;  // not owned; outlives us
   std::atomic<bool> cancel_{false};
-  mutable Mutex mu_;
+  mutable Mutex mu_{"warmer"};
   bool stopped_ GUARDED_BY(mu_) = false;
   std::thread thread_ GUARDED_BY(mu_);              // the current or last job's
   admin::WarmProgress job_ GUARDED_BY(mu_);         // its request and outcome

@@ -76,7 +76,7 @@ class DelegationTable {
     return !d.returning && d.epoch == epoch;
   }
 
-  mutable Mutex mu_;
+  mutable Mutex mu_{"delegation_table"};
   std::unordered_map<Key, HeldDelegation> held_ GUARDED_BY(mu_);
 };
 

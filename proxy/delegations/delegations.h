@@ -207,13 +207,13 @@ class Delegations {
   std::atomic<bool> cb_contact_{false};  // the server called us back once
   // Local delegations per file. An acquire checks for conflicts under it,
   // so that a return that starts after the check sees the acquired one.
-  Mutex local_mu_;
+  Mutex local_mu_{"delegations_local"};
   CondVar local_cv_{&local_mu_};  // a local delegation was released
   std::unordered_map<Key, int> local_delegs_ GUARDED_BY(local_mu_);
   std::function<void(Key)> local_recall_ GUARDED_BY(local_mu_);
   std::function<void(Key)> attrs_stale_ GUARDED_BY(local_mu_);
   // Delegations to return, for the recall thread.
-  Mutex recall_mu_;
+  Mutex recall_mu_{"delegations_recall"};
   CondVar recall_cv_{&recall_mu_};  // a recall queued, or stop
   std::deque<Key> recalls_ GUARDED_BY(recall_mu_);
   bool recall_stop_ GUARDED_BY(recall_mu_) = false;

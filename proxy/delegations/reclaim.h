@@ -118,8 +118,8 @@ class Reclaim {
 
   Host *const host_;
   metrics::ExportMetrics *const metrics_;
-  Mutex mu_;          // after any open-owner's mutex, never before
-  CondVar cv_{&mu_};  // a reclaim asked for, or stop
+  Mutex mu_{"reclaim"};  // after any open-owner's mutex, never before
+  CondVar cv_{&mu_};     // a reclaim asked for, or stop
   // A new client id to reclaim under (0: none).
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
   bool stop_ GUARDED_BY(mu_) = false;

@@ -116,14 +116,15 @@ class HandleMap {
 
   Store *store_;  // not owned; outlives this map
   // Lock order: alloc_mu_, save_mu_, unsaved_mu_ (never the other way).
-  Mutex alloc_mu_;  // also serialises Intern's check-then-add of an fh
+  Mutex alloc_mu_{
+      "handles_alloc"};  // also serialises Intern's check-then-add of an fh
   Key next_key_ GUARDED_BY(alloc_mu_) = 1;       // next key to hand out
   Key reserved_ GUARDED_BY(alloc_mu_) = 0;       // keys below: reserved on disk
   Key next_volatile_ GUARDED_BY(alloc_mu_) = 0;  // this process's own range
   // Orders the writes of records (Save, SaveUnsaved), so that an older
   // version never lands over a newer one.
-  Mutex save_mu_ ACQUIRED_AFTER(alloc_mu_);
-  mutable Mutex unsaved_mu_ ACQUIRED_AFTER(save_mu_);
+  Mutex save_mu_ ACQUIRED_AFTER(alloc_mu_){"handles_save"};
+  mutable Mutex unsaved_mu_ ACQUIRED_AFTER(save_mu_){"handles_unsaved"};
   std::unordered_map<Key, HandleRecord> unsaved_ GUARDED_BY(unsaved_mu_);
   std::unordered_map<upstream::Fh, Key> unsaved_fh_ GUARDED_BY(unsaved_mu_);
 };

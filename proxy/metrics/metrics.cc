@@ -427,6 +427,19 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Register(r);
   cpu_user_ = &cpu.Add({{"mode", "user"}});
   cpu_system_ = &cpu.Add({{"mode", "system"}});
+  lock_waits_ = &prometheus::BuildCounter()
+                     .Name("nache_lock_waits_total")
+                     .Help(
+                         "Times a thread found one of nache's mutexes held "
+                         "and waited for it, by lock (the mutex's role)")
+                     .Register(r);
+  lock_wait_s_ = &prometheus::BuildCounter()
+                      .Name("nache_lock_wait_seconds_total")
+                      .Help(
+                          "Time threads spent waiting for nache's mutexes, "
+                          "by lock: high where independent clients' "
+                          "requests serialise")
+                      .Register(r);
   resident_ = &prometheus::BuildGauge()
                    .Name("process_resident_memory_bytes")
                    .Help("The daemon's resident memory")
@@ -733,10 +746,27 @@ void Metrics::SampleProcess() {
   open_fds_->Set(double(p.open_fds));
 }
 
+void Metrics::SampleLocks() {
+  LockStats::ForEach([this](const LockStats &l) {
+    mu_.AssertHeld();
+    LockSeen &s = lock_seen_[&l];
+    if (!s.waits) {
+      s.waits = &lock_waits_->Add({{"lock", l.name()}});
+      s.seconds = &lock_wait_s_->Add({{"lock", l.name()}});
+    }
+    const uint64_t waits = l.waits(), ns = l.wait_ns();
+    if (waits > s.waits_seen) s.waits->Increment(double(waits - s.waits_seen));
+    if (ns > s.ns_seen) s.seconds->Increment(double(ns - s.ns_seen) / 1e9);
+    s.waits_seen = waits;
+    s.ns_seen = ns;
+  });
+}
+
 std::vector<prometheus::MetricFamily> Metrics::Collect() {
   {
     MutexLock g(&mu_);
     SampleProcess();
+    SampleLocks();
     for (auto &e : exports_) e.second->Sample();
   }
   return registry_->Collect();

@@ -319,7 +319,7 @@ class ExportMetrics {
   prometheus::Family<prometheus::Counter> *purpose_family_ = nullptr;
   // nache_upstream_compounds_by_purpose_total by the COMPOUND's tag (a
   // bounded set of literals).
-  Mutex purpose_mu_;
+  Mutex purpose_mu_{"metrics_purpose"};
   std::unordered_map<std::string, prometheus::Counter *> purposes_
       GUARDED_BY(purpose_mu_);
   prometheus::Counter *PurposeSeries(const std::string &tag);
@@ -389,7 +389,7 @@ class ExportMetrics {
   // nache_cache_store_write_failures_total{reason=no_space|other}
   std::array<prometheus::Counter *, 2> store_write_failures_{};
   prometheus::Gauge *store_no_space_ = nullptr;  // nache_cache_store_no_space
-  Mutex sampler_mu_;
+  Mutex sampler_mu_{"metrics_sampler"};
   // Empty: export closed.
   std::function<ExportGauges()> sampler_ GUARDED_BY(sampler_mu_);
   uint64_t sampler_token_ GUARDED_BY(sampler_mu_) = 0;  // token of sampler_
@@ -489,14 +489,24 @@ class Metrics {
   prometheus::Gauge *threads_ = nullptr;
   prometheus::Gauge *open_fds_ = nullptr;
   void SampleProcess() REQUIRES(mu_);
+  // Waits for nache's mutexes (util/lock_stats.h), sampled at each Collect.
+  prometheus::Family<prometheus::Counter> *lock_waits_ = nullptr;
+  prometheus::Family<prometheus::Counter> *lock_wait_s_ = nullptr;
+  void SampleLocks() REQUIRES(mu_);
 
-  Mutex mu_;  // (not held per operation)
+  Mutex mu_{"metrics"};  // (not held per operation)
   std::map<uint32_t, std::unique_ptr<ExportMetrics>> exports_ GUARDED_BY(mu_);
   // CPU seconds already added to cpu_user_ and cpu_system_.
   double cpu_user_seen_ GUARDED_BY(mu_) = 0;
   double cpu_system_seen_ GUARDED_BY(mu_) = 0;
+  // Per lock name: waits and nanoseconds already added to the counters.
+  struct LockSeen {
+    prometheus::Counter *waits = nullptr, *seconds = nullptr;
+    uint64_t waits_seen = 0, ns_seen = 0;
+  };
+  std::map<const LockStats *, LockSeen> lock_seen_ GUARDED_BY(mu_);
 
-  Mutex exposer_mu_;
+  Mutex exposer_mu_{"metrics_exposer"};
   std::unique_ptr<prometheus::Exposer> exposer_ GUARDED_BY(exposer_mu_);
   std::shared_ptr<Scrape> scrape_ GUARDED_BY(exposer_mu_);
 };

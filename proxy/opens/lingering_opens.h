@@ -89,7 +89,7 @@ class LingeringOpens {
   const std::chrono::milliseconds linger_;  // Open_Linger (immutable)
   OpenTable *const opens_;                  // drops closed opens (not owned)
   Host *const host_;                        // the core (not owned)
-  mutable Mutex mu_;                        // guards queue_ and stop_
+  mutable Mutex mu_{"lingering_opens"};     // guards queue_ and stop_
   CondVar cv_{&mu_};                        // queue_ or stop_ changed
   // Lingering opens by the time their CLOSE is due.
   Queue queue_ GUARDED_BY(mu_);

@@ -80,7 +80,7 @@ class NameTurns {
   void Give(const std::pair<Key, std::string> &entry, Key found) EXCLUDES(mu_);
 
   const std::function<void()> on_wait_;
-  mutable Mutex mu_;
+  mutable Mutex mu_{"name_turns"};
   std::map<std::pair<Key, std::string>, std::unique_ptr<Entry>> entries_
       GUARDED_BY(mu_);
 };

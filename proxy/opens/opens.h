@@ -36,7 +36,7 @@
 namespace nache {
 
 struct OwnerSlot {
-  Mutex mu;  // serialises seqid-bearing requests of this owner
+  Mutex mu{"open_owner"};  // serialises seqid-bearing requests of this owner
   std::string name GUARDED_BY(mu);        // open-owner name sent upstream
   uint32_t seqid GUARDED_BY(mu) = 0;      // next seqid to send
   uint64_t epoch GUARDED_BY(mu) = ~0ull;  // upstream epoch it was used in
@@ -185,7 +185,7 @@ class FileOpen {
   }
 
  private:
-  mutable Mutex io_mu;                   // guards the three below (a leaf)
+  mutable Mutex io_mu{"open_file_io"};   // guards the three below (a leaf)
   bool open_ GUARDED_BY(io_mu) = false;  // an upstream open is held
   upstream::StateId stateid_ GUARDED_BY(io_mu);  // its stateid
   uint64_t epoch_ GUARDED_BY(io_mu) = 0;         // upstream epoch of stateid_
@@ -244,7 +244,7 @@ class OpenTable {
   std::unique_ptr<OwnerSlot[]> owners_;  // immutable array, slots own locks
   int n_owners_;
   std::function<uint64_t()> epoch_;  // immutable
-  mutable Mutex mu_;
+  mutable Mutex mu_{"opens"};
   std::unordered_map<Key, Entry> files_ GUARDED_BY(mu_);
   // Drops f's entry when nobody pins it and it holds no upstream open.
   void EraseIfIdle(const std::shared_ptr<FileOpen> &f) REQUIRES(mu_);

@@ -395,7 +395,7 @@ class KrbCredentialsImpl
   std::shared_ptr<Name> me_;
   // Held across a lazy acquisition (a KDC exchange): whoever needs the
   // credentials waits for it, as none can do without them.
-  Mutex cred_mu_;
+  Mutex cred_mu_{"gss_cred"};
   gss_cred_id_t cred_ GUARDED_BY(cred_mu_) = GSS_C_NO_CREDENTIAL;
   std::string principal_;      // who these credentials are
   bool impersonated_ = false;  // a user's, by Impersonate

@@ -164,7 +164,7 @@ class Store {
   uint64_t incarnation_ = 0;                   // immutable after Open
   metrics::ExportMetrics *metrics_ = nullptr;  // not owned; may be null
   std::atomic<bool> no_space_{false};          // writes fail for lack of space
-  Mutex space_mu_;                             // also held across Resume
+  Mutex space_mu_{"store_space"};              // also held across Resume
   // Free bytes when a write last failed.
   uint64_t free_at_failure_ GUARDED_BY(space_mu_) = 0;
 };

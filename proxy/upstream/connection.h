@@ -251,7 +251,7 @@ class Connection {
   int wake_fd_ = -1;                    // eventfd: Submit() and Stop() wake-ups
   std::thread thread_;                  // the loop
 
-  Mutex mu_;
+  Mutex mu_{"connection"};
   // Not yet seen by the loop.
   std::deque<std::unique_ptr<PendingCall>> submitted_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;  // Stop() was called

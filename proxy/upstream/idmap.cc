@@ -37,7 +37,7 @@ void LogFromLibNfsIdmap(const char *fmt, ...) {
 // libnfsidmap's one configuration per process: the idmapd.conf it reads at
 // its first lookup (it keeps the pointer: the bytes live here for good).
 struct LibNfsIdmapState {
-  Mutex mu;
+  Mutex mu{"idmap_libnfsidmap"};
   std::string conf_path GUARDED_BY(mu);  // "" : libnfsidmap's default
   // conf_path as given to it, once started.
   std::vector<char> c_path GUARDED_BY(mu);
@@ -129,7 +129,7 @@ class LibNfsIdmapBackend : public IdmapBackend {
   }
 };
 
-Mutex global_mu;
+Mutex global_mu{"idmap_global"};
 // Made at the first use.
 std::unique_ptr<IdMapper> global_mapper GUARDED_BY(global_mu);
 

@@ -111,9 +111,9 @@ class IdMapper {
 
   const Options options_;
   // (Never held together.)
-  Mutex backend_mu_;  // held across each backend call
+  Mutex backend_mu_{"idmap_backend"};  // held across each backend call
   std::unique_ptr<IdmapBackend> backend_ PT_GUARDED_BY(backend_mu_);
-  mutable Mutex cache_mu_;
+  mutable Mutex cache_mu_{"idmap_cache"};
   std::unordered_map<std::string, Entry> cache_ GUARDED_BY(cache_mu_);
   // Keys, most recently used first.
   std::list<std::string> lru_ GUARDED_BY(cache_mu_);

@@ -82,7 +82,7 @@ class SlotTable {
   };
   uint32_t HighestBusyLocked() const REQUIRES(mu_);
 
-  mutable Mutex mu_;
+  mutable Mutex mu_{"session_slots"};
   std::vector<State> slots_ GUARDED_BY(mu_);
   uint32_t target_ GUARDED_BY(mu_);  // highest slot id to hand out
 };

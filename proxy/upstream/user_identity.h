@@ -101,7 +101,7 @@ class UserIdentities {
   const Options options_;
   const std::string realm_;  // of nache's principal ("" : the default)
 
-  Mutex mu_;
+  Mutex mu_{"user_identity"};
   std::unordered_map<uint32_t, Entry> users_ GUARDED_BY(mu_);
   std::list<uint32_t> lru_ GUARDED_BY(mu_);  // most recently used first
   CondVar made_{&mu_};                       // a Making is done

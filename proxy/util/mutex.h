@@ -14,6 +14,10 @@
 //                       before (checked with -Wthread-safety-beta only;
 //                       written for the reader in any case)
 //
+// A Mutex is named where it is declared (`Mutex mu_{"cache"};`): the time
+// threads wait for it counts under that name (lock_stats.h). Unnamed ones
+// count as "other".
+//
 // Thread safety: Mutex and CondVar are thread-safe, as the std types they
 // wrap; a MutexLock belongs to the thread that made it.
 #pragma once
@@ -21,6 +25,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+
+#include "util/lock_stats.h"
 
 #if defined(__clang__)
 #define NACHE_TSA(x) __attribute__((x))
@@ -47,11 +53,15 @@ namespace nache {
 
 class CAPABILITY("mutex") Mutex {
  public:
-  Mutex() = default;
+  Mutex() : Mutex("other") {}
+  // name: a literal, shared by all mutexes of one role.
+  explicit Mutex(const char *name) : stats_(LockStats::For(name)) {}
   Mutex(const Mutex &) = delete;
   Mutex &operator=(const Mutex &) = delete;
 
-  void Lock() ACQUIRE() { mu_.lock(); }
+  void Lock() ACQUIRE() {
+    if (!mu_.try_lock()) LockAfterWait();
+  }
   void Unlock() RELEASE() { mu_.unlock(); }
   bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
   // Tells the analysis that the caller holds this mutex (where it cannot
@@ -60,7 +70,16 @@ class CAPABILITY("mutex") Mutex {
 
  private:
   friend class CondVar;
+  void LockAfterWait() ACQUIRE() {
+    const auto t0 = std::chrono::steady_clock::now();
+    mu_.lock();
+    stats_->CountWait(
+        uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - t0)
+                     .count()));
+  }
   std::mutex mu_;
+  LockStats *const stats_;
 };
 
 // Holds a Mutex for its scope; Unlock and Lock in between release and

@@ -54,7 +54,7 @@ class SharedAttempt {
   }
 
  private:
-  mutable Mutex mu_;
+  mutable Mutex mu_{"shared_attempt"};
   CondVar cv_{&mu_};
   bool running_ GUARDED_BY(mu_) = false;  // an attempt is under way
   uint64_t ended_ GUARDED_BY(mu_) = 0;    // attempts ended so far

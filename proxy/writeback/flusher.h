@@ -209,7 +209,7 @@ class Flusher {
   PrepareFn prepare_;    // immutable; may be empty
   GoneFn gone_;          // immutable; may be empty
   FlusherOptions opts_;  // immutable
-  mutable Mutex mu_;
+  mutable Mutex mu_{"flusher"};
   CondVar cv_{&mu_};                    // kicks, stop, a file flush ended
   std::set<Key> busy_ GUARDED_BY(mu_);  // files being flushed (or owned)
   bool stop_ GUARDED_BY(mu_) = false;

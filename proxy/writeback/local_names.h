@@ -98,7 +98,7 @@ class LocalNames {
  private:
   using NameKey = std::pair<Key, std::string>;
   // Every method takes mu_ itself, and calls no other method.
-  mutable Mutex mu_;
+  mutable Mutex mu_{"local_names"};
   std::unordered_map<Key, Entry> by_key_ GUARDED_BY(mu_);
   std::map<NameKey, Key> by_name_ GUARDED_BY(mu_);
   // dir -> (seq -> key): children in log order.

@@ -307,7 +307,7 @@ class NamespaceWriteBack {
   std::unique_ptr<OpLog> oplog_;
   std::unique_ptr<LocalNames> local_names_;
   // See the lock order above.
-  Mutex mu_;
+  Mutex mu_{"namespace_writeback"};
   CondVar cv_{&mu_};                       // sending_ or removing_ changed
   std::set<Key> sending_ GUARDED_BY(mu_);  // creates and renames being sent
   std::set<uint64_t> removing_ GUARDED_BY(mu_);  // remove records being sent

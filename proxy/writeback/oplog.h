@@ -128,7 +128,7 @@ class OpLog {
 
  private:
   Store *store_;  // not owned
-  mutable Mutex mu_;
+  mutable Mutex mu_{"oplog"};
   uint64_t next_seq_ GUARDED_BY(mu_) = 1;  // next sequence number to assign
   // seq -> encoded size, for accounting
   std::map<uint64_t, uint32_t> size_ GUARDED_BY(mu_);

@@ -136,11 +136,11 @@ class WriteBack {
   // fields are guarded by its own mu.
   std::array<OwnerSlot, kFlushOwners> flush_owners_;
   // Who last wrote each dirty file locally: the flush writes as them.
-  Mutex writers_mu_;
+  Mutex writers_mu_{"writeback_writers"};
   std::unordered_map<Key, upstream::Creds> writers_ GUARDED_BY(writers_mu_);
   void EndResolving(Key key) EXCLUDES(resolving_mu_);
   // Keys whose conflict is being resolved (BeginResolving); a leaf lock.
-  Mutex resolving_mu_;
+  Mutex resolving_mu_{"writeback_resolving"};
   CondVar resolving_cv_{&resolving_mu_};
   std::unordered_multiset<Key> resolving_ GUARDED_BY(resolving_mu_);
   std::atomic<bool> draining_{false};  // nachectl drain is in force

@@ -8,11 +8,15 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "metrics/process_stats.h"
 #include "nache/nache.h"
@@ -416,6 +420,50 @@ TEST(MetricsTest, TheProcessesOwnCostsAreServed) {
   ASSERT_EQ(pipe(p[1]), 0);
   EXPECT_EQ(GaugeValue(m, "process_open_fds", {}), fds + 4);
   for (auto &q : p) close(q[0]), close(q[1]);
+}
+
+// The state letter of thread tid of this process (proc(5): R, S, D...).
+char ThreadState(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)),
+                   std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size()
+             ? '?'
+             : stat[paren + 2];
+}
+
+// A thread that finds a mutex held and waits for it is counted under the
+// mutex's name, with the time it waited; taking a free mutex is not.
+TEST(MetricsTest, WaitsForAMutexAreCountedByItsName) {
+  Metrics m;
+  const LabelMap lock = {{"lock", "metrics_test_contended"}};
+  Mutex free_mu("metrics_test_free");
+  for (int i = 0; i < 1000; i++) MutexLock g(&free_mu);
+  EXPECT_EQ(CounterValue(m, "nache_lock_waits_total",
+                         {{"lock", "metrics_test_free"}}),
+            0);
+
+  Mutex mu("metrics_test_contended");
+  std::atomic<pid_t> waiter{0};
+  mu.Lock();
+  std::thread t([&] {
+    waiter = pid_t(syscall(SYS_gettid));
+    MutexLock g(&mu);
+  });
+  // Hold it until the other thread sleeps in the kernel for it: after
+  // publishing its id the waiter does nothing but take the mutex.
+  while (waiter == 0 || ThreadState(waiter) != 'S') std::this_thread::yield();
+  const auto held_since = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - held_since < milliseconds(20))
+    std::this_thread::yield();
+  mu.Unlock();
+  t.join();
+  EXPECT_EQ(CounterValue(m, "nache_lock_waits_total", lock), 1);
+  EXPECT_GE(CounterValue(m, "nache_lock_wait_seconds_total", lock), 0.02);
+  // A second Metrics (a second core) serves the same process-wide totals.
+  Metrics m2;
+  EXPECT_EQ(CounterValue(m2, "nache_lock_waits_total", lock), 1);
 }
 
 }  // namespace
