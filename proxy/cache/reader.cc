@@ -1,6 +1,8 @@
 // Coalesced block fetches and readahead. See reader.h.
 #include "cache/reader.h"
 
+#include <chrono>
+
 #include "util/round_trips.h"
 
 namespace nache {
@@ -56,7 +58,12 @@ uint32_t BlockReader::Get(Key key, uint64_t idx, const upstream::Creds &cr,
     if (it != flights_.end()) {
       f = it->second;
       NoteUpstreamWait();  // another thread's fetch: a round trip all the same
+      const auto t0 = std::chrono::steady_clock::now();
       while (!f->done) f->cv.Wait();
+      NoteUpstreamWaitTime(
+          uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - t0)
+                       .count()));
       if (f->status == upstream::kNfs4Ok) *data = f->data;
       return f->status;
     }

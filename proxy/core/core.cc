@@ -392,7 +392,10 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
   auto t0 = std::chrono::steady_clock::now();
   NoteUpstreamWait();  // this operation cost a round trip
   upstream::CallStatus s = up_->Call(c, cr, rep);
-  metrics_->ObserveCompound(c, s, *rep, std::chrono::steady_clock::now() - t0);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  NoteUpstreamWaitTime(uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()));
+  metrics_->ObserveCompound(c, s, *rep, took);
   if (s != upstream::CallStatus::kOk && SeqidBearing(c))
     s = ResendSeqidBearing(c, cr, rep, s, epoch);
   if (s != upstream::CallStatus::kOk) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -96,13 +97,17 @@ std::string CanonicalDir(const char *dir) {
 // One C API call, in nache_local_ops_total (an atomic add); its round
 // trips in nache_local_op_round_trips_total; and, when it succeeds without
 // the calling thread waiting for the upstream, in
-// nache_local_ops_without_upstream_total (round_trips.h).
+// nache_local_ops_without_upstream_total (round_trips.h). Its time, and
+// the upstream's part of it, in nache_local_op_seconds_total and
+// nache_local_op_upstream_seconds_total.
 class LocalCall {
  public:
   LocalCall(struct nache_core *core, LocalOp op)
       : metrics_(core->core->metrics()),
         op_(op),
-        waits_before_(nache::UpstreamWaitsOnThisThread()) {
+        waits_before_(nache::UpstreamWaitsOnThisThread()),
+        wait_ns_before_(nache::UpstreamWaitNsOnThisThread()),
+        start_(std::chrono::steady_clock::now()) {
     metrics_->CountLocal(op);
   }
   LocalCall(const LocalCall &) = delete;
@@ -112,6 +117,11 @@ class LocalCall {
     const uint64_t trips = nache::UpstreamWaitsOnThisThread() - waits_before_;
     metrics_->CountRoundTrips(op_, trips);
     if (status == 0 && trips == 0) metrics_->CountWithoutUpstream(op_);
+    const std::chrono::duration<double> took =
+        std::chrono::steady_clock::now() - start_;
+    metrics_->CountLocalTime(
+        op_, took.count(),
+        double(nache::UpstreamWaitNsOnThisThread() - wait_ns_before_) / 1e9);
     return status;
   }
 
@@ -119,6 +129,8 @@ class LocalCall {
   nache::metrics::ExportMetrics *metrics_;
   LocalOp op_;
   uint64_t waits_before_;
+  uint64_t wait_ns_before_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace

@@ -234,6 +234,23 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                "operation (divided by nache_local_ops_total: the round "
                "trips one operation costs)")
            .Register(r);
+  local_seconds_ =
+      &prometheus::BuildCounter()
+           .Name("nache_local_op_seconds_total")
+           .Help(
+               "Time the operations of nache_local_ops_total took in "
+               "nache's core, from the FSAL's call to its return, by "
+               "operation")
+           .Register(r);
+  local_upstream_seconds_ =
+      &prometheus::BuildCounter()
+           .Name("nache_local_op_upstream_seconds_total")
+           .Help(
+               "The part of nache_local_op_seconds_total the calling "
+               "threads spent in upstream calls (waiting for a session "
+               "slot, the link and the remote), by operation; the rest "
+               "is nache's own")
+           .Register(r);
   lease_age_ = &prometheus::BuildGauge()
                     .Name("nache_upstream_lease_age_seconds")
                     .Help(
@@ -628,6 +645,10 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
     e->without_upstream_[i] = &without_upstream_->Add(
         {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
     e->round_trips_[i] = &round_trips_->Add(
+        {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
+    e->local_seconds_[i] = &local_seconds_->Add(
+        {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
+    e->local_upstream_seconds_[i] = &local_upstream_seconds_->Add(
         {{"export", e->export_label_}, {"op", LocalOpName(LocalOp(i))}});
   }
   e->upstream_ops_.reset(new std::atomic<Counter *>[kOpSlots * kStatusSlots]());

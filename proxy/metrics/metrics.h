@@ -158,6 +158,14 @@ class ExportMetrics {
   void CountRoundTrips(LocalOp op, uint64_t n) {
     if (n) round_trips_[size_t(op)]->Increment(double(n));
   }
+  // One call's time in nache's core, and the part of it the calling
+  // thread spent in upstream calls (round_trips.h): the rest is nache's
+  // own (CPU, its locks, waits for other threads' work).
+  void CountLocalTime(LocalOp op, double seconds, double upstream_seconds) {
+    local_seconds_[size_t(op)]->Increment(seconds);
+    if (upstream_seconds > 0)
+      local_upstream_seconds_[size_t(op)]->Increment(upstream_seconds);
+  }
 
   // The counters nachectl status shows.
   ExportCounters Counters() const;
@@ -312,6 +320,11 @@ class ExportMetrics {
       without_upstream_{};
   // nache_local_op_round_trips_total per LocalOp (immutable).
   std::array<prometheus::Counter *, size_t(LocalOp::kCount)> round_trips_{};
+  // nache_local_op_seconds_total and nache_local_op_upstream_seconds_total
+  // per LocalOp (immutable).
+  std::array<prometheus::Counter *, size_t(LocalOp::kCount)> local_seconds_{};
+  std::array<prometheus::Counter *, size_t(LocalOp::kCount)>
+      local_upstream_seconds_{};
   // nache_upstream_ops_total by [op][status]; null until first use.
   std::unique_ptr<std::atomic<prometheus::Counter *>[]> upstream_ops_;
   // nache_upstream_compounds_total by status; null until first use.
@@ -435,6 +448,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *local_ops_ = nullptr;
   prometheus::Family<prometheus::Counter> *without_upstream_ = nullptr;
   prometheus::Family<prometheus::Counter> *round_trips_ = nullptr;
+  prometheus::Family<prometheus::Counter> *local_seconds_ = nullptr;
+  prometheus::Family<prometheus::Counter> *local_upstream_seconds_ = nullptr;
   prometheus::Family<prometheus::Gauge> *lease_age_ = nullptr;
   prometheus::Family<prometheus::Gauge> *lease_time_ = nullptr;
   prometheus::Family<prometheus::Gauge> *dirty_max_ = nullptr;

@@ -6,7 +6,12 @@
 // Work other threads do for it later (readahead, write-behind, the
 // flusher) is not the operation's round trip.
 //
-// Thread safety: each thread has its own count; no lock.
+// The nanoseconds a thread spent in those calls are summed beside them
+// (Core::Run's upstream call; a wait for another thread's block fetch),
+// so that a local operation's time splits into the upstream's part and
+// nache's own (nache_local_op_upstream_seconds_total).
+//
+// Thread safety: each thread has its own counts; no lock.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +19,11 @@
 namespace nache {
 
 inline thread_local uint64_t tls_upstream_waits = 0;
+inline thread_local uint64_t tls_upstream_wait_ns = 0;
 
 inline void NoteUpstreamWait() { tls_upstream_waits++; }
 inline uint64_t UpstreamWaitsOnThisThread() { return tls_upstream_waits; }
+inline void NoteUpstreamWaitTime(uint64_t ns) { tls_upstream_wait_ns += ns; }
+inline uint64_t UpstreamWaitNsOnThisThread() { return tls_upstream_wait_ns; }
 
 }  // namespace nache

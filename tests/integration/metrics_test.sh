@@ -58,6 +58,22 @@ read_counts_read_ops_bytes_and_local_opens() {
 		at_least "local opens grown" $((opens1 - opens0)) 1
 }
 
+# A local operation's time in nache's core, and the upstream's part of it:
+# an open of a file nache has not seen costs round trips, so both grow, the
+# part no more than the whole.
+local_time_split_into_upstream_and_own() {
+	local t0 u0 t1 u1
+	head -c 4096 /dev/urandom >"$LAB_REMOTE_EXPORT_DIR/t.bin" &&
+		t0=$(metric nache_local_op_seconds_total 'op="open"') &&
+		u0=$(metric nache_local_op_upstream_seconds_total 'op="open"') &&
+		on 1 "cat $M/t.bin > /dev/null" &&
+		t1=$(metric nache_local_op_seconds_total 'op="open"') &&
+		u1=$(metric nache_local_op_upstream_seconds_total 'op="open"') || return 1
+	echo "open: $t0 -> $t1 s in nache's core, $u0 -> $u1 s of it upstream" >&2
+	python3 -c "import sys; t0, u0, t1, u1 = map(float, sys.argv[1:]); \
+sys.exit(0 if t1 - t0 >= u1 - u0 > 0 else 1)" "$t0" "$u0" "$t1" "$u1"
+}
+
 # Read again with the client's cache dropped: nache's cache answers.
 reread_counts_cache_hits_not_reads() {
 	local ops0 hits0 hb0 ops1 hits1 hb1
@@ -149,6 +165,7 @@ check nache_upstream_connected_is_1 upstream_connected
 check process_cpu_memory_and_threads_are_served process_costs_served
 check write_counts_WRITE_ops_bytes_and_rtt write_counts_write_ops_and_bytes
 check read_counts_READ_ops_bytes_and_local_opens read_counts_read_ops_bytes_and_local_opens
+check local_op_time_split_into_upstream_and_own local_time_split_into_upstream_and_own
 check reread_counts_cache_hits_not_READs reread_counts_cache_hits_not_reads
 check failed_lookup_counted_with_its_NFS4ERR failed_lookup_counted_by_status
 check series_labelled_by_export_with_help labelled_by_export_with_help

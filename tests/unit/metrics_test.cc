@@ -129,6 +129,24 @@ TEST(MetricsTest, LocalOpsCountedPerOperationAndExport) {
             0);
 }
 
+// A call's time and the upstream's part of it are summed per operation;
+// a call with no upstream part leaves that series as it was.
+TEST(MetricsTest, LocalTimeSplitsIntoTheUpstreamsPartAndTheRest) {
+  Metrics m;
+  ExportMetrics *e = m.ForExport(3);
+  e->CountLocalTime(LocalOp::kCreate, 0.25, 0.125);
+  e->CountLocalTime(LocalOp::kCreate, 0.5, 0.25);
+  e->CountLocalTime(LocalOp::kGetattr, 0.001, 0);
+  const LabelMap create = {{"export", "3"}, {"op", "create"}};
+  const LabelMap getattr = {{"export", "3"}, {"op", "getattr"}};
+  EXPECT_EQ(CounterValue(m, "nache_local_op_seconds_total", create), 0.75);
+  EXPECT_EQ(CounterValue(m, "nache_local_op_upstream_seconds_total", create),
+            0.375);
+  EXPECT_EQ(CounterValue(m, "nache_local_op_seconds_total", getattr), 0.001);
+  EXPECT_EQ(CounterValue(m, "nache_local_op_upstream_seconds_total", getattr),
+            0);
+}
+
 TEST(MetricsTest, RoundTripsSummedPerOperation) {
   Metrics m;
   ExportMetrics *e = m.ForExport(2);
