@@ -53,7 +53,11 @@ constexpr uint32_t kReaddirDircount = 32 * 1024;
 // Below libnfs 4.0.0's 1 MiB incoming record limit, large enough that a
 // directory of a few thousand entries is one round trip.
 constexpr uint32_t kReaddirMaxcount = 512 * 1024;
-constexpr int kOpenOwners = 64;
+// Open-owners upstream: each file in the open table (open, or its CLOSE
+// lingering for Open_Linger) gets one of its own while any is free
+// (OpenTable::OwnerFor). Eight clients untarring keep about 70 files in
+// the table (stop 44, bench/README.md).
+constexpr int kOpenOwners = 256;
 // Directories larger than this are not kept as listings (a caller that
 // stops early does not make us read further).
 constexpr size_t kListingMaxEntries = 100000;
@@ -148,9 +152,10 @@ std::unique_ptr<Core> Core::Open(const CoreConfig &cfg, std::string *err) {
   snprintf(prefix, sizeof(prefix), "nache-%u-%08x", cfg.export_id, rd());
   c->owner_prefix_ = prefix;
   Core *core = c.get();
-  c->opens_.reset(new OpenTable(kOpenOwners, c->owner_prefix_, [core] {
-    return core->up_ ? core->up_->epoch() : 0;
-  }));
+  c->opens_.reset(new OpenTable(
+      kOpenOwners, c->owner_prefix_,
+      [core] { return core->up_ ? core->up_->epoch() : 0; },
+      [core] { return core->up_ && core->up_->minor_version() == 0; }));
   // The root's key exists before the remote is reachable, so the export
   // can be served (with retryable errors) while the upstream is down.
   c->root_key_ = c->handles_->NamedKey("root:" + cfg.upstream_server + ":" +
@@ -2115,7 +2120,8 @@ uint32_t Core::OpenFile(const Creds &cr, const OpenRequest &req,
     NoteDirAfter(req.key, rep, 1, o->cinfo, "", req.name, key);
     NoteAccessAnswer(req.key, cr, rep, 1);
     delegations_->NoteGrant(key, deleg);
-    std::shared_ptr<FileOpen> f = opens_->GetOrAdopt(key, owner);
+    std::shared_ptr<FileOpen> f =
+        opens_->GetOrAdopt(key, owner, req.key, req.name);
     if (f->owner == owner) {
       f->owner->mu.AssertHeld();  // (owner->mu, held above)
       ResetIfStale(f.get());

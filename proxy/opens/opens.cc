@@ -7,10 +7,12 @@
 namespace nache {
 
 OpenTable::OpenTable(int owners, const std::string &prefix,
-                     std::function<uint64_t()> epoch)
+                     std::function<uint64_t()> epoch,
+                     std::function<bool()> confirms)
     : owners_(new OwnerSlot[owners]),
       n_owners_(owners),
-      epoch_(std::move(epoch)) {
+      epoch_(std::move(epoch)),
+      confirms_(std::move(confirms)) {
   for (int i = 0; i < owners; i++) {
     owners_[i].name = prefix + "-o" + std::to_string(i);
   }
@@ -18,22 +20,40 @@ OpenTable::OpenTable(int owners, const std::string &prefix,
 
 OwnerSlot *OpenTable::PickOwner(size_t start) {
   const uint64_t epoch = epoch_();
-  OwnerSlot *idle_new = nullptr;
+  // Rank, 0 best: free and known first; then, where a new owner costs an
+  // OPEN_CONFIRM, known before free (see OwnerFor).
+  const bool confirms = confirms_ && confirms_();
+  OwnerSlot *best = nullptr;
+  int best_rank = 4;
   for (int i = 0; i < n_owners_; i++) {
     OwnerSlot *o = &owners_[(start + i) % n_owners_];
     // Busy (an upstream call of its own in flight): skip, never wait.
     if (!o->mu.TryLock()) continue;
     bool known = o->epoch == epoch && o->seqid > 0;
     o->mu.Unlock();
-    if (known) return o;
-    if (!idle_new) idle_new = o;
+    const bool shared = o->files.load() > 0;
+    const int rank = confirms ? (known ? 0 : 2) + (shared ? 1 : 0)
+                              : (shared ? 2 : 0) + (known ? 0 : 1);
+    if (rank == 0) return o;
+    if (rank < best_rank) {
+      best = o;
+      best_rank = rank;
+    }
   }
-  return idle_new ? idle_new : &owners_[start % n_owners_];
+  return best ? best : &owners_[start % n_owners_];
 }
 
 OwnerSlot *OpenTable::OwnerForKey(Key key) { return PickOwner(key); }
 
 OwnerSlot *OpenTable::OwnerFor(Key dir, const std::string &name) {
+  {
+    MutexLock g(&mu_);
+    auto n = named_.find(NameOf(dir, name));
+    if (n != named_.end()) {
+      auto it = files_.find(n->second);
+      if (it != files_.end()) return it->second.file->owner;
+    }
+  }
   return PickOwner(std::hash<std::string>()(name) ^
                    (dir * 0x9e3779b97f4a7c15ull));
 }
@@ -42,14 +62,21 @@ std::shared_ptr<FileOpen> OpenTable::Get(Key key) {
   return GetOrAdopt(key, nullptr);
 }
 
-std::shared_ptr<FileOpen> OpenTable::GetOrAdopt(Key key, OwnerSlot *owner) {
+std::shared_ptr<FileOpen> OpenTable::GetOrAdopt(Key key, OwnerSlot *owner,
+                                                Key dir,
+                                                const std::string &name) {
   MutexLock g(&mu_);
   Entry &e = files_[key];
+  if (dir != kNoKey) {
+    e.name = NameOf(dir, name);
+    named_[e.name] = key;
+  }
   if (!e.file) {
     // New: nobody else can hold it yet, so its owner may be chosen freely.
     e.file = std::make_shared<FileOpen>();
     e.file->key = key;
     e.file->owner = owner != nullptr ? owner : OwnerForKey(key);
+    e.file->owner->files++;
   }
   e.pins++;
   return e.file;
@@ -75,6 +102,9 @@ void OpenTable::EraseIfIdle(const std::shared_ptr<FileOpen> &f) {
   // With no pin left nobody can be using f, so reading whether it is open
   // is safe.
   if (it->second.pins > 0 || f->HoldsUpstreamOpen()) return;
+  f->owner->files--;
+  auto n = named_.find(it->second.name);
+  if (n != named_.end() && n->second == f->key) named_.erase(n);
   files_.erase(it);
 }
 

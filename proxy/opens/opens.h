@@ -20,6 +20,7 @@
 // by callers here.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -40,6 +41,9 @@ struct OwnerSlot {
   std::string name GUARDED_BY(mu);        // open-owner name sent upstream
   uint32_t seqid GUARDED_BY(mu) = 0;      // next seqid to send
   uint64_t epoch GUARDED_BY(mu) = ~0ull;  // upstream epoch it was used in
+  // Files in an OpenTable that use this owner (its bookkeeping; read
+  // without a lock when picking an owner for another file).
+  std::atomic<int> files{0};
 };
 
 // A byte range an upstream lock-owner holds: [offset, end), end
@@ -197,8 +201,11 @@ class OpenTable {
   // proxy incarnation.
   // epoch: the upstream's current epoch (see Upstream::epoch), to tell
   // which owners the server knows.
+  // confirms: whether the server makes a new owner's first OPEN cost an
+  // OPEN_CONFIRM (NFSv4.0; null: never).
   OpenTable(int owners, const std::string &prefix,
-            std::function<uint64_t()> epoch);
+            std::function<uint64_t()> epoch,
+            std::function<bool()> confirms = nullptr);
 
   // The FileOpen of key, created if absent (its owner chosen by key), and
   // pinned: it stays in the table until the matching Unpin. A local open
@@ -206,7 +213,11 @@ class OpenTable {
   std::shared_ptr<FileOpen> Get(Key key);
   // Get, but a file new to the table takes `owner` (the owner a by-name
   // OPEN just used), so its first upstream open needs no second OPEN.
-  std::shared_ptr<FileOpen> GetOrAdopt(Key key, OwnerSlot *owner);
+  // dir and name: where the by-name OPEN found it, so that the next open
+  // by that name picks this file's owner (OwnerFor).
+  std::shared_ptr<FileOpen> GetOrAdopt(Key key, OwnerSlot *owner,
+                                       Key dir = kNoKey,
+                                       const std::string &name = "");
   // Unpins; the entry is dropped when nobody pins it and no upstream open
   // is held.
   void Unpin(const std::shared_ptr<FileOpen> &f);
@@ -214,10 +225,17 @@ class OpenTable {
   // lingering open was closed).
   void DropIfIdle(const std::shared_ptr<FileOpen> &f);
   // The owner a by-name open of (dir, name) uses before its key is known,
-  // and the one a file new to the table gets: an idle owner the server
-  // already knows (NFSv4.0 makes a new owner's first OPEN cost an
-  // OPEN_CONFIRM round trip, and an owner's requests wait for each other),
-  // else an idle new one, searched from a slot the name or key picks.
+  // and the one a file new to the table gets, searched from a slot the
+  // name or key picks. A file's calls to the remote hold its owner's mutex
+  // (its OPENs and CLOSEs, a lingering CLOSE), so an owner another file in
+  // the table uses would make this file's calls wait for that file's round
+  // trips and the other way round: a free owner comes first. Among those,
+  // one the server already knows (NFSv4.0 makes a new owner's first OPEN
+  // cost an OPEN_CONFIRM round trip). Owners busy right now are skipped;
+  // when every owner is in use by some file, an idle one is shared (under
+  // NFSv4.0 a known one before a new one, free or not). A name whose file
+  // is in the table (opened by that name before) gets that file's owner:
+  // the server merges the OPEN into the open it has, which one CLOSE ends.
   OwnerSlot *OwnerFor(Key dir, const std::string &name);
   OwnerSlot *OwnerForKey(Key key);
 
@@ -239,13 +257,20 @@ class OpenTable {
   struct Entry {
     std::shared_ptr<FileOpen> file;
     int pins = 0;
+    std::string name;  // NameOf(dir, name) it was opened by, or ""
   };
+  static std::string NameOf(Key dir, const std::string &name) {
+    return std::to_string(dir) + "/" + name;
+  }
 
   std::unique_ptr<OwnerSlot[]> owners_;  // immutable array, slots own locks
   int n_owners_;
   std::function<uint64_t()> epoch_;  // immutable
+  std::function<bool()> confirms_;   // immutable
   mutable Mutex mu_{"opens"};
   std::unordered_map<Key, Entry> files_ GUARDED_BY(mu_);
+  // NameOf(dir, name) -> the file in files_ last opened by that name.
+  std::unordered_map<std::string, Key> named_ GUARDED_BY(mu_);
   // Drops f's entry when nobody pins it and it holds no upstream open.
   void EraseIfIdle(const std::shared_ptr<FileOpen> &f) REQUIRES(mu_);
 };

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <set>
+#include <vector>
+
 namespace nache {
 namespace {
 
@@ -12,11 +16,12 @@ TEST(OpenTableTest, OneEntryPerFileWithStickyOwner) {
   auto a = t.Get(5);
   auto b = t.Get(5);
   EXPECT_EQ(a.get(), b.get());
-  EXPECT_EQ(a->owner, t.OwnerForKey(5));
-  EXPECT_NE(t.OwnerForKey(5), t.OwnerForKey(6));
+  OwnerSlot *owner = a->owner;
+  EXPECT_NE(t.OwnerForKey(6), owner);  // in use by file 5
   EXPECT_EQ(t.size(), 1u);
   t.Unpin(a);
-  EXPECT_EQ(t.size(), 1u);  // still pinned by b
+  EXPECT_EQ(t.size(), 1u);     // still pinned by b
+  EXPECT_EQ(b->owner, owner);  // (the same FileOpen, its owner fixed)
   t.Unpin(b);
   EXPECT_EQ(t.size(), 0u);
 }
@@ -55,6 +60,79 @@ TEST(OpenTableTest, IdleKnownOwnersArePreferred) {
   epoch = 2;  // a new client id: the server knows none of them
   EXPECT_EQ(t.OwnerForKey(5), t.OwnerForKey(5));
   EXPECT_NE(t.OwnerForKey(5), known);
+}
+
+// A file's upstream calls hold its owner's mutex: an owner a file in the
+// table uses (open, or lingering) is not given to another file while a
+// free one exists, so that their round trips do not wait for each other.
+// Once that file leaves the table its owner is free again.
+TEST(OpenTableTest, AnOwnerInUseByAFileGoesToNoOtherWhileOneIsFree) {
+  OpenTable t(4, "p", [] { return uint64_t(1); });
+  auto a = t.Get(3);
+  OwnerSlot *used = a->owner;
+  {
+    MutexLock g(&used->mu);  // known to the server: preferred before
+    used->epoch = 1;
+    used->seqid = 2;
+    a->SetOpen(upstream::StateId(), 1);  // an open lingering, say
+  }
+  t.Unpin(a);
+  ASSERT_EQ(t.size(), 1u);
+  for (Key k = 0; k < 16; k++) EXPECT_NE(t.OwnerForKey(k), used) << k;
+  EXPECT_NE(t.OwnerFor(9, "name"), used);
+  // Every owner used by some file: an idle one is shared.
+  std::vector<std::shared_ptr<FileOpen>> more;
+  for (Key k = 10; more.size() < 3; k++) more.push_back(t.Get(k));
+  std::set<OwnerSlot *> owners = {used};
+  for (auto &f : more) owners.insert(f->owner);
+  EXPECT_EQ(owners.size(), 4u);       // each file its own
+  EXPECT_EQ(t.OwnerForKey(3), used);  // known and idle: the best of four
+  {
+    MutexLock busy(&used->mu);
+    EXPECT_NE(t.OwnerForKey(3), used);
+  }
+  for (auto &f : more) t.Unpin(f);
+  auto again = t.Get(3);
+  {
+    MutexLock g(&again->owner->mu);
+    again->SetClosed();
+  }
+  t.Unpin(again);
+  ASSERT_EQ(t.size(), 0u);
+  EXPECT_EQ(t.OwnerForKey(0), used);  // free and known again
+}
+
+// NFSv4.0: a new owner's first OPEN costs an OPEN_CONFIRM round trip, a
+// sure one, where sharing an idle known owner only may wait: known first.
+TEST(OpenTableTest, UnderNfs40AKnownOwnerIsSharedBeforeANewOneIsUsed) {
+  OpenTable t(
+      4, "p", [] { return uint64_t(1); }, [] { return true; });
+  auto a = t.Get(3);
+  OwnerSlot *used = a->owner;
+  {
+    MutexLock g(&used->mu);
+    used->epoch = 1;
+    used->seqid = 2;
+  }
+  EXPECT_EQ(t.OwnerForKey(7), used);
+  t.Unpin(a);
+}
+
+// An open by a name whose file is in the table (opened by that name, its
+// open lingering) takes that file's owner, in use or not: the remote
+// merges the OPEN into the open it has, and no second CLOSE is owed.
+TEST(OpenTableTest, AnOpenByANameInTheTableTakesItsFilesOwner) {
+  OpenTable t(8, "p", [] { return uint64_t(1); });
+  OwnerSlot *o = t.OwnerFor(1, "f");
+  auto a = t.GetOrAdopt(5, o, 1, "f");
+  EXPECT_EQ(t.OwnerFor(1, "f"), o);
+  EXPECT_NE(t.OwnerFor(1, "g"), o);
+  EXPECT_NE(t.OwnerFor(2, "f"), o);
+  {
+    MutexLock busy(&o->mu);  // its lingering CLOSE, say: worth the wait
+    EXPECT_EQ(t.OwnerFor(1, "f"), o);
+  }
+  t.Unpin(a);
 }
 
 TEST(OpenTableTest, EntryWithUpstreamOpenOutlivesPins) {
