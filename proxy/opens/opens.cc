@@ -51,7 +51,9 @@ OwnerSlot *OpenTable::OwnerFor(Key dir, const std::string &name) {
     auto n = named_.find(NameOf(dir, name));
     if (n != named_.end()) {
       auto it = files_.find(n->second);
-      if (it != files_.end()) return it->second.file->owner;
+      if (it != files_.end() && it->second.name == n->first)
+        return it->second.file->owner;
+      named_.erase(n);  // (stale: GetOrAdopt keeps one name per file)
     }
   }
   return PickOwner(std::hash<std::string>()(name) ^
@@ -68,7 +70,13 @@ std::shared_ptr<FileOpen> OpenTable::GetOrAdopt(Key key, OwnerSlot *owner,
   MutexLock g(&mu_);
   Entry &e = files_[key];
   if (dir != kNoKey) {
-    e.name = NameOf(dir, name);
+    // One name per file: the one it was last opened by.
+    std::string now = NameOf(dir, name);
+    if (e.name != now) {
+      auto n = named_.find(e.name);
+      if (n != named_.end() && n->second == key) named_.erase(n);
+      e.name = std::move(now);
+    }
     named_[e.name] = key;
   }
   if (!e.file) {

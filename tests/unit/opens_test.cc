@@ -132,6 +132,16 @@ TEST(OpenTableTest, AnOpenByANameInTheTableTakesItsFilesOwner) {
     MutexLock busy(&o->mu);  // its lingering CLOSE, say: worth the wait
     EXPECT_EQ(t.OwnerFor(1, "f"), o);
   }
+  // Opened by another name (renamed at the remote, a hard link): only the
+  // last name leads to it.
+  auto again = t.GetOrAdopt(5, t.OwnerFor(1, "h"), 1, "h");
+  EXPECT_EQ(again.get(), a.get());
+  EXPECT_EQ(t.OwnerFor(1, "h"), o);
+  {
+    MutexLock busy(&o->mu);
+    EXPECT_NE(t.OwnerFor(1, "f"), o);
+  }
+  t.Unpin(again);
   t.Unpin(a);
 }
 
