@@ -71,9 +71,9 @@ TEST(OpenTableTest, AnOwnerInUseByAFileGoesToNoOtherWhileOneIsFree) {
   auto a = t.Get(3);
   OwnerSlot *used = a->owner;
   {
-    MutexLock g(&used->mu);  // known to the server: preferred before
-    used->epoch = 1;
-    used->seqid = 2;
+    MutexLock g(&a->owner->mu);  // known to the server: preferred before
+    a->owner->epoch = 1;
+    a->owner->seqid = 2;
     a->SetOpen(upstream::StateId(), 1);  // an open lingering, say
   }
   t.Unpin(a);
