@@ -60,10 +60,7 @@ uint32_t BlockReader::Get(Key key, uint64_t idx, const upstream::Creds &cr,
       NoteUpstreamWait();  // another thread's fetch: a round trip all the same
       const auto t0 = std::chrono::steady_clock::now();
       while (!f->done) f->cv.Wait();
-      NoteUpstreamWaitTime(
-          uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::steady_clock::now() - t0)
-                       .count()));
+      NoteUpstreamWaitTime(std::chrono::steady_clock::now() - t0);
       if (f->status == upstream::kNfs4Ok) *data = f->data;
       return f->status;
     }

@@ -398,8 +398,7 @@ uint32_t Core::Run(Compound &c, const Creds &cr, CompoundReply *rep) {
   NoteUpstreamWait();  // this operation cost a round trip
   upstream::CallStatus s = up_->Call(c, cr, rep);
   const auto took = std::chrono::steady_clock::now() - t0;
-  NoteUpstreamWaitTime(uint64_t(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()));
+  NoteUpstreamWaitTime(took);
   metrics_->ObserveCompound(c, s, *rep, took);
   if (s != upstream::CallStatus::kOk && SeqidBearing(c))
     s = ResendSeqidBearing(c, cr, rep, s, epoch);

@@ -14,6 +14,7 @@
 // Thread safety: each thread has its own counts; no lock.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 namespace nache {
@@ -23,7 +24,10 @@ inline thread_local uint64_t tls_upstream_wait_ns = 0;
 
 inline void NoteUpstreamWait() { tls_upstream_waits++; }
 inline uint64_t UpstreamWaitsOnThisThread() { return tls_upstream_waits; }
-inline void NoteUpstreamWaitTime(uint64_t ns) { tls_upstream_wait_ns += ns; }
+inline void NoteUpstreamWaitTime(std::chrono::steady_clock::duration d) {
+  tls_upstream_wait_ns +=
+      uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
 inline uint64_t UpstreamWaitNsOnThisThread() { return tls_upstream_wait_ns; }
 
 }  // namespace nache
