@@ -1419,9 +1419,10 @@ bool Cache::LocalWrite(Key key, uint64_t off, const char *buf, size_t len,
   o->attrs.mtime = o->attrs.ctime = RealNow();
   o->validated = Clock::now();
   PersistAttrs(key, *o, &batch);
-  rocksdb::WriteOptions w;
-  w.sync = true;  // acknowledged writes survive a crash
-  rocksdb::Status st = store_->Write(w, &batch);
+  // Acknowledged writes survive a crash: on disk before the client hears,
+  // synced by the call's end when it has a ReplySync (then not under this
+  // lock: other clients' calls need it meanwhile).
+  rocksdb::Status st = store_->WriteBeforeReply(&batch);
   if (st.ok()) return true;
   for (size_t i = 0; i < touched.size(); i++) {
     auto it = FindBlock(key, touched[i].idx);
@@ -1695,9 +1696,10 @@ bool Cache::SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync) {
   IndexDirtyLocked(key, *o);
   WriteBatch batch;
   PersistAttrs(key, *o, &batch);
-  rocksdb::WriteOptions w;
-  w.sync = sync;
-  if (store_->Write(w, &batch).ok()) return true;
+  if ((sync ? store_->WriteBeforeReply(&batch)
+            : store_->Write(rocksdb::WriteOptions(), &batch))
+          .ok())
+    return true;
   o->record_hash = 0;
   return false;
 }

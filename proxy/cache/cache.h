@@ -275,7 +275,9 @@ class Cache {
   // --- write-back -------------------------------------------------------
   // Applies a local write of [off, off+len) to key (which must have known
   // attributes): into its blocks, marked dirty, and its attributes (size,
-  // mtime and ctime now, change bumped), synced to disk before returning.
+  // mtime and ctime now, change bumped), synced to disk before the client
+  // is answered (Store::WriteBeforeReply: at once, or by the call's
+  // ReplySync after this returns and the cache's lock is free).
   // A block the write covers only in part, and which holds remote data
   // (below the remote's size), must be cached: otherwise returns false
   // with *need set to its index, and changes nothing. Extending the file
@@ -623,7 +625,7 @@ class Cache {
   void ClearAssembliesLocked(Object *o) REQUIRES(mu_);
   // Attributes of o (already changed by the caller) set locally: its change
   // moves, the bits of mask are pending for the flusher, and the record is
-  // written (synced when sync).
+  // written (synced before the client is answered when sync).
   bool SetLocallyLocked(Key key, Object *o, uint64_t mask, bool sync)
       REQUIRES(mu_);
   // Our change of o's names (a directory): removed leaves its listing,

@@ -20,6 +20,8 @@
 #include "core/convert.h"
 #include "core/core.h"
 #include "nache/nache.h"
+#include "store/reply_sync.h"
+#include "store/store.h"
 #include "upstream/idmap.h"
 #include "upstream/owners.h"
 #include "util/log.h"
@@ -112,8 +114,14 @@ class LocalCall {
   }
   LocalCall(const LocalCall &) = delete;
   LocalCall &operator=(const LocalCall &) = delete;
-  // The call's status; returns it.
+  // The call's status, once what it wrote to be durable before the answer
+  // is (the ReplySync); a store that could not sync turns success into the
+  // store's failure (NOSPC on a full cache disk, else IO). Returns it.
   uint32_t Done(uint32_t status) {
+    if (nache::Store *failed = durable_.Finish())
+      if (status == 0)
+        status = failed->no_space() ? nache::upstream::kNfs4ErrNospc
+                                    : nache::upstream::kNfs4ErrIo;
     const uint64_t trips = nache::UpstreamWaitsOnThisThread() - waits_before_;
     metrics_->CountRoundTrips(op_, trips);
     if (status == 0 && trips == 0) metrics_->CountWithoutUpstream(op_);
@@ -131,6 +139,9 @@ class LocalCall {
   uint64_t waits_before_;
   uint64_t wait_ns_before_;
   std::chrono::steady_clock::time_point start_;
+  // The call's writes that must be on disk before it answers are synced
+  // in Done, after the core's locks are released (store/reply_sync.h).
+  nache::ReplySync durable_;
 };
 
 }  // namespace

@@ -436,6 +436,21 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                    "Writes to the cache store that failed, "
                                    "by reason (no_space, other)")
                                .Register(r);
+  store_durable_writes_ =
+      &prometheus::BuildCounter()
+           .Name("nache_cache_store_durable_writes_total")
+           .Help(
+               "Writes to the cache store that a client's call answers only "
+               "once they are on disk (write-back data, setattrs, log "
+               "records)")
+           .Register(r);
+  store_syncs_ = &prometheus::BuildCounter()
+                      .Name("nache_cache_store_syncs_total")
+                      .Help(
+                          "Flushes of the cache store's log to disk that "
+                          "made such writes durable (concurrent calls share "
+                          "one)")
+                      .Register(r);
   auto &cpu = prometheus::BuildCounter()
                   .Name("process_cpu_seconds_total")
                   .Help(
@@ -747,6 +762,8 @@ ExportMetrics *Metrics::ForExport(uint32_t export_id) {
   e->store_write_failures_[1] =
       &store_write_failures_->Add(with("reason", "other"));
   e->store_no_space_ = &store_no_space_->Add(ex);
+  e->store_durable_writes_ = &store_durable_writes_->Add(ex);
+  e->store_syncs_ = &store_syncs_->Add(ex);
   return e.get();
 }
 

@@ -280,6 +280,11 @@ class ExportMetrics {
   void CountStoreWriteFailure(bool no_space) {
     store_write_failures_[no_space ? 0 : 1]->Increment();
   }
+  // A write a client's call must not answer before it is on disk
+  // (Store::WriteBeforeReply), and one flush of the store's log to disk
+  // (Store::Sync: several such writes share one).
+  void CountStoreDurableWrite() { store_durable_writes_->Increment(); }
+  void CountStoreSync() { store_syncs_->Increment(); }
   // The cache store refuses writes for lack of space (1) or takes them (0).
   void SetStoreNoSpace(bool full) { store_no_space_->Set(full ? 1 : 0); }
 
@@ -402,6 +407,9 @@ class ExportMetrics {
   // nache_cache_store_write_failures_total{reason=no_space|other}
   std::array<prometheus::Counter *, 2> store_write_failures_{};
   prometheus::Gauge *store_no_space_ = nullptr;  // nache_cache_store_no_space
+  // nache_cache_store_durable_writes_total, nache_cache_store_syncs_total
+  prometheus::Counter *store_durable_writes_ = nullptr;
+  prometheus::Counter *store_syncs_ = nullptr;
   Mutex sampler_mu_{"metrics_sampler"};
   // Empty: export closed.
   std::function<ExportGauges()> sampler_ GUARDED_BY(sampler_mu_);
@@ -497,6 +505,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter> *store_moved_ = nullptr;
   prometheus::Family<prometheus::Counter> *store_write_failures_ = nullptr;
   prometheus::Family<prometheus::Gauge> *store_no_space_ = nullptr;
+  prometheus::Family<prometheus::Counter> *store_durable_writes_ = nullptr;
+  prometheus::Family<prometheus::Counter> *store_syncs_ = nullptr;
   // The process's own (process_stats.h), sampled at each Collect.
   prometheus::Counter *cpu_user_ = nullptr;
   prometheus::Counter *cpu_system_ = nullptr;

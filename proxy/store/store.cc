@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "metrics/metrics.h"
+#include "store/reply_sync.h"
 #include "util/bytes.h"
 #include "util/log.h"
 
@@ -359,7 +361,9 @@ Store::OpenFailure Store::Init(const std::string &dir, const StoreOptions &opts,
                                std::string *why) {
   dir_ = dir;
   metrics_ = opts.metrics;
+  env_ = opts.env;
   rocksdb::Options o = BaseOptions();
+  if (env_) o.env = env_.get();
   std::vector<rocksdb::ColumnFamilyHandle *> handles;
   // A foreign RocksDB may hold column families we do not know; it is
   // refused (the open fails with InvalidArgument) rather than guessed at.
@@ -489,6 +493,55 @@ rocksdb::Status Store::Write(const rocksdb::WriteOptions &opts,
     metrics_->CountStoreWriteFailure(false);
   }
   return st;
+}
+
+rocksdb::Status Store::WriteBeforeReply(rocksdb::WriteBatch *batch) {
+  ReplySync *reply = ReplySync::Current();
+  rocksdb::WriteOptions w;
+  w.sync = reply == nullptr;
+  rocksdb::Status st = Write(w, batch);
+  if (!st.ok()) return st;
+  if (metrics_) metrics_->CountStoreDurableWrite();
+  if (reply != nullptr) {
+    reply->Defer(this);
+  } else if (metrics_) {
+    metrics_->CountStoreSync();  // the write's own
+  }
+  return st;
+}
+
+rocksdb::Status Store::Sync() {
+  // Every write taken before this call has a sequence number up to this
+  // one: RocksDB publishes a write's number after its log record is
+  // written.
+  const uint64_t need = db_->GetLatestSequenceNumber();
+  MutexLock g(&sync_mu_);
+  while (synced_seq_ < need) {
+    if (syncing_) {
+      // Its sync may have started before our write: wait, and look again.
+      sync_done_.Wait();
+      continue;
+    }
+    syncing_ = true;
+    const uint64_t upto = db_->GetLatestSequenceNumber();
+    g.Unlock();
+    rocksdb::Status st = db_->SyncWAL();
+    g.Lock();
+    syncing_ = false;
+    sync_done_.SignalAll();
+    if (!st.ok()) {
+      if (st.IsNoSpace()) {
+        g.Unlock();
+        NoteNoSpace(st);
+      } else if (metrics_) {
+        metrics_->CountStoreWriteFailure(false);
+      }
+      return st;
+    }
+    synced_seq_ = std::max(synced_seq_, upto);
+    if (metrics_) metrics_->CountStoreSync();
+  }
+  return rocksdb::Status::OK();
 }
 
 rocksdb::Status Store::Put(const rocksdb::WriteOptions &opts,

@@ -28,8 +28,13 @@
 // RocksDB's assertions, and its file logger aborts the process on the write
 // after one that failed for space.
 //
+// Durable writes: WriteBeforeReply is for what a client must not hear of
+// before it is on disk; under a ReplySync (reply_sync.h) its sync is
+// deferred to the call's end, and Sync then flushes the log once for all
+// the writers waiting (group commit).
+//
 // Thread safety: all methods are thread-safe (RocksDB is; the no-space
-// state has its own mutex).
+// state and the sync have their own mutexes).
 #pragma once
 
 #include <atomic>
@@ -42,6 +47,7 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Env;
 class Slice;
 class Status;
 class WriteBatch;
@@ -69,6 +75,9 @@ struct StoreOptions {
   bool reset_on_upstream_change = false;
   // Where the store's series go (moved aside, no space); may be null.
   metrics::ExportMetrics *metrics = nullptr;
+  // The environment RocksDB runs on; null: the default one. For tests (a
+  // file system that counts or holds the log's syncs).
+  std::shared_ptr<rocksdb::Env> env;
 };
 
 // Unflushed write-back state found in a store: what would be lost if it
@@ -123,6 +132,16 @@ class Store {
   // counted).
   rocksdb::Status Write(const rocksdb::WriteOptions &opts,
                         rocksdb::WriteBatch *batch);
+  // Writes batch, to be on disk before the client of the calling thread's
+  // call hears of it: under a ReplySync, unsynced now and synced by the
+  // scope's Finish (outside the caller's locks, shared with other calls);
+  // without one, synced now.
+  rocksdb::Status WriteBeforeReply(rocksdb::WriteBatch *batch);
+  // Makes every write this store has taken so far durable (RocksDB's log
+  // synced). Callers that arrive while a sync is under way wait for it and
+  // then share one more: one flush of the disk for all of them. A failure
+  // is counted as a store write failure.
+  rocksdb::Status Sync() EXCLUDES(sync_mu_);
   // One key's value, the same way (a batch of one).
   rocksdb::Status Put(const rocksdb::WriteOptions &opts,
                       rocksdb::ColumnFamilyHandle *family,
@@ -167,6 +186,12 @@ class Store {
   Mutex space_mu_{"store_space"};              // also held across Resume
   // Free bytes when a write last failed.
   uint64_t free_at_failure_ GUARDED_BY(space_mu_) = 0;
+  std::shared_ptr<rocksdb::Env> env_;  // StoreOptions::env; outlives db_
+  Mutex sync_mu_{"store_sync"};        // not held across the disk's flush
+  CondVar sync_done_{&sync_mu_};       // a sync ended
+  bool syncing_ GUARDED_BY(sync_mu_) = false;
+  // Every write with a sequence number up to this one is durable.
+  uint64_t synced_seq_ GUARDED_BY(sync_mu_) = 0;
 };
 
 }  // namespace nache

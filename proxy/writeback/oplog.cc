@@ -202,10 +202,10 @@ uint64_t OpLog::Append(LogRecord r) {
   MutexLock g(&mu_);
   r.seq = next_seq_;
   std::string v = Encode(r);
-  rocksdb::WriteOptions w;
-  w.sync = true;  // durable before the client hears "done"
-  rocksdb::Status st =
-      store_->Put(w, store_->family(Store::kWbLog), SeqKey(r.seq), v);
+  rocksdb::WriteBatch b;
+  b.Put(store_->family(Store::kWbLog), SeqKey(r.seq), v);
+  // Durable before the client hears "done".
+  rocksdb::Status st = store_->WriteBeforeReply(&b);
   if (!st.ok()) {
     NACHE_LOG(kLogCrit, kComponent, "write-back log append failed: %s",
               st.ToString().c_str());
@@ -244,9 +244,8 @@ bool OpLog::Erase(const std::vector<uint64_t> &seqs, bool sync) {
   // Unsynced, a record that reappears after a crash is sent again. A WRITE
   // sent twice writes the same bytes; a namespace record sent twice fails
   // with EXIST or NOENT, which the flusher must take as done.
-  rocksdb::WriteOptions w;
-  w.sync = sync;
-  rocksdb::Status st = store_->Write(w, &b);
+  rocksdb::Status st = sync ? store_->WriteBeforeReply(&b)
+                            : store_->Write(rocksdb::WriteOptions(), &b);
   if (!st.ok())
     NACHE_LOG(kLogCrit, kComponent, "write-back log erase failed: %s",
               st.ToString().c_str());
@@ -271,9 +270,7 @@ bool OpLog::Replace(uint64_t old_seq, std::vector<LogRecord> *rs) {
     sizes.push_back(uint32_t(v.size()));
     b.Put(store_->family(Store::kWbLog), SeqKey(r.seq), v);
   }
-  rocksdb::WriteOptions w;
-  w.sync = true;  // durable before the client hears "done"
-  rocksdb::Status st = store_->Write(w, &b);
+  rocksdb::Status st = store_->WriteBeforeReply(&b);  // before "done"
   if (!st.ok()) {
     NACHE_LOG(kLogCrit, kComponent, "write-back log replace failed: %s",
               st.ToString().c_str());

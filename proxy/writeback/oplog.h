@@ -4,6 +4,8 @@
 //
 // A record is appended, and synced to disk, before the client is answered;
 // so `kill -9` (or a power loss) at any moment loses no acknowledged change.
+// "Synced" below means Store::WriteBeforeReply: at once, or, for a client's
+// call with a ReplySync open (store/reply_sync.h), at the call's end.
 // Records are keyed by a sequence number (big-endian, so iteration order is
 // log order) and carry a CRC-32C of their contents. Opening the log scans
 // it: the first record that does not decode or fails its checksum ends the
@@ -94,14 +96,15 @@ class OpLog {
   explicit OpLog(Store *store);
 
   // Appends r (its seq and, when 0, logged_at are assigned) and syncs it to
-  // disk before returning. Returns the sequence number, or 0 when the store
-  // could not write it (the caller must then not acknowledge the change).
+  // disk before the client is answered. Returns the sequence number, or 0 when
+  // the store could not write it (the caller must then not acknowledge the
+  // change).
   uint64_t Append(LogRecord r) EXCLUDES(mu_);
   // Up to max records from sequence number from (inclusive), in order.
   std::vector<LogRecord> Read(uint64_t from, size_t max) EXCLUDES(mu_);
   // Forgets records (sent upstream, or made unnecessary by a later one).
-  // sync: durable before returning (a record cancelled by a change the
-  // client was told about, e.g. a create undone by a remove); otherwise a
+  // sync: durable before the client is answered (a record cancelled by a change
+  // the client was told about, e.g. a create undone by a remove); otherwise a
   // record may reappear after a crash and is sent again.
   // False when the store could not write.
   bool Erase(const std::vector<uint64_t> &seqs, bool sync = false)

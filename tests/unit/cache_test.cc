@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cache/reader.h"
+#include "file_attrs.h"
 #include "store/store.h"
 #include "temp_dir.h"
 
@@ -26,19 +27,10 @@ namespace {
 
 using upstream::Attrs;
 
+using testing_util::FileAttrs;
 using testing_util::TempDir;
 
 constexpr uint32_t kBs = 4096;
-
-Attrs FileAttrs(uint64_t change, uint64_t size) {
-  Attrs a;
-  a.mask = upstream::kAttrsObject;
-  a.type = upstream::FileType::kReg;
-  a.change = change;
-  a.size = size;
-  a.mode = 0644;
-  return a;
-}
 
 class CacheTest : public ::testing::Test {
  protected:

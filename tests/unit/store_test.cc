@@ -24,6 +24,7 @@
 #include <string>
 
 #include "cache/cache.h"
+#include "file_attrs.h"
 #include "handles/handle_map.h"
 #include "metrics/metrics.h"
 #include "temp_dir.h"
@@ -326,13 +327,8 @@ TEST(StoreUnflushedTest, CountsWhatTheCacheLeavesDirty) {
   co.block_size = 4096;
   co.attr_timeout_ms = 60000;
   Cache cache(s.get(), co, nullptr);
-  upstream::Attrs a;
-  a.mask = upstream::kAttrsObject;
-  a.type = upstream::FileType::kReg;
-  a.change = 1;
-  a.mode = 0644;
-  cache.Validated(1, a);
-  cache.Validated(2, a);
+  cache.Validated(1, testing_util::FileAttrs(1, 0));
+  cache.Validated(2, testing_util::FileAttrs(1, 0));
   uint64_t need;
   std::string data(6000, 'x');  // two blocks
   ASSERT_TRUE(cache.LocalWrite(1, 0, data.data(), data.size(), &need));
