@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.cc,%,$(wildcard tests/fuzz/fuzz_*.cc))
 
 .PHONY: all deps build san-build test unit integration fuzz demo bench clean \
-	format check-locks lint deb
+	format check-locks lint style deb
 
 all: build
 
@@ -35,23 +35,27 @@ $(LOCKS_BUILD)/build.ninja:
 check-locks: deps $(LOCKS_BUILD)/build.ninja
 	cmake --build $(LOCKS_BUILD) -j $(JOBS) --target nachecore
 
-# Hygiene, before the tests: every shell script through shellcheck (its
-# settings and their reasons: .shellcheckrc; warnings and errors fail),
-# every C and C++ file as clang-format writes it (make format), and the
-# lock analysis (check-locks).
-lint: deps check-locks
+# Hygiene: every shell script through shellcheck (its settings and their
+# reasons: .shellcheckrc; warnings and errors fail), every C and C++ file
+# as clang-format writes it (make format): style; and the lock analysis
+# (check-locks).
+style: deps
 	git ls-files -z '*.sh' deploy/nache-nsm | xargs -0 shellcheck -x -S warning
 	git ls-files -z '*.c' '*.h' '*.cc' | xargs -0 clang-format --dry-run -Werror
+lint: style check-locks
 
 # Formats every C and C++ file in place (.clang-format files: Google's
 # style for C++, the kernel's for the FSAL's C and the C API header).
 format:
 	git ls-files -z '*.c' '*.h' '*.cc' | xargs -0 clang-format -i
 
-# Everything: unit tests then integration tests (they boot the lab); then,
-# in the sanitizer build, the unit tests under ASan/UBSan (label unit-san)
-# and each fuzz target for a short while over its corpus (label fuzz).
-test: lint build san-build
+# Everything: style, unit tests then integration tests (they boot the
+# lab); then, in the sanitizer build, the unit tests under ASan/UBSan
+# (label unit-san) and each fuzz target for a short while over its corpus
+# (label fuzz). The sanitizer build is a clang build of the whole core, so
+# it is the lock analysis too (a separate check-locks would compile the
+# core a third time).
+test: style build san-build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
