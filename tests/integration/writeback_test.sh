@@ -11,7 +11,8 @@
 # file rewritten with the bytes it had sends no data; an editor's save
 # (a temporary file renamed over the remote's file) is logged whole; so is
 # rm -r of a tree the remote has, directories included; so are renames
-# of files and of directories the remote has.
+# of files and of directories the remote has; eight stable writers at once
+# share the flushes of nache's disk and lose nothing to kill -9.
 set -uo pipefail
 source "$(dirname "$0")/itest.sh"
 
@@ -347,6 +348,30 @@ renames_of_remote_directories_are_logged() {
 		expect_eq "conflict copies" "$(find "$R/wb/dm" -name '*nache-conflict*' | wc -l)" 0
 }
 
+# Eight writers at once, each WRITE stable (O_DSYNC): every one is on
+# nache's disk before it is answered, the calls writing while a flush of
+# the store's log is under way share the next one (fewer flushes than
+# durable writes: Store::Sync), and kill -9 right after loses none.
+concurrent_writers_share_the_disks_flushes() {
+	local d0 s0 d s i want got
+	d0=$(metric nache_cache_store_durable_writes_total) &&
+		s0=$(metric nache_cache_store_syncs_total) || return 1
+	on 1 "mkdir -p $M/wb/par && for i in 1 2 3 4 5 6 7 8; do head -c 1048576 /dev/urandom > /tmp/par\$i; done; \
+		pids=''; for i in 1 2 3 4 5 6 7 8; do dd if=/tmp/par\$i of=$M/wb/par/f\$i bs=4k oflag=dsync status=none & pids=\"\$pids \$!\"; done; \
+		for p in \$pids; do wait \$p || exit 1; done" || { echo "a writer failed" >&2; return 1; }
+	want=$(on 1 "cd /tmp && sha256sum par1 par2 par3 par4 par5 par6 par7 par8 | cut -d' ' -f1 | tr '\n' ' '")
+	d=$(($(metric nache_cache_store_durable_writes_total) - d0))
+	s=$(($(metric nache_cache_store_syncs_total) - s0))
+	echo "durable writes $d, flushes of the log $s"
+	at_least "durable writes (8 x 256 stable WRITEs)" "$d" 2048 &&
+		at_least "writes per flush saved" $((d - s)) 1 &&
+		restart_with "$SOON" kill || return 1
+	for i in 1 2 3 4 5 6 7 8; do
+		got+="$(lab_wait_until 60 eval '[ -s "$R/wb/par/f'$i'" ] && [ "$(stat -c %s "$R/wb/par/f'$i'")" = 1048576 ]' && sha_remote wb/par/f$i) "
+	done
+	expect_eq "the remote has every acknowledged byte" "$got" "$want"
+}
+
 check acknowledged_writes_stay_local_until_flushed acknowledged_writes_stay_local_until_flushed
 check kill_9_loses_no_acknowledged_write kill_9_loses_no_acknowledged_write
 check files_removed_before_their_flush_send_no_data removed_before_flush_sends_no_data
@@ -362,4 +387,5 @@ check a_save_over_a_remote_file_is_logged_and_survives_kill_9 save_over_a_remote
 check rm_r_of_a_remote_tree_is_logged_directories_included tree_removed_as_one_log
 check renames_of_remote_files_are_logged_and_survive_kill_9 renames_of_remote_files_are_logged
 check renames_of_remote_directories_are_logged_and_survive_kill_9 renames_of_remote_directories_are_logged
+check concurrent_writers_share_the_disks_flushes_and_survive_kill_9 concurrent_writers_share_the_disks_flushes
 itest_finish
