@@ -215,6 +215,8 @@ if [ "$REMOTE" = knfsd ]; then
 	UP_ADDR=$LAB_KNFSD_ADDR UP_PATH=/ DIRECT_EXPORT=/
 	SERVER_ROOT=$LAB_KNFSD_EXPORT_DIR          # path inside the knfsd guest
 	SRV_PY=python3                             # the guest's PATH: /usr/bin
+	# Its largest READ/WRITE (LAB_KNFSD_MAX_BLOCK, else the kernel's default).
+	echo "knfsd_max_block=$(lab_knfsd_run 'cat /proc/fs/nfsd/max_block_size')" >>"$RUN/params.txt"
 else
 	lab_remote_vfs_start || die "VFS remote did not start"
 	UP_ADDR=$LAB_REMOTE_ADDR UP_PATH=/export DIRECT_EXPORT=/export

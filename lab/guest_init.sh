@@ -255,6 +255,11 @@ knfsd)
 	# Short grace and lease: a fresh lab server has nothing to reclaim.
 	echo "$LAB_KNFSD_GRACE" >/proc/fs/nfsd/nfsv4gracetime
 	echo "$LAB_KNFSD_LEASE" >/proc/fs/nfsd/nfsv4leasetime
+	# Only while no nfsd thread runs: before rpc.nfsd.
+	if [ -n "${LAB_KNFSD_MAX_BLOCK:-}" ]; then
+		echo "$LAB_KNFSD_MAX_BLOCK" >/proc/fs/nfsd/max_block_size ||
+			fail "max_block_size $LAB_KNFSD_MAX_BLOCK"
+	fi
 	# nfsdcld tracks clients in the lab dir, so it survives a restart of
 	# this guest: the first boot has no clients to reclaim and knfsd skips
 	# its grace period; a restart runs a real one (LAB_KNFSD_GRACE s).

@@ -43,6 +43,10 @@ LAB_REPO_DIR=$(dirname "$LAB_SRC_DIR")
 : "${LAB_KNFSD_GRACE:=10}"
 : "${LAB_KNFSD_THREADS:=8}"
 : "${LAB_KNFSD_NLM_GRACE:=}"      # lockd grace s (empty: kernel default, 50)
+# knfsd's largest READ/WRITE in bytes (/proc/fs/nfsd/max_block_size). Empty:
+# the kernel's default, which follows the guest's memory: 32 KiB for the
+# 256M UML guest, where a server with 4 GiB or more takes 1 MiB.
+: "${LAB_KNFSD_MAX_BLOCK:=}"
 # exportfs options of the knfsd export (keep fsid=0: it is the NFSv4 root).
 # Tests of identity squashing replace no_root_squash (root_squash,
 # all_squash,anonuid=N,...).
@@ -1435,6 +1439,7 @@ _lab_knfsd_env() {
 		LAB_KNFSD_GRACE='$LAB_KNFSD_GRACE'
 		LAB_KNFSD_THREADS='$LAB_KNFSD_THREADS'
 		LAB_KNFSD_NLM_GRACE='$LAB_KNFSD_NLM_GRACE'
+		LAB_KNFSD_MAX_BLOCK='$LAB_KNFSD_MAX_BLOCK'
 		LAB_KNFSD_CLD_DIR='$LAB_DIR/knfsd/nfsdcld'
 		LAB_KNFSD_EXPORT_OPTS='$LAB_KNFSD_EXPORT_OPTS'
 		LAB_KNFSD_MANAGE_GIDS='$LAB_KNFSD_MANAGE_GIDS'
