@@ -2690,9 +2690,17 @@ uint32_t Core::WriteUpstream(const Creds &cr, Key key,
 uint32_t Core::Commit(const Creds &cr, Key key, uint64_t offset, uint64_t len) {
   (void)offset;  // the whole file is committed: cheaper than tracking ranges
   (void)len;
-  if (WriteBackFor(key)) return upstream::kNfs4Ok;  // durable in the store
-  if (unstable_writes_) return unstable_writes_->Commit(key, cr);
-  return upstream::kNfs4Ok;  // every write was sent FILE_SYNC or stable
+  // Writes sent through UNSTABLE and not yet committed at the remote are
+  // committed first, also when the file has gone write-back since (a write
+  // delegation, drain lifted): the client was told they are durable once
+  // this COMMIT succeeds, and the store never held them.
+  if (unstable_writes_) {
+    const uint32_t st = unstable_writes_->Commit(key, cr);
+    if (st != upstream::kNfs4Ok) return st;
+  }
+  // Write-back writes are durable in the store; every other write was sent
+  // FILE_SYNC or stable.
+  return upstream::kNfs4Ok;
 }
 
 // --- locks ----------------------------------------------------------------

@@ -12,6 +12,8 @@
 // the locks of the core method it calls.
 #pragma once
 
+#include <rocksdb/status.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -215,6 +217,11 @@ class Core::WriteBackHost : public WriteBack::Host,
   }
   uint32_t Run(upstream::Compound &c, const Creds &cr,
                upstream::CompoundReply *rep) override {
+    // What write-back sends was read from writes a client's call may not
+    // have synced yet (store/reply_sync.h): durable here first, so that a
+    // power loss cannot take back what the remote already has. Retried
+    // later when the store cannot sync.
+    if (!core_->store_->SyncDeferred().ok()) return upstream::kNfs4ErrDelay;
     return core_->Run(c, cr, rep);
   }
   uint32_t MaxOps() override { return core_->MaxOps(); }

@@ -662,7 +662,15 @@ uint32_t nache_open(struct nache_core *core, const struct nache_creds *cr,
   if (new_key) *new_key = k;
   if (attrs_out) AttrsToC(a, k, attrs_out);
   if (created) *created = made;
-  return call.Done(0);
+  const uint32_t done = call.Done(0);
+  if (done != 0) {
+    // Opened, but what it wrote could not be made durable: the client
+    // hears an error and will never close this open, so it is closed here
+    // (else its share reservation and upstream open would stay forever).
+    core->core->CloseFile(*open);
+    *open = nullptr;
+  }
+  return done;
 }
 
 uint32_t nache_check_verifier(struct nache_core *core,

@@ -21,11 +21,22 @@
 // writes as they see any write (a reader may be answered with bytes a
 // power loss would then take back, as from a server's page cache). A
 // daemon crash keeps them (the log is in the page cache); a power loss
-// may lose them, and the client was never told they were done.
+// may lose them, and the client was never told they were done. Not so for
+// write-back's sends to the remote: what the remote has, a power loss must
+// not take back here (the acknowledged older bytes would come back dirty
+// and make a conflict of it), so every write-back COMPOUND first makes
+// the calls' deferred writes durable (Store::SyncDeferred, in the core's
+// write-back host).
 //
 // A failed sync: the call answers an error although its changes are
 // applied here, as when a reply is lost on the way: the client retries or
-// reports the error, and nothing it was told is done is lost.
+// reports the error, and nothing it was told is done is lost (an open the
+// call made is closed again, core/nache_api.cc). A failed sync is final
+// for the store: RocksDB keeps its log writer's error and takes no write
+// until the store is reopened (nache restarted), so no later sync vouches
+// for pages a failed one may have lost (Linux reports a failed write-back
+// of a file once); ReplySyncTest.AfterAFailedSyncNoLaterSyncVouchesForTheLog
+// holds RocksDB to that.
 //
 // One per client call, on the thread that makes it (the C API's calls,
 // core/nache_api.cc); a nested one joins the outermost, which finishes.

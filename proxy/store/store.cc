@@ -499,7 +499,18 @@ rocksdb::Status Store::WriteBeforeReply(rocksdb::WriteBatch *batch) {
   ReplySync *reply = ReplySync::Current();
   rocksdb::WriteOptions w;
   w.sync = reply == nullptr;
+  if (reply != nullptr) deferring_.fetch_add(1);
   rocksdb::Status st = Write(w, batch);
+  if (reply != nullptr) {
+    // For SyncDeferred, which must not take this write as synced while it
+    // is under way: the count first, then the sequence number, then the
+    // count back.
+    const uint64_t seq = db_->GetLatestSequenceNumber();
+    uint64_t had = deferred_seq_.load();
+    while (had < seq && !deferred_seq_.compare_exchange_weak(had, seq)) {
+    }
+    deferring_.fetch_sub(1);
+  }
   if (!st.ok()) return st;
   if (metrics_) metrics_->CountStoreDurableWrite();
   if (reply != nullptr) {
@@ -542,6 +553,15 @@ rocksdb::Status Store::Sync() {
     if (metrics_) metrics_->CountStoreSync();
   }
   return rocksdb::Status::OK();
+}
+
+rocksdb::Status Store::SyncDeferred() {
+  if (deferring_.load() == 0) {
+    const uint64_t deferred = deferred_seq_.load();
+    MutexLock g(&sync_mu_);
+    if (synced_seq_ >= deferred) return rocksdb::Status::OK();
+  }
+  return Sync();
 }
 
 rocksdb::Status Store::Put(const rocksdb::WriteOptions &opts,

@@ -142,6 +142,11 @@ class Store {
   // then share one more: one flush of the disk for all of them. A failure
   // is counted as a store write failure.
   rocksdb::Status Sync() EXCLUDES(sync_mu_);
+  // Makes every WriteBeforeReply write taken so far durable: at once when
+  // they are (no disk flush), else as Sync. For what reads such writes and
+  // acts on them elsewhere (write-back's sends to the remote): a power
+  // loss must not take back here what the remote already has.
+  rocksdb::Status SyncDeferred() EXCLUDES(sync_mu_);
   // One key's value, the same way (a batch of one).
   rocksdb::Status Put(const rocksdb::WriteOptions &opts,
                       rocksdb::ColumnFamilyHandle *family,
@@ -192,6 +197,10 @@ class Store {
   bool syncing_ GUARDED_BY(sync_mu_) = false;
   // Every write with a sequence number up to this one is durable.
   uint64_t synced_seq_ GUARDED_BY(sync_mu_) = 0;
+  // WriteBeforeReply writes under way in a call's scope, and the highest
+  // sequence number one of them has seen after writing (SyncDeferred).
+  std::atomic<uint64_t> deferring_{0};
+  std::atomic<uint64_t> deferred_seq_{0};
 };
 
 }  // namespace nache

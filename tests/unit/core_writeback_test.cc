@@ -1,7 +1,10 @@
 // Write-back of data and of the namespace against the scripted upstream:
 // what is sent and when, conflicts, renames and removes in log order, a
 // truncate racing a flush, a full cache disk, objects gone at the remote.
+#include <future>
+
 #include "scripted_upstream.h"
+#include "store/reply_sync.h"
 
 namespace nache {
 namespace coretest {
@@ -36,6 +39,74 @@ TEST_F(CoreDelegationsTest, LocalCreatesAreSentOnlyAsTheyEndUp) {
   EXPECT_EQ(up_->Data("a"), "<none>");
   EXPECT_EQ(up_->Data("tmp"), "<none>");
   EXPECT_EQ(up_->Count("OPEN"), opens + 1) << "one create, as b";
+}
+
+// A client's write-back WRITE is synced when its call ends
+// (store/reply_sync.h). A flush running meanwhile reads the written bytes:
+// it must make them durable here before it sends them, or a power loss
+// would take back here what the remote already has (and, the acknowledged
+// older bytes then dirty again, make a conflict of it).
+TEST_F(CoreDelegationsTest, WriteBackSendsNothingItsWritersHaveNotSynced) {
+  StartWriteBack(DelegationType::kNone, 3600 * 1000);
+  double syncs_at_write = -1;
+  up_->before_op = [this, &syncs_at_write](const std::string &op) {
+    if (op == "WRITE" && syncs_at_write < 0)
+      syncs_at_write = CounterValue(metrics_, "nache_cache_store_syncs_total");
+  };
+  std::promise<void> wrote, flushed;
+  std::shared_future<void> flushed_f = flushed.get_future().share();
+  auto writer = std::async(std::launch::async, [this, &wrote, flushed_f] {
+    ReplySync call;  // a client's call, not finished yet
+    size_t n = 0;
+    upstream::StableHow committed{};
+    const std::string data = "not yet synced";
+    uint32_t st = core_->Write(cr_, file_, nullptr, 0, data.size(), data.data(),
+                               upstream::StableHow::kFileSync, &n, &committed);
+    wrote.set_value();
+    flushed_f.wait();
+    return st == 0 && call.Finish() == nullptr;
+  });
+  wrote.get_future().wait();
+  const double syncs_before =
+      CounterValue(metrics_, "nache_cache_store_syncs_total");
+  std::string err;
+  EXPECT_TRUE(core_->AdminFlush(
+      std::chrono::steady_clock::now() + std::chrono::seconds(10), &err))
+      << err;
+  flushed.set_value();
+  EXPECT_TRUE(writer.get());
+  EXPECT_EQ(up_->Data("f").substr(0, 14), "not yet synced");
+  EXPECT_GT(syncs_at_write, syncs_before)
+      << "the bytes went to the remote before they were durable here";
+}
+
+// A write sent through UNSTABLE (queued for the remote, uncommitted there)
+// while the file was not write-back, then the file going write-back (here:
+// nachectl drain lifted, with Single_Writer; a write delegation does the
+// same): the client's COMMIT must still make that write durable at the
+// remote. It was answered OK at once, "durable in the store", which the
+// queued write never was.
+TEST_F(CoreDelegationsTest,
+       ACommitAfterTheFileWentWriteBackCommitsWhatWasSent) {
+  up_->unstable_writes = true;
+  Start(DelegationType::kNone, [](CoreConfig *cfg) {
+    cfg->write_back = true;
+    cfg->single_writer = true;
+    cfg->flush_age_ms = 3600 * 1000;
+  });
+  core_->SetDraining(true);  // write-through for now
+  const std::string data = "sent unstable";
+  size_t n = 0;
+  upstream::StableHow committed{};
+  ASSERT_EQ(core_->Write(cr_, file_, nullptr, 0, data.size(), data.data(),
+                         upstream::StableHow::kUnstable, &n, &committed),
+            0u);
+  ASSERT_EQ(n, data.size());
+  ASSERT_EQ(committed, upstream::StableHow::kUnstable);
+  core_->SetDraining(false);  // write-back from here on
+  ASSERT_EQ(core_->Commit(cr_, file_, 0, 0), 0u);
+  EXPECT_EQ(up_->StableData("f").substr(0, data.size()), data)
+      << "told committed, so durable at the remote";
 }
 
 // Issue 19: a flush of several WRITEs sends them UNSTABLE, then one

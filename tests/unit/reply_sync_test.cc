@@ -64,6 +64,7 @@ class LogSyncFs : public rocksdb::FileSystemWrapper {
     MutexLock g(&mu_);
     return syncs_;
   }
+
   // Syncs from now on wait until Release.
   void Hold() {
     MutexLock g(&mu_);
@@ -231,6 +232,65 @@ TEST_F(ReplySyncTest, AFailedSyncIsReportedByFinishAndCounted) {
         if (l.name == "reason" && l.value == "other") other = m.counter.value;
     EXPECT_EQ(other, 1);
   }
+}
+
+// Linux reports a failed write-back of a file once: a second sync of the
+// log after a failed one would succeed although pages of it may be gone.
+// Durability here rests on RocksDB refusing that (its log writer keeps the
+// error, and the database stops taking writes until it is reopened): a
+// call that wrote before another's sync failed must not be told its write
+// is durable, nor may a later write be taken.
+TEST_F(ReplySyncTest, AfterAFailedSyncNoLaterSyncVouchesForTheLog) {
+  std::promise<void> b_wrote, a_failed;
+  std::shared_future<void> a_failed_f = a_failed.get_future().share();
+  auto b = std::async(std::launch::async, [this, &b_wrote, a_failed_f] {
+    ReplySync reply;
+    rocksdb::WriteBatch w = Batch("b");
+    const bool ok = store_->WriteBeforeReply(&w).ok();
+    b_wrote.set_value();
+    a_failed_f.wait();
+    return ok && reply.Finish() == nullptr;
+  });
+  b_wrote.get_future().wait();
+  {
+    ReplySync reply;
+    rocksdb::WriteBatch w = Batch("a");
+    ASSERT_TRUE(store_->WriteBeforeReply(&w).ok());
+    fs_->FailSyncs(true);
+    EXPECT_EQ(reply.Finish(), store_.get());
+    fs_->FailSyncs(false);  // reported once
+  }
+  a_failed.set_value();
+  EXPECT_FALSE(b.get()) << "told durable by a sync after a failed one";
+  rocksdb::WriteBatch w = Batch("c");
+  EXPECT_FALSE(store_->WriteBeforeReply(&w).ok())
+      << "a synced write taken after a failed sync";
+}
+
+// SyncDeferred (write-back's sends): a flush of the log while a call's
+// durable write is not yet synced, none once it is.
+TEST_F(ReplySyncTest, SyncDeferredSyncsOnlyWhatACallHasNotYet) {
+  std::promise<void> wrote, synced;
+  std::shared_future<void> synced_f = synced.get_future().share();
+  auto call = std::async(std::launch::async, [this, &wrote, synced_f] {
+    ReplySync reply;
+    rocksdb::WriteBatch w = Batch("a");
+    const bool ok = store_->WriteBeforeReply(&w).ok();
+    wrote.set_value();
+    synced_f.wait();
+    return ok && reply.Finish() == nullptr;
+  });
+  wrote.get_future().wait();
+  const int before = fs_->syncs();
+  EXPECT_TRUE(store_->SyncDeferred().ok());
+  EXPECT_EQ(fs_->syncs(), before + 1);
+  synced.set_value();
+  EXPECT_TRUE(call.get());
+  const int after = fs_->syncs();
+  rocksdb::WriteBatch plain = Batch("not durable");
+  ASSERT_TRUE(store_->Write(rocksdb::WriteOptions(), &plain).ok());
+  EXPECT_TRUE(store_->SyncDeferred().ok());
+  EXPECT_EQ(fs_->syncs(), after) << "nothing deferred was left to sync";
 }
 
 // Four calls, one sync of the log under way when the other three write:

@@ -83,6 +83,9 @@ class ScriptedUpstream : public upstream::Upstream {
   // Set by the core: called by Restart like the real client's state
   // thread after it confirmed a new client id.
   std::function<void(uint64_t)> on_new_clientid;
+  // Called (under the server's lock) with each operation's name before it
+  // runs; set before the core starts.
+  std::function<void(const std::string &)> before_op;
   std::atomic<bool> hold_writes{false};  // WRITEs wait while true
   std::atomic<bool> hold_opens{false};   // OPENs wait while true
   // A kill of nache simulated at the server: once an op of this name is
@@ -480,6 +483,7 @@ class ScriptedUpstream : public upstream::Upstream {
                     std::find(cr.groups.begin(), cr.groups.end(), need_group) !=
                         cr.groups.end();
       if (a.argop == OP_PUTFH || a.argop == OP_PUTROOTFH) have_current = false;
+      if (before_op) before_op(upstream::OpName(r.op));
       r.status =
           UsesCurrentStateid(a) && (minor == 0 || !have_current)
               ? uint32_t(upstream::kNfs4ErrBadStateid)
